@@ -1,0 +1,44 @@
+# raftmaster build, test and run targets. `make help` lists them.
+GO          ?= go
+BIN         := bin/raftmaster
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+# Packages whose property tests take -rapid.checks.
+RAPID_PKGS  := ./fsm/... ./recordio/...
+RAPID_CHECKS ?= 1000
+TEST_TIMEOUT ?= 25m
+
+.DEFAULT_GOAL := help
+.PHONY: help build test lint bench run demo fuzz clean
+
+help: ## list the targets
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+build: ## build bin/raftmaster (static)
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/raftmaster
+
+test: ## run every test with the race detector
+	$(GO) vet ./...
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
+	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
+
+lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
+
+bench: ## run the benchmarks (figures, not assertions)
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+FUZZTIME ?= 60s
+fuzz: ## run each fuzz target for FUZZTIME
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadIndex$$' -fuzztime $(FUZZTIME) ./recordio/
+	$(GO) test -run '^$$' -fuzz '^FuzzChunk$$' -fuzztime $(FUZZTIME) ./recordio/
+
+run: build ## start a local 3-node cluster on 127.0.0.1 (data in ./data), Ctrl-C to stop
+	$(BIN) local --nodes 3 --data-dir data
+
+demo: build ## pack a sample dataset and run three trainers through two passes on a local cluster
+	./scripts/demo.sh
+
+clean: ## remove build output and local data
+	rm -rf bin data

@@ -1,0 +1,77 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// Status describes the leader and the state, read linearizably: the answer
+// reflects every write acknowledged before the call.
+func (c *Client) Status() (rpc.StatusResponse, error) {
+	var resp rpc.StatusResponse
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathStatus, out: &resp})
+	return resp, err
+}
+
+// StatusStale describes whichever node answers, from its local state,
+// which may lag behind the leader.
+func (c *Client) StatusStale() (rpc.StatusResponse, error) {
+	var resp rpc.StatusResponse
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathStatus, query: url.Values{"stale": {"true"}}, out: &resp})
+	return resp, err
+}
+
+// Members lists the servers of the Raft configuration and summarises the
+// state.
+func (c *Client) Members() (rpc.ClusterResponse, error) {
+	var resp rpc.ClusterResponse
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathCluster, out: &resp})
+	return resp, err
+}
+
+// AddNode adds node id as a voter, with its Raft and API addresses, or
+// refreshes its addresses when it is already a member.
+func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterJoin, write: true,
+		body: rpc.JoinClusterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
+}
+
+// RemoveNode removes node id from the cluster.
+func (c *Client) RemoveNode(id string) error {
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemove, write: true,
+		body: rpc.RemoveRequest{ID: id}})
+}
+
+// TransferLeadership hands leadership to node id, or to the most
+// up-to-date follower when id is "".
+func (c *Client) TransferLeadership(id string) error {
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterTransfer, write: true,
+		body: rpc.TransferRequest{ID: id}})
+}
+
+// DebugState asks the node at addr, and only that node, for its applied
+// index and the hash of its state. Replicas at the same index must report
+// the same hash.
+func (c *Client) DebugState(addr string) (rpc.DebugStateResponse, error) {
+	var resp rpc.DebugStateResponse
+	base, err := normalizeAddr(addr)
+	if err != nil {
+		return resp, err
+	}
+	err = c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathDebugState, out: &resp, addr: base})
+	return resp, err
+}
+
+// Health returns nil when the first address is ready to serve: it has a
+// leader and has caught up.
+func (c *Client) Health(ctx context.Context) error {
+	err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathReadyz, addr: c.addrs[0]})
+	if err != nil {
+		return fmt.Errorf("raftmaster client: %s not ready: %w", c.addrs[0], err)
+	}
+	return nil
+}

@@ -1,0 +1,212 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// watchWait is how long one allgather watch may wait on the server before
+// it is asked again; watchSlack is added to it for the attempt's deadline.
+const (
+	watchWait  = 30 * time.Second
+	watchSlack = 15 * time.Second
+)
+
+// Result is the outcome of an allgather join: every member's data in join
+// order, or the error that ended the join (ErrClosed, ErrReconnected,
+// ErrAllGatherTimeoutExceeded, ErrClientClosed, or the last error of a
+// cluster that could not be reached).
+type Result struct {
+	// Data holds each member's data, decoded from JSON into an any, so
+	// numbers are float64 and objects map[string]any.
+	Data []any
+	// Raw holds each member's data as JSON, to decode into a type.
+	Raw []json.RawMessage
+	// Rank is this member's index in Data.
+	Rank int
+	// Err is set when the join did not complete.
+	Err error
+}
+
+// Watcher delivers the Result of one join. C receives exactly one Result.
+type Watcher struct {
+	C <-chan Result
+}
+
+type watchKey struct {
+	group  string
+	member uuid.UUID
+}
+
+// poller watches one join until its outcome is final.
+type poller struct {
+	cancel context.CancelFunc
+	out    chan Result
+	done   atomic.Bool
+}
+
+// finish delivers res, after calling cb, unless a result was delivered
+// already. The callback runs outside any lock, so it may call the client.
+func (p *poller) finish(res Result, cb func()) {
+	if !p.done.CompareAndSwap(false, true) {
+		return
+	}
+	if cb != nil {
+		cb()
+	}
+	p.out <- res
+}
+
+// Join adds member id with data to the allgather group groupID of numPeers
+// members, as Determined's allgather.Join. Data is sent as JSON. When the
+// last member joins, ready is called (if not nil) and the Watcher receives
+// every member's data; if the group does not fill up within DefaultTimeout,
+// timeout is called (if not nil) with ErrAllGatherTimeoutExceeded and the
+// Watcher receives that error. A later join with the same id makes this
+// one's Watcher receive ErrReconnected, and Leave makes it receive
+// ErrClosed. The group lives in the replicated state, so the watch survives
+// a leader failover.
+func (c *Client) Join(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error)) (Watcher, error) {
+	return c.JoinWithTimeout(groupID, id, numPeers, data, ready, timeout, 0)
+}
+
+// JoinWithTimeout is Join with the group's timeout; zero means
+// DefaultTimeout. Only the join that creates the group sets it.
+func (c *Client) JoinWithTimeout(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), groupTimeout time.Duration) (Watcher, error) {
+	raw, err := json.Marshal(data)
+	if err != nil {
+		return Watcher{}, fmt.Errorf("%w: allgather data: %v", ErrInvalid, err)
+	}
+	var resp rpc.JoinResponse
+	err = c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherJoin, write: true, out: &resp,
+		body: rpc.JoinRequest{Group: groupID, Member: id, NumPeers: numPeers, Data: raw, Timeout: rpc.Duration(groupTimeout)}})
+	if err != nil {
+		return Watcher{}, err
+	}
+	if groupTimeout == 0 {
+		groupTimeout = DefaultTimeout
+	}
+	ctx, cancel := context.WithCancel(c.ctx)
+	p := &poller{cancel: cancel, out: make(chan Result, 1)}
+	key := watchKey{groupID, id}
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		cancel()
+		return Watcher{}, ErrClientClosed
+	}
+	if c.watchers[key] == nil {
+		c.watchers[key] = make(map[*poller]struct{})
+	}
+	c.watchers[key][p] = struct{}{}
+	c.wg.Add(1)
+	c.mu.Unlock()
+	go func() {
+		defer c.wg.Done()
+		defer c.dropPoller(key, p)
+		c.poll(ctx, p, key, resp.Generation, ready, timeout, groupTimeout)
+	}()
+	return Watcher{C: p.out}, nil
+}
+
+// Leave removes member id from the group, as Determined's allgather.Leave.
+// This client's watchers of that member receive ErrClosed and stop. When
+// the last member leaves, the group closes.
+func (c *Client) Leave(groupID string, id uuid.UUID) error {
+	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherLeave, write: true,
+		body: rpc.LeaveRequest{Group: groupID, Member: id}})
+	if err != nil {
+		return err
+	}
+	key := watchKey{groupID, id}
+	c.mu.Lock()
+	ps := make([]*poller, 0, len(c.watchers[key]))
+	for p := range c.watchers[key] {
+		ps = append(ps, p)
+	}
+	c.mu.Unlock()
+	for _, p := range ps {
+		p.finish(Result{Err: ErrClosed}, nil)
+		p.cancel()
+	}
+	return nil
+}
+
+func (c *Client) dropPoller(key watchKey, p *poller) {
+	p.cancel()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.watchers[key], p)
+	if len(c.watchers[key]) == 0 {
+		delete(c.watchers, key)
+	}
+}
+
+// poll long-polls the watch of one join until its outcome is final.
+// Unreachable nodes and elections are retried for as long as the group may
+// wait, since the group's state survives a failover.
+func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, ready func(), timeout func(error), groupTimeout time.Duration) {
+	q := url.Values{
+		rpc.WatchParamGroup:      {key.group},
+		rpc.WatchParamMember:     {key.member.String()},
+		rpc.WatchParamGeneration: {strconv.FormatUint(gen, 10)},
+		rpc.WatchParamWait:       {watchWait.String()},
+	}
+	log := c.logger.With("group", key.group, "member", key.member, "generation", gen)
+	for {
+		var wr rpc.WatchResponse
+		err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathAllgatherWatch, query: q, out: &wr,
+			timeout: watchWait + watchSlack, budget: max(c.retry, groupTimeout)})
+		switch {
+		case ctx.Err() != nil:
+			// Leave delivered ErrClosed already; otherwise Close.
+			p.finish(Result{Err: ErrClientClosed}, nil)
+			return
+		case err != nil:
+			err = sentinel(err)
+			log.Debug("allgather ended", "error", err)
+			var cb func()
+			if errors.Is(err, ErrAllGatherTimeoutExceeded) && timeout != nil {
+				cb = func() { timeout(err) }
+			}
+			p.finish(Result{Err: err}, cb)
+			return
+		case wr.Status == rpc.WatchPending:
+			continue
+		case wr.Status == rpc.WatchComplete:
+			res := Result{Data: make([]any, len(wr.Data)), Raw: wr.Data, Rank: wr.Rank}
+			for i, d := range wr.Data {
+				if err := json.Unmarshal(d, &res.Data[i]); err != nil {
+					p.finish(Result{Err: fmt.Errorf("raftmaster client: decoding allgather data %d: %w", i, err)}, nil)
+					return
+				}
+			}
+			p.finish(res, ready)
+			return
+		default:
+			p.finish(Result{Err: fmt.Errorf("raftmaster client: unknown allgather watch status %q", wr.Status)}, nil)
+			return
+		}
+	}
+}
+
+// sentinel returns the allgather sentinel that err carries, so that
+// ported code comparing Result.Err with == keeps working.
+func sentinel(err error) error {
+	for _, s := range []error{ErrClosed, ErrReconnected, ErrAllGatherTimeoutExceeded} {
+		if errors.Is(err, s) {
+			return s
+		}
+	}
+	return err
+}

@@ -1,0 +1,213 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
+)
+
+// Defaults of the options.
+const (
+	// DefaultRetry is how long a call keeps retrying when no leader answers.
+	DefaultRetry = 2 * time.Minute
+	// defaultPassWaitMin and defaultPassWaitMax bound the wait of the record
+	// reader before it asks again for a pass that has not started yet.
+	defaultPassWaitMin = time.Second
+	defaultPassWaitMax = 3 * time.Second
+)
+
+// Client talks to a raftmaster cluster on behalf of a trainer or an
+// operator. It is safe for concurrent use. Close stops its goroutines.
+type Client struct {
+	addrs          []string // base URLs, "http://host:port"
+	hc             *http.Client
+	transport      *http.Transport // ours, when WithHTTPClient was not used
+	logger         hclog.Logger
+	retry          time.Duration
+	bufSize        int
+	clientIndexing bool
+	passWaitMin    time.Duration
+	passWaitMax    time.Duration
+
+	id  uuid.UUID
+	seq atomic.Uint64
+	ep  endpoints
+
+	ctx    context.Context // cancelled by Close
+	cancel context.CancelFunc
+	mu     sync.Mutex // guards closed, wg.Add and watchers
+	closed bool
+	wg     sync.WaitGroup
+
+	ch     chan record
+	passMu sync.Mutex // serialises StartGetRecords
+	pass   *passRun
+
+	watchers map[watchKey]map[*poller]struct{}
+}
+
+// Option configures a Client.
+type Option func(*Client) error
+
+// WithAddrs sets the API addresses of the cluster's nodes ("host:port" or
+// "http://host:port"). Any subset that includes a reachable node will do:
+// followers redirect to the leader.
+func WithAddrs(addrs ...string) Option {
+	return func(c *Client) error {
+		for _, a := range addrs {
+			u, err := normalizeAddr(a)
+			if err != nil {
+				return err
+			}
+			c.addrs = append(c.addrs, u)
+		}
+		return nil
+	}
+}
+
+// WithAddr sets one API address, as the seed's option of the same name.
+func WithAddr(addr string) Option { return WithAddrs(addr) }
+
+// WithBuffer sets the capacity of the record channel that StartGetRecords
+// fills and NextRecord drains (0, the default, as in the seed).
+func WithBuffer(n int) Option {
+	return func(c *Client) error {
+		if n < 0 {
+			return fmt.Errorf("raftmaster client: negative buffer size %d", n)
+		}
+		c.bufSize = n
+		return nil
+	}
+}
+
+// WithHTTPClient sets the HTTP client. The Client uses a copy whose
+// CheckRedirect it replaces, since it follows redirects itself. Leave
+// hc.Timeout zero: allgather watches are long polls, and every request
+// already has its own deadline.
+func WithHTTPClient(hc *http.Client) Option {
+	return func(c *Client) error {
+		if hc == nil {
+			return errors.New("raftmaster client: nil HTTP client")
+		}
+		cp := *hc
+		c.hc = &cp
+		return nil
+	}
+}
+
+// WithLogger sets the logger (the default discards everything).
+func WithLogger(l hclog.Logger) Option {
+	return func(c *Client) error {
+		if l == nil {
+			l = hclog.NewNullLogger()
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+// WithRetry sets how long a call keeps retrying while the cluster has no
+// leader or its nodes cannot be reached (DefaultRetry by default). Zero
+// means a single attempt.
+func WithRetry(maxElapsed time.Duration) Option {
+	return func(c *Client) error {
+		if maxElapsed < 0 {
+			return fmt.Errorf("raftmaster client: negative retry budget %v", maxElapsed)
+		}
+		c.retry = maxElapsed
+		return nil
+	}
+}
+
+// WithClientIndexing makes SetDataset expand the globs and index the
+// RecordIO files here, and send the chunk list, for masters that cannot see
+// the data volume. By default the leader does it, as in the seed.
+func WithClientIndexing(on bool) Option {
+	return func(c *Client) error {
+		c.clientIndexing = on
+		return nil
+	}
+}
+
+// NewClient returns a Client for the cluster named by WithAddrs or WithAddr.
+func NewClient(opts ...Option) (*Client, error) {
+	c := &Client{
+		logger:      hclog.NewNullLogger(),
+		retry:       DefaultRetry,
+		passWaitMin: defaultPassWaitMin,
+		passWaitMax: defaultPassWaitMax,
+		id:          uuid.New(),
+		watchers:    make(map[watchKey]map[*poller]struct{}),
+	}
+	for _, opt := range opts {
+		if err := opt(c); err != nil {
+			return nil, err
+		}
+	}
+	if len(c.addrs) == 0 {
+		return nil, errors.New("raftmaster client: no address: use WithAddrs")
+	}
+	if c.hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		c.transport = t
+		c.hc = &http.Client{Transport: t}
+	}
+	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	c.logger = c.logger.Named("client")
+	c.ep.addrs = c.addrs
+	c.ch = make(chan record, c.bufSize)
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+// Close stops the record reader and the allgather watchers and waits for
+// them. Watchers still waiting receive ErrClientClosed; calls in flight fail
+// with it. Close is idempotent.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.cancel()
+	c.wg.Wait()
+	if c.transport != nil {
+		// Ours alone; a caller's HTTP client is the caller's to clean up.
+		c.transport.CloseIdleConnections()
+	}
+	return nil
+}
+
+// spawn runs f in a goroutine that Close waits for. It reports false, and
+// does not run f, once the client is closed.
+func (c *Client) spawn(f func()) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	go func() {
+		defer c.wg.Done()
+		f()
+	}()
+	return true
+}
+
+// sleep waits for d or until ctx is done, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

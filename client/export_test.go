@@ -1,0 +1,12 @@
+package client
+
+import "time"
+
+// WithPassWait shortens the wait of the record reader for a pass that has
+// not started, so that tests of many passes run fast.
+func WithPassWait(lo, hi time.Duration) Option {
+	return func(c *Client) error {
+		c.passWaitMin, c.passWaitMax = lo, hi
+		return nil
+	}
+}

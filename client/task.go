@@ -1,0 +1,147 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/raftmaster/raftmaster/dataset"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// TaskMeta identifies one dispatch of a task: its id and the epoch of the
+// lease.
+type TaskMeta = fsm.TaskMeta
+
+// Chunk is one RecordIO chunk of a task: file, byte offset of the chunk
+// header and record count.
+type Chunk = rpc.Chunk
+
+// Task is a leased task: read its chunks, then report it finished or
+// failed.
+type Task struct {
+	Meta   TaskMeta
+	Chunks []Chunk
+}
+
+// DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
+// fields take the server's defaults.
+type DatasetParams struct {
+	// ChunksPerTask is how many consecutive chunks form one task.
+	ChunksPerTask int
+	// TaskTimeout is the lease of a dispatched task.
+	TaskTimeout time.Duration
+	// FailureMax is how many failures or timeouts a task survives; nil
+	// means the server's default.
+	FailureMax *int
+	// Strict refuses a late TaskFinished from an earlier lease.
+	Strict bool
+}
+
+// SetDataset sets the dataset: the RecordIO files that globPaths match. As
+// in the seed, only the first dataset of a cluster is honoured, so every
+// trainer may call it. The leader expands and indexes the globs, unless the
+// client was made WithClientIndexing.
+func (c *Client) SetDataset(globPaths []string) error {
+	_, err := c.SetDatasetWithParams(globPaths, DatasetParams{})
+	return err
+}
+
+// SetDatasetWithParams is SetDataset with task-queue settings. The response
+// says whether the dataset was ignored because one was already set.
+func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
+	req := rpc.SetDatasetRequest{
+		ChunksPerTask: p.ChunksPerTask,
+		TaskTimeout:   rpc.Duration(p.TaskTimeout),
+		FailureMax:    p.FailureMax,
+		Strict:        p.Strict,
+	}
+	if c.clientIndexing {
+		chunks, err := indexGlobs(c.ctx, globPaths)
+		if err != nil {
+			return rpc.SetDatasetResponse{}, err
+		}
+		req.Chunks = chunks
+	} else {
+		req.Globs = globPaths
+	}
+	var resp rpc.SetDatasetResponse
+	// Indexing a large dataset on the leader takes a while: let an attempt
+	// use the whole budget.
+	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathDataset, body: req, write: true, out: &resp,
+		timeout: max(c.retry, defaultAttemptTimeout)})
+	return resp, err
+}
+
+// indexGlobs indexes the files as the leader would, so that the tasks are
+// the same either way.
+func indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
+	chunks, _, err := dataset.Index(ctx, globs, dataset.Limits{})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ErrClientClosed
+		}
+		return nil, fmt.Errorf("raftmaster client: indexing the dataset: %w", err)
+	}
+	out := make([]rpc.Chunk, len(chunks))
+	for i, ch := range chunks {
+		out[i] = rpc.ChunkFromFSM(ch)
+	}
+	return out, nil
+}
+
+// GetTask leases the next task of pass passID. It fails with ErrPassBefore
+// or ErrPassAfter for another pass, ErrNoMoreAvailable when the rest of the
+// pass is leased to others, ErrAllTaskFailed, or ErrNoDataset.
+func (c *Client) GetTask(passID int) (Task, error) {
+	return c.getTask(c.ctx, passID)
+}
+
+func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
+	var resp rpc.GetTaskResponse
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet, body: rpc.GetTaskRequest{Pass: passID}, write: true, out: &resp})
+	if err != nil {
+		return Task{}, err
+	}
+	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks}, nil
+}
+
+// TaskFinished reports the task done. A late report from an earlier lease
+// is accepted, as in the seed, unless the dataset is strict.
+func (c *Client) TaskFinished(meta TaskMeta) error {
+	return c.taskReport(c.ctx, rpc.PathTaskFinished, meta)
+}
+
+// TaskFailed reports the task failed under its lease: it is dispatched
+// again, or set aside after failureMax failures. A stale epoch is ignored.
+func (c *Client) TaskFailed(meta TaskMeta) error {
+	return c.taskReport(c.ctx, rpc.PathTaskFailed, meta)
+}
+
+// RenewLease extends the lease of a task still being worked on by the
+// dataset's task timeout. It fails with ErrStaleEpoch when the lease is no
+// longer this one.
+func (c *Client) RenewLease(meta TaskMeta) error {
+	return c.taskReport(c.ctx, rpc.PathTaskRenew, meta)
+}
+
+func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) error {
+	var resp rpc.TaskResponse
+	err := c.do(ctx, &call{method: http.MethodPost, path: path, body: rpc.TaskRequest{Meta: meta}, write: true, out: &resp})
+	if err == nil && resp.Ignored {
+		c.logger.Debug("task report ignored", "path", path, "task", meta.ID, "epoch", meta.Epoch)
+	}
+	return err
+}
+
+// RequestSaveModel asks whether trainerID may save the model now. It is
+// granted to one trainer at a time, for blockDur; the holder may ask again
+// to extend it.
+func (c *Client) RequestSaveModel(trainerID string, blockDur time.Duration) (bool, error) {
+	var resp rpc.SaveModelResponse
+	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel,
+		body: rpc.SaveModelRequest{TrainerID: trainerID, BlockDur: rpc.Duration(blockDur)}, write: true, out: &resp})
+	return resp.Granted, err
+}

@@ -1,0 +1,290 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// Transport limits.
+const (
+	maxRedirects          = 5
+	backoffMin            = 50 * time.Millisecond
+	backoffMax            = 2 * time.Second
+	defaultAttemptTimeout = 30 * time.Second
+	maxResponseBytes      = 256 << 20
+	maxErrorBytes         = 64 << 10
+)
+
+// endpoints picks the address of the next attempt: the leader when known,
+// else the addresses in turn.
+type endpoints struct {
+	mu     sync.Mutex
+	addrs  []string
+	next   int
+	leader string
+}
+
+func (e *endpoints) pick() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.leader != "" {
+		return e.leader
+	}
+	return e.addrs[e.next%len(e.addrs)]
+}
+
+// setLeader remembers the address that redirected requests point at, or
+// that accepted a write.
+func (e *endpoints) setLeader(base string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leader = base
+}
+
+// failed moves on from base, which could not serve a request.
+func (e *endpoints) failed(base string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.leader == base {
+		e.leader = ""
+	}
+	if e.addrs[e.next%len(e.addrs)] == base {
+		e.next = (e.next + 1) % len(e.addrs)
+	}
+}
+
+// normalizeAddr turns "host:port" or "http://host:port/" into
+// "http://host:port".
+func normalizeAddr(a string) (string, error) {
+	s := strings.TrimSpace(a)
+	if s == "" {
+		return "", errors.New("raftmaster client: empty address")
+	}
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("raftmaster client: address %q: %w", a, err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("raftmaster client: address %q: want host:port or http(s)://host:port", a)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// call describes one API call.
+type call struct {
+	method  string
+	path    string
+	query   url.Values
+	body    any           // sent as JSON when non-nil
+	write   bool          // carries a request id, reused by every retry
+	out     any           // decoded from a 2xx answer when non-nil
+	timeout time.Duration // of each attempt; 0 means defaultAttemptTimeout
+	budget  time.Duration // for retries; 0 means the client's
+	addr    string        // one node only: no rotation, redirect or retry
+}
+
+// attemptError is the outcome of one failed attempt.
+type attemptError struct {
+	err        error
+	retry      bool          // the call may be sent again with the same request id
+	retryAfter time.Duration // what the server asked for, if anything
+}
+
+// do performs c, following redirects and retrying retryable failures with
+// exponential backoff and full jitter until the budget or ctx runs out.
+func (c *Client) do(ctx context.Context, cl *call) error {
+	var payload []byte
+	if cl.body != nil {
+		b, err := json.Marshal(cl.body)
+		if err != nil {
+			return fmt.Errorf("raftmaster client: encoding %s request: %w", cl.path, err)
+		}
+		payload = b
+	}
+	var reqID string
+	if cl.write {
+		reqID = fmt.Sprintf("%s/%d", c.id, c.seq.Add(1))
+	}
+	budget := cl.budget
+	if budget == 0 {
+		budget = c.retry
+	}
+	start := time.Now()
+	for attempt := 0; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return c.ctxErr(ctx)
+		}
+		base := cl.addr
+		if base == "" {
+			base = c.ep.pick()
+		}
+		ae := c.attempt(ctx, base, cl, payload, reqID)
+		if ae == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return c.ctxErr(ctx)
+		}
+		if !ae.retry || cl.addr != "" {
+			return ae.err
+		}
+		c.ep.failed(base)
+		wait := rand.N(min(backoffMax, backoffMin<<min(attempt, 10)) + 1)
+		if ae.retryAfter > 0 {
+			wait = max(wait, min(ae.retryAfter, backoffMax))
+		}
+		if time.Since(start)+wait > budget {
+			return fmt.Errorf("raftmaster client: %s %s: giving up after %d attempts in %v: %w",
+				cl.method, cl.path, attempt+1, time.Since(start).Round(time.Millisecond), ae.err)
+		}
+		c.logger.Debug("retrying", "path", cl.path, "addr", base, "attempt", attempt+1, "wait", wait, "error", ae.err)
+		if !sleep(ctx, wait) {
+			return c.ctxErr(ctx)
+		}
+	}
+}
+
+// ctxErr is the error of a call whose context is done.
+func (c *Client) ctxErr(ctx context.Context) error {
+	if c.ctx.Err() != nil {
+		return ErrClientClosed
+	}
+	return ctx.Err()
+}
+
+// attempt sends cl to base, following up to maxRedirects redirects.
+func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []byte, reqID string) *attemptError {
+	timeout := cl.timeout
+	if timeout == 0 {
+		timeout = defaultAttemptTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	target := base + cl.path
+	if len(cl.query) > 0 {
+		target += "?" + cl.query.Encode()
+	}
+	for redirects := 0; ; redirects++ {
+		var body io.Reader
+		if payload != nil {
+			body = bytes.NewReader(payload)
+		}
+		req, err := http.NewRequestWithContext(ctx, cl.method, target, body)
+		if err != nil {
+			return &attemptError{err: fmt.Errorf("raftmaster client: %w", err)}
+		}
+		if payload != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		req.Header.Set("Accept", "application/json")
+		if reqID != "" {
+			req.Header.Set(rpc.HeaderRequestID, reqID)
+		}
+		resp, err := c.hc.Do(req)
+		if err != nil {
+			return &attemptError{err: err, retry: true}
+		}
+		if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect {
+			loc := resp.Header.Get("Location")
+			discard(resp)
+			if cl.addr != "" {
+				return &attemptError{err: fmt.Errorf("raftmaster client: %s redirected %s to %q", cl.addr, cl.path, loc)}
+			}
+			if redirects >= maxRedirects {
+				return &attemptError{err: fmt.Errorf("raftmaster client: %s: more than %d redirects", cl.path, maxRedirects), retry: true}
+			}
+			u, err := req.URL.Parse(loc)
+			if err != nil || loc == "" || (u.Scheme != "http" && u.Scheme != "https") {
+				return &attemptError{err: fmt.Errorf("raftmaster client: bad redirect %q from %s", loc, target), retry: true}
+			}
+			c.ep.setLeader(u.Scheme + "://" + u.Host)
+			c.logger.Debug("redirected", "path", cl.path, "from", target, "to", u.String())
+			target = u.String()
+			continue
+		}
+		ae := c.answer(resp, cl)
+		if ae == nil && cl.write && cl.addr == "" {
+			// The node that accepted a write is the leader.
+			c.ep.setLeader(req.URL.Scheme + "://" + req.URL.Host)
+		}
+		return ae
+	}
+}
+
+// answer reads a non-redirect response.
+func (c *Client) answer(resp *http.Response, cl *call) *attemptError {
+	defer resp.Body.Close()
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+		if err != nil {
+			// Cut off mid-answer: the call is idempotent, ask again.
+			return &attemptError{err: fmt.Errorf("raftmaster client: reading %s answer: %w", cl.path, err), retry: true}
+		}
+		if len(b) > maxResponseBytes {
+			return &attemptError{err: fmt.Errorf("raftmaster client: %s answer exceeds %d bytes", cl.path, maxResponseBytes)}
+		}
+		if cl.out == nil {
+			return nil
+		}
+		if err := json.Unmarshal(b, cl.out); err != nil {
+			return &attemptError{err: fmt.Errorf("raftmaster client: decoding %s answer: %w", cl.path, err)}
+		}
+		return nil
+	}
+	b, readErr := io.ReadAll(io.LimitReader(resp.Body, maxErrorBytes))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBytes))
+	e := &rpc.Error{}
+	if err := json.Unmarshal(b, e); err != nil || e.Code == "" {
+		// Not one of ours: a proxy, or a connection cut mid-answer.
+		e = &rpc.Error{Code: rpc.CodeInternal, Message: strings.TrimSpace(string(b))}
+		switch resp.StatusCode {
+		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			e.Code = rpc.CodeUnavailable
+		}
+		if readErr != nil {
+			e.Code = rpc.CodeUnavailable
+		}
+		if e.Message == "" {
+			e.Message = resp.Status
+		}
+	}
+	e.Status = resp.StatusCode
+	return &attemptError{err: e, retry: rpc.Retryable(e), retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+}
+
+// discard drains a little of the body, so the connection can be reused,
+// and closes it.
+func discard(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBytes))
+	resp.Body.Close()
+}
+
+// parseRetryAfter reads a Retry-After header in seconds or as a date.
+func parseRetryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}

@@ -1,0 +1,360 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/raftmaster/raftmaster/rpc/rpctest"
+)
+
+// follower is a Backend that is not the leader and names leader as the
+// one that is.
+type follower struct {
+	*rpctest.Local
+	leader rpc.NodeRef
+}
+
+func (f *follower) Apply(context.Context, fsm.Command) (*fsm.Result, error) {
+	return nil, rpc.ErrNotLeader
+}
+
+func (f *follower) SetDataset(context.Context, fsm.RequestID, fsm.DatasetParams, []fsm.Chunk) (*fsm.Result, error) {
+	return nil, rpc.ErrNotLeader
+}
+
+func (f *follower) ReadBarrier(context.Context) error { return rpc.ErrNotLeader }
+
+// Leader names the leader, or this node itself when none was set (a
+// redirect loop).
+func (f *follower) Leader() (rpc.NodeRef, bool) {
+	if f.leader.ID == "" {
+		return f.Local.Leader()
+	}
+	return f.leader, true
+}
+
+// TestRedirect checks that the client skips an address that refuses
+// connections, follows a follower's redirect to the leader and then goes
+// to the leader directly.
+func TestRedirect(t *testing.T) {
+	leader := rpctest.NewLocal()
+	leader.ID = "leader"
+	var leaderHits, followerHits counter
+	startServer(t, leader, leaderHits.wrap)
+	fb := &follower{Local: rpctest.NewLocal(), leader: rpc.NodeRef{ID: "leader", APIAddr: leader.API}}
+	fb.ID = "follower"
+	fts := startServer(t, fb, followerHits.wrap)
+
+	c := newClient(t, client.WithAddrs(deadAddr(t), fts.URL))
+	ok, err := c.RequestSaveModel("trainer-0", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("RequestSaveModel through a follower: %v, %v; want granted", ok, err)
+	}
+	if followerHits.total() != 1 || leaderHits.total() != 1 {
+		t.Fatalf("follower served %v, leader %v; want one request each", followerHits.String(), leaderHits.String())
+	}
+	if holder, _, ok := leader.FSM().SaveModelHolder(); !ok || holder != "trainer-0" {
+		t.Fatalf("leader's save-model holder %q, %v; want trainer-0", holder, ok)
+	}
+	// The client remembers the leader: no more redirects.
+	for range 3 {
+		if ok, err := c.RequestSaveModel("trainer-0", time.Minute); err != nil || !ok {
+			t.Fatalf("RequestSaveModel: %v, %v", ok, err)
+		}
+	}
+	st, err := c.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.NodeID != "leader" {
+		t.Fatalf("status answered by %q, want the leader", st.NodeID)
+	}
+	if followerHits.total() != 1 || leaderHits.total() != 5 {
+		t.Fatalf("follower served %v, leader %v; want 1 and 5 requests", followerHits.String(), leaderHits.String())
+	}
+}
+
+// TestRedirectLoop checks that a redirect loop ends when the retry budget
+// is spent.
+func TestRedirectLoop(t *testing.T) {
+	fb := &follower{Local: rpctest.NewLocal()}
+	fts := startServer(t, fb, nil)
+	c := newClient(t, client.WithAddr(fts.URL), client.WithRetry(300*time.Millisecond))
+	_, err := c.RequestSaveModel("t", time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "redirects") {
+		t.Fatalf("RequestSaveModel in a redirect loop: %v, want a redirect error", err)
+	}
+}
+
+// faultyProxy forwards requests to h, but answers the first request to
+// path with 503 unknown_outcome after h has applied it. It records the
+// request ids of path and the answer h gave the first time.
+type faultyProxy struct {
+	h    http.Handler
+	path string
+	cut  bool // cut the connection instead of answering 503
+
+	mu    sync.Mutex
+	ids   []string
+	first []byte
+}
+
+func (p *faultyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != p.path {
+		p.h.ServeHTTP(w, r)
+		return
+	}
+	p.mu.Lock()
+	p.ids = append(p.ids, r.Header.Get(rpc.HeaderRequestID))
+	n := len(p.ids)
+	p.mu.Unlock()
+	if n > 1 {
+		p.h.ServeHTTP(w, r)
+		return
+	}
+	rec := httptest.NewRecorder()
+	p.h.ServeHTTP(rec, r)
+	p.mu.Lock()
+	p.first = rec.Body.Bytes()
+	p.mu.Unlock()
+	if p.cut {
+		conn, _, err := http.NewResponseController(w).Hijack()
+		if err == nil {
+			conn.Close()
+		}
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	json.NewEncoder(w).Encode(rpc.Error{Code: rpc.CodeUnknownOutcome, Message: "injected"})
+}
+
+// TestRetrySameRequestID checks that a write whose outcome was unknown is
+// retried with the same request id, so the cluster applies it once: the
+// retried GetTask returns the task the first attempt leased.
+func TestRetrySameRequestID(t *testing.T) {
+	for _, cut := range []bool{false, true} {
+		name := "unknown_outcome"
+		if cut {
+			name = "connection_cut"
+		}
+		t.Run(name, func(t *testing.T) {
+			path := writeRecords(t, 50, 4)
+			local := rpctest.NewLocal()
+			proxy := &faultyProxy{path: rpc.PathTaskGet, cut: cut}
+			ts := startServer(t, local, func(h http.Handler) http.Handler { proxy.h = h; return proxy })
+			c := newClient(t, client.WithAddr(ts.URL))
+			if err := c.SetDataset([]string{path}); err != nil {
+				t.Fatal(err)
+			}
+			task, err := c.GetTask(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			proxy.mu.Lock()
+			defer proxy.mu.Unlock()
+			if len(proxy.ids) != 2 || proxy.ids[0] == "" || proxy.ids[0] != proxy.ids[1] {
+				t.Fatalf("request ids %q, want two equal ids", proxy.ids)
+			}
+			var first rpc.GetTaskResponse
+			if err := json.Unmarshal(proxy.first, &first); err != nil {
+				t.Fatalf("first answer %q: %v", proxy.first, err)
+			}
+			if task.Meta != first.Task.Meta || len(task.Chunks) != len(first.Task.Chunks) {
+				t.Fatalf("retry returned %+v, the first attempt leased %+v", task.Meta, first.Task.Meta)
+			}
+			if st := local.FSM().Stats(); st.Pending != 1 {
+				t.Fatalf("%d pending tasks, want 1", st.Pending)
+			}
+			// A new call gets a new request id and a new task.
+			task2, err := c.GetTask(0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if task2.Meta.ID == task.Meta.ID {
+				t.Fatalf("second GetTask leased task %d again", task.Meta.ID)
+			}
+		})
+	}
+}
+
+// TestRequestIDs checks that every write gets a fresh request id and reads
+// get none.
+func TestRequestIDs(t *testing.T) {
+	var (
+		mu  sync.Mutex
+		ids = map[string]int{}
+		get int
+	)
+	record := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			mu.Lock()
+			if id := r.Header.Get(rpc.HeaderRequestID); id != "" {
+				ids[id]++
+			} else if r.Method == http.MethodGet {
+				get++
+			}
+			mu.Unlock()
+			h.ServeHTTP(w, r)
+		})
+	}
+	ts := startServer(t, rpctest.NewLocal(), record)
+	c := newClient(t, client.WithAddr(ts.URL))
+	for range 3 {
+		if _, err := c.RequestSaveModel("t", time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.StatusStale(); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 3 || get != 1 {
+		t.Fatalf("request ids %v and %d reads without one; want 3 distinct ids, 1 read", ids, get)
+	}
+	for id, n := range ids {
+		if n != 1 || !strings.Contains(id, "/") {
+			t.Fatalf("request id %q used %d times", id, n)
+		}
+	}
+}
+
+// TestUnreachable checks that a cluster that cannot be reached fails a
+// call once the retry budget is spent, with the connection error.
+func TestUnreachable(t *testing.T) {
+	c := newClient(t, client.WithAddrs(deadAddr(t), deadAddr(t)), client.WithRetry(200*time.Millisecond))
+	start := time.Now()
+	_, err := c.GetTask(0)
+	if err == nil || !strings.Contains(err.Error(), "giving up") {
+		t.Fatalf("GetTask on a dead cluster: %v, want a give-up error", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("gave up after %v, budget was 200ms", el)
+	}
+}
+
+// TestErrorsAcrossWire checks that the seed's errors match the re-exported
+// sentinels after crossing the wire, and are not retried.
+func TestErrorsAcrossWire(t *testing.T) {
+	path := writeRecords(t, 50, 100)
+	local := rpctest.NewLocal()
+	ts := startServer(t, local, nil)
+	c := newClient(t, client.WithAddr(ts.URL))
+	check := func(what string, err, want error, code string, status int) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Fatalf("%s: %v, want %v", what, err, want)
+		}
+		var re *rpc.Error
+		if !errors.As(err, &re) || re.Code != code || re.Status != status {
+			t.Fatalf("%s: %#v, want an *rpc.Error with code %s and status %d", what, err, code, status)
+		}
+	}
+
+	_, err := c.GetTask(0)
+	check("GetTask without a dataset", err, client.ErrNoDataset, "no_dataset", http.StatusConflict)
+
+	zero := 0
+	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1000, FailureMax: &zero}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{})
+	if err != nil || !resp.Ignored {
+		t.Fatalf("second SetDataset: %+v, %v; want ignored", resp, err)
+	}
+	_, err = c.GetTask(1)
+	check("GetTask of the next pass", err, client.ErrPassAfter, "pass_after", http.StatusConflict)
+	task, err := c.GetTask(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetTask(0)
+	check("GetTask with every task leased", err, client.ErrNoMoreAvailable, "no_more_available", http.StatusConflict)
+	err = c.TaskFinished(client.TaskMeta{ID: 999, Epoch: 1})
+	check("TaskFinished of no task", err, client.ErrUnknownTask, "unknown_task", http.StatusNotFound)
+	err = c.RenewLease(client.TaskMeta{ID: task.Meta.ID, Epoch: task.Meta.Epoch + 1})
+	check("RenewLease of another epoch", err, client.ErrStaleEpoch, "stale_epoch", http.StatusConflict)
+	if err := c.RenewLease(task.Meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TaskFailed(task.Meta); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetTask(0)
+	check("GetTask with every task failed", err, client.ErrAllTaskFailed, "all_task_failed", http.StatusConflict)
+	_, err = c.RequestSaveModel("", time.Minute)
+	check("RequestSaveModel without a trainer", err, client.ErrInvalid, "invalid", http.StatusBadRequest)
+}
+
+// TestPassBefore checks ErrPassBefore and a finished task.
+func TestPassBefore(t *testing.T) {
+	path := writeRecords(t, 10, 100)
+	ts := startServer(t, rpctest.NewLocal(), nil)
+	c := newClient(t, client.WithAddr(ts.URL))
+	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := c.GetTask(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.TaskFinished(task.Meta); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetTask(0); !errors.Is(err, client.ErrPassBefore) {
+		t.Fatalf("GetTask of an ended pass: %v, want ErrPassBefore", err)
+	}
+}
+
+// TestRequestSaveModel checks that the save-model lease is granted to one
+// trainer at a time.
+func TestRequestSaveModel(t *testing.T) {
+	ts := startServer(t, rpctest.NewLocal(), nil)
+	c := newClient(t, client.WithAddr(ts.URL))
+	for _, tc := range []struct {
+		trainer string
+		want    bool
+	}{{"a", true}, {"b", false}, {"a", true}, {"b", false}} {
+		got, err := c.RequestSaveModel(tc.trainer, time.Hour)
+		if err != nil || got != tc.want {
+			t.Fatalf("RequestSaveModel(%q): %v, %v; want %v", tc.trainer, got, err, tc.want)
+		}
+	}
+}
+
+// TestNewClientOptions checks the options' validation.
+func TestNewClientOptions(t *testing.T) {
+	for _, opts := range [][]client.Option{
+		nil,
+		{client.WithAddr("")},
+		{client.WithAddr("ftp://x:1")},
+		{client.WithAddr("x:1"), client.WithBuffer(-1)},
+		{client.WithAddr("x:1"), client.WithRetry(-time.Second)},
+		{client.WithAddr("x:1"), client.WithHTTPClient(nil)},
+	} {
+		if c, err := client.NewClient(opts...); err == nil {
+			c.Close()
+			t.Errorf("NewClient(%d options) succeeded, want an error", len(opts))
+		}
+	}
+	c, err := client.NewClient(client.WithAddrs("a:1", "http://b:2/", "https://c:3"), client.WithHTTPClient(&http.Client{}), client.WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if _, err := c.GetTask(0); !errors.Is(err, client.ErrClientClosed) {
+		t.Fatalf("GetTask after Close: %v, want ErrClientClosed", err)
+	}
+}

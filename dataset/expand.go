@@ -1,0 +1,55 @@
+package dataset
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// Expand returns the files matched by globs, sorted by path and without
+// duplicates. It fails with ErrBadPattern for an empty, overlong or
+// malformed pattern, ErrNoMatch naming the first pattern that matches
+// nothing, and ErrLimit when there are more than lim.MaxGlobs patterns or
+// lim.MaxFiles files, or a matched path is longer than fsm.MaxPathLen.
+func Expand(globs []string, lim Limits) ([]string, error) {
+	lim = lim.withDefaults()
+	if len(globs) == 0 {
+		return nil, fmt.Errorf("%w: no file patterns given", ErrBadPattern)
+	}
+	if len(globs) > lim.MaxGlobs {
+		return nil, fmt.Errorf("%w: %d file patterns, at most %d", ErrLimit, len(globs), lim.MaxGlobs)
+	}
+	seen := make(map[string]struct{})
+	for _, g := range globs {
+		if g == "" {
+			return nil, fmt.Errorf("%w: empty pattern", ErrBadPattern)
+		}
+		if len(g) > fsm.MaxPathLen {
+			return nil, fmt.Errorf("%w: pattern of %d bytes, at most %d", ErrBadPattern, len(g), fsm.MaxPathLen)
+		}
+		m, err := filepath.Glob(g)
+		if err != nil {
+			return nil, fmt.Errorf("%w %q: %v", ErrBadPattern, g, err)
+		}
+		if len(m) == 0 {
+			return nil, fmt.Errorf("%q: %w", g, ErrNoMatch)
+		}
+		for _, p := range m {
+			if len(p) > fsm.MaxPathLen {
+				return nil, fmt.Errorf("%w: path %.64q... is longer than %d bytes", ErrLimit, p, fsm.MaxPathLen)
+			}
+			seen[p] = struct{}{}
+		}
+		if len(seen) > lim.MaxFiles {
+			return nil, fmt.Errorf("%w: the patterns match more than %d files", ErrLimit, lim.MaxFiles)
+		}
+	}
+	paths := make([]string, 0, len(seen))
+	for p := range seen {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	return paths, nil
+}

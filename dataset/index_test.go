@@ -1,0 +1,214 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/recordio"
+)
+
+// writeFile writes a RecordIO file of n records, chunkSize record bytes a
+// chunk, and returns its index as LoadIndex reads it back.
+func writeFile(t *testing.T, path string, n, chunkSize int) *recordio.Index {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := recordio.NewWriter(f, chunkSize, recordio.Snappy)
+	for i := range n {
+		if _, err := w.Write(fmt.Appendf(nil, "record %s %04d", filepath.Base(path), i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	x, err := recordio.LoadIndexFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x
+}
+
+func TestIndexChunksInFileOrder(t *testing.T) {
+	dir := t.TempDir()
+	b := filepath.Join(dir, "train-b.recordio")
+	a := filepath.Join(dir, "train-a.recordio")
+	c := filepath.Join(dir, "test-c.recordio")
+	xb := writeFile(t, b, 30, 100)
+	xa := writeFile(t, a, 10, 100)
+	xc := writeFile(t, c, 5, 1<<20)
+	if xa.NumChunks() < 2 || xb.NumChunks() < 2 {
+		t.Fatalf("want several chunks a file, got %d and %d", xa.NumChunks(), xb.NumChunks())
+	}
+
+	// Overlapping patterns: a plain path, a glob that matches it again and
+	// another glob. Matches are sorted and de-duplicated.
+	globs := []string{filepath.Join(dir, "train-*.recordio"), a, filepath.Join(dir, "test-?.recordio")}
+	chunks, sum, err := Index(context.Background(), globs, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []fsm.Chunk
+	records := 0
+	for _, f := range []struct {
+		path string
+		x    *recordio.Index
+	}{{c, xc}, {a, xa}, {b, xb}} {
+		for i, off := range f.x.ChunkOffsets {
+			want = append(want, fsm.Chunk{Path: f.path, Offset: off, Records: uint32(f.x.ChunkRecords[i])})
+		}
+		records += f.x.NumRecords
+	}
+	if len(chunks) != len(want) {
+		t.Fatalf("got %d chunks, want %d", len(chunks), len(want))
+	}
+	for i := range want {
+		if chunks[i] != want[i] {
+			t.Errorf("chunk %d = %+v, want %+v", i, chunks[i], want[i])
+		}
+	}
+	wantSum := Summary{Files: 3, Chunks: len(want), Records: records}
+	if sum != wantSum || records != 45 {
+		t.Errorf("summary %+v, want %+v (45 records)", sum, wantSum)
+	}
+}
+
+func TestIndexSerialAndParallelAgree(t *testing.T) {
+	dir := t.TempDir()
+	for i := range 20 {
+		writeFile(t, filepath.Join(dir, fmt.Sprintf("part-%02d", i)), 3+i, 40)
+	}
+	glob := []string{filepath.Join(dir, "part-*")}
+	serial, s1, err := Index(context.Background(), glob, Limits{Parallelism: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parallel, s2, err := Index(context.Background(), glob, Limits{Parallelism: 16})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s1 != s2 || len(serial) != len(parallel) {
+		t.Fatalf("summaries %+v and %+v", s1, s2)
+	}
+	for i := range serial {
+		if serial[i] != parallel[i] {
+			t.Fatalf("chunk %d: %+v vs %+v", i, serial[i], parallel[i])
+		}
+	}
+}
+
+func TestIndexErrors(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.recordio")
+	writeFile(t, good, 10, 50)
+	data, err := os.ReadFile(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	truncated := filepath.Join(dir, "truncated.recordio")
+	if err := os.WriteFile(truncated, data[:len(data)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(dir, "garbage.recordio")
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not recordio ", 10)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.recordio")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	subdir := filepath.Join(dir, "sub.recordio")
+	if err := os.Mkdir(subdir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "nothing-*.recordio")
+
+	cases := []struct {
+		name    string
+		globs   []string
+		lim     Limits
+		is      error
+		mention string
+	}{
+		{"no patterns", nil, Limits{}, ErrBadPattern, "no file patterns"},
+		{"empty pattern", []string{""}, Limits{}, ErrBadPattern, "empty"},
+		{"malformed pattern", []string{filepath.Join(dir, "[")}, Limits{}, ErrBadPattern, "["},
+		{"overlong pattern", []string{strings.Repeat("x", fsm.MaxPathLen+1)}, Limits{}, ErrBadPattern, "bytes"},
+		{"no match", []string{good, missing}, Limits{}, ErrNoMatch, missing},
+		{"too many globs", []string{good, good, good}, Limits{MaxGlobs: 2}, ErrLimit, "3 file patterns"},
+		{"too many files", []string{filepath.Join(dir, "*.recordio")}, Limits{MaxFiles: 2}, ErrLimit, "more than 2 files"},
+		{"too many chunks", []string{good}, Limits{MaxChunks: 1}, ErrLimit, "chunks"},
+		{"truncated", []string{good, truncated}, Limits{}, recordio.ErrCorrupt, truncated},
+		{"not recordio", []string{garbage}, Limits{}, recordio.ErrCorrupt, garbage},
+		{"directory", []string{subdir}, Limits{}, nil, subdir},
+		{"no chunks", []string{empty}, Limits{}, ErrEmpty, "no chunk"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, _, err := Index(context.Background(), tc.globs, tc.lim)
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if tc.is != nil && !errors.Is(err, tc.is) {
+				t.Errorf("error %q is not %q", err, tc.is)
+			}
+			if !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("error %q does not mention %q", err, tc.mention)
+			}
+		})
+	}
+}
+
+func TestIndexFileErrorNamesFile(t *testing.T) {
+	dir := t.TempDir()
+	gone := filepath.Join(dir, "gone.recordio")
+	_, _, err := IndexFiles(context.Background(), []string{gone}, Limits{})
+	var fe *FileError
+	if !errors.As(err, &fe) || fe.Path != gone || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("error %v, want a FileError for %s wrapping ErrNotExist", err, gone)
+	}
+}
+
+func TestIndexFirstFailureInPathOrder(t *testing.T) {
+	dir := t.TempDir()
+	var paths []string
+	for i := range 12 {
+		p := filepath.Join(dir, fmt.Sprintf("f%02d", i))
+		writeFile(t, p, 4, 10)
+		paths = append(paths, p)
+	}
+	for _, i := range []int{3, 9} {
+		if err := os.WriteFile(paths[i], []byte("bad"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		_, _, err := IndexFiles(context.Background(), paths, Limits{Parallelism: 4})
+		var fe *FileError
+		if !errors.As(err, &fe) || fe.Path != paths[3] {
+			t.Fatalf("error %v, want the failure of %s", err, paths[3])
+		}
+	}
+}
+
+func TestIndexCanceled(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "a.recordio")
+	writeFile(t, p, 4, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, _, err := Index(ctx, []string{p}, Limits{}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("error %v, want context.Canceled", err)
+	}
+}

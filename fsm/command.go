@@ -1,0 +1,469 @@
+package fsm
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// CmdType is the type byte of an encoded command. Types are only ever added
+// at the end. A type with the IgnorableFlag bit set may be skipped by a
+// replica that does not know it.
+type CmdType uint8
+
+// IgnorableFlag marks a command type that older replicas may skip.
+const IgnorableFlag CmdType = 0x80
+
+// Command types.
+const (
+	TypeSetDataset CmdType = iota + 1
+	TypeDatasetPart
+	TypeDatasetCommit
+	TypeGetTask
+	TypeTaskFinished
+	TypeTaskFailed
+	TypeRenewLease
+	TypeTick
+	TypeRequestSaveModel
+	TypeJoin
+	TypeLeave
+	TypeRegisterNode
+	TypeRemoveNode
+	TypeLeaderGrace
+	numTypes
+)
+
+var typeNames = [numTypes]string{
+	TypeSetDataset:       "SetDataset",
+	TypeDatasetPart:      "DatasetPart",
+	TypeDatasetCommit:    "DatasetCommit",
+	TypeGetTask:          "GetTask",
+	TypeTaskFinished:     "TaskFinished",
+	TypeTaskFailed:       "TaskFailed",
+	TypeRenewLease:       "RenewLease",
+	TypeTick:             "Tick",
+	TypeRequestSaveModel: "RequestSaveModel",
+	TypeJoin:             "Join",
+	TypeLeave:            "Leave",
+	TypeRegisterNode:     "RegisterNode",
+	TypeRemoveNode:       "RemoveNode",
+	TypeLeaderGrace:      "LeaderGrace",
+}
+
+// String returns the command type's name.
+func (t CmdType) String() string {
+	if t < numTypes && typeNames[t] != "" {
+		return typeNames[t]
+	}
+	return fmt.Sprintf("CmdType(%d)", uint8(t))
+}
+
+// commandVersion is the first byte of every encoded command.
+const commandVersion = 1
+
+// RequestID identifies a client request for de-duplication: a client id and
+// a sequence number the client never reuses for a different request. The
+// zero RequestID disables de-duplication.
+type RequestID struct {
+	Client uuid.UUID
+	Seq    uint64
+}
+
+// IsZero reports whether r is the zero RequestID.
+func (r RequestID) IsZero() bool { return r.Client == uuid.Nil && r.Seq == 0 }
+
+// Header is carried by every command: the proposer's clock and the request
+// id of the client call that caused it.
+type Header struct {
+	// Now is the proposing leader's time in unix nanoseconds.
+	Now int64
+	// Request de-duplicates client retries.
+	Request RequestID
+}
+
+// Hdr returns the header, so callers can stamp Now and the request id.
+func (h *Header) Hdr() *Header { return h }
+
+// Command is one state change. Encode turns it into a log entry.
+type Command interface {
+	Type() CmdType
+	// Hdr returns the command's header.
+	Hdr() *Header
+	encode(e *encoder)
+	decode(d *decoder)
+}
+
+// Chunk is one RecordIO chunk of a dataset: the file, the byte offset of the
+// chunk header and the number of records in it.
+type Chunk struct {
+	Path    string
+	Offset  int64
+	Records uint32
+}
+
+// DatasetParams are the task-queue settings of a dataset.
+type DatasetParams struct {
+	// ChunksPerTask is how many consecutive chunks form one task (>= 1).
+	ChunksPerTask int
+	// TaskTimeout is the lease of a dispatched task.
+	TaskTimeout time.Duration
+	// FailureMax is how many failures or timeouts a task survives; one more
+	// moves it to the failed queue for the rest of the pass.
+	FailureMax int
+	// Strict refuses a TaskFinished whose epoch is not the current lease.
+	Strict bool
+}
+
+// TaskMeta identifies one dispatch of a task: its id and the epoch of the
+// lease. Each dispatch increments the epoch.
+type TaskMeta struct {
+	ID    int `json:"id"`
+	Epoch int `json:"epoch"`
+}
+
+// Node is a registry entry: where a replica's Raft and HTTP API listen.
+type Node struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+}
+
+// SetDataset sets the dataset in one entry. Only the first dataset is
+// honoured; later ones are accepted and change nothing.
+type SetDataset struct {
+	Header
+	Params DatasetParams
+	Chunks []Chunk
+}
+
+// DatasetPart appends chunks to the staged upload UploadID. Part numbers
+// start at 0 and must arrive in order.
+type DatasetPart struct {
+	Header
+	UploadID string
+	Part     uint32
+	Chunks   []Chunk
+}
+
+// DatasetCommit turns the staged upload into the dataset, after checking
+// that it holds exactly Parts parts and NumChunks chunks.
+type DatasetCommit struct {
+	Header
+	UploadID  string
+	Parts     uint32
+	NumChunks uint32
+	Params    DatasetParams
+}
+
+// GetTask leases the next task of pass Pass.
+type GetTask struct {
+	Header
+	Pass int
+}
+
+// TaskFinished reports a task done.
+type TaskFinished struct {
+	Header
+	Meta TaskMeta
+}
+
+// TaskFailed reports a task failed; it is re-dispatched or set aside.
+type TaskFailed struct {
+	Header
+	Meta TaskMeta
+}
+
+// RenewLease extends the lease of a pending task by its dataset's timeout.
+type RenewLease struct {
+	Header
+	Meta TaskMeta
+}
+
+// Tick advances the FSM clock and expires what is due.
+type Tick struct {
+	Header
+}
+
+// RequestSaveModel asks for the save-model lease for BlockDur.
+type RequestSaveModel struct {
+	Header
+	TrainerID string
+	BlockDur  time.Duration
+}
+
+// Join adds a member with data to an allgather group.
+type Join struct {
+	Header
+	Group    string
+	Member   uuid.UUID
+	NumPeers int
+	Data     []byte
+	// Timeout bounds how long the group may wait to fill up; zero means
+	// DefaultTimeout. Only the join that creates the group sets it.
+	Timeout time.Duration
+}
+
+// Leave removes a member from an allgather group.
+type Leave struct {
+	Header
+	Group  string
+	Member uuid.UUID
+}
+
+// RegisterNode adds or updates a node registry entry.
+type RegisterNode struct {
+	Header
+	Node Node
+}
+
+// RemoveNode deletes a node registry entry.
+type RemoveNode struct {
+	Header
+	ID string
+}
+
+// LeaderGrace is proposed by a new leader: every deadline that falls before
+// Now+Grace moves to Now+Grace, so leases do not expire because the cluster
+// had no leader for a while.
+type LeaderGrace struct {
+	Header
+	Grace time.Duration
+}
+
+// Type implementations.
+func (*SetDataset) Type() CmdType       { return TypeSetDataset }
+func (*DatasetPart) Type() CmdType      { return TypeDatasetPart }
+func (*DatasetCommit) Type() CmdType    { return TypeDatasetCommit }
+func (*GetTask) Type() CmdType          { return TypeGetTask }
+func (*TaskFinished) Type() CmdType     { return TypeTaskFinished }
+func (*TaskFailed) Type() CmdType       { return TypeTaskFailed }
+func (*RenewLease) Type() CmdType       { return TypeRenewLease }
+func (*Tick) Type() CmdType             { return TypeTick }
+func (*RequestSaveModel) Type() CmdType { return TypeRequestSaveModel }
+func (*Join) Type() CmdType             { return TypeJoin }
+func (*Leave) Type() CmdType            { return TypeLeave }
+func (*RegisterNode) Type() CmdType     { return TypeRegisterNode }
+func (*RemoveNode) Type() CmdType       { return TypeRemoveNode }
+func (*LeaderGrace) Type() CmdType      { return TypeLeaderGrace }
+
+// newCommand returns an empty command of type t, or nil if t is unknown.
+func newCommand(t CmdType) Command {
+	switch t {
+	case TypeSetDataset:
+		return &SetDataset{}
+	case TypeDatasetPart:
+		return &DatasetPart{}
+	case TypeDatasetCommit:
+		return &DatasetCommit{}
+	case TypeGetTask:
+		return &GetTask{}
+	case TypeTaskFinished:
+		return &TaskFinished{}
+	case TypeTaskFailed:
+		return &TaskFailed{}
+	case TypeRenewLease:
+		return &RenewLease{}
+	case TypeTick:
+		return &Tick{}
+	case TypeRequestSaveModel:
+		return &RequestSaveModel{}
+	case TypeJoin:
+		return &Join{}
+	case TypeLeave:
+		return &Leave{}
+	case TypeRegisterNode:
+		return &RegisterNode{}
+	case TypeRemoveNode:
+		return &RemoveNode{}
+	case TypeLeaderGrace:
+		return &LeaderGrace{}
+	}
+	return nil
+}
+
+// Encode returns the log-entry form of c: a version byte, the type byte, the
+// header and the payload.
+func Encode(c Command) []byte {
+	e := &encoder{buf: make([]byte, 0, 64)}
+	e.byte(commandVersion)
+	e.byte(byte(c.Type()))
+	h := c.Hdr()
+	e.varint(h.Now)
+	e.uuid(h.Request.Client)
+	e.uvarint(h.Request.Seq)
+	c.encode(e)
+	return e.buf
+}
+
+// errUnknownType is returned by Decode for an ignorable unknown type.
+var errUnknownType = fmt.Errorf("%w: unknown ignorable command type", ErrInvalid)
+
+// Decode parses a log entry written by Encode.
+func Decode(b []byte) (Command, error) {
+	d := &decoder{buf: b}
+	if v := d.byte(); d.err == nil && v != commandVersion {
+		return nil, invalidf("command version %d, want %d", v, commandVersion)
+	}
+	t := CmdType(d.byte())
+	if d.err != nil {
+		return nil, invalidf("command: %v", d.err)
+	}
+	c := newCommand(t)
+	if c == nil {
+		if t&IgnorableFlag != 0 {
+			return nil, errUnknownType
+		}
+		return nil, invalidf("unknown command type %d", uint8(t))
+	}
+	h := c.Hdr()
+	h.Now = d.varint()
+	h.Request.Client = d.uuid()
+	h.Request.Seq = d.uvarint()
+	c.decode(d)
+	if err := d.done(); err != nil {
+		return nil, invalidf("%v: %v", t, err)
+	}
+	return c, nil
+}
+
+func (p *DatasetParams) encode(e *encoder) {
+	e.int(p.ChunksPerTask)
+	e.varint(int64(p.TaskTimeout))
+	e.int(p.FailureMax)
+	e.bool(p.Strict)
+}
+
+func (p *DatasetParams) decode(d *decoder) {
+	p.ChunksPerTask = d.int()
+	p.TaskTimeout = time.Duration(d.varint())
+	p.FailureMax = d.int()
+	p.Strict = d.bool()
+}
+
+// encodeChunks writes chunks with their paths interned: a path table, then
+// (path index, offset, records) triples.
+func encodeChunks(e *encoder, chunks []Chunk) {
+	idx := make(map[string]uint32)
+	var paths []string
+	for _, c := range chunks {
+		if _, ok := idx[c.Path]; !ok {
+			idx[c.Path] = uint32(len(paths))
+			paths = append(paths, c.Path)
+		}
+	}
+	e.strings(paths)
+	e.uvarint(uint64(len(chunks)))
+	for _, c := range chunks {
+		e.uint32(idx[c.Path])
+		e.varint(c.Offset)
+		e.uint32(c.Records)
+	}
+}
+
+func decodeChunks(d *decoder) []Chunk {
+	paths := d.strings()
+	n := d.length(3)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	chunks := make([]Chunk, n)
+	for i := range chunks {
+		p := d.uint32()
+		if d.err == nil && int(p) >= len(paths) {
+			d.fail(fmt.Errorf("chunk %d: path index %d out of range", i, p))
+		}
+		if d.err != nil {
+			return nil
+		}
+		chunks[i] = Chunk{Path: paths[p], Offset: d.varint(), Records: d.uint32()}
+	}
+	return chunks
+}
+
+func (c *SetDataset) encode(e *encoder) { c.Params.encode(e); encodeChunks(e, c.Chunks) }
+func (c *SetDataset) decode(d *decoder) { c.Params.decode(d); c.Chunks = decodeChunks(d) }
+
+func (c *DatasetPart) encode(e *encoder) {
+	e.string(c.UploadID)
+	e.uint32(c.Part)
+	encodeChunks(e, c.Chunks)
+}
+
+func (c *DatasetPart) decode(d *decoder) {
+	c.UploadID = d.string()
+	c.Part = d.uint32()
+	c.Chunks = decodeChunks(d)
+}
+
+func (c *DatasetCommit) encode(e *encoder) {
+	e.string(c.UploadID)
+	e.uint32(c.Parts)
+	e.uint32(c.NumChunks)
+	c.Params.encode(e)
+}
+
+func (c *DatasetCommit) decode(d *decoder) {
+	c.UploadID = d.string()
+	c.Parts = d.uint32()
+	c.NumChunks = d.uint32()
+	c.Params.decode(d)
+}
+
+func (c *GetTask) encode(e *encoder) { e.int(c.Pass) }
+func (c *GetTask) decode(d *decoder) { c.Pass = d.int() }
+
+func encodeMeta(e *encoder, m TaskMeta)   { e.int(m.ID); e.int(m.Epoch) }
+func decodeMeta(d *decoder) TaskMeta      { return TaskMeta{ID: d.int(), Epoch: d.int()} }
+func (c *TaskFinished) encode(e *encoder) { encodeMeta(e, c.Meta) }
+func (c *TaskFinished) decode(d *decoder) { c.Meta = decodeMeta(d) }
+func (c *TaskFailed) encode(e *encoder)   { encodeMeta(e, c.Meta) }
+func (c *TaskFailed) decode(d *decoder)   { c.Meta = decodeMeta(d) }
+func (c *RenewLease) encode(e *encoder)   { encodeMeta(e, c.Meta) }
+func (c *RenewLease) decode(d *decoder)   { c.Meta = decodeMeta(d) }
+func (c *Tick) encode(*encoder)           {}
+func (c *Tick) decode(*decoder)           {}
+
+func (c *RequestSaveModel) encode(e *encoder) {
+	e.string(c.TrainerID)
+	e.varint(int64(c.BlockDur))
+}
+
+func (c *RequestSaveModel) decode(d *decoder) {
+	c.TrainerID = d.string()
+	c.BlockDur = time.Duration(d.varint())
+}
+
+func (c *Join) encode(e *encoder) {
+	e.string(c.Group)
+	e.uuid(c.Member)
+	e.int(c.NumPeers)
+	e.bytes(c.Data)
+	e.varint(int64(c.Timeout))
+}
+
+func (c *Join) decode(d *decoder) {
+	c.Group = d.string()
+	c.Member = d.uuid()
+	c.NumPeers = d.int()
+	c.Data = d.bytes()
+	c.Timeout = time.Duration(d.varint())
+}
+
+func (c *Leave) encode(e *encoder) { e.string(c.Group); e.uuid(c.Member) }
+func (c *Leave) decode(d *decoder) { c.Group = d.string(); c.Member = d.uuid() }
+
+func (c *RegisterNode) encode(e *encoder) {
+	e.string(c.Node.ID)
+	e.string(c.Node.RaftAddr)
+	e.string(c.Node.APIAddr)
+}
+
+func (c *RegisterNode) decode(d *decoder) {
+	c.Node = Node{ID: d.string(), RaftAddr: d.string(), APIAddr: d.string()}
+}
+
+func (c *RemoveNode) encode(e *encoder)  { e.string(c.ID) }
+func (c *RemoveNode) decode(d *decoder)  { c.ID = d.string() }
+func (c *LeaderGrace) encode(e *encoder) { e.varint(int64(c.Grace)) }
+func (c *LeaderGrace) decode(d *decoder) { c.Grace = time.Duration(d.varint()) }

@@ -1,0 +1,140 @@
+package fsm
+
+import (
+	"github.com/google/uuid"
+)
+
+// dedupTable remembers recent request outcomes so that a retried command
+// returns its first result and changes nothing.
+//
+// The memory is bounded and deterministic: per client the last
+// DedupPerClient outcomes, for at most DedupMaxClients clients, each
+// forgotten after DedupWindow of FSM time without a request. Clients sit in
+// a list ordered by last use, so eviction is O(1) and needs no map order. A
+// request whose sequence number is at or below the highest one a client has
+// forgotten is refused rather than applied twice.
+type dedupTable struct {
+	clients    map[uuid.UUID]*dedupClient
+	head, tail *dedupClient // least and most recently used
+	n          int
+}
+
+type dedupClient struct {
+	id         uuid.UUID
+	lastSeen   int64
+	floor      uint64 // highest forgotten sequence number
+	entries    []dedupEntry
+	prev, next *dedupClient
+}
+
+// dedupEntry is the compact first outcome of one request.
+type dedupEntry struct {
+	seq     uint64
+	typ     CmdType
+	code    Code
+	ignored bool
+	granted bool
+	taskID  int
+	epoch   int
+	gen     uint64
+}
+
+func newDedupTable() dedupTable {
+	return dedupTable{clients: make(map[uuid.UUID]*dedupClient)}
+}
+
+// lookup returns the replayed result of a request seen before, nil for a
+// new request, or an error for a request that is too old to tell.
+func (t *dedupTable) lookup(req RequestID, typ CmdType, s *state) (*Result, error) {
+	c := t.clients[req.Client]
+	if c == nil {
+		return nil, nil
+	}
+	for i := range c.entries {
+		e := &c.entries[i]
+		if e.seq != req.Seq {
+			continue
+		}
+		if e.typ != typ {
+			return nil, invalidf("request id %s/%d was used for %v, not %v", req.Client, req.Seq, e.typ, typ)
+		}
+		return e.result(s), nil
+	}
+	if req.Seq <= c.floor {
+		return nil, invalidf("request id %s/%d is too old to be de-duplicated", req.Client, req.Seq)
+	}
+	return nil, nil
+}
+
+func (e *dedupEntry) result(s *state) *Result {
+	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true}
+	if e.taskID > 0 && s.ds != nil && e.taskID <= len(s.tasks) {
+		i := int32(e.taskID - 1)
+		r.Task = &Task{Meta: TaskMeta{ID: e.taskID, Epoch: e.epoch}, Chunks: s.ds.taskChunks(int(i))}
+	}
+	return r
+}
+
+// record remembers the outcome r of a new request.
+func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64) {
+	c := t.clients[req.Client]
+	if c == nil {
+		c = &dedupClient{id: req.Client}
+		t.clients[req.Client] = c
+		t.n++
+	} else {
+		t.unlink(c)
+	}
+	t.pushBack(c)
+	c.lastSeen = now
+	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation}
+	if r.Task != nil {
+		e.taskID, e.epoch = r.Task.Meta.ID, r.Task.Meta.Epoch
+	}
+	if len(c.entries) == DedupPerClient {
+		c.floor = max(c.floor, c.entries[0].seq)
+		copy(c.entries, c.entries[1:])
+		c.entries = c.entries[:len(c.entries)-1]
+	}
+	c.entries = append(c.entries, e)
+	for t.n > DedupMaxClients {
+		t.forget(t.head)
+	}
+}
+
+// expire forgets clients not seen within DedupWindow of now.
+func (t *dedupTable) expire(now int64) {
+	for t.head != nil && now-t.head.lastSeen > int64(DedupWindow) {
+		t.forget(t.head)
+	}
+}
+
+func (t *dedupTable) forget(c *dedupClient) {
+	t.unlink(c)
+	delete(t.clients, c.id)
+	t.n--
+}
+
+func (t *dedupTable) pushBack(c *dedupClient) {
+	c.prev, c.next = t.tail, nil
+	if t.tail != nil {
+		t.tail.next = c
+	} else {
+		t.head = c
+	}
+	t.tail = c
+}
+
+func (t *dedupTable) unlink(c *dedupClient) {
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		t.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		t.tail = c.prev
+	}
+	c.prev, c.next = nil, nil
+}

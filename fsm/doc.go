@@ -1,0 +1,113 @@
+// Package fsm is raftmaster's deterministic replicated state machine: the
+// task queue of the data dispatcher, the save-model lease, allgather groups
+// and the node registry. Every replica applies the same Raft log through
+// FSM.Apply and reaches byte-identical state.
+//
+// # Determinism
+//
+// Apply reads nothing but the log entry. The proposing leader stamps its
+// time into each command (Header.Now, unix nanoseconds) and the FSM keeps
+// clock = max(clock, Now), so time never runs backwards inside the FSM even
+// when a leader's clock does. Task ids come from the dataset's chunk order,
+// allgather generations from a counter. Maps are only iterated in sorted key
+// order (sortedKeys), so no map order reaches a result or a snapshot. A
+// test in this package fails the build if a non-test file uses the wall
+// clock, randomness, the os or net packages, or ranges over a map elsewhere.
+//
+// # Encoding
+//
+// A command is a version byte, a type byte, the header (Now, client id,
+// sequence number) and a payload of varints and length-prefixed strings.
+// Types are only ever added at the end; a type with IgnorableFlag set is
+// skipped by a replica that does not know it. Bytes that do not decode are
+// answered with CodeInvalid and change nothing.
+//
+// # Commands
+//
+// SetDataset installs the chunk list, already indexed by the leader, with
+// chunksPerTask, the task timeout, failureMax and the strict flag. Task i
+// covers chunks [i*chunksPerTask, (i+1)*chunksPerTask). The first dataset
+// is honoured and starts pass 0; later ones are accepted and ignored, as in
+// the original master.
+//
+// DatasetPart and DatasetCommit set a dataset too large for one entry:
+// parts 0, 1, ... append chunks to a staged upload, and the commit, which
+// names the number of parts and chunks, turns it into the dataset. A staged
+// upload that gets no part for UploadIdleTimeout is dropped by Tick.
+//
+// GetTask(pass) leases the first todo task: its epoch is incremented and
+// it becomes pending until clock+timeout. It answers ErrPassBefore or
+// ErrPassAfter for another pass, ErrAllTaskFailed when nothing is todo,
+// pending or done, and ErrNoMoreAvailable when nothing is todo but some
+// tasks are pending or done.
+//
+// TaskFinished{ID, Epoch} moves a pending task to done. As in the original
+// master, a late finish from an earlier lease of the same pass is accepted
+// (epoch 0 means "any lease"), while one from an earlier pass, or for a task
+// that is not pending, is ignored. With a strict dataset any epoch but the
+// current lease's is refused with ErrStaleEpoch.
+//
+// TaskFailed{ID, Epoch} counts a failure of the current lease: the task
+// goes back to the end of todo, or to failed once it has failed more than
+// failureMax times. A stale epoch is ignored.
+//
+// RenewLease{ID, Epoch} moves the current lease's deadline to
+// clock+timeout; any other epoch gets ErrStaleEpoch.
+//
+// When no task is todo or pending and at least one is done, the pass
+// counter increments and every task, done or failed, goes back to todo in
+// id order with its failure count reset. When every task has failed the
+// pass does not end, and GetTask answers ErrAllTaskFailed.
+//
+// Tick expires what is due at the clock: each pending lease counts as a
+// failure (re-dispatch or fail, as the original's timeout check), an
+// expired save-model lease is released, open allgather groups time out,
+// finished groups past their retention are forgotten, and idle uploads are
+// dropped.
+//
+// LeaderGrace{Grace} is proposed by a new leader: every deadline before
+// clock+Grace moves to clock+Grace, so that trainers are not punished for
+// an interval without a leader.
+//
+// RequestSaveModel{TrainerID, BlockDur} grants the save-model lease when
+// nobody holds it, when the lease has expired, or when the holder asks
+// again; the lease then ends at clock+BlockDur. Otherwise it answers
+// Granted=false. At most one trainer holds it at any FSM time.
+//
+// Join{Group, Member, NumPeers, Data, Timeout} adds a member to an allgather
+// group, creating the group with the timeout (DefaultTimeout when zero).
+// Members keep their join order, so a member's index in the completed data
+// is its rank. A re-join with the same member id replaces the data and the
+// generation, and the earlier join's watch sees ErrReconnected. When
+// NumPeers members have joined the group is complete; a member that joins
+// again after completion gets the completed result. A join with another
+// numPeers, or by a stranger after completion, gets ErrGroupMismatch. A
+// group that does not fill up before its timeout is timed out
+// (ErrAllGatherTimeoutExceeded); the next join starts it afresh. Complete
+// and timed-out groups are forgotten after another timeout.
+//
+// Leave{Group, Member} removes a member: before completion its data leaves
+// the group, after completion it is only marked gone. When the last member
+// leaves, the group closes and watches see ErrClosed.
+//
+// RegisterNode and RemoveNode maintain nodeID -> {raftAddr, apiAddr}, so
+// any replica can say where the leader's API is.
+//
+// # Idempotency
+//
+// A command with a non-zero RequestID is de-duplicated: a retry with the
+// same id returns the first outcome (for GetTask, the same task and epoch)
+// and changes nothing. The table keeps the last DedupPerClient outcomes of
+// each client, at most DedupMaxClients clients, and forgets a client after
+// DedupWindow of FSM time without requests; all three bounds depend only on
+// the log, so every replica forgets the same ids. A retry older than what
+// its client's table still holds is refused with ErrInvalid rather than
+// applied twice. Commands rejected as invalid are not remembered.
+//
+// # Snapshots
+//
+// Snapshot copies the task array (32 bytes a task, no pointers) and the
+// small tables and shares the immutable chunk list; Persist streams the
+// versioned encoding while Apply goes on. Restore decodes into a fresh
+// state, checks that every task is in exactly one queue, and swaps it in.
+package fsm

@@ -1,0 +1,131 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Each has a stable Code, so the wire API and the client can
+// carry it across the network and errors.Is keeps working on the far side.
+var (
+	// ErrPassBefore means the caller asked for a pass that has already ended.
+	ErrPassBefore = errors.New("pass id is before the current pass")
+	// ErrPassAfter means the caller asked for a pass that has not started yet;
+	// it should wait for the current pass to finish.
+	ErrPassAfter = errors.New("pass id is after the current pass")
+	// ErrNoMoreAvailable means every task of the pass is dispatched or done,
+	// but some are still pending on other trainers.
+	ErrNoMoreAvailable = errors.New("no more available task")
+	// ErrAllTaskFailed means every task of the dataset has failed more than
+	// failureMax times; the pass cannot complete.
+	ErrAllTaskFailed = errors.New("all tasks failed")
+	// ErrNoDataset means no dataset has been set yet.
+	ErrNoDataset = errors.New("no dataset has been set")
+	// ErrUnknownTask means the task id does not exist in the dataset.
+	ErrUnknownTask = errors.New("unknown task id")
+	// ErrStaleEpoch means the task is no longer leased under the given
+	// epoch: it was re-dispatched, finished, or its lease expired.
+	ErrStaleEpoch = errors.New("stale task epoch")
+
+	// ErrClosed means the member left, or the group closed, before the
+	// allgather completed.
+	ErrClosed = errors.New("left before allgather completed")
+	// ErrReconnected means another join with the same member id replaced
+	// this one.
+	ErrReconnected = errors.New("another connection from the same ID was made")
+	// ErrAllGatherTimeoutExceeded means the group did not fill up before its
+	// timeout.
+	ErrAllGatherTimeoutExceeded = errors.New("allgather timeout exceeded")
+	// ErrGroupMismatch means a join disagrees with the group's numPeers, or
+	// the group is already complete and the member is not part of it.
+	ErrGroupMismatch = errors.New("allgather group mismatch")
+
+	// ErrInvalid means the command is malformed or out of limits. It is
+	// rejected and changes no state.
+	ErrInvalid = errors.New("invalid command")
+)
+
+// Code is the stable identifier of a command outcome, used on the wire.
+type Code uint8
+
+// Outcome codes. New codes are only ever added at the end.
+const (
+	CodeOK Code = iota
+	CodePassBefore
+	CodePassAfter
+	CodeNoMoreAvailable
+	CodeAllTaskFailed
+	CodeNoDataset
+	CodeUnknownTask
+	CodeStaleEpoch
+	CodeClosed
+	CodeReconnected
+	CodeAllGatherTimeout
+	CodeGroupMismatch
+	CodeInvalid
+	numCodes
+)
+
+var codeTable = [numCodes]struct {
+	name string
+	err  error
+}{
+	CodeOK:               {"ok", nil},
+	CodePassBefore:       {"pass_before", ErrPassBefore},
+	CodePassAfter:        {"pass_after", ErrPassAfter},
+	CodeNoMoreAvailable:  {"no_more_available", ErrNoMoreAvailable},
+	CodeAllTaskFailed:    {"all_task_failed", ErrAllTaskFailed},
+	CodeNoDataset:        {"no_dataset", ErrNoDataset},
+	CodeUnknownTask:      {"unknown_task", ErrUnknownTask},
+	CodeStaleEpoch:       {"stale_epoch", ErrStaleEpoch},
+	CodeClosed:           {"closed", ErrClosed},
+	CodeReconnected:      {"reconnected", ErrReconnected},
+	CodeAllGatherTimeout: {"allgather_timeout", ErrAllGatherTimeoutExceeded},
+	CodeGroupMismatch:    {"group_mismatch", ErrGroupMismatch},
+	CodeInvalid:          {"invalid", ErrInvalid},
+}
+
+// String returns the code's stable wire name, such as "pass_before".
+func (c Code) String() string {
+	if c < numCodes {
+		return codeTable[c].name
+	}
+	return fmt.Sprintf("code_%d", uint8(c))
+}
+
+// Err returns the sentinel error of the code, or nil for CodeOK.
+func (c Code) Err() error {
+	if c < numCodes {
+		return codeTable[c].err
+	}
+	return ErrInvalid
+}
+
+// CodeOf returns the code of err: the code of the sentinel it wraps, or
+// CodeInvalid for any other non-nil error.
+func CodeOf(err error) Code {
+	if err == nil {
+		return CodeOK
+	}
+	for c := Code(1); c < numCodes; c++ {
+		if errors.Is(err, codeTable[c].err) {
+			return c
+		}
+	}
+	return CodeInvalid
+}
+
+// ParseCode returns the code named name, and false if there is none.
+func ParseCode(name string) (Code, bool) {
+	for c := Code(0); c < numCodes; c++ {
+		if codeTable[c].name == name {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// invalidf returns an ErrInvalid with a message.
+func invalidf(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}

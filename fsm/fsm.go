@@ -1,0 +1,147 @@
+package fsm
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/raft"
+)
+
+// FSM is the replicated state machine. It implements raft.FSM; queries are
+// safe to call concurrently with Apply.
+type FSM struct {
+	mu      sync.RWMutex
+	s       *state
+	applied atomic.Uint64
+
+	notifyMu sync.Mutex
+	changed  chan struct{} // closed after the next apply, when non-nil
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// New returns an empty FSM.
+func New() *FSM { return &FSM{s: newState()} }
+
+// Apply applies a committed Raft log entry and returns a *Result.
+func (f *FSM) Apply(l *raft.Log) any {
+	return f.ApplyEntry(l.Index, l.Data)
+}
+
+// ApplyEntry applies one encoded command at log index index. Bytes that do
+// not decode give a CodeInvalid result and change nothing but the applied
+// index; an unknown command type marked ignorable is skipped.
+func (f *FSM) ApplyEntry(index uint64, data []byte) *Result {
+	c, err := Decode(data)
+	f.mu.Lock()
+	var r *Result
+	switch {
+	case errors.Is(err, errUnknownType):
+		r = &Result{Ignored: true}
+	case err != nil:
+		r = errResult(err)
+	default:
+		r = f.s.apply(c)
+	}
+	if index > f.applied.Load() {
+		f.applied.Store(index)
+	}
+	f.mu.Unlock()
+	f.notify()
+	return r
+}
+
+// Changed returns a channel that is closed after the next applied entry or
+// restore. Long polls wait on it and then query again.
+func (f *FSM) Changed() <-chan struct{} {
+	f.notifyMu.Lock()
+	defer f.notifyMu.Unlock()
+	if f.changed == nil {
+		f.changed = make(chan struct{})
+	}
+	return f.changed
+}
+
+func (f *FSM) notify() {
+	f.notifyMu.Lock()
+	ch := f.changed
+	f.changed = nil
+	f.notifyMu.Unlock()
+	if ch != nil {
+		close(ch)
+	}
+}
+
+// AppliedIndex returns the index of the last applied entry.
+func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
+
+// Snapshot returns a point-in-time copy of the state. It copies the task
+// array and small tables; the encoding happens in Persist, concurrently
+// with further applies.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &snapshot{s: f.s.clone()}, nil
+}
+
+// Restore replaces the state with a snapshot written by Persist.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("fsm restore: %w", err)
+	}
+	s, err := decodeState(b)
+	if err != nil {
+		return err
+	}
+	f.mu.Lock()
+	f.s = s
+	f.mu.Unlock()
+	f.notify()
+	return nil
+}
+
+// WriteSnapshot writes the current state in the snapshot format.
+func (f *FSM) WriteSnapshot(w io.Writer) error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return encodeState(w, f.s)
+}
+
+// StateHash returns the SHA-256 of the snapshot encoding, in hex. Replicas
+// that applied the same log have the same hash.
+func (f *FSM) StateHash() string {
+	h := sha256.New()
+	if err := f.WriteSnapshot(h); err != nil {
+		return ""
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// SnapshotBytes returns the snapshot encoding of the current state.
+func (f *FSM) SnapshotBytes() []byte {
+	var b bytes.Buffer
+	_ = f.WriteSnapshot(&b) // a bytes.Buffer does not fail
+	return b.Bytes()
+}
+
+type snapshot struct{ s *state }
+
+// Persist encodes the snapshot into the sink.
+func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := encodeState(sink, sn.s); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm persist: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the copy is garbage collected.
+func (sn *snapshot) Release() {}

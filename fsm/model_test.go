@@ -1,0 +1,553 @@
+package fsm
+
+import (
+	"errors"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"pgregory.net/rapid"
+)
+
+// model is a slow reference for the FSM, written from the package
+// documentation with plain slices and maps: no intrusive lists, no
+// incremental counters, no snapshot code. The property tests apply every
+// entry to both and compare results and queries. It reuses validate and
+// Decode: the limits are covered by the table tests.
+type model struct {
+	clock   int64
+	ds      *modelDataset
+	pass    int
+	tasks   []modelTask
+	todo    []int // task indexes in dispatch order
+	pending []int // by deadline, ties in arrival order
+	uploads map[string]*modelUpload
+	holder  string
+	saveEnd int64
+	groups  map[string]*modelGroup
+	nextGen uint64
+	nodes   map[string]Node
+	clients []*modelClient // least recently used first
+}
+
+type modelDataset struct {
+	params DatasetParams
+	chunks []Chunk
+}
+
+type modelTask struct {
+	queue                      string
+	epoch, passEpoch, failures int
+	deadline                   int64
+}
+
+type modelUpload struct {
+	parts   uint32
+	chunks  []Chunk
+	touched int64
+}
+
+type modelGroup struct {
+	numPeers int
+	timeout  time.Duration
+	deadline int64
+	status   string
+	members  []modelMember
+}
+
+type modelMember struct {
+	id   uuid.UUID
+	data []byte
+	gen  uint64
+	left bool
+}
+
+type modelClient struct {
+	id       uuid.UUID
+	lastSeen int64
+	floor    uint64
+	seen     []modelSeen
+}
+
+type modelSeen struct {
+	seq uint64
+	typ CmdType
+	r   Result
+}
+
+func newModel() *model {
+	return &model{uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, nodes: map[string]Node{}}
+}
+
+var (
+	invalidResult = Result{Code: CodeInvalid}
+	ignoredResult = Result{Ignored: true}
+)
+
+func codeResult(err error) Result { return Result{Code: CodeOf(err)} }
+
+// apply applies one log entry and returns the expected result.
+func (m *model) apply(b []byte) Result {
+	c, err := Decode(b)
+	if errors.Is(err, errUnknownType) {
+		return ignoredResult
+	}
+	if err != nil || validate(c) != nil {
+		return invalidResult
+	}
+	req := c.Hdr().Request
+	if cl := m.client(req.Client); !req.IsZero() && cl != nil {
+		for _, s := range cl.seen {
+			if s.seq == req.Seq {
+				if s.typ != c.Type() {
+					return invalidResult
+				}
+				r := s.r
+				r.Duplicate = true
+				return r
+			}
+		}
+		if req.Seq <= cl.floor {
+			return invalidResult
+		}
+	}
+	before := m.clock
+	m.clock = max(m.clock, c.Hdr().Now)
+	r := m.dispatch(c)
+	if r.Code == CodeInvalid {
+		m.clock = before
+		return r
+	}
+	if !req.IsZero() {
+		m.remember(req, c.Type(), r)
+	}
+	for len(m.clients) > 0 && m.clock-m.clients[0].lastSeen > int64(DedupWindow) {
+		m.clients = m.clients[1:]
+	}
+	return r
+}
+
+func (m *model) client(id uuid.UUID) *modelClient {
+	i := slices.IndexFunc(m.clients, func(c *modelClient) bool { return c.id == id })
+	if i < 0 {
+		return nil
+	}
+	return m.clients[i]
+}
+
+func (m *model) remember(req RequestID, typ CmdType, r Result) {
+	cl := m.client(req.Client)
+	if cl == nil {
+		cl = &modelClient{id: req.Client}
+	} else {
+		m.clients = slices.DeleteFunc(m.clients, func(c *modelClient) bool { return c == cl })
+	}
+	m.clients = append(m.clients, cl)
+	cl.lastSeen = m.clock
+	if len(cl.seen) == DedupPerClient {
+		cl.floor = max(cl.floor, cl.seen[0].seq)
+		cl.seen = cl.seen[1:]
+	}
+	cl.seen = append(cl.seen, modelSeen{seq: req.Seq, typ: typ, r: r})
+}
+
+func (m *model) dispatch(c Command) Result {
+	switch c := c.(type) {
+	case *SetDataset:
+		if m.ds != nil {
+			return ignoredResult
+		}
+		m.install(c.Params, c.Chunks)
+	case *DatasetPart:
+		return m.part(c)
+	case *DatasetCommit:
+		return m.commit(c)
+	case *GetTask:
+		return m.getTask(c.Pass)
+	case *TaskFinished:
+		return m.finish(c.Meta)
+	case *TaskFailed:
+		return m.fail(c.Meta)
+	case *RenewLease:
+		return m.renew(c.Meta)
+	case *Tick:
+		m.tick()
+	case *RequestSaveModel:
+		if m.holder != "" && m.holder != c.TrainerID && m.saveEnd > m.clock {
+			return Result{}
+		}
+		m.holder, m.saveEnd = c.TrainerID, m.clock+int64(c.BlockDur)
+		return Result{Granted: true}
+	case *Join:
+		return m.join(c)
+	case *Leave:
+		return m.leave(c)
+	case *RegisterNode:
+		if _, ok := m.nodes[c.Node.ID]; !ok && len(m.nodes) >= MaxNodes {
+			return invalidResult
+		}
+		m.nodes[c.Node.ID] = c.Node
+	case *RemoveNode:
+		if _, ok := m.nodes[c.ID]; !ok {
+			return ignoredResult
+		}
+		delete(m.nodes, c.ID)
+	case *LeaderGrace:
+		m.grace(c.Grace)
+	}
+	return Result{}
+}
+
+func (m *model) install(p DatasetParams, chunks []Chunk) {
+	m.ds = &modelDataset{params: p, chunks: chunks}
+	m.tasks = make([]modelTask, (len(chunks)+p.ChunksPerTask-1)/p.ChunksPerTask)
+	m.todo = nil
+	for i := range m.tasks {
+		m.tasks[i].queue = "todo"
+		m.todo = append(m.todo, i)
+	}
+}
+
+func (m *model) part(c *DatasetPart) Result {
+	if m.ds != nil {
+		return ignoredResult
+	}
+	u := m.uploads[c.UploadID]
+	switch {
+	case u == nil && (c.Part != 0 || len(m.uploads) >= MaxUploads):
+		return invalidResult
+	case u != nil && c.Part != u.parts:
+		return invalidResult
+	case u == nil:
+		u = &modelUpload{}
+		m.uploads[c.UploadID] = u
+	}
+	u.chunks = append(u.chunks, c.Chunks...)
+	u.parts++
+	u.touched = m.clock
+	return Result{}
+}
+
+func (m *model) commit(c *DatasetCommit) Result {
+	u := m.uploads[c.UploadID]
+	if m.ds != nil {
+		delete(m.uploads, c.UploadID)
+		return ignoredResult
+	}
+	if u == nil || u.parts != c.Parts || len(u.chunks) != int(c.NumChunks) || len(u.chunks) == 0 {
+		return invalidResult
+	}
+	delete(m.uploads, c.UploadID)
+	m.install(c.Params, u.chunks)
+	return Result{}
+}
+
+func (m *model) getTask(pass int) Result {
+	switch {
+	case m.ds == nil:
+		return codeResult(ErrNoDataset)
+	case pass < m.pass:
+		return codeResult(ErrPassBefore)
+	case pass > m.pass:
+		return codeResult(ErrPassAfter)
+	case len(m.todo) == 0 && m.count("done") == 0 && len(m.pending) == 0:
+		return codeResult(ErrAllTaskFailed)
+	case len(m.todo) == 0:
+		return codeResult(ErrNoMoreAvailable)
+	}
+	i := m.todo[0]
+	m.todo = m.todo[1:]
+	t := &m.tasks[i]
+	t.epoch++
+	t.deadline = m.clock + int64(m.ds.params.TaskTimeout)
+	m.addPending(i)
+	cpt := m.ds.params.ChunksPerTask
+	chunks := m.ds.chunks[i*cpt : min((i+1)*cpt, len(m.ds.chunks))]
+	return Result{Task: &Task{Meta: TaskMeta{ID: i + 1, Epoch: t.epoch}, Chunks: slices.Clone(chunks)}}
+}
+
+func (m *model) count(queue string) int {
+	n := 0
+	for _, t := range m.tasks {
+		if t.queue == queue {
+			n++
+		}
+	}
+	return n
+}
+
+// addPending puts task i after every pending task due no later than it.
+func (m *model) addPending(i int) {
+	m.tasks[i].queue = "pending"
+	at := len(m.pending)
+	for at > 0 && m.tasks[m.pending[at-1]].deadline > m.tasks[i].deadline {
+		at--
+	}
+	m.pending = slices.Insert(m.pending, at, i)
+}
+
+// unpend removes task i from pending.
+func (m *model) unpend(i int) {
+	m.pending = slices.DeleteFunc(m.pending, func(j int) bool { return j == i })
+}
+
+// lookup returns the task of meta, or the error Result for a bad id.
+func (m *model) lookup(meta TaskMeta) (*modelTask, Result, bool) {
+	if m.ds == nil {
+		return nil, codeResult(ErrNoDataset), false
+	}
+	if meta.ID < 1 || meta.ID > len(m.tasks) {
+		return nil, codeResult(ErrUnknownTask), false
+	}
+	return &m.tasks[meta.ID-1], Result{}, true
+}
+
+func (m *model) finish(meta TaskMeta) Result {
+	t, r, ok := m.lookup(meta)
+	if !ok {
+		return r
+	}
+	strict := m.ds.params.Strict
+	switch {
+	case meta.Epoch > t.epoch: // never leased
+		return codeResult(ErrStaleEpoch)
+	case strict && (t.queue != "pending" || meta.Epoch != t.epoch):
+		return codeResult(ErrStaleEpoch)
+	case t.queue != "pending":
+		return ignoredResult
+	case meta.Epoch != 0 && meta.Epoch <= t.passEpoch: // an earlier pass
+		return ignoredResult
+	}
+	m.unpend(meta.ID - 1)
+	t.queue, t.failures = "done", 0
+	m.nextPass()
+	return Result{}
+}
+
+func (m *model) fail(meta TaskMeta) Result {
+	t, r, ok := m.lookup(meta)
+	if !ok {
+		return r
+	}
+	if t.queue != "pending" || meta.Epoch != t.epoch {
+		return ignoredResult
+	}
+	m.failTask(meta.ID - 1)
+	m.nextPass()
+	return Result{}
+}
+
+func (m *model) failTask(i int) {
+	m.unpend(i)
+	t := &m.tasks[i]
+	t.failures++
+	if t.failures > m.ds.params.FailureMax {
+		t.queue = "failed"
+		return
+	}
+	t.queue = "todo"
+	m.todo = append(m.todo, i)
+}
+
+func (m *model) renew(meta TaskMeta) Result {
+	t, r, ok := m.lookup(meta)
+	if !ok {
+		return r
+	}
+	if t.queue != "pending" || meta.Epoch != t.epoch {
+		return codeResult(ErrStaleEpoch)
+	}
+	m.unpend(meta.ID - 1)
+	t.deadline = m.clock + int64(m.ds.params.TaskTimeout)
+	m.addPending(meta.ID - 1)
+	return Result{}
+}
+
+func (m *model) nextPass() {
+	if len(m.todo) != 0 || len(m.pending) != 0 || m.count("done") == 0 {
+		return
+	}
+	m.pass++
+	m.todo = nil
+	for i := range m.tasks {
+		t := &m.tasks[i]
+		t.queue, t.failures, t.passEpoch = "todo", 0, t.epoch
+		m.todo = append(m.todo, i)
+	}
+}
+
+func (m *model) tick() {
+	expired := false
+	for len(m.pending) > 0 && m.tasks[m.pending[0]].deadline <= m.clock {
+		m.failTask(m.pending[0])
+		expired = true
+	}
+	if expired {
+		m.nextPass()
+	}
+	if m.holder != "" && m.saveEnd <= m.clock {
+		m.holder, m.saveEnd = "", 0
+	}
+	for _, id := range sortedKeys(m.groups) {
+		g := m.groups[id]
+		switch {
+		case g.deadline > m.clock:
+		case g.status == "open":
+			g.status, g.deadline = "timed_out", m.clock+int64(g.timeout)
+		default:
+			delete(m.groups, id)
+		}
+	}
+	for _, id := range sortedKeys(m.uploads) {
+		if m.clock-m.uploads[id].touched >= int64(UploadIdleTimeout) {
+			delete(m.uploads, id)
+		}
+	}
+}
+
+func (m *model) grace(d time.Duration) {
+	limit := m.clock + int64(d)
+	for _, i := range m.pending {
+		m.tasks[i].deadline = max(m.tasks[i].deadline, limit)
+	}
+	if m.holder != "" {
+		m.saveEnd = max(m.saveEnd, limit)
+	}
+	for _, g := range m.groups {
+		g.deadline = max(g.deadline, limit)
+	}
+	for _, u := range m.uploads {
+		u.touched = max(u.touched, limit-int64(UploadIdleTimeout))
+	}
+}
+
+func (m *model) join(c *Join) Result {
+	g := m.groups[c.Group]
+	if g != nil && g.status == "timed_out" {
+		g = nil
+	}
+	i := -1
+	if g != nil {
+		i = slices.IndexFunc(g.members, func(mb modelMember) bool { return mb.id == c.Member })
+	}
+	switch {
+	case g == nil && m.groups[c.Group] == nil && len(m.groups) >= MaxGroups:
+		return invalidResult
+	case g != nil && g.numPeers != c.NumPeers:
+		return codeResult(ErrGroupMismatch)
+	case g != nil && g.status == "complete" && i < 0:
+		return codeResult(ErrGroupMismatch)
+	}
+	if g == nil {
+		timeout := c.Timeout
+		if timeout == 0 {
+			timeout = DefaultTimeout
+		}
+		g = &modelGroup{numPeers: c.NumPeers, timeout: timeout, deadline: m.clock + int64(timeout), status: "open"}
+		m.groups[c.Group] = g
+	}
+	m.nextGen++
+	switch {
+	case g.status == "complete":
+		g.members[i].gen, g.members[i].left = m.nextGen, false
+	case i >= 0:
+		g.members[i].data, g.members[i].gen = c.Data, m.nextGen
+	default:
+		g.members = append(g.members, modelMember{id: c.Member, data: c.Data, gen: m.nextGen})
+		if len(g.members) == g.numPeers {
+			g.status, g.deadline = "complete", m.clock+int64(g.timeout)
+		}
+	}
+	return Result{Generation: m.nextGen}
+}
+
+func (m *model) leave(c *Leave) Result {
+	g := m.groups[c.Group]
+	if g == nil {
+		return ignoredResult
+	}
+	i := slices.IndexFunc(g.members, func(mb modelMember) bool { return mb.id == c.Member })
+	if i < 0 || g.members[i].left {
+		return ignoredResult
+	}
+	if g.status == "complete" {
+		g.members[i].left = true
+	} else {
+		g.members = slices.Delete(g.members, i, i+1)
+	}
+	if !slices.ContainsFunc(g.members, func(mb modelMember) bool { return !mb.left }) {
+		delete(m.groups, c.Group)
+	}
+	return Result{}
+}
+
+// nextDeadline is what FSM.NextDeadline should answer.
+func (m *model) nextDeadline() (int64, bool) {
+	var ds []int64
+	if len(m.pending) > 0 {
+		ds = append(ds, m.tasks[m.pending[0]].deadline)
+	}
+	if m.holder != "" {
+		ds = append(ds, m.saveEnd)
+	}
+	for _, g := range m.groups {
+		ds = append(ds, g.deadline)
+	}
+	for _, u := range m.uploads {
+		ds = append(ds, u.touched+int64(UploadIdleTimeout))
+	}
+	if len(ds) == 0 {
+		return 0, false
+	}
+	return slices.Min(ds), true
+}
+
+// check compares every query of f with the model.
+func (m *model) check(t *rapid.T, f *FSM) {
+	st := f.Stats()
+	if st.Clock != m.clock || st.Pass != m.pass || st.HasDataset != (m.ds != nil) || st.Tasks != len(m.tasks) {
+		t.Fatalf("stats %+v, model clock %d pass %d tasks %d", st, m.clock, m.pass, len(m.tasks))
+	}
+	if st.Uploads != len(m.uploads) || st.Groups != len(m.groups) || st.Nodes != len(m.nodes) || st.DedupClients != len(m.clients) {
+		t.Fatalf("stats %+v, model has %d uploads %d groups %d nodes %d clients",
+			st, len(m.uploads), len(m.groups), len(m.nodes), len(m.clients))
+	}
+	for i, mt := range m.tasks {
+		ts, _ := f.Task(i + 1)
+		want := TaskState{Meta: TaskMeta{ID: i + 1, Epoch: mt.epoch}, Queue: mt.queue, Failures: mt.failures}
+		if mt.queue == "pending" {
+			want.Deadline = mt.deadline
+		}
+		if ts != want {
+			t.Fatalf("task %+v, model says %+v", ts, want)
+		}
+	}
+	holder, end, ok := f.SaveModelHolder()
+	if live := m.holder != "" && m.saveEnd > m.clock; ok != live || (live && (holder != m.holder || end != m.saveEnd)) {
+		t.Fatalf("save-model holder %q until %d (%v), model says %q until %d", holder, end, ok, m.holder, m.saveEnd)
+	}
+	var groups []GroupInfo
+	for _, id := range sortedKeys(m.groups) {
+		g := m.groups[id]
+		gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: g.status, Timeout: g.timeout, Deadline: g.deadline}
+		for _, mb := range g.members {
+			gi.Members = append(gi.Members, MemberInfo{ID: mb.id, Generation: mb.gen, DataLen: len(mb.data), Left: mb.left})
+		}
+		groups = append(groups, gi)
+	}
+	if got := f.Groups(); !reflect.DeepEqual(got, append([]GroupInfo{}, groups...)) {
+		t.Fatalf("groups %+v, model says %+v", got, groups)
+	}
+	var nodes []Node
+	for _, id := range sortedKeys(m.nodes) {
+		nodes = append(nodes, m.nodes[id])
+	}
+	if got := f.Nodes(); !slices.Equal(got, nodes) {
+		t.Fatalf("nodes %v, model says %v", got, nodes)
+	}
+	gd, gok := f.NextDeadline()
+	if md, mok := m.nextDeadline(); gd != md || gok != mok {
+		t.Fatalf("NextDeadline %d %v, model says %d %v", gd, gok, md, mok)
+	}
+}

@@ -1,0 +1,347 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"pgregory.net/rapid"
+)
+
+// propMaxSteps bounds the log of one property check. With -race and
+// -rapid.checks=1000 every property test stays well under a minute on two
+// cores.
+const propMaxSteps = 120
+
+// propClients is the number of clients that send request ids.
+const propClients = 2
+
+// propKinds weights the commands the generator draws; the simplest comes
+// first, so that rapid shrinks towards it.
+var propKinds = []string{
+	"get", "finish", "tick", "get", "finish", "fail", "renew", "get", "tick",
+	"dataset", "part", "part", "commit", "save", "join", "join", "join", "leave",
+	"grace", "node", "retry", "retry", "reuse", "garbage", "mutate",
+}
+
+// propClockSteps are the leader clock's moves between entries: mostly
+// forward, sometimes backwards (a new leader with a slower clock), rarely
+// past every timeout and the dedup window.
+var propClockSteps = []time.Duration{
+	0, time.Second, time.Millisecond, 0, 2 * time.Second, time.Second, 5 * time.Second,
+	-time.Second, 12 * time.Second, -20 * time.Second, 11 * time.Minute, 31 * time.Minute,
+}
+
+// propGen draws a random log entry by entry. Each entry is applied to f
+// before the next is drawn, so that later commands can name the tasks f
+// leased, the parts its uploads expect and its current pass.
+type propGen struct {
+	f     *FSM
+	index uint64
+	now   int64
+	metas []TaskMeta // recently leased, newest last
+	sent  []Command  // commands sent with a request id, for retries
+	seqs  [propClients]uint64
+}
+
+func newPropGen() *propGen { return &propGen{f: New(), now: t0} }
+
+// step draws one entry and applies it to g.f.
+func (g *propGen) step(t *rapid.T) ([]byte, *Result) {
+	b := g.draw(t)
+	g.index++
+	r := g.f.ApplyEntry(g.index, b)
+	if r.Task != nil && !slices.Contains(g.metas, r.Task.Meta) {
+		g.metas = append(g.metas, r.Task.Meta)
+		if len(g.metas) > 8 {
+			g.metas = g.metas[1:]
+		}
+	}
+	return b, r
+}
+
+func (g *propGen) draw(t *rapid.T) []byte {
+	g.now = max(0, g.now+int64(rapid.SampledFrom(propClockSteps).Draw(t, "clock")))
+	kind := rapid.SampledFrom(propKinds).Draw(t, "kind")
+	if g.index == 0 && rapid.IntRange(0, 4).Draw(t, "startWithDataset") > 0 {
+		kind = "dataset"
+	}
+	switch {
+	case kind == "retry" && len(g.sent) > 0:
+		c := rapid.SampledFrom(g.sent).Draw(t, "retried")
+		c.Hdr().Now = g.now
+		return Encode(c)
+	case kind == "reuse" && len(g.sent) > 0:
+		req := rapid.SampledFrom(g.sent).Draw(t, "reused").Hdr().Request
+		return Encode(&RemoveNode{ID: "n0", Header: Header{Now: g.now, Request: req}})
+	case kind == "garbage":
+		return rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(t, "garbage")
+	case kind == "mutate":
+		b := g.encode(t, g.command(t, rapid.SampledFrom(propKinds[:20]).Draw(t, "mutated")))
+		i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
+		b[i] ^= rapid.Byte().Filter(func(x byte) bool { return x != 0 }).Draw(t, "xor")
+		return b
+	}
+	return g.encode(t, g.command(t, kind))
+}
+
+// encode stamps c with the clock and, half the time, a request id.
+func (g *propGen) encode(t *rapid.T, c Command) []byte {
+	h := c.Hdr()
+	h.Now = g.now
+	if rapid.Bool().Draw(t, "dedup") {
+		n := rapid.IntRange(0, propClients-1).Draw(t, "client")
+		g.seqs[n] += uint64(rapid.SampledFrom([]int{1, 1, 1, 2, 5}).Draw(t, "seqStep"))
+		h.Request = RequestID{Client: clientID(byte(n + 1)), Seq: g.seqs[n]}
+		g.sent = append(g.sent, c)
+	}
+	return Encode(c)
+}
+
+func (g *propGen) command(t *rapid.T, kind string) Command {
+	switch kind {
+	case "get":
+		return &GetTask{Pass: max(-1, g.f.Pass()+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta"))}
+	case "finish":
+		return &TaskFinished{Meta: g.meta(t)}
+	case "fail":
+		return &TaskFailed{Meta: g.meta(t)}
+	case "renew":
+		return &RenewLease{Meta: g.meta(t)}
+	case "dataset":
+		return &SetDataset{Params: g.params(t), Chunks: propChunks(t, 1, 6)}
+	case "part":
+		id := rapid.SampledFrom([]string{"u0", "u1"}).Draw(t, "upload")
+		n := rapid.IntRange(0, 3).Draw(t, "part")
+		if u := g.f.s.uploads[id]; u != nil && rapid.IntRange(0, 4).Draw(t, "inOrder") > 0 {
+			n = int(u.parts)
+		}
+		return &DatasetPart{UploadID: id, Part: uint32(n), Chunks: propChunks(t, 0, 3)}
+	case "commit":
+		id := rapid.SampledFrom([]string{"u0", "u1"}).Draw(t, "upload")
+		var parts, chunks uint32
+		if u := g.f.s.uploads[id]; u != nil {
+			parts, chunks = u.parts, uint32(len(u.chunks))
+		}
+		parts += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "partsOff"))
+		chunks += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "chunksOff"))
+		return &DatasetCommit{UploadID: id, Parts: parts, NumChunks: chunks, Params: g.params(t)}
+	case "save":
+		return &RequestSaveModel{
+			TrainerID: rapid.SampledFrom([]string{"t0", "t1", "t2"}).Draw(t, "trainer"),
+			BlockDur:  rapid.SampledFrom([]time.Duration{time.Second, 5 * time.Second, 20 * time.Second}).Draw(t, "blockDur"),
+		}
+	case "join":
+		group := rapid.IntRange(0, 1).Draw(t, "group")
+		numPeers := group + 2
+		if rapid.IntRange(0, 9).Draw(t, "mismatch") == 0 {
+			numPeers = rapid.IntRange(1, 3).Draw(t, "numPeers")
+		}
+		return &Join{
+			Group: fmt.Sprint("g", group), Member: memberID(byte(rapid.IntRange(1, 3).Draw(t, "member"))),
+			NumPeers: numPeers, Data: rapid.SliceOfN(rapid.Byte(), 0, 3).Draw(t, "data"),
+			Timeout: rapid.SampledFrom([]time.Duration{0, 5 * time.Second, 30 * time.Second}).Draw(t, "timeout"),
+		}
+	case "leave":
+		return &Leave{
+			Group:  fmt.Sprint("g", rapid.IntRange(0, 1).Draw(t, "group")),
+			Member: memberID(byte(rapid.IntRange(1, 3).Draw(t, "member"))),
+		}
+	case "grace":
+		return &LeaderGrace{Grace: rapid.SampledFrom([]time.Duration{0, time.Second, 5 * time.Second, 30 * time.Second}).Draw(t, "grace")}
+	case "node":
+		id := fmt.Sprint("n", rapid.IntRange(0, 2).Draw(t, "node"))
+		if rapid.Bool().Draw(t, "remove") {
+			return &RemoveNode{ID: id}
+		}
+		port := rapid.IntRange(1, 3).Draw(t, "port")
+		return &RegisterNode{Node: Node{ID: id, RaftAddr: fmt.Sprint("r:", port), APIAddr: fmt.Sprint("a:", port)}}
+	}
+	return &Tick{}
+}
+
+// meta is a recently leased task, or a random id and epoch.
+func (g *propGen) meta(t *rapid.T) TaskMeta {
+	if len(g.metas) > 0 && rapid.IntRange(0, 3).Draw(t, "recent") > 0 {
+		// Newest first, so that rapid's bias finishes current leases.
+		i := rapid.IntRange(0, len(g.metas)-1).Draw(t, "meta")
+		return g.metas[len(g.metas)-1-i]
+	}
+	return TaskMeta{ID: rapid.IntRange(1, 7).Draw(t, "id"), Epoch: rapid.IntRange(0, 4).Draw(t, "epoch")}
+}
+
+func (g *propGen) params(t *rapid.T) DatasetParams {
+	return DatasetParams{
+		ChunksPerTask: rapid.IntRange(1, 2).Draw(t, "chunksPerTask"),
+		TaskTimeout:   rapid.SampledFrom([]time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}).Draw(t, "taskTimeout"),
+		FailureMax:    rapid.IntRange(0, 2).Draw(t, "failureMax"),
+		Strict:        rapid.Bool().Draw(t, "strict"),
+	}
+}
+
+func propChunks(t *rapid.T, lo, hi int) []Chunk {
+	n := rapid.IntRange(lo, hi).Draw(t, "chunks")
+	out := make([]Chunk, n)
+	for i := range out {
+		out[i] = Chunk{Path: fmt.Sprint("/d/", i%2), Offset: int64(i) * 100, Records: uint32(i + 1)}
+	}
+	return out
+}
+
+// sameResult compares everything a caller sees of a result.
+func sameResult(a, b *Result) bool {
+	if (a.Task == nil) != (b.Task == nil) {
+		return false
+	}
+	if a.Task != nil && (a.Task.Meta != b.Task.Meta || !slices.Equal(a.Task.Chunks, b.Task.Chunks)) {
+		return false
+	}
+	return a.Code == b.Code && a.Granted == b.Granted && a.Generation == b.Generation &&
+		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate
+}
+
+// TestPropertyReplicasAgree: two replicas fed the same log, one through
+// raft's Apply, give the same results and end with identical bytes.
+func TestPropertyReplicasAgree(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := newPropGen()
+		replica := New()
+		for range rapid.IntRange(propMaxSteps/4, propMaxSteps).Draw(t, "steps") {
+			b, want := g.step(t)
+			got := replica.Apply(&raft.Log{Index: g.index, Data: b}).(*Result)
+			if !sameResult(got, want) || got.Message != want.Message {
+				t.Fatalf("entry %d: replica got %+v, want %+v", g.index, got, want)
+			}
+		}
+		if !bytes.Equal(g.f.SnapshotBytes(), replica.SnapshotBytes()) {
+			t.Fatalf("replicas diverged")
+		}
+		if g.f.StateHash() != replica.StateHash() || replica.AppliedIndex() != g.index {
+			t.Fatalf("state hash or applied index differ")
+		}
+	})
+}
+
+// persistAsync takes a snapshot now and persists it in another goroutine,
+// while the caller goes on applying.
+func persistAsync(t *rapid.T, f *FSM) <-chan []byte {
+	sn, err := f.Snapshot()
+	if err != nil {
+		t.Fatalf("Snapshot: %v", err)
+	}
+	ch := make(chan []byte, 1)
+	go func() {
+		defer sn.Release()
+		var sink memSink
+		if err := sn.Persist(&sink); err != nil || !sink.closed {
+			ch <- nil
+			return
+		}
+		ch <- sink.Bytes()
+	}()
+	return ch
+}
+
+// TestPropertySnapshotReplay: a snapshot taken at a random point, persisted
+// while the original goes on applying, restored into a fresh FSM and
+// followed by the rest of the log gives the same bytes as the original.
+func TestPropertySnapshotReplay(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := newPropGen()
+		n := rapid.IntRange(propMaxSteps/4, propMaxSteps).Draw(t, "steps")
+		at := rapid.IntRange(0, n).Draw(t, "snapshotAt")
+		var rest [][]byte
+		var want []byte
+		var persisted <-chan []byte
+		for i := 0; ; i++ {
+			if i == at {
+				want = g.f.SnapshotBytes()
+				persisted = persistAsync(t, g.f)
+			}
+			if i == n {
+				break
+			}
+			b, _ := g.step(t)
+			if i >= at {
+				rest = append(rest, b)
+			}
+		}
+		b := <-persisted
+		if !bytes.Equal(b, want) {
+			t.Fatalf("persisted snapshot (%d bytes) is not the state at entry %d (%d bytes)", len(b), at, len(want))
+		}
+		f := restored(t, b)
+		for i, e := range rest {
+			f.ApplyEntry(uint64(at+i+1), e)
+		}
+		if !bytes.Equal(f.SnapshotBytes(), g.f.SnapshotBytes()) {
+			t.Fatalf("restore at entry %d and replay diverged from replay alone", at)
+		}
+	})
+}
+
+// TestPropertyInvariants checks after every entry that every task is in
+// exactly one queue, that none is created or lost, that pending tasks have
+// deadlines, that the pass and the clock never decrease, and that results
+// and queries agree with the reference model.
+func TestPropertyInvariants(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		g := newPropGen()
+		m := newModel()
+		var prev Stats
+		for range rapid.IntRange(propMaxSteps/4, propMaxSteps).Draw(t, "steps") {
+			before := g.f.SnapshotBytes()
+			b, got := g.step(t)
+			want := m.apply(b)
+			if !sameResult(got, &want) {
+				t.Fatalf("entry %d: got %+v, model says %+v", g.index, got, want)
+			}
+			if got.Code == CodeInvalid || got.Duplicate {
+				if !bytes.Equal(before, g.f.SnapshotBytes()) {
+					t.Fatalf("entry %d: a rejected or replayed command changed the state", g.index)
+				}
+			}
+			prev = checkInvariants(t, g.f, prev)
+			m.check(t, g.f)
+		}
+	})
+}
+
+// checkInvariants checks the task queues of f against the previous stats
+// and returns the new ones.
+func checkInvariants(t *rapid.T, f *FSM, prev Stats) Stats {
+	st := f.Stats()
+	if st.Pass < prev.Pass || st.Clock < prev.Clock {
+		t.Fatalf("pass %d or clock %d went back from %d, %d", st.Pass, st.Clock, prev.Pass, prev.Clock)
+	}
+	if prev.HasDataset && (!st.HasDataset || st.Tasks != prev.Tasks) {
+		t.Fatalf("tasks went from %d to %d", prev.Tasks, st.Tasks)
+	}
+	if st.HasDataset != (st.Tasks > 0) {
+		t.Fatalf("dataset %v with %d tasks", st.HasDataset, st.Tasks)
+	}
+	counts := map[string]int{}
+	for id := 1; id <= st.Tasks; id++ {
+		ts, err := f.Task(id)
+		if err != nil || ts.Meta.ID != id {
+			t.Fatalf("Task(%d) = %+v, %v", id, ts, err)
+		}
+		counts[ts.Queue]++
+		if (ts.Queue == "pending") != (ts.Deadline != 0) {
+			t.Fatalf("task %d in %s with deadline %d", id, ts.Queue, ts.Deadline)
+		}
+	}
+	want := map[string]int{"todo": st.Todo, "pending": st.Pending, "done": st.Done, "failed": st.Failed}
+	for q, n := range want {
+		if counts[q] != n {
+			t.Fatalf("%d tasks in %s, stats say %d", counts[q], q, n)
+		}
+	}
+	if st.Todo+st.Pending+st.Done+st.Failed != st.Tasks || len(counts) > 4 {
+		t.Fatalf("queues %v do not hold the %d tasks", counts, st.Tasks)
+	}
+	return st
+}

@@ -1,0 +1,267 @@
+package fsm
+
+// queueID names the queue a task is in. Every task is in exactly one.
+type queueID uint8
+
+const (
+	qTodo queueID = iota
+	qPending
+	qDone
+	qFailed
+	numQueues
+)
+
+var queueNames = [numQueues]string{"todo", "pending", "done", "failed"}
+
+// task is the mutable state of one task; its chunks are implied by its id
+// (task i covers chunks [i*chunksPerTask, (i+1)*chunksPerTask)), so a task
+// costs a fixed 32 bytes however long the file paths are.
+type task struct {
+	deadline  int64  // lease end in FSM time, while pending
+	epoch     uint32 // number of dispatches so far
+	passEpoch uint32 // epoch when the current pass began
+	failures  uint32 // failures and timeouts in this pass
+	prev      int32  // queue links, -1 at the ends
+	next      int32
+	queue     queueID
+}
+
+// list is an intrusive doubly linked list of task indexes, giving O(1)
+// push, pop and removal, and FIFO order for todo.
+type list struct {
+	head, tail int32
+	n          int
+}
+
+func emptyList() list { return list{head: -1, tail: -1} }
+
+func (s *state) pushBack(q queueID, i int32) {
+	l := &s.queues[q]
+	t := &s.tasks[i]
+	t.queue, t.prev, t.next = q, l.tail, -1
+	if l.tail >= 0 {
+		s.tasks[l.tail].next = i
+	} else {
+		l.head = i
+	}
+	l.tail = i
+	l.n++
+}
+
+func (s *state) unlink(i int32) {
+	t := &s.tasks[i]
+	l := &s.queues[t.queue]
+	if t.prev >= 0 {
+		s.tasks[t.prev].next = t.next
+	} else {
+		l.head = t.next
+	}
+	if t.next >= 0 {
+		s.tasks[t.next].prev = t.prev
+	} else {
+		l.tail = t.prev
+	}
+	t.prev, t.next = -1, -1
+	l.n--
+}
+
+// insertPending puts task i into pending, which is kept sorted by deadline
+// (ties in arrival order). Deadlines are clock+timeout with a monotonic
+// clock, so the scan from the tail almost always stops at once.
+func (s *state) insertPending(i int32) {
+	l := &s.queues[qPending]
+	d := s.tasks[i].deadline
+	after := l.tail
+	for after >= 0 && s.tasks[after].deadline > d {
+		after = s.tasks[after].prev
+	}
+	t := &s.tasks[i]
+	t.queue = qPending
+	t.prev = after
+	if after >= 0 {
+		t.next = s.tasks[after].next
+		s.tasks[after].next = i
+	} else {
+		t.next = l.head
+		l.head = i
+	}
+	if t.next >= 0 {
+		s.tasks[t.next].prev = i
+	} else {
+		l.tail = i
+	}
+	l.n++
+}
+
+// taskIndex checks a task id against the dataset.
+func (s *state) taskIndex(id int) (int32, error) {
+	if s.ds == nil {
+		return 0, ErrNoDataset
+	}
+	if id < 1 || id > len(s.tasks) {
+		return 0, ErrUnknownTask
+	}
+	return int32(id - 1), nil
+}
+
+// taskOf builds the leased view of task i.
+func (s *state) taskOf(i int32) *Task {
+	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}}
+	t.Chunks = s.ds.taskChunks(int(i))
+	return t
+}
+
+func (s *state) getTask(pass int) *Result {
+	if s.ds == nil {
+		return errResult(ErrNoDataset)
+	}
+	switch {
+	case pass < s.pass:
+		return errResult(ErrPassBefore)
+	case pass > s.pass:
+		return errResult(ErrPassAfter)
+	}
+	todo := &s.queues[qTodo]
+	if todo.n == 0 {
+		if s.queues[qDone].n == 0 && s.queues[qPending].n == 0 {
+			return errResult(ErrAllTaskFailed)
+		}
+		return errResult(ErrNoMoreAvailable)
+	}
+	i := todo.head
+	s.unlink(i)
+	t := &s.tasks[i]
+	t.epoch++
+	t.deadline = s.clock + int64(s.ds.params.TaskTimeout)
+	s.insertPending(i)
+	return &Result{Task: s.taskOf(i)}
+}
+
+func (s *state) taskFinished(m TaskMeta) *Result {
+	i, err := s.taskIndex(m.ID)
+	if err != nil {
+		return errResult(err)
+	}
+	t := &s.tasks[i]
+	strict := s.ds.params.Strict
+	switch {
+	case uint32(m.Epoch) > t.epoch:
+		return errResult(ErrStaleEpoch) // never dispatched under that epoch
+	case t.queue != qPending:
+		if strict {
+			return errResult(ErrStaleEpoch)
+		}
+		return &Result{Ignored: true}
+	case uint32(m.Epoch) != t.epoch:
+		if strict {
+			return errResult(ErrStaleEpoch)
+		}
+		// A late finish from an earlier lease of this pass counts, as in
+		// the original master; one from an earlier pass does not.
+		if m.Epoch != 0 && uint32(m.Epoch) <= t.passEpoch {
+			return &Result{Ignored: true}
+		}
+	}
+	s.unlink(i)
+	t.failures = 0
+	s.pushBack(qDone, i)
+	s.maybeNextPass()
+	return &Result{}
+}
+
+func (s *state) taskFailed(m TaskMeta) *Result {
+	i, err := s.taskIndex(m.ID)
+	if err != nil {
+		return errResult(err)
+	}
+	t := &s.tasks[i]
+	if t.queue != qPending || uint32(m.Epoch) != t.epoch {
+		return &Result{Ignored: true}
+	}
+	s.failTask(i)
+	s.maybeNextPass()
+	return &Result{}
+}
+
+// failTask counts a failure of pending task i and re-queues it, or sets it
+// aside once it has failed more than failureMax times.
+func (s *state) failTask(i int32) {
+	s.unlink(i)
+	t := &s.tasks[i]
+	t.failures++
+	if int(t.failures) > s.ds.params.FailureMax {
+		s.pushBack(qFailed, i)
+		return
+	}
+	s.pushBack(qTodo, i)
+}
+
+func (s *state) renewLease(m TaskMeta) *Result {
+	i, err := s.taskIndex(m.ID)
+	if err != nil {
+		return errResult(err)
+	}
+	t := &s.tasks[i]
+	if t.queue != qPending || uint32(m.Epoch) != t.epoch {
+		return errResult(ErrStaleEpoch)
+	}
+	s.unlink(i)
+	t.deadline = s.clock + int64(s.ds.params.TaskTimeout)
+	s.insertPending(i)
+	return &Result{}
+}
+
+// expireTasks fails every pending task whose lease is due.
+func (s *state) expireTasks() {
+	if s.ds == nil {
+		return
+	}
+	expired := false
+	for h := s.queues[qPending].head; h >= 0 && s.tasks[h].deadline <= s.clock; h = s.queues[qPending].head {
+		s.failTask(h)
+		expired = true
+	}
+	if expired {
+		s.maybeNextPass()
+	}
+}
+
+// maybeNextPass starts the next pass once no task is left to do or
+// pending and at least one was done. Every task goes back to todo in id
+// order with its failure count reset. If every task failed the pass stays,
+// and GetTask answers ErrAllTaskFailed, as in the original master.
+func (s *state) maybeNextPass() {
+	if s.queues[qTodo].n != 0 || s.queues[qPending].n != 0 || s.queues[qDone].n == 0 {
+		return
+	}
+	s.pass++
+	s.queues[qDone] = emptyList()
+	s.queues[qFailed] = emptyList()
+	for i := range s.tasks {
+		t := &s.tasks[i]
+		t.failures = 0
+		t.passEpoch = t.epoch
+		t.deadline = 0
+		s.pushBack(qTodo, int32(i))
+	}
+}
+
+// setTasks creates n tasks in todo for a new dataset.
+func (s *state) setTasks(n int) {
+	s.tasks = make([]task, n)
+	for q := range s.queues {
+		s.queues[q] = emptyList()
+	}
+	for i := range s.tasks {
+		s.pushBack(qTodo, int32(i))
+	}
+	s.pass = 0
+}
+
+// earliestTaskDeadline returns the deadline of the first pending lease.
+func (s *state) earliestTaskDeadline() (int64, bool) {
+	if h := s.queues[qPending].head; h >= 0 {
+		return s.tasks[h].deadline, true
+	}
+	return 0, false
+}

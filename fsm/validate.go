@@ -1,0 +1,133 @@
+package fsm
+
+import (
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// validate checks a command against the limits, independent of the state.
+// A command that fails is rejected before anything changes.
+func validate(c Command) error {
+	if now := c.Hdr().Now; now < 0 || now > maxNow {
+		return invalidf("timestamp %d out of range [0, %d]", now, maxNow)
+	}
+	switch c := c.(type) {
+	case *SetDataset:
+		if len(c.Chunks) == 0 {
+			return invalidf("dataset has no chunks")
+		}
+		if err := validateParams(c.Params); err != nil {
+			return err
+		}
+		return validateChunks(c.Chunks)
+	case *DatasetPart:
+		if err := validateID("upload id", c.UploadID); err != nil {
+			return err
+		}
+		return validateChunks(c.Chunks)
+	case *DatasetCommit:
+		if err := validateID("upload id", c.UploadID); err != nil {
+			return err
+		}
+		return validateParams(c.Params)
+	case *GetTask:
+		if c.Pass < 0 {
+			return invalidf("negative pass id %d", c.Pass)
+		}
+	case *TaskFinished:
+		return validateMeta(c.Meta)
+	case *TaskFailed:
+		return validateMeta(c.Meta)
+	case *RenewLease:
+		return validateMeta(c.Meta)
+	case *RequestSaveModel:
+		if err := validateID("trainer id", c.TrainerID); err != nil {
+			return err
+		}
+		return validateDuration("block duration", c.BlockDur, 1, MaxBlockDur)
+	case *Join:
+		if err := validateID("group id", c.Group); err != nil {
+			return err
+		}
+		if c.Member == uuid.Nil {
+			return invalidf("member id is the nil UUID")
+		}
+		if c.NumPeers < 1 || c.NumPeers > MaxPeers {
+			return invalidf("numPeers %d out of range [1, %d]", c.NumPeers, MaxPeers)
+		}
+		if len(c.Data) > MaxMemberData {
+			return invalidf("member data of %d bytes exceeds %d", len(c.Data), MaxMemberData)
+		}
+		return validateDuration("allgather timeout", c.Timeout, 0, MaxGroupTimeout)
+	case *Leave:
+		if err := validateID("group id", c.Group); err != nil {
+			return err
+		}
+	case *RegisterNode:
+		if err := validateID("node id", c.Node.ID); err != nil {
+			return err
+		}
+		if len(c.Node.RaftAddr) > MaxIDLen || len(c.Node.APIAddr) > MaxIDLen {
+			return invalidf("node address longer than %d bytes", MaxIDLen)
+		}
+	case *RemoveNode:
+		return validateID("node id", c.ID)
+	case *LeaderGrace:
+		return validateDuration("grace", c.Grace, 0, MaxGrace)
+	}
+	return nil
+}
+
+func validateID(what, id string) error {
+	if id == "" {
+		return invalidf("%s is empty", what)
+	}
+	if len(id) > MaxIDLen {
+		return invalidf("%s longer than %d bytes", what, MaxIDLen)
+	}
+	return nil
+}
+
+func validateDuration(what string, d, lo, hi time.Duration) error {
+	if d < lo || d > hi {
+		return invalidf("%s %v out of range [%v, %v]", what, d, lo, hi)
+	}
+	return nil
+}
+
+func validateParams(p DatasetParams) error {
+	if p.ChunksPerTask < 1 || p.ChunksPerTask > MaxChunks {
+		return invalidf("chunksPerTask %d out of range [1, %d]", p.ChunksPerTask, MaxChunks)
+	}
+	if p.FailureMax < 0 || p.FailureMax > MaxFailureMax {
+		return invalidf("failureMax %d out of range [0, %d]", p.FailureMax, MaxFailureMax)
+	}
+	return validateDuration("task timeout", p.TaskTimeout, time.Millisecond, MaxTaskTimeout)
+}
+
+func validateChunks(chunks []Chunk) error {
+	if len(chunks) > MaxChunks {
+		return invalidf("%d chunks exceed %d", len(chunks), MaxChunks)
+	}
+	for i, c := range chunks {
+		if c.Path == "" || len(c.Path) > MaxPathLen {
+			return invalidf("chunk %d: path length %d out of range [1, %d]", i, len(c.Path), MaxPathLen)
+		}
+		if c.Offset < 0 {
+			return invalidf("chunk %d: negative offset %d", i, c.Offset)
+		}
+	}
+	return nil
+}
+
+func validateMeta(m TaskMeta) error {
+	if m.ID < 1 || m.ID > math.MaxInt32 {
+		return invalidf("task id %d out of range", m.ID)
+	}
+	if m.Epoch < 0 || m.Epoch > math.MaxInt32 {
+		return invalidf("task epoch %d out of range", m.Epoch)
+	}
+	return nil
+}

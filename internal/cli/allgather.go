@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/urfave/cli/v2"
+)
+
+func allgatherCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "allgather",
+		Usage: "join or leave an allgather group (for scripts and debugging)",
+		Subcommands: []*cli.Command{
+			{
+				Name:  "join",
+				Usage: "join GROUP with DATA (a JSON value) and print every member's data once the group is complete",
+				UsageText: "raftmaster allgather join --addr 127.0.0.1:8001 --group G --num-peers N [--member UUID] [--timeout 10m] DATA\n" +
+					"raftmaster allgather join --group rendezvous --num-peers 2 '{\"host\":\"10.0.0.1\",\"port\":29500}'",
+				Description: "Prints a JSON array with the members' data in join order (a member's index is its\n" +
+					"rank), followed by nothing else. Exits non-zero if the group times out, the member\n" +
+					"is replaced by a later join with the same id, or it leaves.",
+				Flags: []cli.Flag{addrFlag(), retryFlag(),
+					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
+					&cli.IntFlag{Name: "num-peers", Usage: "members the group waits for", Required: true},
+					&cli.StringFlag{Name: "member", Usage: "member UUID (default: a new one, printed on stderr)"},
+					&cli.DurationFlag{Name: "timeout", Usage: "how long the group may wait to fill up", Value: client.DefaultTimeout},
+				},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("want exactly one DATA argument (a JSON value), got %d", c.NArg())
+					}
+					var data any
+					if err := json.Unmarshal([]byte(c.Args().First()), &data); err != nil {
+						return fmt.Errorf("DATA is not JSON: %w", err)
+					}
+					member, err := memberID(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						fmt.Fprintf(c.App.ErrWriter, "joining %s as %s, waiting for %d members\n", c.String("group"), member, c.Int("num-peers"))
+						w, err := cl.JoinWithTimeout(c.String("group"), member, c.Int("num-peers"), data, nil, nil, c.Duration("timeout"))
+						if err != nil {
+							return err
+						}
+						res := <-w.C
+						if res.Err != nil {
+							return res.Err
+						}
+						return printJSON(c.App.Writer, res.Data)
+					})
+				},
+			},
+			{
+				Name:      "leave",
+				Usage:     "remove a member from a group",
+				UsageText: "raftmaster allgather leave --addr 127.0.0.1:8001 --group G --member UUID",
+				Flags: []cli.Flag{addrFlag(), retryFlag(),
+					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
+					&cli.StringFlag{Name: "member", Usage: "member UUID", Required: true},
+				},
+				Action: func(c *cli.Context) error {
+					member, err := memberID(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						return cl.Leave(c.String("group"), member)
+					})
+				},
+			},
+		},
+	}
+}
+
+func memberID(c *cli.Context) (uuid.UUID, error) {
+	s := c.String("member")
+	if s == "" {
+		return uuid.New(), nil
+	}
+	id, err := uuid.Parse(s)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("--member %q: %w", s, err)
+	}
+	return id, nil
+}
+
+func healthCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "health",
+		Usage: "exit 0 when the node at --addr is ready (has a leader and has caught up), for probes",
+		UsageText: "raftmaster health --addr 127.0.0.1:8001 [--wait 30s]\n\n" +
+			"With --wait, keeps asking until the node is ready or the time is up.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "addr", Usage: "API address of the node to check", Value: "127.0.0.1:8001", EnvVars: env("addr")},
+			&cli.DurationFlag{Name: "wait", Usage: "keep trying this long"},
+		},
+		Action: func(c *cli.Context) error {
+			cl, err := client.NewClient(client.WithAddr(c.String("addr")), client.WithRetry(time.Second))
+			if err != nil {
+				return err
+			}
+			defer cl.Close()
+			deadline := time.Now().Add(c.Duration("wait"))
+			for {
+				err := cl.Health(c.Context)
+				if err == nil {
+					fmt.Fprintf(c.App.Writer, "%s: ready\n", c.String("addr"))
+					return nil
+				}
+				if time.Now().After(deadline) {
+					return cli.Exit(fmt.Sprintf("%s: not ready: %v", c.String("addr"), err), 1)
+				}
+				time.Sleep(200 * time.Millisecond)
+			}
+		},
+	}
+}

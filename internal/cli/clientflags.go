@@ -1,0 +1,53 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/urfave/cli/v2"
+)
+
+// addrFlag is the --addr flag of every command that talks to a cluster.
+func addrFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "addr",
+		Usage:   "API address of any node, or several comma separated",
+		Value:   "127.0.0.1:8001",
+		EnvVars: env("addr"),
+	}
+}
+
+// retryFlag bounds how long a command keeps retrying while no leader answers.
+func retryFlag() cli.Flag {
+	return &cli.DurationFlag{Name: "retry", Usage: "give up after retrying this long while the cluster has no leader", Value: 30 * time.Second}
+}
+
+// newClient builds a client from --addr and --retry, plus extra options.
+func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
+	var addrs []string
+	for _, a := range strings.Split(c.String("addr"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, fmt.Errorf("--addr is empty")
+	}
+	opts := []client.Option{client.WithAddrs(addrs...)}
+	if c.IsSet("retry") || c.Duration("retry") > 0 {
+		opts = append(opts, client.WithRetry(c.Duration("retry")))
+	}
+	return client.NewClient(append(opts, extra...)...)
+}
+
+// withClient runs fn with a client that is closed afterwards.
+func withClient(c *cli.Context, fn func(*client.Client) error) error {
+	cl, err := newClient(c)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return fn(cl)
+}

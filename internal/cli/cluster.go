@@ -1,0 +1,174 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/urfave/cli/v2"
+)
+
+func clusterCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "cluster",
+		Usage: "inspect the cluster and change its membership",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "inspect",
+				Usage:     "show the members, their Raft state, the task queue and allgather groups",
+				UsageText: "raftmaster cluster inspect --addr 127.0.0.1:8001 [--json]",
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+				Action: func(c *cli.Context) error {
+					return withClient(c, func(cl *client.Client) error {
+						resp, err := cl.Members()
+						if err != nil {
+							return err
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, resp)
+						}
+						printCluster(c.App.Writer, resp)
+						return nil
+					})
+				},
+			},
+			{
+				Name:  "join",
+				Usage: "add a started node as a voter",
+				UsageText: "raftmaster cluster join --addr 127.0.0.1:8001 --id n4 --raft-addr 127.0.0.1:7004 --api-addr 127.0.0.1:8004\n\n" +
+					"The node must be running (raftmaster serve without --peers). A node started with\n" +
+					"serve --join does this by itself.",
+				Flags: []cli.Flag{addrFlag(), retryFlag(),
+					&cli.StringFlag{Name: "id", Usage: "id of the new node", Required: true},
+					&cli.StringFlag{Name: "raft-addr", Usage: "its Raft address", Required: true},
+					&cli.StringFlag{Name: "api-addr", Usage: "its API address", Required: true},
+				},
+				Action: func(c *cli.Context) error {
+					return withClient(c, func(cl *client.Client) error {
+						if err := cl.AddNode(c.String("id"), c.String("raft-addr"), c.String("api-addr")); err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "added %s (raft %s, api %s)\n", c.String("id"), c.String("raft-addr"), c.String("api-addr"))
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "remove",
+				Usage:     "remove a node from the cluster",
+				UsageText: "raftmaster cluster remove --addr 127.0.0.1:8001 NODE-ID",
+				Flags:     []cli.Flag{addrFlag(), retryFlag()},
+				Action: func(c *cli.Context) error {
+					if c.NArg() != 1 {
+						return fmt.Errorf("want exactly one node id, got %d arguments", c.NArg())
+					}
+					return withClient(c, func(cl *client.Client) error {
+						if err := cl.RemoveNode(c.Args().First()); err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "removed %s\n", c.Args().First())
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "transfer",
+				Usage:     "hand leadership to another node",
+				UsageText: "raftmaster cluster transfer --addr 127.0.0.1:8001 [--to NODE-ID]",
+				Flags: []cli.Flag{addrFlag(), retryFlag(),
+					&cli.StringFlag{Name: "to", Usage: "the node to lead (default: the most up-to-date follower)"}},
+				Action: func(c *cli.Context) error {
+					return withClient(c, func(cl *client.Client) error {
+						if err := cl.TransferLeadership(c.String("to")); err != nil {
+							return err
+						}
+						deadline := time.Now().Add(c.Duration("retry"))
+						for {
+							st, err := cl.Status()
+							if err == nil && st.Leader.ID != "" && (c.String("to") == "" || st.Leader.ID == c.String("to")) {
+								fmt.Fprintf(c.App.Writer, "leader is now %s (%s)\n", st.Leader.ID, st.Leader.APIAddr)
+								return nil
+							}
+							if time.Now().After(deadline) {
+								return fmt.Errorf("leadership transfer requested, but the new leader was not confirmed: %v", err)
+							}
+							time.Sleep(100 * time.Millisecond)
+						}
+					})
+				},
+			},
+		},
+	}
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printCluster prints the members as an aligned table, then the state.
+func printCluster(w io.Writer, r rpc.ClusterResponse) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tSUFFRAGE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT")
+	for _, m := range r.Members {
+		state := m.State
+		if m.Error != "" {
+			state = "unreachable"
+		}
+		if m.Leader {
+			state += " *"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage,
+			state, m.Term, m.LastIndex, m.CommitIndex, m.AppliedIndex, orDash(m.LastContact))
+	}
+	tw.Flush()
+	for _, m := range r.Members {
+		if m.Error != "" {
+			fmt.Fprintf(w, "  %s: %s\n", m.ID, m.Error)
+		}
+	}
+	s := r.FSM
+	fmt.Fprintln(w)
+	if !s.HasDataset {
+		fmt.Fprintln(w, "dataset:   none set")
+	} else {
+		fmt.Fprintf(w, "dataset:   %d chunks in %d tasks (%d chunks/task, timeout %v, failure max %d%s)\n",
+			s.Chunks, s.Tasks, s.Params.ChunksPerTask, s.Params.TaskTimeout, s.Params.FailureMax, strictNote(s.Params.Strict))
+		fmt.Fprintf(w, "pass %d:    todo %d, pending %d, done %d, failed %d\n", s.Pass, s.Todo, s.Pending, s.Done, s.Failed)
+	}
+	if s.SaveHolder != "" {
+		fmt.Fprintf(w, "save lease: held by %s until %s\n", s.SaveHolder, time.Unix(0, s.SaveDeadline).UTC().Format(time.RFC3339))
+	} else {
+		fmt.Fprintln(w, "save lease: free")
+	}
+	fmt.Fprintf(w, "groups:    %d\n", len(r.Groups))
+	if len(r.Groups) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  GROUP\tSTATUS\tMEMBERS\tPEERS")
+		for _, g := range r.Groups {
+			fmt.Fprintf(tw, "  %s\t%s\t%d\t%d\n", g.ID, g.Status, len(g.Members), g.NumPeers)
+		}
+		tw.Flush()
+	}
+	fmt.Fprintf(w, "applied:   index %d, FSM clock %s\n", s.AppliedIndex, time.Unix(0, s.Clock).UTC().Format(time.RFC3339Nano))
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}
+
+func strictNote(strict bool) string {
+	if strict {
+		return ", strict"
+	}
+	return ""
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/urfave/cli/v2"
+)
+
+func datasetCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dataset",
+		Usage: "set the dataset that trainers read",
+		Subcommands: []*cli.Command{{
+			Name:  "set",
+			Usage: "set the dataset to the RecordIO files that GLOBs match (only the first dataset counts)",
+			UsageText: "raftmaster dataset set --addr 127.0.0.1:8001 [--chunks-per-task N] [--task-timeout D] [--failure-max N] GLOB...\n" +
+				"raftmaster dataset set --client-index 'data/train-*.recordio'",
+			Description: "By default the leader expands the globs and indexes the files, so they must be\n" +
+				"readable at the same paths on the masters. With --client-index this command\n" +
+				"indexes them here and sends the chunk list instead.",
+			Flags: []cli.Flag{addrFlag(), retryFlag(),
+				&cli.IntFlag{Name: "chunks-per-task", Usage: "chunks per task (default: the server's)"},
+				&cli.DurationFlag{Name: "task-timeout", Usage: "lease of a dispatched task (default: the server's)"},
+				&cli.IntFlag{Name: "failure-max", Usage: "failures a task survives (default: the server's)", Value: -1},
+				&cli.BoolFlag{Name: "strict", Usage: "refuse a late TaskFinished from an earlier lease"},
+				&cli.BoolFlag{Name: "client-index", Usage: "index the files here and send the chunk list"},
+			},
+			Action: func(c *cli.Context) error {
+				if c.NArg() == 0 {
+					return fmt.Errorf("give at least one GLOB")
+				}
+				p := client.DatasetParams{ChunksPerTask: c.Int("chunks-per-task"), TaskTimeout: c.Duration("task-timeout"), Strict: c.Bool("strict")}
+				if fm := c.Int("failure-max"); fm >= 0 {
+					p.FailureMax = &fm
+				}
+				cl, err := newClient(c, client.WithClientIndexing(c.Bool("client-index")))
+				if err != nil {
+					return err
+				}
+				defer cl.Close()
+				start := time.Now()
+				resp, err := cl.SetDatasetWithParams(c.Args().Slice(), p)
+				if err != nil {
+					return err
+				}
+				if resp.Ignored {
+					fmt.Fprintln(c.App.Writer, "a dataset was already set; the first one stays (as in the original master)")
+					return nil
+				}
+				fmt.Fprintf(c.App.Writer, "dataset set: %d files, %d chunks, %d tasks (%v)\n", resp.Files, resp.Chunks, resp.Tasks, time.Since(start).Round(time.Millisecond))
+				return nil
+			},
+		}},
+	}
+}

@@ -1,0 +1,140 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/server"
+	"github.com/raftmaster/raftmaster/raftnode"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/urfave/cli/v2"
+)
+
+// envPrefix prefixes every flag's environment variable.
+const envPrefix = "RAFTMASTER_"
+
+// env returns the environment variable name of a flag.
+func env(flag string) []string {
+	return []string{envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))}
+}
+
+func serveCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "serve",
+		Usage: "run one replica of the cluster",
+		UsageText: "raftmaster serve --node-id n1 --data-dir DIR --raft-addr 127.0.0.1:7001 --http-addr 127.0.0.1:8001 \\\n" +
+			"    --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003\n" +
+			"raftmaster serve --node-id n4 --data-dir DIR --raft-addr 127.0.0.1:7004 --http-addr 127.0.0.1:8004 --join 127.0.0.1:8001",
+		Description: "Starts a replica: Raft on --raft-addr, the HTTP API on --http-addr.\n\n" +
+			"A new cluster bootstraps from --peers: start every node with the same list. A node\n" +
+			"joins a running cluster with --join and the API address of any member. A restarted\n" +
+			"node needs neither: its state is in --data-dir.\n\n" +
+			"Every flag can also be set through an environment variable, shown in brackets.\n" +
+			"SIGTERM or Ctrl-C hands leadership to another node before the process exits.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "node-id", Usage: "unique id of this node", Required: true, EnvVars: env("node-id")},
+			&cli.StringFlag{Name: "data-dir", Usage: "directory for the Raft log and snapshots", Required: true, EnvVars: env("data-dir")},
+			&cli.StringFlag{Name: "raft-addr", Usage: "address the Raft transport listens on", Value: "127.0.0.1:7001", EnvVars: env("raft-addr")},
+			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft-addr)", EnvVars: env("raft-advertise")},
+			&cli.StringFlag{Name: "http-addr", Usage: "address the HTTP API listens on", Value: "127.0.0.1:8001", EnvVars: env("http-addr")},
+			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
+			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
+			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
+			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: 10, EnvVars: env("chunks-per-task")},
+			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: 20 * time.Minute, EnvVars: env("task-timeout")},
+			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: 2, EnvVars: env("failure-max")},
+			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "Raft heartbeat timeout", Value: time.Second, EnvVars: env("heartbeat-timeout")},
+			&cli.DurationFlag{Name: "election-timeout", Usage: "Raft election timeout", Value: time.Second, EnvVars: env("election-timeout")},
+			&cli.DurationFlag{Name: "leader-lease-timeout", Usage: "Raft leader lease (<= heartbeat timeout)", Value: 500 * time.Millisecond, EnvVars: env("leader-lease-timeout")},
+			&cli.DurationFlag{Name: "failover-grace", Usage: "deadlines a new leader extends to at least now+grace", Value: 5 * time.Second, EnvVars: env("failover-grace")},
+			&cli.Uint64Flag{Name: "snapshot-threshold", Usage: "log entries between snapshots", Value: 8192, EnvVars: env("snapshot-threshold")},
+			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info", EnvVars: env("log-level")},
+			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON", EnvVars: env("log-json")},
+			&cli.DurationFlag{Name: "test-clock-offset", Hidden: true, Usage: "offset this node's clock (fault-injection tests)", EnvVars: env("test-clock-offset")},
+		},
+		Action: runServe,
+	}
+}
+
+func newLogger(c *cli.Context, name string) hclog.Logger {
+	return hclog.New(&hclog.LoggerOptions{
+		Name:       name,
+		Level:      hclog.LevelFromString(c.String("log-level")),
+		JSONFormat: c.Bool("log-json"),
+		Output:     c.App.ErrWriter,
+	})
+}
+
+func serveConfig(c *cli.Context) (server.Config, error) {
+	logger := newLogger(c, c.String("node-id"))
+	if hclog.LevelFromString(c.String("log-level")) == hclog.NoLevel {
+		return server.Config{}, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	}
+	var peers []raftnode.Peer
+	if s := c.String("peers"); s != "" {
+		var err error
+		if peers, err = raftnode.ParsePeers(s); err != nil {
+			return server.Config{}, fmt.Errorf("--peers: %w", err)
+		}
+	}
+	var join []string
+	for _, a := range strings.Split(c.String("join"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			join = append(join, a)
+		}
+	}
+	if len(peers) > 0 && len(join) > 0 {
+		return server.Config{}, fmt.Errorf("give --peers or --join, not both")
+	}
+	params := fsm.DatasetParams{
+		ChunksPerTask: c.Int("chunks-per-task"), TaskTimeout: c.Duration("task-timeout"), FailureMax: c.Int("failure-max"),
+	}
+	if params.ChunksPerTask < 1 || params.TaskTimeout <= 0 || params.FailureMax < 0 {
+		return server.Config{}, fmt.Errorf("--chunks-per-task must be >= 1, --task-timeout > 0 and --failure-max >= 0")
+	}
+	clock := time.Now
+	if off := c.Duration("test-clock-offset"); off != 0 {
+		logger.Warn("clock offset for testing", "offset", off)
+		clock = func() time.Time { return time.Now().Add(off) }
+	}
+	return server.Config{
+		Node: raftnode.Config{
+			ID: c.String("node-id"), DataDir: c.String("data-dir"),
+			RaftAddr: c.String("raft-addr"), RaftAdvertise: c.String("raft-advertise"),
+			APIAddr: c.String("advertise-addr"), Peers: peers,
+			HeartbeatTimeout: c.Duration("heartbeat-timeout"), ElectionTimeout: c.Duration("election-timeout"),
+			LeaderLeaseTimeout: c.Duration("leader-lease-timeout"), FailoverGrace: c.Duration("failover-grace"),
+			SnapshotThreshold: c.Uint64("snapshot-threshold"), Clock: clock,
+		},
+		HTTPAddr: c.String("http-addr"),
+		Join:     join,
+		RPC:      rpc.ServerConfig{DatasetDefaults: params},
+		Logger:   logger,
+	}, nil
+}
+
+func runServe(c *cli.Context) error {
+	cfg, err := serveConfig(c)
+	if err != nil {
+		return err
+	}
+	srv, err := server.Start(cfg)
+	if err != nil {
+		return err
+	}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	sig := <-sigs
+	cfg.Logger.Info("shutting down", "signal", sig.String())
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	return srv.Shutdown(ctx)
+}

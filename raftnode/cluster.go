@@ -1,0 +1,225 @@
+package raftnode
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// Server is one member of the Raft configuration with its registry entry.
+type Server struct {
+	ID       string
+	RaftAddr string
+	APIAddr  string
+	Suffrage string
+	Leader   bool
+}
+
+// Servers lists the Raft configuration, sorted as Raft keeps it.
+func (n *Node) Servers() ([]Server, error) {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	_, leaderID := n.raft.LeaderWithID()
+	var out []Server
+	for _, s := range f.Configuration().Servers {
+		entry, _ := n.fsm.Node(string(s.ID))
+		out = append(out, Server{
+			ID: string(s.ID), RaftAddr: string(s.Address), APIAddr: entry.APIAddr,
+			Suffrage: s.Suffrage.String(), Leader: s.ID == leaderID,
+		})
+	}
+	return out, nil
+}
+
+// AddVoter adds a voter, or only refreshes its registry entry when it is
+// already a voter at that address. A server at the same address under
+// another id is removed first: it is a previous life of the same node.
+func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return mapRaftError(err)
+	}
+	member := false
+	for _, s := range f.Configuration().Servers {
+		switch {
+		case string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter:
+			member = true
+		case string(s.ID) != id && string(s.Address) == raftAddr:
+			n.log.Info("removing stale server at the joining address", "id", s.ID, "addr", s.Address)
+			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+				return mapRaftError(err)
+			}
+		}
+	}
+	if !member {
+		n.log.Info("adding voter", "id", id, "raft_addr", raftAddr)
+		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return mapRaftError(err)
+		}
+	}
+	if cur, ok := n.fsm.Node(id); ok && cur.RaftAddr == raftAddr && cur.APIAddr == apiAddr {
+		return nil
+	}
+	_, err := n.propose(ctx, &fsm.RegisterNode{Node: fsm.Node{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
+	return err
+}
+
+// RemoveServer removes id from the configuration and the registry. A
+// leader asked to remove itself first hands leadership over and answers
+// ErrNotLeader, so the caller retries on the new leader.
+func (n *Node) RemoveServer(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == n.cfg.ID {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return mapRaftError(err)
+		}
+		return ErrNotLeader
+	}
+	if !n.hasServer(id) {
+		if _, ok := n.fsm.Node(id); !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+		}
+	} else if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return mapRaftError(err)
+	}
+	n.log.Info("removed server", "id", id)
+	_, err := n.propose(ctx, &fsm.RemoveNode{ID: id})
+	return err
+}
+
+func (n *Node) hasServer(id string) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TransferLeadership hands leadership to id, or to the most up-to-date
+// follower when id is empty.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == "" {
+		return mapRaftError(n.raft.LeadershipTransfer().Error())
+	}
+	if id == n.cfg.ID {
+		return nil // already the leader
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return mapRaftError(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return mapRaftError(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+}
+
+// Status is this node's view of Raft.
+type Status struct {
+	State        string
+	Term         uint64
+	LastIndex    uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	// LastContact is the time since the leader was last heard from; zero
+	// on the leader, negative when never.
+	LastContact time.Duration
+}
+
+// Status returns this node's Raft state and indexes.
+func (n *Node) Status() Status {
+	st := Status{
+		State: n.raft.State().String(), Term: n.raft.CurrentTerm(),
+		LastIndex: n.raft.LastIndex(), CommitIndex: n.raft.CommitIndex(), AppliedIndex: n.raft.AppliedIndex(),
+	}
+	if !n.IsLeader() {
+		if lc := n.raft.LastContact(); lc.IsZero() {
+			st.LastContact = -1
+		} else {
+			st.LastContact = time.Since(lc)
+		}
+	}
+	return st
+}
+
+// SetDataset proposes a dataset: one SetDataset entry when it fits
+// MaxEntryBytes, otherwise DatasetPart entries under a fresh upload id and
+// a DatasetCommit. The request id goes on the final entry, so a retried
+// call is answered by de-duplication.
+func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	parts := splitChunks(chunks, n.cfg.MaxEntryBytes)
+	if len(parts) <= 1 || n.fsm.Stats().HasDataset {
+		if len(parts) > 1 {
+			chunks = chunks[:1] // ignored by the FSM: a dataset is set already
+		}
+		return n.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
+	}
+	upload := "upload-" + uuid.NewString()
+	for i, part := range parts {
+		r, err := n.Apply(ctx, &fsm.DatasetPart{UploadID: upload, Part: uint32(i), Chunks: part})
+		if err != nil {
+			return nil, err
+		}
+		if r.Code != fsm.CodeOK {
+			return r, nil
+		}
+		n.log.Debug("dataset part applied", "upload", upload, "part", i, "of", len(parts))
+	}
+	return n.Apply(ctx, &fsm.DatasetCommit{
+		Header: fsm.Header{Request: req}, UploadID: upload,
+		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params,
+	})
+}
+
+// splitChunks cuts chunks into runs whose encoding stays under maxBytes,
+// estimating each chunk at its varints plus its path the first time a
+// run sees it.
+func splitChunks(chunks []fsm.Chunk, maxBytes int) [][]fsm.Chunk {
+	const overhead, perChunk = 64, 20 // header; worst-case varints of one chunk
+	var parts [][]fsm.Chunk
+	start, size := 0, overhead
+	seen := map[string]bool{}
+	cost := func(c fsm.Chunk) int {
+		if seen[c.Path] {
+			return perChunk
+		}
+		return perChunk + len(c.Path) + 3
+	}
+	for i, c := range chunks {
+		if i > start && size+cost(c) > maxBytes {
+			parts = append(parts, chunks[start:i])
+			start, size = i, overhead
+			clear(seen)
+		}
+		size += cost(c)
+		seen[c.Path] = true
+	}
+	if start < len(chunks) {
+		parts = append(parts, chunks[start:])
+	}
+	return parts
+}

@@ -1,0 +1,125 @@
+package raftnode
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Peer is a member of the static bootstrap configuration.
+type Peer struct {
+	ID       string
+	RaftAddr string
+}
+
+// ParsePeers parses "id=host:port,id=host:port".
+func ParsePeers(s string) ([]Peer, error) {
+	var peers []Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(item, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q: want id=host:port", item)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("peer id %q appears twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, Peer{ID: id, RaftAddr: addr})
+	}
+	return peers, nil
+}
+
+// Config configures a Node. Zero durations and sizes take the defaults.
+type Config struct {
+	// ID is the node's unique id in the cluster.
+	ID string
+	// DataDir holds raft.db and the snapshots.
+	DataDir string
+	// RaftAddr is the address the Raft transport listens on.
+	RaftAddr string
+	// RaftAdvertise is the Raft address peers dial; default RaftAddr.
+	RaftAdvertise string
+	// APIAddr is the HTTP API address registered in the node registry.
+	APIAddr string
+	// Peers, when set, is the bootstrap configuration. It must contain ID.
+	Peers []Peer
+
+	HeartbeatTimeout   time.Duration // default 1s
+	ElectionTimeout    time.Duration // default 1s
+	LeaderLeaseTimeout time.Duration // default 500ms
+	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
+	ApplyTimeout time.Duration // default 10s
+	// FailoverGrace is the LeaderGrace a new leader proposes.
+	FailoverGrace time.Duration // default 5s
+	// SnapshotThreshold and TrailingLogs size the log compaction.
+	SnapshotThreshold uint64 // default 8192
+	TrailingLogs      uint64 // default 10240
+	// MaxEntryBytes bounds a dataset part entry.
+	MaxEntryBytes int // default 256 KiB
+	// Clock is the node's time source; tests offset it.
+	Clock func() time.Time
+	// Logger receives all logs; nil discards them.
+	Logger hclog.Logger
+}
+
+func (c *Config) setDefaults() error {
+	if c.ID == "" {
+		return errors.New("raftnode: node id is empty")
+	}
+	if c.DataDir == "" {
+		return errors.New("raftnode: data dir is empty")
+	}
+	if c.RaftAddr == "" {
+		return errors.New("raftnode: raft address is empty")
+	}
+	if len(c.Peers) > 0 {
+		found := false
+		for _, p := range c.Peers {
+			found = found || p.ID == c.ID
+		}
+		if !found {
+			return fmt.Errorf("raftnode: peers do not include this node %q", c.ID)
+		}
+	}
+	if c.RaftAdvertise == "" {
+		c.RaftAdvertise = c.RaftAddr
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d <= 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, time.Second)
+	def(&c.ElectionTimeout, time.Second)
+	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
+	def(&c.ApplyTimeout, 10*time.Second)
+	def(&c.FailoverGrace, 5*time.Second)
+	if c.LeaderLeaseTimeout > c.HeartbeatTimeout || c.HeartbeatTimeout > c.ElectionTimeout {
+		return fmt.Errorf("raftnode: need leader lease (%v) <= heartbeat (%v) <= election timeout (%v)",
+			c.LeaderLeaseTimeout, c.HeartbeatTimeout, c.ElectionTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.MaxEntryBytes <= 0 {
+		c.MaxEntryBytes = 256 << 10
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package raftnode
+
+import (
+	"context"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// watchLeadership drains Raft's leadership notifications promptly (Raft
+// blocks on a full NotifyCh) and runs leaderLoop while this node leads.
+func (n *Node) watchLeadership() {
+	defer n.wg.Done()
+	var run *leaderRun
+	stopLoop := func() {
+		if run != nil {
+			run.stop()
+			run = nil
+		}
+		n.leaderReady.Store(false)
+	}
+	defer stopLoop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case isLeader := <-n.notify:
+			stopLoop()
+			if !isLeader {
+				n.log.Info("lost leadership")
+				continue
+			}
+			n.log.Info("gained leadership", "term", n.raft.CurrentTerm())
+			run = n.startLeaderLoop()
+		}
+	}
+}
+
+// leaderRun is one term's leader loop.
+type leaderRun struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func (n *Node) startLeaderLoop() *leaderRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	run := &leaderRun{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(run.done)
+		n.leaderLoop(ctx)
+	}()
+	return run
+}
+
+func (r *leaderRun) stop() {
+	r.cancel()
+	<-r.done
+}
+
+// leaderLoop takes over as leader, then proposes Tick whenever the FSM's
+// earliest deadline has passed on this node's clock.
+func (n *Node) leaderLoop(ctx context.Context) {
+	if !n.takeOver(ctx) {
+		return
+	}
+	n.leaderReady.Store(true)
+	n.log.Info("leader ready")
+	const idle = time.Second // re-check at least this often (clock jumps)
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	for {
+		changed := n.fsm.Changed()
+		wait := idle
+		if d, ok := n.fsm.NextDeadline(); ok {
+			if due := time.Duration(d - n.now()); due <= 0 {
+				if _, err := n.propose(ctx, &fsm.Tick{}); err != nil {
+					n.log.Debug("tick failed", "error", err)
+					if !sleepCtx(ctx, 100*time.Millisecond) {
+						return
+					}
+				}
+				continue
+			} else if due < wait {
+				wait = due
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-timer.C:
+		}
+	}
+}
+
+// takeOver runs the steps a new leader needs before it serves: a barrier,
+// its own registry entry, and the fail-over grace. It retries until it
+// succeeds or leadership is lost.
+func (n *Node) takeOver(ctx context.Context) bool {
+	steps := []struct {
+		name string
+		run  func() error
+	}{
+		{"barrier", func() error { return mapRaftError(n.raft.Barrier(n.cfg.ApplyTimeout).Error()) }},
+		{"register", func() error {
+			self := fsm.Node{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr}
+			if cur, ok := n.fsm.Node(n.cfg.ID); ok && cur == self {
+				return nil
+			}
+			_, err := n.propose(ctx, &fsm.RegisterNode{Node: self})
+			return err
+		}},
+		{"grace", func() error {
+			_, err := n.propose(ctx, &fsm.LeaderGrace{Grace: n.cfg.FailoverGrace})
+			return err
+		}},
+	}
+	for _, step := range steps {
+		for {
+			err := step.run()
+			if err == nil {
+				break
+			}
+			n.log.Warn("leader take-over step failed", "step", step.name, "error", err)
+			if !n.IsLeader() || !sleepCtx(ctx, 200*time.Millisecond) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// sleepCtx waits for d or until ctx is done; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,306 @@
+package raftnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/raftmaster/raftmaster/fsm"
+	"go.etcd.io/bbolt"
+)
+
+// Errors of Apply and the read and membership calls.
+var (
+	// ErrNotLeader means this node is not the leader and the request was
+	// not applied; send it to the leader.
+	ErrNotLeader = errors.New("raftnode: not the leader")
+	// ErrUnknownOutcome means the entry may or may not have been committed
+	// (leadership was lost after it was enqueued); retry with the same
+	// request id.
+	ErrUnknownOutcome = errors.New("raftnode: outcome unknown")
+	// ErrNotReady means this node is the leader but has not finished taking
+	// over (barrier and grace); retry shortly.
+	ErrNotReady = errors.New("raftnode: leader not ready")
+	// ErrUnknownServer means the id is not in the Raft configuration.
+	ErrUnknownServer = errors.New("raftnode: no such server")
+)
+
+// Node is one replica.
+type Node struct {
+	cfg    Config
+	log    hclog.Logger
+	fsm    *fsm.FSM
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	store  *raftboltdb.BoltStore
+	notify chan bool
+
+	leaderReady atomic.Bool
+	stop        chan struct{}
+	wg          sync.WaitGroup
+	closeOnce   sync.Once
+}
+
+// New opens the stores in cfg.DataDir, starts Raft and, with a peer list
+// and no existing state, bootstraps the cluster.
+func New(cfg Config) (*Node, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+		return nil, fmt.Errorf("raftnode: data dir: %w", err)
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: fsm.New(), notify: make(chan bool, 16), stop: make(chan struct{})}
+	var err error
+	n.store, err = raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(cfg.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("raftnode: open log store (is another raftmaster using %s?): %w", cfg.DataDir, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, n.log.Named("snapshot"))
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
+	}
+	var adv net.Addr
+	if _, port, _ := net.SplitHostPort(cfg.RaftAdvertise); port != "0" {
+		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
+		if err != nil {
+			n.store.Close()
+			return nil, fmt.Errorf("raftnode: raft advertise address %q: %w", cfg.RaftAdvertise, err)
+		}
+		adv = a
+	}
+	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 4, 10*time.Second, n.log.Named("transport"))
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("raftnode: raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	// With port 0 the transport picked a port: advertise what it bound.
+	n.cfg.RaftAdvertise = string(n.trans.LocalAddr())
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.NotifyCh = n.notify
+	rc.Logger = n.log.Named("raft")
+
+	hasState, err := raft.HasExistingState(n.store, n.store, snaps)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: read state: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: start raft: %w", err)
+	}
+	if !hasState && len(cfg.Peers) > 0 {
+		if err := n.Bootstrap(cfg.Peers); err != nil {
+			n.Shutdown(context.Background())
+			return nil, err
+		}
+	}
+	n.wg.Add(1)
+	go n.watchLeadership()
+	return n, nil
+}
+
+// Bootstrap sets the initial configuration to peers when the node has no
+// state. Every node of a new cluster bootstraps the same list; a node that
+// already has state ignores it.
+func (n *Node) Bootstrap(peers []Peer) error {
+	var servers []raft.Server
+	for _, p := range peers {
+		servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr), Suffrage: raft.Voter})
+	}
+	err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error()
+	if err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("raftnode: bootstrap: %w", err)
+	}
+	if err == nil {
+		n.log.Info("bootstrapped cluster", "peers", len(servers))
+	}
+	return nil
+}
+
+func (n *Node) closeStores() {
+	n.trans.Close()
+	n.store.Close()
+}
+
+// FSM returns the local replica of the state machine.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// ID returns the node id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the advertised Raft address.
+func (n *Node) RaftAddr() string { return n.cfg.RaftAdvertise }
+
+// APIAddr returns the HTTP API address this node registers.
+func (n *Node) APIAddr() string { return n.cfg.APIAddr }
+
+// Raft exposes the underlying raft.Raft for diagnostics and tests.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// IsLeader reports whether this node is the leader.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// LeaderReady reports whether this node is the leader and has finished
+// taking over.
+func (n *Node) LeaderReady() bool { return n.IsLeader() && n.leaderReady.Load() }
+
+// Leader returns the current leader's id and its registry entry; ok is
+// false when no leader is known. APIAddr may be empty if the leader has
+// not registered yet.
+func (n *Node) Leader() (fsm.Node, bool) {
+	addr, id := n.raft.LeaderWithID()
+	if id == "" {
+		return fsm.Node{}, false
+	}
+	entry, found := n.fsm.Node(string(id))
+	if !found {
+		entry = fsm.Node{ID: string(id), RaftAddr: string(addr)}
+	}
+	return entry, true
+}
+
+func (n *Node) now() int64 { return n.cfg.Clock().UnixNano() }
+
+// Apply stamps the leader's time into c, proposes it and returns the FSM's
+// result once it has been applied here.
+func (n *Node) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	if !n.IsLeader() {
+		return nil, ErrNotLeader
+	}
+	if !n.leaderReady.Load() {
+		return nil, ErrNotReady
+	}
+	return n.propose(ctx, c)
+}
+
+// propose applies c without the readiness check; the leader loop uses it
+// while taking over.
+func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	c.Hdr().Now = n.now()
+	timeout := n.cfg.ApplyTimeout
+	if dl, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(dl))
+	}
+	f := n.raft.Apply(fsm.Encode(c), timeout)
+	if err := f.Error(); err != nil {
+		return nil, mapRaftError(err)
+	}
+	r, ok := f.Response().(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("raftnode: unexpected FSM response %T", f.Response())
+	}
+	return r, nil
+}
+
+// mapRaftError turns raft's errors into ErrNotLeader (nothing was
+// enqueued) or ErrUnknownOutcome (it may have been committed).
+func mapRaftError(err error) error {
+	switch {
+	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
+		return fmt.Errorf("%w (%v)", ErrNotLeader, err)
+	case errors.Is(err, raft.ErrLeadershipLost), errors.Is(err, raft.ErrRaftShutdown),
+		errors.Is(err, raft.ErrAbortedByRestore), errors.Is(err, raft.ErrLeadershipTransferInProgress):
+		return fmt.Errorf("%w (%v)", ErrUnknownOutcome, err)
+	}
+	return err
+}
+
+// ReadBarrier returns nil when a read of the local FSM is linearizable:
+// this node is the leader, has applied everything committed by earlier
+// terms (its take-over barrier), and a quorum still confirms it. Writes of
+// this term reach the FSM before their callers are answered, so no
+// completed write can be missing from the local state.
+func (n *Node) ReadBarrier(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if !n.leaderReady.Load() {
+		return ErrNotReady
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return mapRaftError(err)
+	}
+	return nil
+}
+
+// Ready reports whether the node can serve: a leader is known, the leader
+// has finished taking over, and a follower has applied what it knows to be
+// committed (give or take the entries in flight).
+func (n *Node) Ready() bool {
+	if _, ok := n.Leader(); !ok {
+		return false
+	}
+	if n.IsLeader() {
+		return n.leaderReady.Load()
+	}
+	return n.raft.AppliedIndex()+64 >= n.raft.CommitIndex() &&
+		time.Since(n.raft.LastContact()) < 3*n.cfg.ElectionTimeout
+}
+
+// Shutdown hands leadership to another voter when this node leads, then
+// stops Raft and closes the stores. It is safe to call more than once.
+func (n *Node) Shutdown(ctx context.Context) error {
+	var err error
+	n.closeOnce.Do(func() {
+		if n.IsLeader() && n.otherVoters() > 0 {
+			n.log.Info("transferring leadership before shutdown")
+			done := make(chan error, 1)
+			go func() { done <- n.raft.LeadershipTransfer().Error() }()
+			select {
+			case e := <-done:
+				if e != nil {
+					n.log.Warn("leadership transfer failed", "error", e)
+				}
+			case <-ctx.Done():
+				n.log.Warn("leadership transfer timed out")
+			}
+		}
+		close(n.stop)
+		err = n.raft.Shutdown().Error()
+		n.wg.Wait()
+		n.closeStores()
+	})
+	return err
+}
+
+func (n *Node) otherVoters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			c++
+		}
+	}
+	return c
+}

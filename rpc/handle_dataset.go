@@ -1,0 +1,166 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/raftmaster/raftmaster/dataset"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// handleSetDataset sets the dataset. The request is checked first; then
+// leadership is confirmed with a read barrier, so that a follower
+// redirects before it reads any file. When a dataset is already set the
+// request is answered Ignored without indexing or proposing anything (as
+// the original master did): Chunks and Tasks then describe the dataset in
+// place and Files is 0. Otherwise the leader indexes the globs, or takes
+// the client's chunk list, and proposes it.
+func (s *Server) handleSetDataset(w http.ResponseWriter, r *http.Request) error {
+	var in SetDatasetRequest
+	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxDatasetBodyBytes)
+	if err != nil {
+		return err
+	}
+	params, err := s.datasetParams(in)
+	if err != nil {
+		return err
+	}
+	if err := s.checkDatasetSource(in); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if err := s.b.ReadBarrier(ctx); err != nil {
+		return readError(err)
+	}
+	lim := dataset.Limits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles, MaxChunks: s.cfg.Limits.MaxChunks}
+	if len(in.Globs) > 0 {
+		// Expanding is cheap and catches a pattern that matches nothing
+		// even when the request is going to be ignored.
+		if _, err := dataset.Expand(in.Globs, lim); err != nil {
+			return datasetError(err)
+		}
+	}
+	if st := s.b.FSM().Stats(); st.HasDataset {
+		writeJSON(w, http.StatusOK, SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks})
+		return nil
+	}
+	var chunks []fsm.Chunk
+	var files int
+	if len(in.Globs) > 0 {
+		start := time.Now()
+		var sum dataset.Summary
+		chunks, sum, err = dataset.Index(ctx, in.Globs, lim)
+		if err != nil {
+			return datasetError(err)
+		}
+		files = sum.Files
+		s.log.Info("indexed dataset", "files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start))
+	} else {
+		chunks, files = clientChunks(in.Chunks)
+	}
+	res, err := s.b.SetDataset(ctx, req, params, chunks)
+	if err != nil {
+		return err
+	}
+	if err := resultError(res); err != nil {
+		return err
+	}
+	out := SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask)}
+	if res.Ignored {
+		st := s.b.FSM().Stats()
+		out = SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks}
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// datasetParams applies the server's defaults to the request's settings
+// and checks them.
+func (s *Server) datasetParams(in SetDatasetRequest) (fsm.DatasetParams, error) {
+	p := s.cfg.DatasetDefaults
+	p.Strict = in.Strict
+	if in.ChunksPerTask < 0 || in.ChunksPerTask > s.cfg.Limits.MaxChunks {
+		return p, invalidf("chunks_per_task %d out of range [1, %d]", in.ChunksPerTask, s.cfg.Limits.MaxChunks)
+	}
+	if in.ChunksPerTask > 0 {
+		p.ChunksPerTask = in.ChunksPerTask
+	}
+	maxDur := min(s.cfg.Limits.MaxDuration, fsm.MaxTaskTimeout)
+	if in.TaskTimeout != 0 {
+		if err := checkDuration("task_timeout", time.Duration(in.TaskTimeout), time.Millisecond, maxDur); err != nil {
+			return p, err
+		}
+		p.TaskTimeout = time.Duration(in.TaskTimeout)
+	}
+	if in.FailureMax != nil {
+		if *in.FailureMax < 0 || *in.FailureMax > fsm.MaxFailureMax {
+			return p, invalidf("failure_max %d out of range [0, %d]", *in.FailureMax, fsm.MaxFailureMax)
+		}
+		p.FailureMax = *in.FailureMax
+	}
+	return p, nil
+}
+
+// checkDatasetSource checks that the request names globs or chunks, not
+// both, within the limits. The globs themselves are expanded later.
+func (s *Server) checkDatasetSource(in SetDatasetRequest) error {
+	lim := s.cfg.Limits
+	switch {
+	case len(in.Globs) > 0 && len(in.Chunks) > 0:
+		return invalidf("give either globs or chunks, not both")
+	case len(in.Globs) == 0 && len(in.Chunks) == 0:
+		return invalidf("no dataset: give globs or chunks")
+	case len(in.Globs) > lim.MaxGlobs:
+		return invalidf("%d globs, at most %d", len(in.Globs), lim.MaxGlobs)
+	case len(in.Chunks) > lim.MaxChunks:
+		return invalidf("%d chunks, at most %d", len(in.Chunks), lim.MaxChunks)
+	}
+	for i, g := range in.Globs {
+		if g == "" || len(g) > fsm.MaxPathLen {
+			return invalidf("glob %d: length %d out of range [1, %d]", i, len(g), fsm.MaxPathLen)
+		}
+	}
+	files := make(map[string]struct{})
+	for i, c := range in.Chunks {
+		if c.Path == "" || len(c.Path) > fsm.MaxPathLen {
+			return invalidf("chunk %d: path length %d out of range [1, %d]", i, len(c.Path), fsm.MaxPathLen)
+		}
+		if c.Offset < 0 {
+			return invalidf("chunk %d: negative offset %d", i, c.Offset)
+		}
+		files[c.Path] = struct{}{}
+		if len(files) > lim.MaxFiles {
+			return invalidf("chunks name more than %d files", lim.MaxFiles)
+		}
+	}
+	return nil
+}
+
+// clientChunks converts the client's chunk list and counts its files.
+func clientChunks(in []Chunk) ([]fsm.Chunk, int) {
+	out := make([]fsm.Chunk, len(in))
+	files := make(map[string]struct{})
+	for i, c := range in {
+		out[i] = c.ToFSM()
+		files[c.Path] = struct{}{}
+	}
+	return out, len(files)
+}
+
+func numTasks(chunks, perTask int) int {
+	if perTask <= 0 {
+		return 0
+	}
+	return (chunks + perTask - 1) / perTask
+}
+
+// datasetError turns an Expand or Index failure into a 400 naming the
+// pattern or file, unless the request itself was cancelled.
+func datasetError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Errorf(CodeUnavailable, "indexing the dataset: %v", err)
+	}
+	return invalidf("%v", err)
+}

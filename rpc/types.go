@@ -1,0 +1,262 @@
+package rpc
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// HeaderRequestID carries "<client uuid>/<sequence>" on every write.
+const HeaderRequestID = "X-Raftmaster-Request-Id"
+
+// API paths.
+const (
+	PathDataset         = "/v1/dataset"
+	PathTaskGet         = "/v1/task/get"
+	PathTaskFinished    = "/v1/task/finished"
+	PathTaskFailed      = "/v1/task/failed"
+	PathTaskRenew       = "/v1/task/renew"
+	PathSaveModel       = "/v1/savemodel"
+	PathAllgatherJoin   = "/v1/allgather/join"
+	PathAllgatherLeave  = "/v1/allgather/leave"
+	PathAllgatherWatch  = "/v1/allgather/watch"
+	PathStatus          = "/v1/status"
+	PathCluster         = "/v1/cluster"
+	PathClusterJoin     = "/v1/cluster/join"
+	PathClusterRemove   = "/v1/cluster/remove"
+	PathClusterTransfer = "/v1/cluster/transfer"
+	PathDebugState      = "/v1/debug/state"
+	PathHealthz         = "/healthz"
+	PathReadyz          = "/readyz"
+)
+
+// Duration is a time.Duration that is written in JSON as a Go duration
+// string such as "1m30s".
+type Duration time.Duration
+
+// MarshalJSON writes d as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string such as \"30s\": %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Chunk is one RecordIO chunk: file, byte offset of its header and record
+// count.
+type Chunk struct {
+	Path    string `json:"path"`
+	Offset  int64  `json:"offset"`
+	Records uint32 `json:"records"`
+}
+
+// SetDatasetRequest sets the dataset. Either Globs, which the leader
+// expands and indexes, or Chunks, already indexed by the client (for
+// masters that cannot see the trainers' data volume). Zero settings take
+// the server's defaults.
+type SetDatasetRequest struct {
+	Globs         []string `json:"globs,omitempty"`
+	Chunks        []Chunk  `json:"chunks,omitempty"`
+	ChunksPerTask int      `json:"chunks_per_task,omitempty"`
+	TaskTimeout   Duration `json:"task_timeout,omitempty"`
+	FailureMax    *int     `json:"failure_max,omitempty"`
+	Strict        bool     `json:"strict,omitempty"`
+}
+
+// SetDatasetResponse reports the dataset. Ignored is true when a dataset
+// was already set: the first one is honoured, as in the original master.
+type SetDatasetResponse struct {
+	Ignored bool `json:"ignored"`
+	Files   int  `json:"files"`
+	Chunks  int  `json:"chunks"`
+	Tasks   int  `json:"tasks"`
+}
+
+// GetTaskRequest leases the next task of Pass.
+type GetTaskRequest struct {
+	Pass int `json:"pass"`
+}
+
+// Task is a leased task.
+type Task struct {
+	Meta   fsm.TaskMeta `json:"meta"`
+	Chunks []Chunk      `json:"chunks"`
+}
+
+// GetTaskResponse carries the leased task.
+type GetTaskResponse struct {
+	Task Task `json:"task"`
+}
+
+// TaskRequest reports on a task: finished, failed or renew.
+type TaskRequest struct {
+	Meta fsm.TaskMeta `json:"meta"`
+}
+
+// TaskResponse says whether the report had no effect (a stale or late
+// report, which the original master also accepted silently).
+type TaskResponse struct {
+	Ignored bool `json:"ignored"`
+}
+
+// SaveModelRequest asks for the save-model lease.
+type SaveModelRequest struct {
+	TrainerID string   `json:"trainer_id"`
+	BlockDur  Duration `json:"block_dur"`
+}
+
+// SaveModelResponse says whether the lease was granted.
+type SaveModelResponse struct {
+	Granted bool `json:"granted"`
+}
+
+// JoinRequest adds a member to an allgather group. Data is any JSON value.
+type JoinRequest struct {
+	Group    string          `json:"group"`
+	Member   uuid.UUID       `json:"member"`
+	NumPeers int             `json:"num_peers"`
+	Data     json.RawMessage `json:"data"`
+	Timeout  Duration        `json:"timeout,omitempty"`
+}
+
+// JoinResponse identifies the join; watches name its generation.
+type JoinResponse struct {
+	Generation uint64 `json:"generation"`
+}
+
+// LeaveRequest removes a member from an allgather group.
+type LeaveRequest struct {
+	Group  string    `json:"group"`
+	Member uuid.UUID `json:"member"`
+}
+
+// Watch query parameters of PathAllgatherWatch (GET).
+const (
+	WatchParamGroup      = "group"
+	WatchParamMember     = "member"
+	WatchParamGeneration = "generation"
+	WatchParamWait       = "wait" // a Go duration, at most MaxWatchWait
+)
+
+// WatchResponse is the answer to a watch: Status "pending" when the wait
+// ran out (poll again) or "complete" with every member's data in join order
+// and the caller's rank. The final failures (closed, reconnected, timed
+// out) are error responses with their codes.
+type WatchResponse struct {
+	Status string            `json:"status"`
+	Data   []json.RawMessage `json:"data,omitempty"`
+	Rank   int               `json:"rank"`
+}
+
+// Watch statuses.
+const (
+	WatchPending  = "pending"
+	WatchComplete = "complete"
+)
+
+// NodeRef names a node and where its API listens.
+type NodeRef struct {
+	ID      string `json:"id"`
+	APIAddr string `json:"api_addr,omitempty"`
+}
+
+// StatusResponse describes the answering node and the state summary.
+type StatusResponse struct {
+	NodeID       string    `json:"node_id"`
+	RaftAddr     string    `json:"raft_addr"`
+	APIAddr      string    `json:"api_addr"`
+	State        string    `json:"state"`
+	Leader       NodeRef   `json:"leader"`
+	Term         uint64    `json:"term"`
+	LastIndex    uint64    `json:"last_index"`
+	CommitIndex  uint64    `json:"commit_index"`
+	AppliedIndex uint64    `json:"applied_index"`
+	LastContact  string    `json:"last_contact"`
+	Ready        bool      `json:"ready"`
+	FSM          fsm.Stats `json:"fsm"`
+}
+
+// Member is one server of the Raft configuration, with what its own status
+// endpoint reported (Error says why it could not be reached).
+type Member struct {
+	ID           string `json:"id"`
+	RaftAddr     string `json:"raft_addr"`
+	APIAddr      string `json:"api_addr"`
+	Suffrage     string `json:"suffrage"`
+	Leader       bool   `json:"leader"`
+	State        string `json:"state"`
+	Term         uint64 `json:"term"`
+	LastIndex    uint64 `json:"last_index"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastContact  string `json:"last_contact"`
+	Error        string `json:"error,omitempty"`
+}
+
+// ClusterResponse lists the members and summarises the state.
+type ClusterResponse struct {
+	Leader  NodeRef         `json:"leader"`
+	Members []Member        `json:"members"`
+	FSM     fsm.Stats       `json:"fsm"`
+	Groups  []fsm.GroupInfo `json:"groups"`
+}
+
+// JoinClusterRequest adds a voter (or refreshes its registry entry when it
+// is already a member).
+type JoinClusterRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+}
+
+// RemoveRequest removes a server from the cluster.
+type RemoveRequest struct {
+	ID string `json:"id"`
+}
+
+// TransferRequest moves leadership, to ID when set, else to the most
+// up-to-date follower.
+type TransferRequest struct {
+	ID string `json:"id,omitempty"`
+}
+
+// DebugStateResponse is one replica's applied index and a hash of its FSM
+// snapshot; equal indexes must give equal hashes.
+type DebugStateResponse struct {
+	NodeID       string `json:"node_id"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Hash         string `json:"hash"`
+}
+
+// ChunkFromFSM converts a chunk to its wire form.
+func ChunkFromFSM(c fsm.Chunk) Chunk {
+	return Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+}
+
+// ToFSM converts a wire chunk to its FSM form.
+func (c Chunk) ToFSM() fsm.Chunk {
+	return fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+}
+
+// LeaveResponse says whether the leave had no effect: the member was not
+// in the group, or had already left.
+type LeaveResponse struct {
+	Ignored bool `json:"ignored"`
+}
+
+// OKResponse is the body of /healthz, /readyz and the cluster changes.
+type OKResponse struct {
+	Status string `json:"status"`
+}

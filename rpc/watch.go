@@ -1,0 +1,115 @@
+package rpc
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// watchQuery is a parsed watch request.
+type watchQuery struct {
+	group  string
+	member uuid.UUID
+	gen    uint64
+	wait   time.Duration
+}
+
+func (s *Server) parseWatch(q url.Values) (watchQuery, error) {
+	var wq watchQuery
+	wq.group = q.Get(WatchParamGroup)
+	if err := checkID(WatchParamGroup, wq.group); err != nil {
+		return wq, err
+	}
+	m, err := uuid.Parse(q.Get(WatchParamMember))
+	if err != nil {
+		return wq, invalidf("%s %q is not a UUID", WatchParamMember, q.Get(WatchParamMember))
+	}
+	if err := checkMember(m); err != nil {
+		return wq, err
+	}
+	wq.member = m
+	wq.gen, err = strconv.ParseUint(q.Get(WatchParamGeneration), 10, 64)
+	if err != nil || wq.gen == 0 {
+		return wq, invalidf("%s %q is not a positive integer", WatchParamGeneration, q.Get(WatchParamGeneration))
+	}
+	wq.wait = min(DefaultWatchWait, s.cfg.Limits.MaxWatchWait)
+	if v := q.Get(WatchParamWait); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return wq, invalidf("%s %q is not a duration such as \"30s\"", WatchParamWait, v)
+		}
+		if err := checkDuration(WatchParamWait, d, 0, s.cfg.Limits.MaxWatchWait); err != nil {
+			return wq, err
+		}
+		wq.wait = d
+	}
+	return wq, nil
+}
+
+// handleWatch is the allgather long poll. It answers from the local FSM,
+// so followers serve it too, waiting for their FSM to catch up: it returns
+// when the join's outcome is final, or "pending" when the wait runs out.
+func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
+	wq, err := s.parseWatch(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	f := s.b.FSM()
+	timer := time.NewTimer(wq.wait)
+	defer timer.Stop()
+	for {
+		// Take the channel before looking, so no change goes unnoticed.
+		changed := f.Changed()
+		res := f.Watch(wq.group, wq.member, wq.gen)
+		switch {
+		case res.Status == fsm.WatchComplete:
+			writeJSON(w, http.StatusOK, WatchResponse{Status: WatchComplete, Data: rawData(res.Data), Rank: res.Rank})
+			return nil
+		case res.Status == fsm.WatchClosed && s.lagging():
+			// The join may simply not be applied here yet.
+		case res.Status != fsm.WatchPending:
+			return Errorf(fsm.CodeOf(res.Err()).String(), "group %q member %s generation %d: %v", wq.group, wq.member, wq.gen, res.Err())
+		}
+		if s.watchWaiting != nil {
+			s.watchWaiting()
+		}
+		select {
+		case <-changed:
+		case <-timer.C:
+			writeJSON(w, http.StatusOK, WatchResponse{Status: WatchPending})
+			return nil
+		case <-r.Context().Done():
+			return Errorf(CodeUnavailable, "watch cancelled: %v", r.Context().Err())
+		}
+	}
+}
+
+// lagging reports whether this node is a follower whose FSM has not yet
+// applied everything it knows to be committed, so that a join a client
+// made through the leader may still be on its way.
+func (s *Server) lagging() bool {
+	if l, ok := s.b.Leader(); ok && l.ID == s.b.NodeID() {
+		return false
+	}
+	return s.b.FSM().AppliedIndex() < s.b.Status().CommitIndex
+}
+
+// rawData turns member data into JSON values. Data that is not valid JSON
+// (it cannot come through this API) is sent as a JSON string, so one bad
+// member cannot break the response.
+func rawData(data [][]byte) []json.RawMessage {
+	out := make([]json.RawMessage, len(data))
+	for i, d := range data {
+		if json.Valid(d) {
+			out[i] = d
+			continue
+		}
+		out[i], _ = json.Marshal(string(d))
+	}
+	return out
+}
