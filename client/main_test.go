@@ -35,7 +35,7 @@ func (w testWriter) Write(p []byte) (int, error) {
 }
 
 func testLogger(t testing.TB, name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: name, Output: testWriter{t}, Level: hclog.Debug})
+	return hclog.New(&hclog.LoggerOptions{Name: name, Output: testWriter{t}, Level: hclog.Info})
 }
 
 // startServer serves the API of b on 127.0.0.1. When b is a *rpctest.Local
@@ -117,18 +117,6 @@ func deadAddr(t *testing.T) string {
 	addr := l.Addr().String()
 	l.Close()
 	return addr
-}
-
-// waitFor polls cond until it holds or a generous deadline passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // counter counts the requests a handler serves, by path.

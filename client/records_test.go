@@ -27,6 +27,16 @@ func TestNextRecord(t *testing.T) {
 	path := writeRecords(t, total, 4)
 	local := rpctest.NewLocal()
 	ts := startServer(t, local, nil)
+	// Small tasks, so that the clients compete for them; the clients'
+	// own SetDataset calls are then ignored, as in the seed.
+	setup := newClient(t, client.WithAddr(ts.URL))
+	resp, err := setup.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Tasks < 2*clients {
+		t.Fatalf("%d tasks, want at least %d", resp.Tasks, 2*clients)
+	}
 
 	var (
 		mu   sync.Mutex

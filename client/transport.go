@@ -134,6 +134,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		if base == "" {
 			base = c.ep.pick()
 		}
+		if retryWithFreshIDs && cl.write && attempt > 0 {
+			reqID = fmt.Sprintf("%s/%d", c.id, c.seq.Add(1))
+		}
 		ae := c.attempt(ctx, base, cl, payload, reqID)
 		if ae == nil {
 			return nil
@@ -149,10 +152,14 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		if ae.retryAfter > 0 {
 			wait = max(wait, min(ae.retryAfter, backoffMax))
 		}
-		if time.Since(start)+wait > budget {
+		elapsed := time.Since(start)
+		if elapsed >= budget {
 			return fmt.Errorf("raftmaster client: %s %s: giving up after %d attempts in %v: %w",
 				cl.method, cl.path, attempt+1, time.Since(start).Round(time.Millisecond), ae.err)
 		}
+		// The server's Retry-After is honoured loosely: never past the
+		// budget, so that a short budget still gets its last attempt.
+		wait = min(wait, budget-elapsed)
 		c.logger.Debug("retrying", "path", cl.path, "addr", base, "attempt", attempt+1, "wait", wait, "error", ae.err)
 		if !sleep(ctx, wait) {
 			return c.ctxErr(ctx)

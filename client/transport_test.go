@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,14 +35,7 @@ func (f *follower) SetDataset(context.Context, fsm.RequestID, fsm.DatasetParams,
 
 func (f *follower) ReadBarrier(context.Context) error { return rpc.ErrNotLeader }
 
-// Leader names the leader, or this node itself when none was set (a
-// redirect loop).
-func (f *follower) Leader() (rpc.NodeRef, bool) {
-	if f.leader.ID == "" {
-		return f.Local.Leader()
-	}
-	return f.leader, true
-}
+func (f *follower) Leader() (rpc.NodeRef, bool) { return f.leader, true }
 
 // TestRedirect checks that the client skips an address that refuses
 // connections, follows a follower's redirect to the leader and then goes
@@ -87,9 +81,23 @@ func TestRedirect(t *testing.T) {
 // TestRedirectLoop checks that a redirect loop ends when the retry budget
 // is spent.
 func TestRedirectLoop(t *testing.T) {
-	fb := &follower{Local: rpctest.NewLocal()}
-	fts := startServer(t, fb, nil)
-	c := newClient(t, client.WithAddr(fts.URL), client.WithRetry(300*time.Millisecond))
+	a := &follower{Local: rpctest.NewLocal()}
+	a.ID = "a"
+	b := &follower{Local: rpctest.NewLocal()}
+	b.ID = "b"
+	// Each names the other as the leader: a stale registry during an
+	// election can do that for a moment.
+	ats := httptest.NewUnstartedServer(nil)
+	bts := httptest.NewUnstartedServer(nil)
+	a.leader = rpc.NodeRef{ID: "b", APIAddr: bts.Listener.Addr().String()}
+	b.leader = rpc.NodeRef{ID: "a", APIAddr: ats.Listener.Addr().String()}
+	ats.Config.Handler = rpc.NewServer(a, rpc.ServerConfig{}, testLogger(t, "a"))
+	bts.Config.Handler = rpc.NewServer(b, rpc.ServerConfig{}, testLogger(t, "b"))
+	ats.Start()
+	t.Cleanup(ats.Close)
+	bts.Start()
+	t.Cleanup(bts.Close)
+	c := newClient(t, client.WithAddr(ats.URL), client.WithRetry(300*time.Millisecond))
 	_, err := c.RequestSaveModel("t", time.Minute)
 	if err == nil || !strings.Contains(err.Error(), "redirects") {
 		t.Fatalf("RequestSaveModel in a redirect loop: %v, want a redirect error", err)
@@ -163,13 +171,14 @@ func TestRetrySameRequestID(t *testing.T) {
 				t.Fatal(err)
 			}
 			proxy.mu.Lock()
-			defer proxy.mu.Unlock()
-			if len(proxy.ids) != 2 || proxy.ids[0] == "" || proxy.ids[0] != proxy.ids[1] {
-				t.Fatalf("request ids %q, want two equal ids", proxy.ids)
+			ids, firstBody := slices.Clone(proxy.ids), proxy.first
+			proxy.mu.Unlock()
+			if len(ids) != 2 || ids[0] == "" || ids[0] != ids[1] {
+				t.Fatalf("request ids %q, want two equal ids", ids)
 			}
 			var first rpc.GetTaskResponse
-			if err := json.Unmarshal(proxy.first, &first); err != nil {
-				t.Fatalf("first answer %q: %v", proxy.first, err)
+			if err := json.Unmarshal(firstBody, &first); err != nil {
+				t.Fatalf("first answer %q: %v", firstBody, err)
 			}
 			if task.Meta != first.Task.Meta || len(task.Chunks) != len(first.Task.Chunks) {
 				t.Fatalf("retry returned %+v, the first attempt leased %+v", task.Meta, first.Task.Meta)

@@ -64,6 +64,10 @@ type Config struct {
 	TrailingLogs      uint64 // default 10240
 	// MaxEntryBytes bounds a dataset part entry.
 	MaxEntryBytes int // default 256 KiB
+	// DialOverride maps server ids to the address this node dials instead
+	// of the configured one. Fault-injection tests route each link through
+	// its own proxy with it.
+	DialOverride map[string]string
 	// Clock is the node's time source; tests offset it.
 	Clock func() time.Time
 	// Logger receives all logs; nil discards them.

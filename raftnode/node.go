@@ -74,7 +74,8 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
 	var adv net.Addr
-	if _, port, _ := net.SplitHostPort(cfg.RaftAdvertise); port != "0" {
+	_, port, _ := net.SplitHostPort(cfg.RaftAdvertise)
+	if port != "0" {
 		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
 		if err != nil {
 			n.store.Close()
@@ -82,13 +83,20 @@ func New(cfg Config) (*Node, error) {
 		}
 		adv = a
 	}
-	n.trans, err = raft.NewTCPTransportWithLogger(cfg.RaftAddr, adv, 4, 10*time.Second, n.log.Named("transport"))
+	tc := &raft.NetworkTransportConfig{MaxPool: 4, Timeout: 10 * time.Second, Logger: n.log.Named("transport")}
+	if len(cfg.DialOverride) > 0 {
+		tc.ServerAddressProvider = dialOverride(cfg.DialOverride)
+	}
+	n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, adv, tc)
 	if err != nil {
 		n.store.Close()
 		return nil, fmt.Errorf("raftnode: raft transport on %s: %w", cfg.RaftAddr, err)
 	}
-	// With port 0 the transport picked a port: advertise what it bound.
-	n.cfg.RaftAdvertise = string(n.trans.LocalAddr())
+	if port == "0" {
+		// The transport picked a port: advertise what it bound. Otherwise
+		// keep the configured form, which may be a stable host name.
+		n.cfg.RaftAdvertise = string(n.trans.LocalAddr())
+	}
 
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(cfg.ID)
@@ -142,6 +150,17 @@ func (n *Node) Bootstrap(peers []Peer) error {
 func (n *Node) closeStores() {
 	n.trans.Close()
 	n.store.Close()
+}
+
+// dialOverride is a raft.ServerAddressProvider over a fixed map; ids not in
+// it fall back to their configured address.
+type dialOverride map[string]string
+
+func (d dialOverride) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if a, ok := d[string(id)]; ok {
+		return raft.ServerAddress(a), nil
+	}
+	return "", fmt.Errorf("no dial override for %q", id)
 }
 
 // FSM returns the local replica of the state machine.

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -58,6 +59,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info", EnvVars: env("log-level")},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON", EnvVars: env("log-json")},
 			&cli.DurationFlag{Name: "test-clock-offset", Hidden: true, Usage: "offset this node's clock (fault-injection tests)", EnvVars: env("test-clock-offset")},
+			&cli.StringFlag{Name: "test-clock-file", Hidden: true, Usage: "read a clock offset (a Go duration) from this file, re-read as it changes (fault-injection tests)"},
+			&cli.StringFlag{Name: "test-raft-dial", Hidden: true, Usage: "id=addr,...: dial these peers at these addresses (fault-injection proxies)"},
 		},
 		Action: runServe,
 	}
@@ -99,10 +102,17 @@ func serveConfig(c *cli.Context) (server.Config, error) {
 	if params.ChunksPerTask < 1 || params.TaskTimeout <= 0 || params.FailureMax < 0 {
 		return server.Config{}, fmt.Errorf("--chunks-per-task must be >= 1, --task-timeout > 0 and --failure-max >= 0")
 	}
-	clock := time.Now
-	if off := c.Duration("test-clock-offset"); off != 0 {
-		logger.Warn("clock offset for testing", "offset", off)
-		clock = func() time.Time { return time.Now().Add(off) }
+	clock := testClock(c, logger)
+	var dial map[string]string
+	if s := c.String("test-raft-dial"); s != "" {
+		overrides, err := raftnode.ParsePeers(s)
+		if err != nil {
+			return server.Config{}, fmt.Errorf("--test-raft-dial: %w", err)
+		}
+		dial = map[string]string{}
+		for _, o := range overrides {
+			dial[o.ID] = o.RaftAddr
+		}
 	}
 	return server.Config{
 		Node: raftnode.Config{
@@ -111,7 +121,7 @@ func serveConfig(c *cli.Context) (server.Config, error) {
 			APIAddr: c.String("advertise-addr"), Peers: peers,
 			HeartbeatTimeout: c.Duration("heartbeat-timeout"), ElectionTimeout: c.Duration("election-timeout"),
 			LeaderLeaseTimeout: c.Duration("leader-lease-timeout"), FailoverGrace: c.Duration("failover-grace"),
-			SnapshotThreshold: c.Uint64("snapshot-threshold"), Clock: clock,
+			SnapshotThreshold: c.Uint64("snapshot-threshold"), Clock: clock, DialOverride: dial,
 		},
 		HTTPAddr: c.String("http-addr"),
 		Join:     join,
@@ -137,4 +147,33 @@ func runServe(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)
+}
+
+// testClock returns the node's clock: the wall clock, shifted by the hidden
+// --test-clock-offset and by the offset in --test-clock-file, which a
+// fault-injection test rewrites to make the clock jump.
+func testClock(c *cli.Context, logger hclog.Logger) func() time.Time {
+	static := c.Duration("test-clock-offset")
+	path := c.String("test-clock-file")
+	if static == 0 && path == "" {
+		return time.Now
+	}
+	logger.Warn("clock offset for testing", "offset", static, "file", path)
+	var dynamic atomic.Int64
+	if path != "" {
+		go func() {
+			last := ""
+			for {
+				if b, err := os.ReadFile(path); err == nil && string(b) != last {
+					last = string(b)
+					if d, err := time.ParseDuration(strings.TrimSpace(last)); err == nil {
+						dynamic.Store(int64(d))
+						logger.Warn("clock offset changed", "offset", d)
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+		}()
+	}
+	return func() time.Time { return time.Now().Add(static + time.Duration(dynamic.Load())) }
 }

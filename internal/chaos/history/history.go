@@ -1,0 +1,117 @@
+// Package history records what the clients of a fault-injection run did and
+// saw: every operation with its invoke and return times, its input and its
+// output. The checkers read it; a failing run writes it to a file so the
+// run can be studied and replayed.
+package history
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// Kind names an operation.
+type Kind string
+
+// Operation kinds.
+const (
+	GetTask      Kind = "get_task"
+	TaskFinished Kind = "task_finished"
+	TaskFailed   Kind = "task_failed"
+	SaveModel    Kind = "save_model"
+	Join         Kind = "join"  // allgather join; the result arrives as a Watch op
+	Watch        Kind = "watch" // allgather result of one join
+	Leave        Kind = "leave"
+)
+
+// Never is the return time of an operation whose outcome is unknown: the
+// checkers assume it may have taken effect at any time after its invoke.
+const Never = int64(math.MaxInt64)
+
+// Op is one client operation. Times are nanoseconds since the run started.
+type Op struct {
+	Client int   `json:"client"` // one per sequential actor
+	Kind   Kind  `json:"kind"`
+	Invoke int64 `json:"invoke"`
+	Return int64 `json:"return"` // Never when the outcome is unknown
+
+	// Inputs.
+	Pass     int           `json:"pass,omitempty"`
+	Meta     fsm.TaskMeta  `json:"meta,omitzero"`
+	Trainer  string        `json:"trainer,omitempty"`
+	BlockDur time.Duration `json:"block_dur,omitempty"`
+	Group    string        `json:"group,omitempty"`
+	Member   uuid.UUID     `json:"member,omitzero"`
+	NumPeers int           `json:"num_peers,omitempty"`
+	Data     string        `json:"data,omitempty"`
+
+	// Outputs. Code is "" for success or the wire error code.
+	Code       string       `json:"code,omitempty"`
+	Task       fsm.TaskMeta `json:"task,omitzero"`     // GetTask: the leased task
+	Ignored    bool         `json:"ignored,omitempty"` // finished/failed had no effect
+	Granted    bool         `json:"granted,omitempty"` // SaveModel
+	AppliedAt  int64        `json:"applied_at,omitempty"`
+	Generation uint64       `json:"generation,omitempty"` // Join
+	Result     []string     `json:"result,omitempty"`     // Watch: every member's data in order
+	Rank       int          `json:"rank,omitempty"`
+}
+
+// Unknown reports whether the outcome is unknown.
+func (o Op) Unknown() bool { return o.Return == Never }
+
+// Recorder collects operations from concurrent clients.
+type Recorder struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []Op
+}
+
+// NewRecorder starts the run's clock.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Now returns the time since the run started.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Add records a finished (or unknown) operation.
+func (r *Recorder) Add(op Op) {
+	r.mu.Lock()
+	r.ops = append(r.ops, op)
+	r.mu.Unlock()
+}
+
+// Ops returns a copy of the operations in the order they were added.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Op(nil), r.ops...)
+}
+
+// Write writes ops as JSON lines.
+func Write(w io.Writer, ops []Op) error {
+	enc := json.NewEncoder(w)
+	for _, op := range ops {
+		if err := enc.Encode(op); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Read reads JSON lines written by Write.
+func Read(r io.Reader) ([]Op, error) {
+	dec := json.NewDecoder(r)
+	var ops []Op
+	for dec.More() {
+		var op Op
+		if err := dec.Decode(&op); err != nil {
+			return nil, err
+		}
+		ops = append(ops, op)
+	}
+	return ops, nil
+}
