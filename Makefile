@@ -8,7 +8,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench run demo fuzz clean
+.PHONY: help build test lint bench run demo chaos chaos-variants fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,6 +28,16 @@ lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 
 bench: ## run the benchmarks (figures, not assertions)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+CHAOS_TIME ?= 5m
+CHAOS_RUN  ?= 1m
+chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n replays one seed)
+	CHAOS_TIME=$(CHAOS_TIME) CHAOS_RUN=$(CHAOS_RUN) SEED=$(SEED) CHAOS_OUT=$(CURDIR)/chaos-out \
+		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos/
+
+chaos-variants: ## prove the fault-injection checks catch deliberately broken builds
+	CHAOS_EXPECT_VIOLATION=1 $(GO) test -count=1 -timeout 30m -tags chaos_broken_client -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
+	CHAOS_EXPECT_VIOLATION=1 RAFTMASTER_BUILD_TAGS=chaos_broken_fsm $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 
 FUZZTIME ?= 60s
 fuzz: ## run each fuzz target for FUZZTIME

@@ -112,6 +112,7 @@ func TestAllGather(t *testing.T) {
 			h.watch(1, g1, WatchClosed)
 			g1 = h.join(1, 2, "a")
 			h.wantData(h.watch(2, g2, WatchComplete), 0, "b", "a")
+			h.wantData(h.watch(1, g1, WatchComplete), 1, "b", "a")
 		}},
 		{"re-join after completion gets the completed result", func(h *harness) {
 			old := h.join(1, 2, "a")

@@ -66,6 +66,7 @@ func (s *state) setDataset(c *SetDataset) *Result {
 		return &Result{Ignored: true}
 	}
 	u := newUpload()
+	u.chunks = make([]chunkRef, 0, len(c.Chunks)) // the dataset keeps it
 	u.add(c.Chunks)
 	s.install(&dataset{params: c.Params, paths: u.paths, chunks: u.chunks})
 	return &Result{}

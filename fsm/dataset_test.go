@@ -71,27 +71,27 @@ func TestDataset(t *testing.T) {
 			}
 		}},
 		{"out of order parts are rejected", func(h *harness) {
-			h.invalid(Encode(part("u", 1, all[:1]))) // unknown upload
+			h.rejects(part("u", 1, all[:1])) // unknown upload
 			h.ok(part("u", 0, all[:1]))
-			h.invalid(Encode(part("u", 0, all[1:2]))) // repeated
-			h.invalid(Encode(part("u", 2, all[1:2]))) // gap
+			h.rejects(part("u", 0, all[1:2])) // repeated
+			h.rejects(part("u", 2, all[1:2])) // gap
 			h.ok(part("u", 1, all[1:2]))
 			h.ok(commit("u", 2, 2))
 		}},
 		{"commit mismatch is rejected", func(h *harness) {
-			h.invalid(Encode(commit("u", 1, 2))) // unknown upload
+			h.rejects(commit("u", 1, 2)) // unknown upload
 			h.ok(part("u", 0, all[:2]))
-			h.invalid(Encode(commit("u", 2, 2)))
-			h.invalid(Encode(commit("u", 1, 3)))
+			h.rejects(commit("u", 2, 2))
+			h.rejects(commit("u", 1, 3))
 			h.ok(part("e", 0, nil))
-			h.invalid(Encode(commit("e", 1, 0))) // no chunks
-			h.ok(commit("u", 1, 2))              // still staged
+			h.rejects(commit("e", 1, 0)) // no chunks
+			h.ok(commit("u", 1, 2))      // still staged
 		}},
 		{"too many uploads", func(h *harness) {
 			for i := range MaxUploads {
 				h.ok(part(fmt.Sprint("u", i), 0, all[:1]))
 			}
-			h.invalid(Encode(part("one-more", 0, all[:1])))
+			h.rejects(part("one-more", 0, all[:1]))
 			h.ok(part("u0", 1, all[1:2])) // existing uploads go on
 		}},
 		{"idle upload expiry", func(h *harness) {
@@ -112,8 +112,8 @@ func TestDataset(t *testing.T) {
 			if h.f.Stats().Uploads != 0 {
 				h.t.Fatalf("idle upload not dropped")
 			}
-			h.invalid(Encode(commit("u", 2, 2)))
-			h.invalid(Encode(part("u", 2, all[2:3])))
+			h.rejects(commit("u", 2, 2))
+			h.rejects(part("u", 2, all[2:3]))
 			h.ok(part("u", 0, all[:1])) // the id starts afresh
 		}},
 	})
@@ -172,6 +172,20 @@ func TestLeaderGrace(t *testing.T) {
 			h.tick()
 			if h.f.Stats().Uploads != 0 {
 				h.t.Fatalf("upload outlived the grace")
+			}
+		}},
+		{"leases granted during the grace end no earlier", func(h *harness) {
+			h.setDataset(2, defaultParams)
+			h.ok(&LeaderGrace{Grace: time.Minute})
+			limit := h.now + int64(time.Minute)
+			m := h.getTask(0)
+			if ts := h.wantTask(m.ID, "pending", 1, 0); ts.Deadline != limit {
+				h.t.Fatalf("lease granted in the grace ends %d, want %d", ts.Deadline, limit)
+			}
+			h.advance(time.Minute - 5*time.Second)
+			h.ok(&RenewLease{Meta: m}) // clock+timeout is past the grace now
+			if ts := h.wantTask(m.ID, "pending", 1, 0); ts.Deadline != h.now+int64(10*time.Second) {
+				h.t.Fatalf("lease renewed after the grace ends %d", ts.Deadline)
 			}
 		}},
 		{"leaves later deadlines alone", func(h *harness) {

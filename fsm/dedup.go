@@ -37,6 +37,7 @@ type dedupEntry struct {
 	taskID  int
 	epoch   int
 	gen     uint64
+	clock   int64
 }
 
 func newDedupTable() dedupTable {
@@ -67,7 +68,7 @@ func (t *dedupTable) lookup(req RequestID, typ CmdType, s *state) (*Result, erro
 }
 
 func (e *dedupEntry) result(s *state) *Result {
-	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true}
+	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
 	if e.taskID > 0 && s.ds != nil && e.taskID <= len(s.tasks) {
 		i := int32(e.taskID - 1)
 		r.Task = &Task{Meta: TaskMeta{ID: e.taskID, Epoch: e.epoch}, Chunks: s.ds.taskChunks(int(i))}
@@ -87,7 +88,7 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64) {
 	}
 	t.pushBack(c)
 	c.lastSeen = now
-	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation}
+	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock}
 	if r.Task != nil {
 		e.taskID, e.epoch = r.Task.Meta.ID, r.Task.Meta.Epoch
 	}

@@ -19,8 +19,10 @@
 // A command is a version byte, a type byte, the header (Now, client id,
 // sequence number) and a payload of varints and length-prefixed strings.
 // Types are only ever added at the end; a type with IgnorableFlag set is
-// skipped by a replica that does not know it. Bytes that do not decode are
-// answered with CodeInvalid and change nothing.
+// skipped by a replica that does not know it. Bytes that do not decode, and
+// commands outside the limits (limits.go; Now must lie between 1970 and
+// 2116, so that no deadline overflows), are answered with CodeInvalid and
+// change nothing.
 //
 // # Commands
 //
@@ -44,7 +46,8 @@
 // TaskFinished{ID, Epoch} moves a pending task to done. As in the original
 // master, a late finish from an earlier lease of the same pass is accepted
 // (epoch 0 means "any lease"), while one from an earlier pass, or for a task
-// that is not pending, is ignored. With a strict dataset any epoch but the
+// that is not pending, is ignored. An epoch the task was never leased under
+// is refused with ErrStaleEpoch. With a strict dataset any epoch but the
 // current lease's is refused with ErrStaleEpoch.
 //
 // TaskFailed{ID, Epoch} counts a failure of the current lease: the task
@@ -66,8 +69,11 @@
 // dropped.
 //
 // LeaderGrace{Grace} is proposed by a new leader: every deadline before
-// clock+Grace moves to clock+Grace, so that trainers are not punished for
-// an interval without a leader.
+// clock+Grace (task leases, the save-model lease, allgather groups, idle
+// uploads) moves to clock+Grace, so that trainers are not punished for an
+// interval without a leader. A task lease granted or renewed before
+// clock+Grace ends no earlier either: pending leases then always end in the
+// order they were granted, which keeps every dispatch O(1).
 //
 // RequestSaveModel{TrainerID, BlockDur} grants the save-model lease when
 // nobody holds it, when the lease has expired, or when the holder asks
@@ -109,5 +115,6 @@
 // Snapshot copies the task array (32 bytes a task, no pointers) and the
 // small tables and shares the immutable chunk list; Persist streams the
 // versioned encoding while Apply goes on. Restore decodes into a fresh
-// state, checks that every task is in exactly one queue, and swaps it in.
+// state, checks that every task is in exactly one queue and that the
+// limits and the other invariants Apply keeps hold, and swaps it in.
 package fsm

@@ -100,6 +100,14 @@ func (h *harness) invalid(b []byte) *Result {
 	return r
 }
 
+// rejects stamps and applies c, and fails the test unless it was rejected
+// as invalid without changing the snapshot bytes.
+func (h *harness) rejects(c Command) *Result {
+	h.t.Helper()
+	c.Hdr().Now = h.now
+	return h.invalid(Encode(c))
+}
+
 func (h *harness) tick() { h.t.Helper(); h.ok(&Tick{}) }
 
 func (h *harness) setDataset(numChunks int, p DatasetParams) {
@@ -179,11 +187,13 @@ func persist(t rapid.TB, f *FSM) []byte {
 	return sink.Bytes()
 }
 
+func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+
 // restored returns a fresh FSM restored from snapshot b.
 func restored(t rapid.TB, b []byte) *FSM {
 	t.Helper()
 	g := New()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(b))); err != nil {
+	if err := g.Restore(readCloser(b)); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	return g

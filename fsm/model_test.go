@@ -23,6 +23,7 @@ type model struct {
 	todo    []int // task indexes in dispatch order
 	pending []int // by deadline, ties in arrival order
 	uploads map[string]*modelUpload
+	graceTo int64 // no task lease granted before it ends earlier
 	holder  string
 	saveEnd int64
 	groups  map[string]*modelGroup
@@ -260,7 +261,7 @@ func (m *model) getTask(pass int) Result {
 	m.todo = m.todo[1:]
 	t := &m.tasks[i]
 	t.epoch++
-	t.deadline = m.clock + int64(m.ds.params.TaskTimeout)
+	t.deadline = max(m.clock+int64(m.ds.params.TaskTimeout), m.graceTo)
 	m.addPending(i)
 	cpt := m.ds.params.ChunksPerTask
 	chunks := m.ds.chunks[i*cpt : min((i+1)*cpt, len(m.ds.chunks))]
@@ -359,7 +360,7 @@ func (m *model) renew(meta TaskMeta) Result {
 		return codeResult(ErrStaleEpoch)
 	}
 	m.unpend(meta.ID - 1)
-	t.deadline = m.clock + int64(m.ds.params.TaskTimeout)
+	t.deadline = max(m.clock+int64(m.ds.params.TaskTimeout), m.graceTo)
 	m.addPending(meta.ID - 1)
 	return Result{}
 }
@@ -408,6 +409,7 @@ func (m *model) tick() {
 
 func (m *model) grace(d time.Duration) {
 	limit := m.clock + int64(d)
+	m.graceTo = max(m.graceTo, limit)
 	for _, i := range m.pending {
 		m.tasks[i].deadline = max(m.tasks[i].deadline, limit)
 	}
@@ -539,6 +541,9 @@ func (m *model) check(t *rapid.T, f *FSM) {
 	if got := f.Groups(); !reflect.DeepEqual(got, append([]GroupInfo{}, groups...)) {
 		t.Fatalf("groups %+v, model says %+v", got, groups)
 	}
+	for _, id := range sortedKeys(m.groups) {
+		m.checkWatches(t, f, id)
+	}
 	var nodes []Node
 	for _, id := range sortedKeys(m.nodes) {
 		nodes = append(nodes, m.nodes[id])
@@ -549,5 +554,32 @@ func (m *model) check(t *rapid.T, f *FSM) {
 	gd, gok := f.NextDeadline()
 	if md, mok := m.nextDeadline(); gd != md || gok != mok {
 		t.Fatalf("NextDeadline %d %v, model says %d %v", gd, gok, md, mok)
+	}
+}
+
+// checkWatches compares what each member of group id sees, under its own
+// generation and under an older one, with the model.
+func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
+	g := m.groups[id]
+	var data [][]byte
+	for _, mb := range g.members {
+		data = append(data, mb.data)
+	}
+	for rank, mb := range g.members {
+		want := WatchResult{Status: WatchPending}
+		switch {
+		case mb.left:
+			want.Status = WatchClosed
+		case g.status == "timed_out":
+			want.Status = WatchTimedOut
+		case g.status == "complete":
+			want = WatchResult{Status: WatchComplete, Data: data, Rank: rank}
+		}
+		if got := f.Watch(id, mb.id, mb.gen); !reflect.DeepEqual(got, want) {
+			t.Fatalf("group %s member %d: watch %+v, model says %+v", id, rank, got, want)
+		}
+		if old := f.Watch(id, mb.id, mb.gen-1); !mb.left && old.Status != WatchReconnected {
+			t.Fatalf("group %s member %d: an older join sees %v", id, rank, old.Status)
+		}
 	}
 }

@@ -71,13 +71,14 @@ func (sw *snapWriter) flush() {
 // encodeState writes the whole state in the versioned snapshot format. Every
 // map is written in key order, so equal states give equal bytes.
 func encodeState(w io.Writer, s *state) error {
-	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 80<<10)}}
+	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 4<<10)}} // grows to a block
 	e := &sw.e
 	e.raw([]byte(snapshotMagic))
 	e.uvarint(snapshotVersion)
 	e.varint(s.clock)
 	e.int(s.pass)
 	e.uvarint(s.nextGen)
+	e.varint(s.graceUntil)
 
 	e.bool(s.ds != nil)
 	if s.ds != nil {
@@ -159,6 +160,7 @@ func encodeState(w io.Writer, s *state) error {
 			e.int(en.taskID)
 			e.int(en.epoch)
 			e.uvarint(en.gen)
+			e.varint(en.clock)
 		}
 		sw.flushIfFull()
 	}
@@ -212,6 +214,7 @@ func decodeState(b []byte) (*state, error) {
 	s.clock = d.varint()
 	s.pass = d.int()
 	s.nextGen = d.uvarint()
+	s.graceUntil = d.varint()
 
 	if d.bool() {
 		ds := &dataset{}
@@ -242,15 +245,14 @@ func decodeState(b []byte) (*state, error) {
 			if d.err == nil && (i < 0 || i >= int64(len(s.tasks)) || s.tasks[i].queue != numQueues) {
 				d.fail(fmt.Errorf("queue %s: bad task index %d", queueNames[q], i))
 			}
+			if d.err == nil && queueID(q) == qPending && prev >= 0 && s.tasks[i].deadline < s.tasks[prev].deadline {
+				d.fail(fmt.Errorf("pending task %d out of deadline order", i+1))
+			}
 			if d.err != nil {
 				break
 			}
 			prev = int32(i)
-			if queueID(q) == qPending {
-				s.insertPending(prev)
-			} else {
-				s.pushBack(queueID(q), prev)
-			}
+			s.pushBack(queueID(q), prev)
 		}
 	}
 	total := 0
@@ -261,8 +263,9 @@ func decodeState(b []byte) (*state, error) {
 		d.fail(fmt.Errorf("queues hold %d of %d tasks", total, len(s.tasks)))
 	}
 
+	keys := keyOrder{d: d, what: "upload"}
 	for range d.length(1) {
-		id := d.string()
+		id := keys.next(d.string())
 		u := newUpload()
 		u.parts = d.uint32()
 		u.touched = d.varint()
@@ -277,8 +280,9 @@ func decodeState(b []byte) (*state, error) {
 	s.save.holder = d.string()
 	s.save.deadline = d.varint()
 
+	keys = keyOrder{d: d, what: "group"}
 	for range d.length(1) {
-		id := d.string()
+		id := keys.next(d.string())
 		g := &group{numPeers: d.int(), timeout: time.Duration(d.varint()), deadline: d.varint(), status: groupStatus(d.byte())}
 		if d.err == nil && g.status > groupTimedOut {
 			d.fail(fmt.Errorf("group %q: bad status %d", id, g.status))
@@ -292,8 +296,9 @@ func decodeState(b []byte) (*state, error) {
 	}
 	s.updateGroupDeadline()
 
+	keys = keyOrder{d: d, what: "node"}
 	for range d.length(1) {
-		n := Node{ID: d.string(), RaftAddr: d.string(), APIAddr: d.string()}
+		n := Node{ID: keys.next(d.string()), RaftAddr: d.string(), APIAddr: d.string()}
 		s.nodes[n.ID] = n
 	}
 
@@ -302,7 +307,7 @@ func decodeState(b []byte) (*state, error) {
 		for range d.length(1) {
 			c.entries = append(c.entries, dedupEntry{
 				seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()),
-				ignored: d.bool(), granted: d.bool(), taskID: d.int(), epoch: d.int(), gen: d.uvarint(),
+				ignored: d.bool(), granted: d.bool(), taskID: d.int(), epoch: d.int(), gen: d.uvarint(), clock: d.varint(),
 			})
 		}
 		if d.err != nil {
@@ -319,5 +324,115 @@ func decodeState(b []byte) (*state, error) {
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("fsm snapshot: %w", err)
 	}
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("fsm snapshot: %w", err)
+	}
+	afterRestore(s)
 	return s, nil
+}
+
+// keyOrder checks that map keys arrive in the strictly ascending order
+// encodeState writes them in, so that no key is duplicated.
+type keyOrder struct {
+	d    *decoder
+	what string
+	last *string
+}
+
+func (k *keyOrder) next(key string) string {
+	if k.d.err == nil && k.last != nil && key <= *k.last {
+		k.d.fail(fmt.Errorf("%s %q out of order", k.what, key))
+	}
+	k.last = &key
+	return key
+}
+
+// check verifies the invariants that apply maintains and that the queues
+// alone do not show, so that Restore refuses a snapshot that no log could
+// have produced instead of running into it later.
+func (s *state) check() error {
+	switch {
+	case s.clock < 0 || s.clock > maxNow || s.graceUntil < 0 || s.graceUntil > s.clock+int64(MaxGrace):
+		return fmt.Errorf("clock %d or grace %d out of range", s.clock, s.graceUntil)
+	case s.pass < 0 || (s.ds == nil && (s.pass != 0 || len(s.tasks) != 0)):
+		return fmt.Errorf("pass %d and %d tasks without a dataset", s.pass, len(s.tasks))
+	case len(s.uploads) > MaxUploads || len(s.groups) > MaxGroups || len(s.nodes) > MaxNodes || s.dedup.n > DedupMaxClients:
+		return errors.New("a table exceeds its limit")
+	case (s.save.holder == "") != (s.save.deadline == 0) || len(s.save.holder) > MaxIDLen:
+		return errors.New("bad save-model lease")
+	}
+	if s.ds != nil {
+		if err := checkChunks(s.ds.paths, s.ds.chunks); err != nil {
+			return err
+		}
+	}
+	for i := range s.tasks {
+		if t := &s.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && t.deadline <= 0) {
+			return fmt.Errorf("task %d: bad epoch or deadline", i+1)
+		}
+	}
+	if last := s.queues[qPending].tail; last >= 0 && s.tasks[last].deadline > s.leaseEnd() {
+		return errors.New("a pending lease ends after any new lease would")
+	}
+	for _, id := range sortedKeys(s.uploads) {
+		u := s.uploads[id]
+		if err := validateID("upload id", id); err != nil {
+			return err
+		}
+		if err := checkChunks(u.paths, u.chunks); err != nil {
+			return err
+		}
+	}
+	for _, id := range sortedKeys(s.groups) {
+		if err := validateID("group id", id); err != nil {
+			return err
+		}
+		if err := s.groups[id].check(s.nextGen); err != nil {
+			return fmt.Errorf("group %q: %w", id, err)
+		}
+	}
+	for _, id := range sortedKeys(s.nodes) {
+		if err := validate(&RegisterNode{Node: s.nodes[id]}); err != nil {
+			return err
+		}
+	}
+	for c := s.dedup.head; c != nil; c = c.next {
+		if len(c.entries) > DedupPerClient {
+			return fmt.Errorf("dedup client %s: %d entries", c.id, len(c.entries))
+		}
+	}
+	return nil
+}
+
+func checkChunks(paths []string, chunks []chunkRef) error {
+	if len(chunks) > MaxChunks {
+		return fmt.Errorf("%d chunks exceed %d", len(chunks), MaxChunks)
+	}
+	for _, p := range paths {
+		if p == "" || len(p) > MaxPathLen {
+			return fmt.Errorf("path length %d out of range", len(p))
+		}
+	}
+	return nil
+}
+
+// check verifies a group against the limits and the life cycle: complete
+// exactly when numPeers members joined, members only marked gone when
+// complete, and at least one member not gone.
+func (g *group) check(nextGen uint64) error {
+	switch {
+	case g.numPeers < 1 || g.numPeers > MaxPeers || g.timeout <= 0 || g.timeout > MaxGroupTimeout:
+		return errors.New("bad settings")
+	case len(g.members) > g.numPeers || (g.status == groupComplete) != (len(g.members) == g.numPeers):
+		return fmt.Errorf("%d of %d members in status %d", len(g.members), g.numPeers, g.status)
+	case g.dataSize > MaxGroupData || g.active() == 0:
+		return errors.New("bad data size or no active member")
+	}
+	for i, m := range g.members {
+		if m.id == uuid.Nil || m.gen == 0 || m.gen > nextGen || len(m.data) > MaxMemberData ||
+			(m.left && g.status != groupComplete) || g.find(m.id) != i {
+			return fmt.Errorf("bad member %s", m.id)
+		}
+	}
+	return nil
 }

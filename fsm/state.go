@@ -16,6 +16,9 @@ type state struct {
 	tasks   []task
 	queues  [numQueues]list
 	uploads map[string]*upload
+	// graceUntil is the latest LeaderGrace limit: no task lease granted
+	// or renewed before it ends earlier.
+	graceUntil int64
 
 	save saveLease
 
@@ -60,6 +63,9 @@ type Result struct {
 	// Duplicate reports that the request id was seen before and this is
 	// the first outcome, replayed.
 	Duplicate bool
+	// Clock is the FSM time at which the command took effect (for a
+	// duplicate, the first time). Zero for a rejected command.
+	Clock int64
 }
 
 // Err returns the result as an error: nil, a sentinel, or ErrInvalid
@@ -119,6 +125,7 @@ func (s *state) apply(c Command) *Result {
 		s.clock = before
 		return r
 	}
+	r.Clock = s.clock
 	if dedupOn {
 		s.dedup.record(h.Request, c.Type(), r, s.clock)
 	}
@@ -172,6 +179,7 @@ func (s *state) tick() *Result {
 // leaderGrace moves every deadline before clock+grace to clock+grace.
 func (s *state) leaderGrace(c *LeaderGrace) *Result {
 	limit := s.clock + int64(c.Grace)
+	s.graceUntil = max(s.graceUntil, limit)
 	for i := s.queues[qPending].head; i >= 0; i = s.tasks[i].next {
 		if s.tasks[i].deadline >= limit {
 			break // pending is sorted by deadline

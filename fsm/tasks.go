@@ -66,8 +66,8 @@ func (s *state) unlink(i int32) {
 }
 
 // insertPending puts task i into pending, which is kept sorted by deadline
-// (ties in arrival order). Deadlines are clock+timeout with a monotonic
-// clock, so the scan from the tail almost always stops at once.
+// (ties in arrival order). A new deadline is leaseEnd, which no pending
+// deadline exceeds, so the scan from the tail stops at once.
 func (s *state) insertPending(i int32) {
 	l := &s.queues[qPending]
 	d := s.tasks[i].deadline
@@ -91,6 +91,14 @@ func (s *state) insertPending(i int32) {
 		l.tail = i
 	}
 	l.n++
+}
+
+// leaseEnd is the deadline of a lease granted or renewed now: clock plus
+// the task timeout, but not before the end of the last LeaderGrace. The
+// clock never runs backwards and the timeout is fixed, so it is never
+// before any pending deadline.
+func (s *state) leaseEnd() int64 {
+	return max(s.clock+int64(s.ds.params.TaskTimeout), s.graceUntil)
 }
 
 // taskIndex checks a task id against the dataset.
@@ -132,7 +140,7 @@ func (s *state) getTask(pass int) *Result {
 	s.unlink(i)
 	t := &s.tasks[i]
 	t.epoch++
-	t.deadline = s.clock + int64(s.ds.params.TaskTimeout)
+	t.deadline = s.leaseEnd()
 	s.insertPending(i)
 	return &Result{Task: s.taskOf(i)}
 }
@@ -206,7 +214,7 @@ func (s *state) renewLease(m TaskMeta) *Result {
 		return errResult(ErrStaleEpoch)
 	}
 	s.unlink(i)
-	t.deadline = s.clock + int64(s.ds.params.TaskTimeout)
+	t.deadline = s.leaseEnd()
 	s.insertPending(i)
 	return &Result{}
 }

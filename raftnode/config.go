@@ -60,8 +60,9 @@ type Config struct {
 	// FailoverGrace is the LeaderGrace a new leader proposes.
 	FailoverGrace time.Duration // default 5s
 	// SnapshotThreshold and TrailingLogs size the log compaction.
-	SnapshotThreshold uint64 // default 8192
-	TrailingLogs      uint64 // default 10240
+	SnapshotThreshold uint64        // default 8192
+	TrailingLogs      uint64        // default 10240
+	SnapshotInterval  time.Duration // how often to check the threshold; default 30s
 	// MaxEntryBytes bounds a dataset part entry.
 	MaxEntryBytes int // default 256 KiB
 	// DialOverride maps server ids to the address this node dials instead
@@ -106,6 +107,7 @@ func (c *Config) setDefaults() error {
 	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
 	def(&c.ApplyTimeout, 10*time.Second)
 	def(&c.FailoverGrace, 5*time.Second)
+	def(&c.SnapshotInterval, 30*time.Second)
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout || c.HeartbeatTimeout > c.ElectionTimeout {
 		return fmt.Errorf("raftnode: need leader lease (%v) <= heartbeat (%v) <= election timeout (%v)",
 			c.LeaderLeaseTimeout, c.HeartbeatTimeout, c.ElectionTimeout)

@@ -105,6 +105,7 @@ func New(cfg Config) (*Node, error) {
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
 	rc.SnapshotThreshold = cfg.SnapshotThreshold
 	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.NotifyCh = n.notify
 	rc.Logger = n.log.Named("raft")
 

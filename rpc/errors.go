@@ -25,6 +25,9 @@ const (
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// AppliedAt is the FSM time of a seed error that an applied command
+	// returned (such as pass_after), zero for other errors.
+	AppliedAt int64 `json:"applied_at,omitempty"`
 	// Status is the HTTP status the error came with (not serialised).
 	Status int `json:"-"`
 }

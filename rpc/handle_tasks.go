@@ -25,7 +25,7 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	if res.Task == nil {
 		return Errorf(CodeInternal, "GetTask succeeded without a task")
 	}
-	out := GetTaskResponse{Task: Task{Meta: res.Task.Meta, Chunks: make([]Chunk, len(res.Task.Chunks))}}
+	out := GetTaskResponse{Task: Task{Meta: res.Task.Meta, Chunks: make([]Chunk, len(res.Task.Chunks))}, AppliedAt: res.Clock}
 	for i, c := range res.Task.Chunks {
 		out.Task.Chunks[i] = ChunkFromFSM(c)
 	}
@@ -64,7 +64,7 @@ func (s *Server) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fsm
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, TaskResponse{Ignored: res.Ignored})
+	writeJSON(w, http.StatusOK, TaskResponse{Ignored: res.Ignored, AppliedAt: res.Clock})
 	return nil
 }
 
@@ -86,6 +86,6 @@ func (s *Server) handleSaveModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, SaveModelResponse{Granted: res.Granted})
+	writeJSON(w, http.StatusOK, SaveModelResponse{Granted: res.Granted, AppliedAt: res.Clock})
 	return nil
 }

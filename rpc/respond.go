@@ -39,7 +39,9 @@ func resultError(res *fsm.Result) error {
 	if res.Code == fsm.CodeInvalid && res.Message != "" {
 		msg = res.Message
 	}
-	return Errorf(code, "%s", msg)
+	e := Errorf(code, "%s", msg)
+	e.AppliedAt = res.Clock
+	return e
 }
 
 // fail writes err as a JSON error. Backend errors become a redirect to

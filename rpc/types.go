@@ -95,9 +95,12 @@ type Task struct {
 	Chunks []Chunk      `json:"chunks"`
 }
 
-// GetTaskResponse carries the leased task.
+// GetTaskResponse carries the leased task. AppliedAt, here and in the other
+// write responses, is the FSM time (unix nanoseconds) at which the command
+// took effect; a retried request gets the first answer's time.
 type GetTaskResponse struct {
-	Task Task `json:"task"`
+	Task      Task  `json:"task"`
+	AppliedAt int64 `json:"applied_at"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.
@@ -108,7 +111,8 @@ type TaskRequest struct {
 // TaskResponse says whether the report had no effect (a stale or late
 // report, which the original master also accepted silently).
 type TaskResponse struct {
-	Ignored bool `json:"ignored"`
+	Ignored   bool  `json:"ignored"`
+	AppliedAt int64 `json:"applied_at"`
 }
 
 // SaveModelRequest asks for the save-model lease.
@@ -119,7 +123,8 @@ type SaveModelRequest struct {
 
 // SaveModelResponse says whether the lease was granted.
 type SaveModelResponse struct {
-	Granted bool `json:"granted"`
+	Granted   bool  `json:"granted"`
+	AppliedAt int64 `json:"applied_at"`
 }
 
 // JoinRequest adds a member to an allgather group. Data is any JSON value.

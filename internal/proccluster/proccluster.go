@@ -93,9 +93,10 @@ type Options struct {
 	Nodes int
 	// Args are extra serve flags for every node.
 	Args []string
-	// RaftAddrs overrides a node's advertised Raft address (for a proxy in
-	// front of it); keyed by node index.
-	RaftAdvertise map[int]string
+	// Prepare, when set, runs after every node's addresses are chosen and
+	// before any starts; it returns extra serve flags per node (for example
+	// the fault-injection proxies each node must dial).
+	Prepare func(procs []*Proc) map[string][]string
 }
 
 // Proc is one serve process.
@@ -139,18 +140,20 @@ func Start(t testing.TB, opts Options) *Cluster {
 			APIAddr:  FreePort(t),
 		}
 		p.RaftAdv = p.RaftAddr
-		if a, ok := opts.RaftAdvertise[i]; ok {
-			p.RaftAdv = a
-		}
 		p.DataDir = filepath.Join(c.Dir, p.ID)
 		p.LogPath = filepath.Join(c.Dir, p.ID+".log")
 		peers = append(peers, p.ID+"="+p.RaftAdv)
 		c.Procs = append(c.Procs, p)
 	}
 	c.peers = strings.Join(peers, ",")
+	var extra map[string][]string
+	if opts.Prepare != nil {
+		extra = opts.Prepare(c.Procs)
+	}
 	for _, p := range c.Procs {
 		p.args = append(c.serveArgs(p), "--peers", c.peers)
 		p.args = append(p.args, opts.Args...)
+		p.args = append(p.args, extra[p.ID]...)
 		c.launch(p)
 	}
 	t.Cleanup(c.cleanup)
@@ -279,6 +282,9 @@ func (c *Cluster) Resume(p *Proc) {
 		p.mu.Unlock()
 	}
 }
+
+// Paused reports whether the process was stopped with Pause.
+func (p *Proc) Paused() bool { return p.isPaused() }
 
 func (p *Proc) isPaused() bool {
 	p.mu.Lock()
@@ -409,7 +415,7 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 	c.WaitFor("replicas to converge", timeout, func() bool {
 		hash = ""
 		var idx uint64
-		for i, p := range c.Procs {
+		for _, p := range c.Procs {
 			if !p.Running() || p.isPaused() {
 				continue
 			}
@@ -417,7 +423,7 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 			if err != nil {
 				return false
 			}
-			if i == 0 || hash == "" {
+			if hash == "" {
 				hash, idx = st.Hash, st.AppliedIndex
 			} else if st.Hash != hash || st.AppliedIndex != idx {
 				return false
@@ -428,7 +434,7 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 	return hash
 }
 
-// Followers returns the running nodes other than p.
+// Others returns the running nodes other than p.
 func (c *Cluster) Others(p *Proc) []*Proc {
 	var out []*Proc
 	for _, q := range c.Procs {

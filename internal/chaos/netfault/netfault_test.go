@@ -227,9 +227,9 @@ func TestPassThroughLargePayload(t *testing.T) {
 		defer c.Close()
 		io.Copy(c, c)
 	}()
-	defer func() { ln.Close(); <-done }()
 	p := newTestProxy(t, ln.Addr().String())
 	c := dial(t, p.Addr())
+	defer func() { c.Close(); ln.Close(); <-done }()
 	payload := make([]byte, 4<<20)
 	rand.Read(payload)
 	go func() { c.Write(payload) }()
@@ -532,6 +532,7 @@ func TestNetConcurrent(t *testing.T) {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	var exchanges atomic.Int64
+	progress := make(chan struct{}, 64) // one token per attempted exchange
 	for _, from := range n.IDs() {
 		for _, to := range n.IDs() {
 			if from == to {
@@ -551,7 +552,12 @@ func TestNetConcurrent(t *testing.T) {
 						continue
 					}
 					for range 5 {
-						if _, err := exchange(c, "x", 20*time.Millisecond); err != nil {
+						_, err := exchange(c, "x", 20*time.Millisecond)
+						select {
+						case progress <- struct{}{}:
+						default:
+						}
+						if err != nil {
 							break
 						}
 						exchanges.Add(1)
@@ -563,6 +569,10 @@ func TestNetConcurrent(t *testing.T) {
 	}
 	modes := []Mode{Pass, Drop, Reset}
 	for i := range 300 {
+		// Let a few exchanges run under each configuration.
+		for range 3 {
+			<-progress
+		}
 		switch i % 5 {
 		case 0:
 			n.Partition([]string{"a"}, []string{"b", "c"})

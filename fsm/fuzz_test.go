@@ -1,0 +1,145 @@
+package fsm
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+)
+
+// setupLog builds the state the fuzz targets start from: a staged upload,
+// a dataset with pending, done and todo tasks, an open and a complete
+// allgather group, a save-model lease, a node and remembered requests.
+func setupLog() [][]byte {
+	req := func(seq uint64) Header { return Header{Now: t0, Request: RequestID{Client: clientID(1), Seq: seq}} }
+	now := Header{Now: t0}
+	cmds := []Command{
+		&DatasetPart{Header: now, UploadID: "u", Chunks: testChunks(2)},
+		&SetDataset{Header: now, Params: defaultParams, Chunks: testChunks(6)},
+		&GetTask{Header: req(1)},
+		&GetTask{Header: req(2)},
+		&GetTask{Header: now},
+		&TaskFinished{Header: now, Meta: TaskMeta{ID: 3, Epoch: 1}},
+		&TaskFailed{Header: req(3), Meta: TaskMeta{ID: 2, Epoch: 1}},
+		&GetTask{Header: Header{Now: t0 + int64(time.Second)}},
+		&Join{Header: req(4), Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("a")},
+		&Join{Header: now, Group: "done", Member: memberID(1), NumPeers: 1, Data: []byte("b")},
+		&RequestSaveModel{Header: req(5), TrainerID: "t0", BlockDur: time.Minute},
+		&RegisterNode{Header: now, Node: Node{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}},
+	}
+	var log [][]byte
+	for _, c := range cmds {
+		log = append(log, Encode(c))
+	}
+	return log
+}
+
+// seedCommands holds a valid command of every type, aimed at setupLog's
+// state.
+func seedCommands() []Command {
+	later := Header{Now: t0 + int64(time.Second)}
+	return []Command{
+		&SetDataset{Header: later, Params: defaultParams, Chunks: testChunks(2)},
+		&DatasetPart{Header: later, UploadID: "u", Part: 1, Chunks: testChunks(1)},
+		&DatasetCommit{Header: later, UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams},
+		&GetTask{Header: Header{Now: t0, Request: RequestID{Client: clientID(1), Seq: 1}}},
+		&GetTask{Header: later},
+		&TaskFinished{Header: later, Meta: TaskMeta{ID: 1, Epoch: 1}},
+		&TaskFailed{Header: later, Meta: TaskMeta{ID: 1, Epoch: 1}},
+		&RenewLease{Header: later, Meta: TaskMeta{ID: 1, Epoch: 1}},
+		&Tick{Header: Header{Now: t0 + int64(time.Hour)}},
+		&RequestSaveModel{Header: later, TrainerID: "t1", BlockDur: time.Second},
+		&Join{Header: later, Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("c")},
+		&Leave{Header: later, Group: "g", Member: memberID(1)},
+		&RegisterNode{Header: later, Node: Node{ID: "n2", RaftAddr: "r:2", APIAddr: "a:2"}},
+		&RemoveNode{Header: later, ID: "n1"},
+		&LeaderGrace{Header: later, Grace: time.Minute},
+	}
+}
+
+// applyLog applies log to a fresh FSM.
+func applyLog(log [][]byte) *FSM {
+	f := New()
+	for i, b := range log {
+		f.ApplyEntry(uint64(i+1), b)
+	}
+	return f
+}
+
+// FuzzApply applies one arbitrary entry to a loaded FSM. It must not
+// panic; an invalid entry must change nothing; an entry with a request id
+// applied a second time must change nothing; and the state must survive a
+// snapshot round trip and a later Tick.
+func FuzzApply(f *testing.F) {
+	for _, c := range seedCommands() {
+		f.Add(Encode(c))
+	}
+	f.Add([]byte{commandVersion, byte(IgnorableFlag | 1)})
+	log := setupLog()
+	base := applyLog(log).SnapshotBytes()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fsm := restored(t, base)
+		r := fsm.ApplyEntry(uint64(len(log)+1), b)
+		if r.Code >= numCodes || (r.Code == CodeInvalid && r.Message == "") {
+			t.Fatalf("bad result %+v", r)
+		}
+		after := fsm.SnapshotBytes()
+		if r.Code == CodeInvalid && !bytes.Equal(after, base) {
+			t.Fatalf("invalid entry (%s) changed the state", r.Message)
+		}
+		if c, err := Decode(b); err == nil && !c.Hdr().Request.IsZero() && r.Code != CodeInvalid {
+			again := fsm.ApplyEntry(uint64(len(log)+2), b)
+			if !again.Duplicate || again.Code != r.Code || !bytes.Equal(after, fsm.SnapshotBytes()) {
+				t.Fatalf("replayed entry: %+v after %+v", again, r)
+			}
+		}
+		checkRoundTrip(t, fsm)
+		fsm.ApplyEntry(uint64(len(log)+3), Encode(&Tick{Header: Header{Now: t0 + int64(24*time.Hour)}}))
+	})
+}
+
+// FuzzRestore restores arbitrary bytes. It must not panic, and a snapshot
+// it accepts must hold every task in one queue, re-encode to a snapshot
+// that restores to the same bytes, and take further commands.
+func FuzzRestore(f *testing.F) {
+	f.Add(New().SnapshotBytes())
+	log := setupLog()
+	f.Add(applyLog(log[:1]).SnapshotBytes())
+	f.Add(applyLog(log).SnapshotBytes())
+	f.Add([]byte(snapshotMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fsm := New()
+		if fsm.Restore(readCloser(b)) != nil {
+			return
+		}
+		st := fsm.Stats()
+		if st.Todo+st.Pending+st.Done+st.Failed != st.Tasks || st.HasDataset != (st.Tasks > 0) {
+			t.Fatalf("restored queues do not hold the tasks: %+v", st)
+		}
+		checkRoundTrip(t, fsm)
+		for i, c := range seedCommands() {
+			c.Hdr().Now = max(c.Hdr().Now, fsm.Clock())
+			fsm.ApplyEntry(uint64(i+1), Encode(c))
+		}
+		fsm.ApplyEntry(100, Encode(&Tick{Header: Header{Now: maxNow}}))
+		checkRoundTrip(t, fsm)
+	})
+}
+
+// FuzzDecode decodes arbitrary bytes. It must not panic, and a command it
+// accepts must survive an Encode and Decode round trip.
+func FuzzDecode(f *testing.F) {
+	for _, c := range seedCommands() {
+		f.Add(Encode(c))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		c, err := Decode(b)
+		if err != nil {
+			return
+		}
+		c2, err := Decode(Encode(c))
+		if err != nil || !reflect.DeepEqual(c, c2) {
+			t.Fatalf("round trip of %+v gave %+v, %v", c, c2, err)
+		}
+	})
+}

@@ -1,0 +1,323 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/chaos/check"
+	"github.com/raftmaster/raftmaster/internal/chaos/history"
+	"github.com/raftmaster/raftmaster/internal/chaos/netfault"
+	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/recordio"
+)
+
+// Config describes one run.
+type Config struct {
+	// Seed drives the schedule and the workload.
+	Seed uint64
+	// Duration is how long faults are injected.
+	Duration time.Duration
+	// Nodes is 3 or 5.
+	Nodes int
+	// Faults restricts the kinds drawn; empty means AllFaults.
+	Faults []FaultKind
+	// CoverAll injects every kind once, in a seeded order, before drawing
+	// at random.
+	CoverAll bool
+	// OutDir receives the history and the report; empty means a temp dir.
+	OutDir string
+}
+
+// Timing of the workload's dataset and the cluster.
+const (
+	numTasks    = 12
+	taskTimeout = 2 * time.Second
+	grace       = 2 * time.Second
+)
+
+// Report is the outcome of a run.
+type Report struct {
+	Seed        uint64                      `json:"seed"`
+	Ops         int                         `json:"ops"`
+	Faults      []FaultRecord               `json:"faults"`
+	Unavailable map[FaultKind]time.Duration `json:"longest_unavailability"`
+	Passes      int                         `json:"passes"`
+	Violations  []string                    `json:"violations"`
+	HistoryPath string                      `json:"history"`
+	Checked     time.Duration               `json:"check_time"`
+}
+
+// Run runs one seeded fault-injection run against a fresh cluster and
+// checks its history. Violations are returned in the report, not failed on,
+// so that callers can also expect them.
+func Run(t testing.TB, cfg Config) Report {
+	t.Helper()
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if len(cfg.Faults) == 0 {
+		cfg.Faults = AllFaults
+	}
+	if cfg.OutDir == "" {
+		cfg.OutDir = t.TempDir()
+	}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	rep := Report{Seed: cfg.Seed, Unavailable: map[FaultKind]time.Duration{}}
+
+	clockDir := t.TempDir()
+	var fnet *netfault.Net
+	c := proccluster.Start(t, proccluster.Options{
+		Nodes: cfg.Nodes,
+		Args: []string{"--chunks-per-task", "1", "--failover-grace", grace.String(),
+			"--snapshot-threshold", "200", "--snapshot-interval", "1s", "--trailing-logs", "100"},
+		Prepare: func(procs []*proccluster.Proc) map[string][]string {
+			targets := map[string]string{}
+			for _, p := range procs {
+				targets[p.ID] = p.RaftAddr
+			}
+			var err error
+			if fnet, err = netfault.NewNet(targets); err != nil {
+				t.Fatal(err)
+			}
+			extra := map[string][]string{}
+			for _, p := range procs {
+				var dial []string
+				for id, addr := range fnet.DialMap(p.ID) {
+					dial = append(dial, id+"="+addr)
+				}
+				slices.Sort(dial)
+				extra[p.ID] = []string{"--test-raft-dial", strings.Join(dial, ","), "--test-clock-file", clockFile(clockDir, p.ID)}
+			}
+			return extra
+		},
+	})
+	t.Cleanup(func() { fnet.Close() })
+	inj := &injector{c: c, net: fnet, rng: rng, clock: map[string]string{}, logf: t.Logf}
+	for _, p := range c.Procs {
+		inj.clock[p.ID] = clockFile(clockDir, p.ID)
+	}
+	c.WaitReady()
+
+	// The dataset: numTasks chunks, strict, failures never set a task aside.
+	glob := writeChunks(t, t.TempDir(), numTasks)
+	setup, err := client.NewClient(client.WithAddrs(c.APIAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer setup.Close()
+	fm := fsm.MaxFailureMax
+	if _, err := setup.SetDatasetWithParams([]string{glob}, client.DatasetParams{
+		ChunksPerTask: 1, TaskTimeout: taskTimeout, FailureMax: &fm, Strict: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := history.NewRecorder()
+	w := &workload{addrs: c.APIAddrs(), rec: rec, seed: rng.Uint64(), logf: t.Logf}
+	defer w.close()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	spawn := func(n int, run func(*actor, context.Context)) {
+		for range n {
+			a, err := w.newActor()
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); run(a, ctx) }()
+		}
+	}
+	spawn(3, (*actor).trainer)
+	spawn(2, (*actor).saver)
+	wg.Add(1)
+	go func() { defer wg.Done(); w.gatherer(ctx, 0) }()
+
+	// The schedule: a fault, held for a while, healed, a quiet spell.
+	deadline := time.Now().Add(cfg.Duration)
+	order := slices.Clone(cfg.Faults)
+	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for i := 0; time.Now().Before(deadline) || (cfg.CoverAll && i < len(order)); i++ {
+		kind := cfg.Faults[rng.IntN(len(cfg.Faults))]
+		if cfg.CoverAll && i < len(order) {
+			kind = order[i]
+		}
+		hold := time.Duration(500+rng.IntN(2500)) * time.Millisecond
+		quiet := time.Duration(500+rng.IntN(1500)) * time.Millisecond
+		fr := FaultRecord{Kind: kind, Start: rec.Now()}
+		detail, heal := inj.inject(kind)
+		fr.Detail = detail
+		t.Logf("fault %d: %s %s for %v", i, kind, detail, hold)
+		sleep(context.Background(), hold)
+		heal()
+		fr.End = rec.Now()
+		rep.Faults = append(rep.Faults, fr)
+		// Operations must resume with a majority up.
+		if !progressAfter(rec, fr.End, time.Minute) {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("no operation succeeded within a minute after healing %s (%s)", kind, detail))
+			break
+		}
+		sleep(context.Background(), quiet)
+	}
+	stop()
+	wg.Wait()
+	fnet.Heal()
+	for _, p := range c.Procs {
+		inj.setClock(p.ID, 0)
+		if p.Paused() {
+			c.Resume(p)
+		}
+		if !p.Running() {
+			c.Restart(p)
+		}
+	}
+	c.WaitReady()
+	hashes := converged(c)
+	if hashes != "" {
+		rep.Violations = append(rep.Violations, hashes)
+	}
+	if st, err := setup.Status(); err == nil {
+		rep.Passes = st.FSM.Pass
+	}
+
+	ops := rec.Ops()
+	rep.Ops = len(ops)
+	rep.Unavailable = unavailability(ops, rep.Faults)
+	start := time.Now()
+	for _, err := range check.All(ops, check.Config{NumTasks: numTasks, TaskTimeout: taskTimeout, Grace: grace}) {
+		rep.Violations = append(rep.Violations, err.Error())
+	}
+	rep.Checked = time.Since(start)
+	rep.HistoryPath = filepath.Join(cfg.OutDir, fmt.Sprintf("history-%d.jsonl", cfg.Seed))
+	writeReport(t, rep, ops)
+	return rep
+}
+
+// converged waits for every replica to report the same applied index and
+// state hash, and describes the difference if they do not.
+func converged(c *proccluster.Cluster) string {
+	deadline := time.Now().Add(90 * time.Second)
+	var last string
+	for time.Now().Before(deadline) {
+		var states []string
+		same := true
+		var first string
+		for _, p := range c.Procs {
+			st, err := proccluster.DebugState(context.Background(), p.APIAddr)
+			if err != nil {
+				same = false
+				states = append(states, fmt.Sprintf("%s: %v", p.ID, err))
+				continue
+			}
+			s := strconv.FormatUint(st.AppliedIndex, 10) + "/" + st.Hash
+			states = append(states, p.ID+": "+s)
+			if first == "" {
+				first = s
+			} else if s != first {
+				same = false
+			}
+		}
+		if same {
+			return ""
+		}
+		last = strings.Join(states, ", ")
+		time.Sleep(200 * time.Millisecond)
+	}
+	return "replicas did not converge: " + last
+}
+
+// progressAfter waits until some operation that started after t succeeded.
+func progressAfter(rec *history.Recorder, t int64, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, op := range rec.Ops() {
+			if op.Invoke >= t && op.Return != history.Never && op.Code == "" {
+				return true
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return false
+}
+
+// unavailability is, per fault kind, the longest time in which no write
+// got a definite answer (a success or a seed error such as
+// no_more_available: either way the cluster decided), from a fault's start
+// to the first answer after it was healed. The save-model actors write every
+// 50-300ms, so quiet spells of the workload do not count.
+func unavailability(ops []history.Op, faults []FaultRecord) map[FaultKind]time.Duration {
+	var done []int64
+	for _, op := range ops {
+		if op.Return != history.Never && op.Kind != history.Watch && op.Kind != history.Join {
+			done = append(done, op.Return)
+		}
+	}
+	slices.Sort(done)
+	out := map[FaultKind]time.Duration{}
+	for _, f := range faults {
+		prev := f.Start
+		for _, d := range done {
+			if d <= f.Start {
+				continue
+			}
+			if gap := time.Duration(d - prev); gap > out[f.Kind] {
+				out[f.Kind] = gap
+			}
+			prev = d
+			if d > f.End {
+				break
+			}
+		}
+	}
+	return out
+}
+
+// writeChunks writes n RecordIO files of one chunk each.
+func writeChunks(t testing.TB, dir string, n int) string {
+	for i := range n {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("part-%03d.recordio", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := recordio.NewWriter(f, -1, recordio.NoCompression)
+		for r := range 4 {
+			if _, err := w.Write([]byte(fmt.Sprintf("task %d record %d", i, r))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	return filepath.Join(dir, "part-*.recordio")
+}
+
+// writeReport stores the history and the report next to each other.
+func writeReport(t testing.TB, rep Report, ops []history.Op) {
+	if err := os.MkdirAll(filepath.Dir(rep.HistoryPath), 0o755); err != nil {
+		t.Logf("report dir: %v", err)
+		return
+	}
+	f, err := os.Create(rep.HistoryPath)
+	if err != nil {
+		t.Logf("history: %v", err)
+		return
+	}
+	defer f.Close()
+	if err := history.Write(f, ops); err != nil {
+		t.Logf("history: %v", err)
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	_ = os.WriteFile(strings.TrimSuffix(rep.HistoryPath, ".jsonl")+".report.json", b, 0o644)
+}

@@ -1,0 +1,116 @@
+package chaos
+
+import (
+	"os"
+	"strconv"
+	"testing"
+	"time"
+)
+
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
+
+func report(t *testing.T, rep Report) {
+	t.Helper()
+	t.Logf("seed %d: %d ops, %d faults, pass %d, checked in %v, history %s",
+		rep.Seed, rep.Ops, len(rep.Faults), rep.Passes, rep.Checked.Round(time.Millisecond), rep.HistoryPath)
+	for _, k := range AllFaults {
+		if d, ok := rep.Unavailable[k]; ok {
+			t.Logf("  longest unavailability after %-18s %v", k+":", d.Round(time.Millisecond))
+		}
+	}
+}
+
+// TestChaosShort is the fixed-seed run of "make test": every fault kind
+// once against a 3-node cluster, then every check.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("fault injection runs real clusters")
+	}
+	if os.Getenv("CHAOS_TIME") != "" || os.Getenv("CHAOS_EXPECT_VIOLATION") != "" {
+		t.Skip("a long or expect-violation run was asked for")
+	}
+	rep := Run(t, Config{Seed: 1, CoverAll: true})
+	report(t, rep)
+	for _, v := range rep.Violations {
+		t.Errorf("violation: %s", v)
+	}
+	if t.Failed() {
+		t.Logf("replay with: make chaos SEED=%d (history in %s)", rep.Seed, rep.HistoryPath)
+	}
+}
+
+// TestChaos runs randomized schedules until CHAOS_TIME has passed (or the
+// one seed in SEED), each for CHAOS_RUN. "make chaos" sets them.
+func TestChaos(t *testing.T) {
+	total := envDuration(t, "CHAOS_TIME", 0)
+	if total == 0 {
+		t.Skip("set CHAOS_TIME (make chaos) to run randomized schedules")
+	}
+	run := envDuration(t, "CHAOS_RUN", time.Minute)
+	nodes, _ := strconv.Atoi(os.Getenv("CHAOS_NODES"))
+	out := os.Getenv("CHAOS_OUT")
+	var seeds []uint64
+	if s := os.Getenv("SEED"); s != "" {
+		seed, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("SEED=%q: %v", s, err)
+		}
+		seeds = []uint64{seed}
+	}
+	start := time.Now()
+	base := uint64(time.Now().UnixNano())
+	runs := 0
+	for i := 0; ; i++ {
+		seed := base + uint64(i)
+		if len(seeds) > 0 {
+			if i == len(seeds) {
+				break
+			}
+			seed = seeds[i]
+		} else if time.Since(start) >= total {
+			break
+		}
+		runs++
+		ok := t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
+			rep := Run(t, Config{Seed: seed, Duration: run, Nodes: nodes, OutDir: out})
+			report(t, rep)
+			for _, v := range rep.Violations {
+				t.Errorf("violation: %s", v)
+			}
+			if t.Failed() {
+				t.Logf("replay with: make chaos SEED=%d", seed)
+			}
+		})
+		if !ok {
+			break
+		}
+	}
+	t.Logf("%d seeds in %v", runs, time.Since(start).Round(time.Second))
+}
+
+// TestChaosExpectViolation runs against a deliberately broken build (see
+// "make chaos-variants") and passes only if the checks catch it.
+func TestChaosExpectViolation(t *testing.T) {
+	if os.Getenv("CHAOS_EXPECT_VIOLATION") == "" {
+		t.Skip("only for make chaos-variants")
+	}
+	for seed := uint64(1); seed <= 5; seed++ {
+		rep := Run(t, Config{Seed: seed, CoverAll: true})
+		report(t, rep)
+		if len(rep.Violations) > 0 {
+			t.Logf("caught after %d run(s): %s", seed, rep.Violations[0])
+			return
+		}
+	}
+	t.Fatal("the broken variant was not caught in 5 runs")
+}

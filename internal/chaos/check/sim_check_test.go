@@ -1,0 +1,281 @@
+package check
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/chaos/history"
+)
+
+func bigSim(seed uint64, unknownRate float64) simConfig {
+	return simConfig{
+		seed: seed, clients: 5, ops: 2000, tasks: 8, timeout: 10 * time.Millisecond,
+		unknownRate: unknownRate, graceEvery: 150, grace: 3 * time.Millisecond,
+		tickLag: time.Millisecond, groups: 20,
+	}
+}
+
+func simCheckConfig(t testing.TB, sc simConfig) Config {
+	return Config{
+		NumTasks: sc.tasks, TaskTimeout: sc.timeout,
+		// Covers the tick lag, the grace and the clock jump of a new
+		// leader: see simulate.
+		Grace:        20 * time.Millisecond,
+		VisualizeDir: t.TempDir(),
+	}
+}
+
+type simStats struct {
+	ops, unknown, dispatches, redispatches, stale, failed, passes, grants, denials int
+}
+
+func statsOf(o []history.Op) simStats {
+	var s simStats
+	for _, op := range o {
+		s.ops++
+		if op.Unknown() {
+			s.unknown++
+			continue
+		}
+		switch {
+		case op.Kind == history.GetTask && op.Code == "":
+			s.dispatches++
+			s.passes = max(s.passes, op.Pass+1)
+		case op.Kind == history.TaskFinished && op.Code == "stale_epoch":
+			s.stale++
+		case op.Kind == history.TaskFailed && !op.Ignored:
+			s.failed++
+		case op.Kind == history.SaveModel && op.Granted:
+			s.grants++
+		case op.Kind == history.SaveModel:
+			s.denials++
+		}
+	}
+	s.redispatches = s.dispatches - 8*s.passes
+	return s
+}
+
+// TestSimulatedHistories checks long concurrent histories produced by a
+// simulator that follows the specification: five clients, 2000 task and
+// save-model operations, unknown outcomes, expired leases, late finishes,
+// leader changes with clock jumps and grace, and allgather groups. Every
+// checker must pass them. The time the checks take is logged.
+func TestSimulatedHistories(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		sc := bigSim(seed, 0.03)
+		o := simulate(sc)
+		st := statsOf(o)
+		t.Logf("seed %d: %+v", seed, st)
+		if st.unknown == 0 || st.stale == 0 || st.failed == 0 || st.passes < 5 || st.redispatches <= 0 || st.denials == 0 {
+			t.Fatalf("seed %d: the simulation does not cover the interesting cases: %+v", seed, st)
+		}
+		cfg := simCheckConfig(t, sc)
+		res, err := Linearizable(o, cfg, time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Outcome != porcupine.Ok {
+			t.Fatalf("seed %d: %v", seed, res.Err())
+		}
+		t.Logf("seed %d: Linearizable: %d ops in %d partitions in %v (relaxed=%v, unattributed=%d)",
+			seed, res.Ops, res.Partitions, res.Elapsed, res.Relaxed, res.Unattributed)
+		start := time.Now()
+		errs := All(o, cfg)
+		t.Logf("seed %d: All: %v", seed, time.Since(start))
+		for _, err := range errs {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+		cfg.Grace = 0
+		if errs := All(o, cfg); len(errs) != 0 {
+			t.Errorf("seed %d, unbounded grace: %v", seed, errs)
+		}
+	}
+}
+
+// mutation corrupts a valid simulated history the way a bug would, and
+// names the checkers that must notice.
+type mutation struct {
+	name   string
+	mutate func(t *testing.T, o []history.Op) []history.Op
+	// lin is whether Linearizable must fail; others lists substrings one
+	// of All's other errors must contain.
+	lin    bool
+	others []string
+}
+
+func TestSimulatedMutationsAreCaught(t *testing.T) {
+	mutations := []mutation{
+		{name: "lease handed to a second client", lin: true, others: []string{"dispatched twice"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, len(o)/2, func(op history.Op) bool { return op.Kind == history.GetTask && op.Code == "" })
+				dup := o[i]
+				dup.Client = (dup.Client + 1) % 5
+				dup.AppliedAt++
+				return append(o, dup)
+			}},
+		{name: "accepted finish lost", lin: true, others: []string{"lost in pass 0"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, 0, func(op history.Op) bool {
+					return op.Kind == history.TaskFinished && op.Code == "" && !op.Unknown()
+				})
+				return slices.Delete(o, i, i+1)
+			}},
+		{name: "epoch skipped", lin: true, others: []string{"dispatched twice"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, len(o)/3, func(op history.Op) bool { return op.Kind == history.GetTask && op.Code == "" })
+				m := o[i].Task
+				for j := range o {
+					if o[j].Kind == history.GetTask && o[j].Task == m {
+						o[j].Task.Epoch++
+					}
+					if (o[j].Kind == history.TaskFinished || o[j].Kind == history.TaskFailed) && o[j].Meta == m {
+						o[j].Meta.Epoch++
+					}
+				}
+				return o
+			}},
+		{name: "save lease granted to a second trainer", lin: true, others: []string{"single save holder"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, 0, func(op history.Op) bool {
+					if op.Kind != history.SaveModel || op.Granted || op.Unknown() {
+						return false
+					}
+					var last *history.Op
+					for k := range o {
+						g := &o[k]
+						if g.Kind == history.SaveModel && g.Granted && !g.Unknown() && g.AppliedAt < op.AppliedAt &&
+							(last == nil || g.AppliedAt > last.AppliedAt) {
+							last = g
+						}
+					}
+					return last != nil && last.Trainer != op.Trainer && op.AppliedAt < last.AppliedAt+int64(last.BlockDur)
+				})
+				o[i].Granted = true
+				return o
+			}},
+		{name: "dispatch seen after its own finish", lin: true,
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				f := find(t, o, len(o)/2, func(op history.Op) bool {
+					return op.Kind == history.TaskFinished && op.Code == "" && !op.Unknown()
+				})
+				g := find(t, o, 0, func(op history.Op) bool { return op.Kind == history.GetTask && op.Task == o[f].Meta })
+				o[g].Invoke, o[g].Return = o[f].Return+1, o[f].Return+2
+				return o
+			}},
+		{name: "late finish accepted", lin: true,
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, 0, func(op history.Op) bool {
+					if op.Kind != history.TaskFinished || op.Code != "stale_epoch" {
+						return false
+					}
+					// A later lease of the task was applied before.
+					return slices.ContainsFunc(o, func(g history.Op) bool {
+						return g.Kind == history.GetTask && g.Task.ID == op.Meta.ID && g.Task.Epoch > op.Meta.Epoch && g.AppliedAt < op.AppliedAt
+					})
+				})
+				o[i].Code = ""
+				return o
+			}},
+		{name: "allgather data swapped", others: []string{"allgather"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, 0, func(op history.Op) bool { return op.Kind == history.Watch && op.Code == "" })
+				r := slices.Clone(o[i].Result)
+				r[0], r[1] = r[1], r[0]
+				o[i].Result = r
+				return o
+			}},
+	}
+	for _, mu := range mutations {
+		t.Run(mu.name, func(t *testing.T) {
+			sc := bigSim(7, 0)
+			o := mu.mutate(t, simulate(sc))
+			cfg := simCheckConfig(t, sc)
+			res, err := Linearizable(o, cfg, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mu.lin && res.Outcome != porcupine.Illegal {
+				t.Errorf("Linearizable: %s, want Illegal", res.Outcome)
+			}
+			if !mu.lin && res.Outcome != porcupine.Ok {
+				t.Errorf("Linearizable: %s, want Ok", res.Outcome)
+			}
+			if mu.lin {
+				t.Logf("%s", res.Explanation)
+			}
+			var text []string
+			for _, err := range All(o, cfg) {
+				if !strings.HasPrefix(err.Error(), "linearizability:") {
+					text = append(text, err.Error())
+				}
+			}
+			all := strings.Join(text, "\n")
+			for _, want := range mu.others {
+				if !strings.Contains(all, want) {
+					t.Errorf("no error contains %q:\n%s", want, all)
+				}
+			}
+			if len(mu.others) == 0 && all != "" {
+				t.Logf("other checkers: %s", all)
+			}
+		})
+	}
+}
+
+// find returns the index of the first operation from index from on that
+// matches.
+func find(t *testing.T, o []history.Op, from int, match func(history.Op) bool) int {
+	t.Helper()
+	for i := from; i < len(o); i++ {
+		if match(o[i]) {
+			return i
+		}
+	}
+	t.Fatal("the simulated history has no operation to mutate")
+	return -1
+}
+
+// TestSimulatorFollowsFSM cross-checks the simulator's task queue against
+// the expectations the checkers encode, on the aggregate: each pass but
+// the last finishes every task exactly once.
+func TestSimulatorFollowsFSM(t *testing.T) {
+	o := simulate(bigSim(11, 0))
+	finishes := map[[2]int]int{}
+	pass := map[fsm.TaskMeta]int{}
+	highest := 0
+	for _, op := range o {
+		if op.Kind == history.GetTask && op.Code == "" {
+			pass[op.Task] = op.Pass
+			highest = max(highest, op.Pass)
+		}
+	}
+	for _, op := range o {
+		if op.Kind == history.TaskFinished && op.Code == "" {
+			finishes[[2]int{op.Meta.ID, pass[op.Meta]}]++
+		}
+	}
+	for p := 0; p < highest; p++ {
+		for id := 1; id <= 8; id++ {
+			if n := finishes[[2]int{id, p}]; n != 1 {
+				t.Fatalf("task %d finished %d times in pass %d", id, n, p)
+			}
+		}
+	}
+}
+
+// BenchmarkLinearizable measures the linearizability check of a simulated
+// 2000-operation history of five clients.
+func BenchmarkLinearizable(b *testing.B) {
+	sc := bigSim(1, 0.03)
+	o := simulate(sc)
+	cfg := simCheckConfig(b, sc)
+	for b.Loop() {
+		if res, err := Linearizable(o, cfg, time.Minute); err != nil || res.Outcome != porcupine.Ok {
+			b.Fatal(res.Outcome, err)
+		}
+	}
+}

@@ -1,0 +1,267 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/chaos/history"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// workload drives the cluster as trainers do and records every operation.
+type workload struct {
+	addrs    []string
+	rec      *history.Recorder
+	seed     uint64
+	trainers int
+	savers   int
+	logf     func(string, ...any)
+
+	mu      sync.Mutex
+	clients []*client.Client
+	nextID  int
+}
+
+// actor is one sequential client: its own Client (so its own request ids),
+// its own random stream, and its own history client index.
+type actor struct {
+	w   *workload
+	id  int
+	cl  *client.Client
+	rng *rand.Rand
+}
+
+func (w *workload) newActor() (*actor, error) {
+	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	id := w.nextID
+	w.nextID++
+	w.clients = append(w.clients, cl)
+	return &actor{w: w, id: id, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1))}, nil
+}
+
+func (w *workload) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, c := range w.clients {
+		c.Close()
+	}
+}
+
+// outcome classifies a call's error: a seed error code is a definite
+// outcome; anything else (no leader, unknown outcome, giving up, a broken
+// connection) leaves the outcome unknown.
+func outcome(err error) (code string, appliedAt int64, unknown bool) {
+	if err == nil {
+		return "", 0, false
+	}
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		if c, ok := fsm.ParseCode(e.Code); ok && c != fsm.CodeInvalid {
+			return e.Code, e.AppliedAt, false
+		}
+	}
+	return "", 0, true
+}
+
+// call runs one write and records it; ok fills in the outputs of a
+// success from out.
+func (a *actor) call(ctx context.Context, op history.Op, path string, in, out any, ok func(*history.Op)) (history.Op, error) {
+	op.Client = a.id
+	op.Invoke = a.w.rec.Now()
+	err := a.cl.Call(ctx, path, in, out)
+	op.Return = a.w.rec.Now()
+	code, at, unknown := outcome(err)
+	switch {
+	case err == nil:
+		ok(&op)
+	case unknown:
+		op.Return = history.Never
+	default:
+		op.Code, op.AppliedAt = code, at
+	}
+	a.w.rec.Add(op)
+	return op, err
+}
+
+// trainer leases tasks pass after pass. It finishes most tasks, reports some
+// failed, and abandons a few, as a trainer that dies mid-task, so that
+// their leases expire.
+func (a *actor) trainer(ctx context.Context) {
+	pass := 0
+	for ctx.Err() == nil {
+		var resp rpc.GetTaskResponse
+		op, err := a.call(ctx, history.Op{Kind: history.GetTask, Pass: pass}, rpc.PathTaskGet,
+			rpc.GetTaskRequest{Pass: pass}, &resp, func(op *history.Op) { op.Task, op.AppliedAt = resp.Task.Meta, resp.AppliedAt })
+		switch {
+		case err == nil:
+		case op.Code == "pass_before":
+			pass++
+			continue
+		case op.Code == "pass_after", op.Code == "no_more_available", op.Code == "no_dataset":
+			sleep(ctx, time.Duration(20+a.rng.IntN(80))*time.Millisecond)
+			continue
+		default:
+			sleep(ctx, 50*time.Millisecond)
+			continue
+		}
+		sleep(ctx, time.Duration(a.rng.IntN(40))*time.Millisecond) // "training"
+		meta := resp.Task.Meta
+		switch r := a.rng.IntN(100); {
+		case r < 4:
+			// Die mid-task: the lease expires and the task is re-dispatched.
+		case r < 14:
+			var tr rpc.TaskResponse
+			a.call(ctx, history.Op{Kind: history.TaskFailed, Meta: meta}, rpc.PathTaskFailed,
+				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, tr.AppliedAt })
+		default:
+			var tr rpc.TaskResponse
+			a.call(ctx, history.Op{Kind: history.TaskFinished, Meta: meta}, rpc.PathTaskFinished,
+				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, tr.AppliedAt })
+		}
+	}
+}
+
+// saver asks for the save-model lease now and then.
+func (a *actor) saver(ctx context.Context) {
+	trainer := fmt.Sprintf("saver-%d", a.id)
+	for ctx.Err() == nil {
+		dur := time.Duration(100+a.rng.IntN(400)) * time.Millisecond
+		var resp rpc.SaveModelResponse
+		a.call(ctx, history.Op{Kind: history.SaveModel, Trainer: trainer, BlockDur: dur}, rpc.PathSaveModel,
+			rpc.SaveModelRequest{TrainerID: trainer, BlockDur: rpc.Duration(dur)}, &resp, func(op *history.Op) { op.Granted, op.AppliedAt = resp.Granted, resp.AppliedAt })
+		sleep(ctx, time.Duration(50+a.rng.IntN(250))*time.Millisecond)
+	}
+}
+
+// gatherer runs allgather rounds of three members: groups complete, a
+// member sometimes re-joins before completion (its first join sees
+// ErrReconnected), and members sometimes leave afterwards.
+func (w *workload) gatherer(ctx context.Context, seq int) {
+	const peers = 3
+	var members []*actor
+	for range peers {
+		a, err := w.newActor()
+		if err != nil {
+			w.logf("allgather actor: %v", err)
+			return
+		}
+		members = append(members, a)
+	}
+	rng := rand.New(rand.NewPCG(w.seed, 1000+uint64(seq)))
+	for round := 0; ctx.Err() == nil; round++ {
+		group := fmt.Sprintf("g%d-%d", seq, round)
+		rejoin := rng.IntN(5) == 0
+		leave := rng.IntN(4) == 0
+		var wg sync.WaitGroup
+		for i, a := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				a.member(ctx, group, peers, i == 0 && rejoin, leave)
+			}()
+		}
+		wg.Wait()
+		sleep(ctx, time.Duration(rng.IntN(200))*time.Millisecond)
+	}
+}
+
+// member joins group (twice when rejoin is set) and records the results.
+func (a *actor) member(ctx context.Context, group string, peers int, rejoin, leave bool) {
+	id := uuid.New()
+	joins := 1
+	if rejoin {
+		joins = 2
+	}
+	var watchers []client.Watcher
+	for j := range joins {
+		data := fmt.Sprintf("%s/%d/%d", group, a.id, j)
+		op := history.Op{Client: a.id, Kind: history.Join, Group: group, Member: id, NumPeers: peers, Data: data, Invoke: a.w.rec.Now()}
+		w, err := a.cl.JoinWithTimeout(group, id, peers, data, nil, nil, 30*time.Second)
+		op.Return = a.w.rec.Now()
+		if err != nil {
+			code, _, unknown := outcome(err)
+			if unknown {
+				op.Return = history.Never
+			}
+			op.Code = code
+			a.w.rec.Add(op)
+			return
+		}
+		a.w.rec.Add(op)
+		watchers = append(watchers, w)
+	}
+	for _, w := range watchers {
+		op := history.Op{Client: a.id, Kind: history.Watch, Group: group, Member: id, NumPeers: peers, Invoke: a.w.rec.Now()}
+		select {
+		case res := <-w.C:
+			op.Return = a.w.rec.Now()
+			switch {
+			case res.Err == nil:
+				for _, raw := range res.Raw {
+					var s string
+					if err := json.Unmarshal(raw, &s); err != nil {
+						s = string(raw)
+					}
+					op.Result = append(op.Result, s)
+				}
+				op.Rank = res.Rank
+			default:
+				code, _, unknown := outcome(res.Err)
+				if c := sentinelCode(res.Err); c != "" {
+					code, unknown = c, false
+				}
+				if unknown {
+					op.Return = history.Never
+				}
+				op.Code = code
+			}
+		case <-ctx.Done():
+			op.Return = history.Never
+		}
+		a.w.rec.Add(op)
+	}
+	if leave && ctx.Err() == nil {
+		op := history.Op{Client: a.id, Kind: history.Leave, Group: group, Member: id, Invoke: a.w.rec.Now()}
+		err := a.cl.Leave(group, id)
+		op.Return = a.w.rec.Now()
+		if err != nil {
+			op.Return = history.Never
+		}
+		a.w.rec.Add(op)
+	}
+}
+
+// sentinelCode maps the allgather sentinels a watcher delivers to codes.
+func sentinelCode(err error) string {
+	switch {
+	case errors.Is(err, client.ErrReconnected):
+		return fsm.CodeReconnected.String()
+	case errors.Is(err, client.ErrClosed):
+		return fsm.CodeClosed.String()
+	case errors.Is(err, client.ErrAllGatherTimeoutExceeded):
+		return fsm.CodeAllGatherTimeout.String()
+	}
+	return ""
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
