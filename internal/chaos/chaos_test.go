@@ -104,8 +104,11 @@ func TestChaosExpectViolation(t *testing.T) {
 	if os.Getenv("CHAOS_EXPECT_VIOLATION") == "" {
 		t.Skip("only for make chaos-variants")
 	}
+	// Faults that take the leader away while requests are in flight, and
+	// restarts that restore from snapshots, are what the variants get wrong.
+	faults := []FaultKind{KillLeader, PauseLeader, KillFollower, RollingRestart}
 	for seed := uint64(1); seed <= 5; seed++ {
-		rep := Run(t, Config{Seed: seed, CoverAll: true})
+		rep := Run(t, Config{Seed: seed, Duration: 45 * time.Second, Faults: faults})
 		report(t, rep)
 		if len(rep.Violations) > 0 {
 			t.Logf("caught after %d run(s): %s", seed, rep.Violations[0])

@@ -18,12 +18,10 @@ import (
 
 // workload drives the cluster as trainers do and records every operation.
 type workload struct {
-	addrs    []string
-	rec      *history.Recorder
-	seed     uint64
-	trainers int
-	savers   int
-	logf     func(string, ...any)
+	addrs []string
+	rec   *history.Recorder
+	seed  uint64
+	logf  func(string, ...any)
 
 	mu      sync.Mutex
 	clients []*client.Client

@@ -83,7 +83,7 @@ func TestPassAccounting(t *testing.T) {
 			get(1, 0, 1, 0, 2, 1, 0),
 			fin(0, 2, 3, 1, 1, 2),
 			get(0, 4, 5, 1, 1, 2, 4),
-		), want: []string{"task 2 lost in pass 0", "dispatched in it by ops [1]", "pass 1 began (op 3 "}},
+		), want: []string{"task 2 lost in pass 0", "dispatched in it by ops [1]", "pass 1 began (op 3)", "pass 1 began: op 3 (client 0, get_task pass 1"}},
 		{name: "task never dispatched is lost", ops: ops(
 			get(0, 0, 1, 0, 1, 1, 0),
 			fin(0, 2, 3, 1, 1, 2),

@@ -89,15 +89,20 @@ func PassAccounting(ops []history.Op, cfg Config) error {
 	}
 
 	// Every task of every ended pass is finished.
+	lost := false
 	for p := 0; p < highest; p++ {
 		for id := 1; id <= cfg.NumTasks; id++ {
 			k := taskPass{id, p}
 			if len(finished[k]) > 0 || len(maybe[k]) > 0 {
 				continue
 			}
-			v.add("task %d lost in pass %d: no accepted or unknown-outcome finish of a lease of that pass (dispatched in it by ops %v), yet pass %d began (%s)",
-				id, p, dispatches[k], highest, describe(highestOp, ops[highestOp]))
+			lost = true
+			v.add("task %d lost in pass %d: no accepted or unknown-outcome finish of a lease of that pass (dispatched in it by ops %v), yet pass %d began (op %d)",
+				id, p, dispatches[k], highest, highestOp)
 		}
+	}
+	if lost {
+		v.add("pass %d began: %s", highest, describe(highestOp, ops[highestOp]))
 	}
 
 	keys := make([]taskPass, 0, len(finished))
