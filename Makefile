@@ -11,7 +11,7 @@ TEST_TIMEOUT ?= 25m
 .PHONY: help build test lint bench run demo chaos chaos-variants fuzz clean
 
 help: ## list the targets
-	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 build: ## build bin/raftmaster (static)
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/raftmaster
@@ -25,6 +25,7 @@ lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
 
 bench: ## run the benchmarks (figures, not assertions)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
@@ -40,9 +41,12 @@ chaos-variants: ## prove the fault-injection checks catch deliberately broken bu
 	CHAOS_EXPECT_VIOLATION=1 RAFTMASTER_BUILD_TAGS=chaos_broken_fsm $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 
 FUZZTIME ?= 60s
-fuzz: ## run each fuzz target for FUZZTIME
+fuzz: ## run each fuzz target (RecordIO decoding, FSM apply/restore/decode) for FUZZTIME
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadIndex$$' -fuzztime $(FUZZTIME) ./recordio/
 	$(GO) test -run '^$$' -fuzz '^FuzzChunk$$' -fuzztime $(FUZZTIME) ./recordio/
+	$(GO) test -run '^$$' -fuzz '^FuzzApply$$' -fuzztime $(FUZZTIME) ./fsm/
+	$(GO) test -run '^$$' -fuzz '^FuzzRestore$$' -fuzztime $(FUZZTIME) ./fsm/
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./fsm/
 
 run: build ## start a local 3-node cluster on 127.0.0.1 (data in ./data), Ctrl-C to stop
 	$(BIN) local --nodes 3 --data-dir data
