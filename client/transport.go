@@ -23,7 +23,11 @@ const (
 	maxRedirects          = 5
 	backoffMin            = 50 * time.Millisecond
 	backoffMax            = 2 * time.Second
-	defaultAttemptTimeout = 30 * time.Second
+	// defaultAttemptTimeout gives up on a node that does not answer, such
+	// as a paused or partitioned leader, and moves on to the next address.
+	// A healthy cluster commits in milliseconds, and a retry reuses the
+	// request id, so an apply that was only slow is not applied twice.
+	defaultAttemptTimeout = 5 * time.Second
 	maxResponseBytes      = 256 << 20
 	maxErrorBytes         = 64 << 10
 )
