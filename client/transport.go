@@ -20,9 +20,9 @@ import (
 
 // Transport limits.
 const (
-	maxRedirects          = 5
-	backoffMin            = 50 * time.Millisecond
-	backoffMax            = 2 * time.Second
+	maxRedirects = 5
+	backoffMin   = 50 * time.Millisecond
+	backoffMax   = 2 * time.Second
 	// defaultAttemptTimeout gives up on a node that does not answer, such
 	// as a paused or partitioned leader, and moves on to the next address.
 	// A healthy cluster commits in milliseconds, and a retry reuses the
