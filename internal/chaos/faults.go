@@ -57,21 +57,17 @@ func (in *injector) inject(kind FaultKind) (detail string, heal func()) {
 	leader := in.c.Leader()
 	others := in.c.Others(leader)
 	follower := others[in.rng.IntN(len(others))]
+	target := leader // the node a kill or a pause hits
+	if kind == KillFollower || kind == PauseFollower {
+		target = follower
+	}
 	switch kind {
 	case KillLeader, KillFollower:
-		p := leader
-		if kind == KillFollower {
-			p = follower
-		}
-		in.c.Kill(p)
-		return p.ID, func() { in.c.Restart(p) }
+		in.c.Kill(target)
+		return target.ID, func() { in.c.Restart(target) }
 	case PauseLeader, PauseFollower:
-		p := leader
-		if kind == PauseFollower {
-			p = follower
-		}
-		in.c.Pause(p)
-		return p.ID, func() { in.c.Resume(p) }
+		in.c.Pause(target)
+		return target.ID, func() { in.c.Resume(target) }
 	case CutLinkOneWay:
 		in.net.Cut(leader.ID, follower.ID)
 		return leader.ID + "->" + follower.ID, in.net.Heal

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -181,13 +182,14 @@ func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 	return p
 }
 
-func (c *Cluster) launch(p *Proc) {
+// launch starts p with its flags followed by extra ones (later flags win).
+func (c *Cluster) launch(p *Proc, extra ...string) {
 	c.t.Helper()
 	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	cmd := exec.Command(c.Bin, p.args...)
+	cmd := exec.Command(c.Bin, append(slices.Clone(p.args), extra...)...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {
 		logf.Close()
@@ -292,21 +294,14 @@ func (p *Proc) isPaused() bool {
 	return p.paused
 }
 
-// Restart starts a stopped node again on the same data dir, with extra
-// flags replacing none of the originals (later flags win).
+// Restart starts a stopped node again on the same data dir; extra flags
+// come after the original ones, so they win.
 func (c *Cluster) Restart(p *Proc, extra ...string) {
 	c.t.Helper()
 	if p.Running() {
 		c.t.Fatalf("restart %s: still running", p.ID)
 	}
-	args := p.args
-	if len(extra) > 0 {
-		args = append(append([]string{}, p.args...), extra...)
-	}
-	saved := p.args
-	p.args = args
-	c.launch(p)
-	p.args = saved
+	c.launch(p, extra...)
 }
 
 // APIAddrs returns every node's API address.
