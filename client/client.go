@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Defaults of the options.
@@ -51,6 +52,9 @@ type Client struct {
 	pass   *passRun
 
 	watchers map[watchKey]map[*poller]struct{}
+
+	etcdEndpoints []string // WithEtcd
+	etcdTimeout   time.Duration
 }
 
 // Option configures a Client.
@@ -151,8 +155,22 @@ func NewClient(opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	var etcd *clientv3.Client
+	if len(c.etcdEndpoints) > 0 {
+		cli, addr, err := c.discoverMaster()
+		if err != nil {
+			return nil, err
+		}
+		base, err := normalizeAddr(addr)
+		if err != nil {
+			cli.Close()
+			return nil, fmt.Errorf("raftmaster client: master address in etcd: %w", err)
+		}
+		etcd = cli
+		c.addrs = append([]string{base}, c.addrs...)
+	}
 	if len(c.addrs) == 0 {
-		return nil, errors.New("raftmaster client: no address: use WithAddrs")
+		return nil, errors.New("raftmaster client: no address: use WithAddrs or WithEtcd")
 	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
@@ -165,6 +183,9 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.ep.addrs = c.addrs
 	c.ch = make(chan record, c.bufSize)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	if etcd != nil {
+		c.spawn(func() { c.followMaster(etcd) })
+	}
 	return c, nil
 }
 

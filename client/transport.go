@@ -58,6 +58,19 @@ func (e *endpoints) setLeader(base string) {
 	e.leader = base
 }
 
+// use makes base the leader and one of the addresses to rotate through.
+func (e *endpoints) use(base string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.leader = base
+	for _, a := range e.addrs {
+		if a == base {
+			return
+		}
+	}
+	e.addrs = append(e.addrs, base)
+}
+
 // failed moves on from base, which could not serve a request.
 func (e *endpoints) failed(base string) {
 	e.mu.Lock()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/deadline"
 )
 
 // watchLeadership drains Raft's leadership notifications promptly (Raft
@@ -65,33 +66,15 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 	n.leaderReady.Store(true)
 	n.log.Info("leader ready")
-	const idle = time.Second // re-check at least this often (clock jumps)
-	timer := time.NewTimer(idle)
-	defer timer.Stop()
-	for {
-		changed := n.fsm.Changed()
-		wait := idle
-		if d, ok := n.fsm.NextDeadline(); ok {
-			if due := time.Duration(d - n.now()); due <= 0 {
-				if _, err := n.propose(ctx, &fsm.Tick{}); err != nil {
-					n.log.Debug("tick failed", "error", err)
-					if !sleepCtx(ctx, 100*time.Millisecond) {
-						return
-					}
-				}
-				continue
-			} else if due < wait {
-				wait = due
-			}
-		}
-		timer.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-timer.C:
-		}
-	}
+	deadline.Ticker{
+		FSM: n.fsm,
+		Now: n.now,
+		Propose: func(ctx context.Context, c fsm.Command) error {
+			_, err := n.propose(ctx, c)
+			return err
+		},
+		Logger: n.log,
+	}.Run(ctx)
 }
 
 // takeOver runs the steps a new leader needs before it serves: a barrier,
@@ -123,22 +106,10 @@ func (n *Node) takeOver(ctx context.Context) bool {
 				break
 			}
 			n.log.Warn("leader take-over step failed", "step", step.name, "error", err)
-			if !n.IsLeader() || !sleepCtx(ctx, 200*time.Millisecond) {
+			if !n.IsLeader() || !deadline.Sleep(ctx, 200*time.Millisecond) {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// sleepCtx waits for d or until ctx is done; it reports whether d passed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

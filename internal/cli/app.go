@@ -43,6 +43,7 @@ func commands() []*cli.Command {
 		allgatherCommand(),
 		healthCommand(),
 		recordioCommand(),
+		benchCommand(),
 	}
 }
 

@@ -37,11 +37,19 @@ func serveCommand() *cli.Command {
 			"A new cluster bootstraps from --peers: start every node with the same list. A node\n" +
 			"joins a running cluster with --join and the API address of any member. A restarted\n" +
 			"node needs neither: its state is in --data-dir.\n\n" +
+			"With --backend etcd the node is one master of the etcd-backed parity mode instead:\n" +
+			"the master that holds the etcd lock serves, saving its whole state to etcd after each\n" +
+			"change, and the others stand by and redirect. It needs --etcd-endpoints, not --data-dir,\n" +
+			"--raft-addr, --peers or --join.\n\n" +
 			"Every flag can also be set through an environment variable, shown in brackets.\n" +
 			"SIGTERM or Ctrl-C hands leadership to another node before the process exits.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "node-id", Usage: "unique id of this node", Required: true, EnvVars: env("node-id")},
-			&cli.StringFlag{Name: "data-dir", Usage: "directory for the Raft log and snapshots", Required: true, EnvVars: env("data-dir")},
+			&cli.StringFlag{Name: "data-dir", Usage: "directory for the Raft log and snapshots (required with the raft backend)", EnvVars: env("data-dir")},
+			&cli.StringFlag{Name: "backend", Usage: "raft (replicated log) or etcd (one active master, state in etcd)", Value: "raft", EnvVars: env("backend")},
+			&cli.StringFlag{Name: "etcd-endpoints", Usage: "etcd client URLs, comma separated (etcd backend)", EnvVars: env("etcd-endpoints")},
+			&cli.StringFlag{Name: "etcd-prefix", Usage: "etcd key prefix: the lock, address and state keys go under it (etcd backend)", Value: "/master", EnvVars: env("etcd-prefix")},
+			&cli.DurationFlag{Name: "etcd-ttl", Usage: "etcd session TTL: how soon a standby replaces a dead master (etcd backend)", Value: 10 * time.Second, EnvVars: env("etcd-ttl")},
 			&cli.StringFlag{Name: "raft-addr", Usage: "address the Raft transport listens on", Value: "127.0.0.1:7001", EnvVars: env("raft-addr")},
 			&cli.StringFlag{Name: "raft-advertise", Usage: "Raft address other nodes dial (default: --raft-addr)", EnvVars: env("raft-advertise")},
 			&cli.StringFlag{Name: "http-addr", Usage: "address the HTTP API listens on", Value: "127.0.0.1:8001", EnvVars: env("http-addr")},
@@ -68,6 +76,39 @@ func serveCommand() *cli.Command {
 	}
 }
 
+// serveLogger is the logger of a serve process, named after the node.
+func serveLogger(c *cli.Context) (hclog.Logger, error) {
+	if hclog.LevelFromString(c.String("log-level")) == hclog.NoLevel {
+		return nil, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	}
+	return newLogger(c, c.String("node-id")), nil
+}
+
+// datasetDefaults reads the dataset flags of serve.
+func datasetDefaults(c *cli.Context) (fsm.DatasetParams, error) {
+	params := fsm.DatasetParams{
+		ChunksPerTask: c.Int("chunks-per-task"), TaskTimeout: c.Duration("task-timeout"), FailureMax: c.Int("failure-max"),
+	}
+	if params.ChunksPerTask < 1 || params.TaskTimeout <= 0 || params.FailureMax < 0 {
+		return params, fmt.Errorf("--chunks-per-task must be >= 1, --task-timeout > 0 and --failure-max >= 0")
+	}
+	return params, nil
+}
+
+// waitForSignal blocks until SIGINT or SIGTERM, or until lost is closed;
+// it reports the signal, or "" for lost.
+func waitForSignal(lost <-chan struct{}) string {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		return sig.String()
+	case <-lost:
+		return ""
+	}
+}
+
 func newLogger(c *cli.Context, name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:       name,
@@ -78,9 +119,9 @@ func newLogger(c *cli.Context, name string) hclog.Logger {
 }
 
 func serveConfig(c *cli.Context) (server.Config, error) {
-	logger := newLogger(c, c.String("node-id"))
-	if hclog.LevelFromString(c.String("log-level")) == hclog.NoLevel {
-		return server.Config{}, fmt.Errorf("--log-level %q: want trace, debug, info, warn or error", c.String("log-level"))
+	logger, err := serveLogger(c)
+	if err != nil {
+		return server.Config{}, err
 	}
 	var peers []raftnode.Peer
 	if s := c.String("peers"); s != "" {
@@ -89,20 +130,13 @@ func serveConfig(c *cli.Context) (server.Config, error) {
 			return server.Config{}, fmt.Errorf("--peers: %w", err)
 		}
 	}
-	var join []string
-	for _, a := range strings.Split(c.String("join"), ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			join = append(join, a)
-		}
-	}
+	join := splitList(c.String("join"))
 	if len(peers) > 0 && len(join) > 0 {
 		return server.Config{}, fmt.Errorf("give --peers or --join, not both")
 	}
-	params := fsm.DatasetParams{
-		ChunksPerTask: c.Int("chunks-per-task"), TaskTimeout: c.Duration("task-timeout"), FailureMax: c.Int("failure-max"),
-	}
-	if params.ChunksPerTask < 1 || params.TaskTimeout <= 0 || params.FailureMax < 0 {
-		return server.Config{}, fmt.Errorf("--chunks-per-task must be >= 1, --task-timeout > 0 and --failure-max >= 0")
+	params, err := datasetDefaults(c)
+	if err != nil {
+		return server.Config{}, err
 	}
 	clock := testClock(c, logger)
 	var dial map[string]string
@@ -134,6 +168,16 @@ func serveConfig(c *cli.Context) (server.Config, error) {
 }
 
 func runServe(c *cli.Context) error {
+	switch c.String("backend") {
+	case "raft":
+	case "etcd":
+		return runServeEtcd(c)
+	default:
+		return fmt.Errorf("--backend %q: want raft or etcd", c.String("backend"))
+	}
+	if c.String("data-dir") == "" {
+		return fmt.Errorf("--data-dir is required with the raft backend")
+	}
 	cfg, err := serveConfig(c)
 	if err != nil {
 		return err
@@ -142,11 +186,8 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	sig := <-sigs
-	cfg.Logger.Info("shutting down", "signal", sig.String())
+	sig := waitForSignal(nil)
+	cfg.Logger.Info("shutting down", "signal", sig)
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(ctx)

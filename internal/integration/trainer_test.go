@@ -59,6 +59,40 @@ func runTrainer(c *client.Client, passes int, log *passLog) error {
 	return nil
 }
 
+// startTrainers runs n trainers through passes [0, passes), each with its
+// own client; the returned function waits for them and fails the test on
+// the first error.
+func startTrainers(t *testing.T, n, passes int, log *passLog, opts ...client.Option) (wait func()) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		cl := newClient(t, opts...)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- runTrainer(cl, passes, log)
+		}()
+	}
+	return func() {
+		t.Helper()
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// delivered reports how many distinct records pass has delivered so far.
+func (l *passLog) delivered(pass int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.counts[pass])
+}
+
 // checkPasses asserts that every pass delivered every record exactly once
 // across all trainers (no lease expired in these runs).
 func checkPasses(t *testing.T, log *passLog, passes, records int, allowRedelivery bool) {
@@ -89,23 +123,7 @@ func TestOriginalClientTestAgainstFollower(t *testing.T) {
 	}
 	const clients, passes = 4, 10
 	var log passLog
-	var wg sync.WaitGroup
-	errs := make(chan error, clients)
-	for range clients {
-		cl := newClient(t, client.WithAddr(f.APIAddr), client.WithBuffer(1))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- runTrainer(cl, passes, &log)
-		}()
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	startTrainers(t, clients, passes, &log, client.WithAddr(f.APIAddr), client.WithBuffer(1))()
 	checkPasses(t, &log, passes, 50, false)
 	st, err := setter.Status()
 	if err != nil {
@@ -128,32 +146,13 @@ func TestLeaderKilledMidPass(t *testing.T) {
 	}
 	const trainers, passes = 3, 4
 	var log passLog
-	var wg sync.WaitGroup
-	errs := make(chan error, trainers)
-	for range trainers {
-		cl := newClient(t, client.WithAddrs(c.APIAddrs()...), client.WithBuffer(4))
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs <- runTrainer(cl, passes, &log)
-		}()
-	}
+	wait := startTrainers(t, trainers, passes, &log, client.WithAddrs(c.APIAddrs()...), client.WithBuffer(4))
 	// Kill the leader once the first pass is under way.
-	c.WaitFor("pass 0 to be under way", time.Minute, func() bool {
-		log.mu.Lock()
-		defer log.mu.Unlock()
-		return len(log.counts[0]) >= 40
-	})
+	c.WaitFor("pass 0 to be under way", time.Minute, func() bool { return log.delivered(0) >= 40 })
 	leader := c.Leader()
 	t.Logf("killing leader %s", leader.ID)
 	c.Kill(leader)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	wait()
 	// A record can come twice in a pass only if a lease expired; none did here.
 	checkPasses(t, &log, passes, 200, false)
 	c.Restart(leader)

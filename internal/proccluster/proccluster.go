@@ -161,6 +161,24 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
+// StartEtcd starts nodes masters of the etcd backend against the etcd at
+// endpoint, each with the extra serve flags args. The first to take the
+// lock serves; the others stand by.
+func StartEtcd(t testing.TB, endpoint string, nodes int, args ...string) *Cluster {
+	t.Helper()
+	c := &Cluster{t: t, Bin: Binary(t), Dir: t.TempDir()}
+	for i := range nodes {
+		p := &Proc{ID: fmt.Sprintf("m%d", i+1), APIAddr: FreePort(t)}
+		p.LogPath = filepath.Join(c.Dir, p.ID+".log")
+		p.args = append([]string{"serve", "--backend", "etcd", "--etcd-endpoints", endpoint,
+			"--node-id", p.ID, "--http-addr", p.APIAddr, "--log-level", "info"}, args...)
+		c.Procs = append(c.Procs, p)
+		c.launch(p)
+	}
+	t.Cleanup(c.cleanup)
+	return c
+}
+
 func (c *Cluster) serveArgs(p *Proc) []string {
 	return []string{"serve", "--node-id", p.ID, "--data-dir", p.DataDir,
 		"--raft-addr", p.RaftAddr, "--raft-advertise", p.RaftAdv, "--http-addr", p.APIAddr,

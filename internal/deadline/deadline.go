@@ -1,0 +1,73 @@
+// Package deadline drives the time-based transitions of an FSM on the node
+// that leads: the FSM never reads a clock, so the leader proposes a Tick
+// whenever the FSM's earliest deadline has passed on its own clock.
+package deadline
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// idle is the longest wait between two looks at the clock, so that a clock
+// that jumps forward is noticed.
+const idle = time.Second
+
+// Ticker proposes Tick commands for one FSM.
+type Ticker struct {
+	// FSM is the local replica whose deadlines are watched.
+	FSM *fsm.FSM
+	// Now is the leader's clock, in unix nanoseconds.
+	Now func() int64
+	// Propose proposes a Tick and returns once it is applied.
+	Propose func(ctx context.Context, c fsm.Command) error
+	// Logger receives failed ticks at debug level.
+	Logger hclog.Logger
+}
+
+// Run proposes a Tick whenever the FSM's earliest deadline is due, until
+// ctx is done. A failed tick is retried after a short pause.
+func (t Ticker) Run(ctx context.Context) {
+	timer := time.NewTimer(idle)
+	defer timer.Stop()
+	for {
+		changed := t.FSM.Changed()
+		wait := idle
+		if d, ok := t.FSM.NextDeadline(); ok {
+			if due := time.Duration(d - t.Now()); due <= 0 {
+				if err := t.Propose(ctx, &fsm.Tick{}); err != nil {
+					if t.Logger != nil {
+						t.Logger.Debug("tick failed", "error", err)
+					}
+					if !Sleep(ctx, 100*time.Millisecond) {
+						return
+					}
+				}
+				continue
+			} else if due < wait {
+				wait = due
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-timer.C:
+		}
+	}
+}
+
+// Sleep waits for d or until ctx is done; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

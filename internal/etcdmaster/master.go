@@ -1,0 +1,487 @@
+// Package etcdmaster runs one master of the etcd-backed parity mode, the
+// design of the original PaddlePaddle master: one active master at a time,
+// elected with the etcd lock, which saves the whole FSM snapshot to etcd
+// after every change. Standby masters wait on the lock and redirect clients
+// to the active one. It runs the same FSM as the Raft backend and serves the
+// same HTTP API, so trainers cannot tell the two apart.
+//
+// The active master applies a command to its FSM, then saves the state in a
+// transaction that succeeds only while it holds the lock. It answers only
+// after the save. If a save fails, the master steps down: it gives up the
+// lock and, once it holds it again, reloads the state from etcd, which is
+// the only truth. A command whose save failed is reported with an unknown
+// outcome; the client retries it with the same request id, and the FSM's
+// deduplication, which is part of the saved state, keeps the retry from
+// applying twice.
+package etcdmaster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/klauspost/compress/gzip"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/deadline"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/raftmaster/raftmaster/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// DefaultMembersPath is the etcd prefix under which every master, active
+// or standby, lists itself for `cluster inspect`.
+const DefaultMembersPath = "/master/members/"
+
+// Config configures a master.
+type Config struct {
+	// ID names this master.
+	ID string
+	// APIAddr is the address clients are sent to; it is published at the
+	// store's AddrPath while this master is active.
+	APIAddr string
+	// Store configures etcd; Store.Addr is set to APIAddr.
+	Store store.EtcdConfig
+	// MembersPath is the prefix where masters list themselves.
+	MembersPath string
+	// FailoverGrace is the time a new active master gives every lease.
+	FailoverGrace time.Duration
+	// Clock stamps commands; time.Now by default.
+	Clock func() time.Time
+	// Logger receives the master's logs.
+	Logger hclog.Logger
+}
+
+// Master is one master process of the etcd backend. It implements
+// rpc.Backend.
+type Master struct {
+	cfg Config
+	log hclog.Logger
+	st  *store.EtcdStore
+	fsm *fsm.FSM
+
+	mu     sync.Mutex // serialises applies and saves, and guards idx
+	idx    uint64
+	active atomic.Bool
+	master atomic.Pointer[rpc.NodeRef] // the active master, from etcd
+
+	stepDown chan struct{}
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+var _ rpc.Backend = (*Master)(nil)
+
+// Start connects to etcd, lists this master and starts campaigning for the
+// lock in the background.
+func Start(cfg Config) (*Master, error) {
+	if cfg.ID == "" || cfg.APIAddr == "" {
+		return nil, errors.New("etcdmaster: a master needs an id and an API address")
+	}
+	if cfg.MembersPath == "" {
+		cfg.MembersPath = DefaultMembersPath
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	cfg.Store.Addr = cfg.APIAddr
+	st, err := store.NewEtcdStore(cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Store = st.Config()
+	m := &Master{cfg: cfg, log: cfg.Logger, st: st, fsm: fsm.New(), stepDown: make(chan struct{}, 1)}
+	m.master.Store(&rpc.NodeRef{})
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.Store.RequestTimeout)
+	defer cancel()
+	if _, err := st.Client().Put(ctx, m.memberKey(cfg.ID), cfg.APIAddr, clientv3.WithLease(st.Lease())); err != nil {
+		st.Shutdown()
+		return nil, fmt.Errorf("etcdmaster: list this master: %w", err)
+	}
+	runCtx, runCancel := context.WithCancel(context.Background())
+	m.cancel = runCancel
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		store.WatchMasterAddr(runCtx, st.Client(), cfg.Store.AddrPath, func(addr string) {
+			ref := rpc.NodeRef{ID: m.memberID(runCtx, addr), APIAddr: addr}
+			m.master.Store(&ref)
+		})
+	}()
+	go func() {
+		defer m.wg.Done()
+		m.run(runCtx)
+	}()
+	return m, nil
+}
+
+// Lost is closed when this master's etcd session has ended, for example
+// after etcd was unreachable for longer than the TTL. The master then
+// serves nothing; the process should exit and be restarted.
+func (m *Master) Lost() <-chan struct{} { return m.st.Done() }
+
+// Active reports whether this master holds the lock and serves.
+func (m *Master) Active() bool { return m.active.Load() }
+
+// Shutdown stops serving, gives the lock up so that a standby takes over at
+// once, and closes the etcd session.
+func (m *Master) Shutdown(context.Context) error {
+	m.cancel()
+	m.wg.Wait()
+	return m.st.Shutdown()
+}
+
+// run campaigns for the lock, serves while it holds it, and campaigns again
+// after stepping down, until ctx ends or the session is lost.
+func (m *Master) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		m.log.Info("waiting for the master lock", "lock", m.cfg.Store.LockPath)
+		if err := m.st.Lock(ctx); err != nil {
+			if ctx.Err() != nil || m.sessionLost() {
+				m.log.Error("stopped campaigning", "error", err)
+				return
+			}
+			m.log.Warn("campaign failed", "error", err)
+			if !deadline.Sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		if err := m.takeOver(ctx); err != nil {
+			m.log.Error("take-over failed; giving the lock up", "error", err)
+			m.release()
+			if !deadline.Sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		m.log.Info("active master", "api", m.cfg.APIAddr, "clock", m.fsm.Clock())
+		m.serve(ctx)
+		m.release()
+		if m.sessionLost() {
+			m.log.Error("etcd session lost; this master stops serving")
+			return
+		}
+	}
+}
+
+func (m *Master) sessionLost() bool {
+	select {
+	case <-m.st.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// takeOver loads the saved state, registers this master in the node
+// registry and gives every lease the fail-over grace, then starts serving.
+func (m *Master) takeOver(ctx context.Context) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	blob, err := m.st.Load()
+	if err != nil {
+		return err
+	}
+	state, err := decodeState(blob)
+	if err != nil {
+		return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
+	}
+	if err := m.fsm.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
+		return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
+	}
+	m.idx = max(m.idx, m.fsm.AppliedIndex())
+	self := fsm.Node{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}
+	if cur, ok := m.fsm.Node(self.ID); !ok || cur != self {
+		if _, err := m.applyLocked(ctx, &fsm.RegisterNode{Node: self}); err != nil {
+			return err
+		}
+	}
+	if _, err := m.applyLocked(ctx, &fsm.LeaderGrace{Grace: m.cfg.FailoverGrace}); err != nil {
+		return err
+	}
+	m.drainStepDown()
+	m.active.Store(true)
+	return nil
+}
+
+// release stops serving and gives the lock up, unless the session is gone
+// and with it the lock.
+func (m *Master) release() {
+	m.mu.Lock()
+	m.active.Store(false)
+	m.mu.Unlock()
+	if m.sessionLost() {
+		return
+	}
+	if err := m.st.Unlock(context.Background()); err != nil {
+		m.log.Warn("giving the lock up failed; it expires with the session", "error", err)
+	}
+}
+
+func (m *Master) drainStepDown() {
+	select {
+	case <-m.stepDown:
+	default:
+	}
+}
+
+func (m *Master) requestStepDown() {
+	m.active.Store(false)
+	select {
+	case m.stepDown <- struct{}{}:
+	default:
+	}
+}
+
+// serve proposes ticks when the FSM's earliest deadline passes, until ctx
+// ends, the session is lost or the master steps down.
+func (m *Master) serve(ctx context.Context) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-m.st.Done():
+		case <-m.stepDown:
+			m.log.Info("stepping down")
+		}
+		cancel()
+	}()
+	deadline.Ticker{
+		FSM: m.fsm,
+		Now: func() int64 { return m.cfg.Clock().UnixNano() },
+		Propose: func(ctx context.Context, c fsm.Command) error {
+			_, err := m.Apply(ctx, c)
+			return err
+		},
+		Logger: m.log,
+	}.Run(ctx)
+}
+
+// Apply implements rpc.Backend: it applies c and saves the state before it
+// answers.
+func (m *Master) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.active.Load() {
+		return nil, m.notActive()
+	}
+	return m.applyLocked(ctx, c)
+}
+
+// applyLocked stamps, applies and saves c; m.mu is held. A failed save
+// makes the master step down, since its memory may now be ahead of etcd.
+func (m *Master) applyLocked(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	c.Hdr().Now = m.cfg.Clock().UnixNano()
+	m.idx++
+	r := m.fsm.ApplyEntry(m.idx, fsm.Encode(c))
+	blob, err := encodeState(m.fsm)
+	if err == nil {
+		err = m.st.Save(blob)
+	}
+	if err != nil {
+		m.requestStepDown()
+		if errors.Is(err, store.ErrNotOwner) {
+			return nil, fmt.Errorf("%w: %v", rpc.ErrNotLeader, err)
+		}
+		return nil, fmt.Errorf("%w: %v", rpc.ErrUnknownOutcome, err)
+	}
+	return r, nil
+}
+
+func (m *Master) notActive() error {
+	if addr := m.master.Load().APIAddr; addr != "" && addr != m.cfg.APIAddr {
+		return rpc.ErrNotLeader
+	}
+	return rpc.ErrNoLeader
+}
+
+// NodeID implements rpc.Backend.
+func (m *Master) NodeID() string { return m.cfg.ID }
+
+// FSM implements rpc.Backend.
+func (m *Master) FSM() *fsm.FSM { return m.fsm }
+
+// SetDataset implements rpc.Backend with a single SetDataset command: the
+// whole state is one etcd value anyway.
+func (m *Master) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	return m.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
+}
+
+// ReadBarrier implements rpc.Backend: this master is active and etcd
+// confirms that it holds the lock. Applies are answered only after their
+// save, so every acknowledged write is in the FSM.
+func (m *Master) ReadBarrier(ctx context.Context) error {
+	if !m.active.Load() {
+		return m.notActive()
+	}
+	owner, err := m.st.IsOwner(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %v", rpc.ErrNoLeader, err)
+	}
+	if !owner || !m.active.Load() {
+		return m.notActive()
+	}
+	return nil
+}
+
+// Leader implements rpc.Backend: this master when active, else the address
+// the active one published.
+func (m *Master) Leader() (rpc.NodeRef, bool) {
+	if m.active.Load() {
+		return rpc.NodeRef{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}, true
+	}
+	ref := *m.master.Load()
+	if ref.APIAddr == "" || ref.APIAddr == m.cfg.APIAddr {
+		return rpc.NodeRef{}, false
+	}
+	return ref, true
+}
+
+// memberID finds the id of the master listed with API address addr; it
+// falls back to the address itself.
+func (m *Master) memberID(ctx context.Context, addr string) string {
+	if addr == "" {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, m.cfg.Store.RequestTimeout)
+	defer cancel()
+	if members, err := m.listMembers(ctx); err == nil {
+		for _, mem := range members {
+			if mem.APIAddr == addr {
+				return mem.ID
+			}
+		}
+	}
+	return addr
+}
+
+// Status implements rpc.Backend.
+func (m *Master) Status() rpc.StatusResponse {
+	state := "Standby"
+	if m.active.Load() {
+		state = "Leader"
+	}
+	leader, _ := m.Leader()
+	m.mu.Lock()
+	idx := m.idx
+	m.mu.Unlock()
+	return rpc.StatusResponse{
+		NodeID: m.cfg.ID, APIAddr: m.cfg.APIAddr, State: state, Leader: leader,
+		LastIndex: idx, CommitIndex: idx, AppliedIndex: m.fsm.AppliedIndex(),
+		LastContact: "0s", Ready: m.Ready(), FSM: m.fsm.Stats(),
+	}
+}
+
+// Members implements rpc.Backend: every master listed in etcd, active or
+// standby, sorted by id.
+func (m *Master) Members(ctx context.Context) ([]rpc.Member, error) {
+	out, err := m.listMembers(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list masters: %v", rpc.ErrNoLeader, err)
+	}
+	active := m.master.Load().APIAddr
+	if m.active.Load() {
+		active = m.cfg.APIAddr
+	}
+	for i := range out {
+		out[i].Leader = out[i].APIAddr == active
+	}
+	return out, nil
+}
+
+func (m *Master) listMembers(ctx context.Context) ([]rpc.Member, error) {
+	resp, err := m.st.Client().Get(ctx, m.cfg.MembersPath, clientv3.WithPrefix())
+	if err != nil {
+		return nil, err
+	}
+	out := make([]rpc.Member, 0, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		addr := string(kv.Value)
+		out = append(out, rpc.Member{
+			ID: path.Base(strings.TrimPrefix(string(kv.Key), m.cfg.MembersPath)), APIAddr: addr,
+			Suffrage: "Master",
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
+
+func (m *Master) memberKey(id string) string { return m.cfg.MembersPath + id }
+
+// Join implements rpc.Backend; masters of the etcd backend join by starting.
+func (m *Master) Join(context.Context, rpc.JoinClusterRequest) error {
+	return fmt.Errorf("%w: the etcd backend has no membership changes: start another master with the same --etcd-endpoints", fsm.ErrInvalid)
+}
+
+// Remove implements rpc.Backend; masters of the etcd backend leave by
+// stopping.
+func (m *Master) Remove(context.Context, string) error {
+	return fmt.Errorf("%w: the etcd backend has no membership changes: stop the master process instead", fsm.ErrInvalid)
+}
+
+// Transfer implements rpc.Backend: the active master gives the lock up and
+// the standby that has waited longest takes it. The etcd lock cannot pick
+// a particular master, so id must be empty.
+func (m *Master) Transfer(_ context.Context, id string) error {
+	if id != "" {
+		return fmt.Errorf("%w: the etcd backend hands over to the standby that waited longest; give no id", fsm.ErrInvalid)
+	}
+	if !m.active.Load() {
+		return m.notActive()
+	}
+	m.requestStepDown()
+	return nil
+}
+
+// Ready implements rpc.Backend: this master serves, or knows who does.
+func (m *Master) Ready() bool {
+	if m.active.Load() {
+		return true
+	}
+	addr := m.master.Load().APIAddr
+	return addr != "" && addr != m.cfg.APIAddr
+}
+
+// encodeState is the value saved in etcd: the FSM snapshot, gzipped.
+func encodeState(f *fsm.FSM) ([]byte, error) {
+	var b bytes.Buffer
+	zw, _ := gzip.NewWriterLevel(&b, gzip.BestSpeed) // a valid level never fails
+	if err := f.WriteSnapshot(zw); err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+// decodeState reverses encodeState; no saved state is an empty FSM.
+func decodeState(blob []byte) ([]byte, error) {
+	if blob == nil {
+		return fsm.New().SnapshotBytes(), nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(blob))
+	if err != nil {
+		return nil, err
+	}
+	return io.ReadAll(io.LimitReader(zr, maxState))
+}
+
+// maxState bounds the decompressed state, against a corrupt value.
+const maxState = 4 << 30

@@ -1,0 +1,166 @@
+package etcdmaster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/etcdtest"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/raftmaster/raftmaster/store"
+)
+
+func startMaster(t *testing.T, endpoint, id string) *Master {
+	t.Helper()
+	m, err := Start(Config{
+		ID: id, APIAddr: id + ":8080",
+		Store:         store.EtcdConfig{Endpoints: []string{endpoint}, TTL: 2 * time.Second},
+		FailoverGrace: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Shutdown(context.Background()) })
+	return m
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+var trainer = uuid.MustParse("00000000-0000-0000-0000-000000000001")
+
+func dataset() *fsm.SetDataset {
+	return &fsm.SetDataset{
+		Header: fsm.Header{Request: fsm.RequestID{Client: trainer, Seq: 1}},
+		Params: fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute, FailureMax: 2},
+		Chunks: []fsm.Chunk{{Path: "/d/a", Offset: 0, Records: 10}, {Path: "/d/a", Offset: 100, Records: 10}},
+	}
+}
+
+func mustApply(t *testing.T, m *Master, c fsm.Command) *fsm.Result {
+	t.Helper()
+	r, err := m.Apply(context.Background(), c)
+	if err != nil {
+		t.Fatalf("apply %T: %v", c, err)
+	}
+	if r.Code != fsm.CodeOK {
+		t.Fatalf("apply %T: code %v %s", c, r.Code, r.Message)
+	}
+	return r
+}
+
+// TestStandbyTakesOverWithTheState: the active master serves and saves; a
+// standby refuses writes and points at it; after a hand-over the standby
+// serves the very same state, and the old master refuses writes.
+func TestStandbyTakesOverWithTheState(t *testing.T) {
+	e := etcdtest.Start(t)
+	a := startMaster(t, e.Endpoint, "a")
+	waitFor(t, "a to be active", a.Active)
+	b := startMaster(t, e.Endpoint, "b")
+	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+
+	mustApply(t, a, dataset())
+	task := mustApply(t, a, &fsm.GetTask{Header: fsm.Header{Request: fsm.RequestID{Client: trainer, Seq: 2}}}).Task
+	if task == nil {
+		t.Fatal("no task dispatched")
+	}
+	if _, err := b.Apply(context.Background(), &fsm.GetTask{}); !errors.Is(err, rpc.ErrNotLeader) {
+		t.Fatalf("standby apply: %v, want ErrNotLeader", err)
+	}
+	if err := b.ReadBarrier(context.Background()); !errors.Is(err, rpc.ErrNotLeader) {
+		t.Fatalf("standby read barrier: %v, want ErrNotLeader", err)
+	}
+	if err := a.ReadBarrier(context.Background()); err != nil {
+		t.Fatalf("active read barrier: %v", err)
+	}
+	members, err := a.Members(context.Background())
+	if err != nil || len(members) != 2 || !members[0].Leader || members[1].Leader {
+		t.Fatalf("members %+v, %v; want a (active) and b", members, err)
+	}
+
+	if err := a.Transfer(context.Background(), "b"); !errors.Is(err, fsm.ErrInvalid) {
+		t.Fatalf("transfer to a named master: %v, want ErrInvalid", err)
+	}
+	if err := a.Transfer(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to be active", b.Active)
+	if a.Active() {
+		t.Fatal("both masters active")
+	}
+	// b has a's state: the pending task, and the dedup memory of the
+	// GetTask, so a retry returns the same task instead of a new one.
+	st := b.FSM().Stats()
+	if st.Pending != 1 || st.Todo != 1 {
+		t.Fatalf("after the hand-over: %+v, want 1 pending and 1 todo", st)
+	}
+	again := mustApply(t, b, &fsm.GetTask{Header: fsm.Header{Request: fsm.RequestID{Client: trainer, Seq: 2}}})
+	if again.Task == nil || again.Task.Meta != task.Meta {
+		t.Fatalf("retried GetTask after the hand-over gave %+v, want %+v", again.Task, task.Meta)
+	}
+	if _, err := a.Apply(context.Background(), &fsm.GetTask{}); !errors.Is(err, rpc.ErrNotLeader) {
+		t.Fatalf("old master apply: %v, want ErrNotLeader", err)
+	}
+}
+
+// TestDeposedMasterStepsDown: when etcd ends the active master's session
+// behind its back (an expired lease), its next write is not acknowledged,
+// it stops serving, and the standby's state holds only acknowledged writes.
+func TestDeposedMasterStepsDown(t *testing.T) {
+	e := etcdtest.Start(t)
+	a := startMaster(t, e.Endpoint, "a")
+	waitFor(t, "a to be active", a.Active)
+	b := startMaster(t, e.Endpoint, "b")
+	mustApply(t, a, dataset())
+	acked := a.FSM().Stats()
+
+	if _, err := a.st.Client().Revoke(context.Background(), a.st.Lease()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to be active", b.Active)
+	_, err := a.Apply(context.Background(), &fsm.GetTask{})
+	if !errors.Is(err, rpc.ErrNotLeader) && !errors.Is(err, rpc.ErrUnknownOutcome) {
+		t.Fatalf("deposed master's write: %v, want not-leader or unknown outcome", err)
+	}
+	if a.Active() {
+		t.Fatal("deposed master still active")
+	}
+	select {
+	case <-a.Lost():
+	case <-time.After(30 * time.Second):
+		t.Fatal("deposed master did not report its lost session")
+	}
+	got := b.FSM().Stats()
+	if got.Todo != acked.Todo || got.Pending != acked.Pending {
+		t.Fatalf("new master has %+v, want the acknowledged %+v", got, acked)
+	}
+}
+
+func TestCorruptSavedStateIsRefused(t *testing.T) {
+	for name, blob := range map[string][]byte{
+		"not gzip":     []byte("garbage"),
+		"gzip garbage": gzipped(t, []byte("not a snapshot")),
+	} {
+		state, err := decodeState(blob)
+		if err == nil {
+			err = fsm.New().Restore(nopCloser(state))
+		}
+		if err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if state, err := decodeState(nil); err != nil || fsm.New().Restore(nopCloser(state)) != nil {
+		t.Fatalf("no saved state must load as an empty FSM: %v", err)
+	}
+}

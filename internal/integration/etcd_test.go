@@ -1,0 +1,65 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/internal/etcdtest"
+	"github.com/raftmaster/raftmaster/internal/proccluster"
+)
+
+// TestEtcdBackendFailover runs the etcd-backed parity mode: two real master
+// processes against a real etcd, trainers that find the master through
+// etcd (WithEtcd), and a SIGKILL of the active master mid-pass. The standby
+// takes the lock when the dead master's session expires, loads the saved
+// state, and every pass completes with every record delivered.
+func TestEtcdBackendFailover(t *testing.T) {
+	e := etcdtest.Start(t)
+	c := proccluster.StartEtcd(t, e.Endpoint, 2, "--etcd-ttl", "2s", "--chunks-per-task", "1", "--failover-grace", "2s")
+	active := c.Leader()
+	standby := c.Others(active)[0]
+	c.WaitReady()
+
+	glob := writeDataset(t, t.TempDir(), 150, 50, 60)
+	setter := newClient(t, client.WithEtcd([]string{e.Endpoint}, time.Minute))
+	if err := setter.SetDataset([]string{glob}); err != nil {
+		t.Fatal(err)
+	}
+	// The standby redirects to the active master.
+	if _, err := newClient(t, client.WithAddr(standby.APIAddr)).Status(); err != nil {
+		t.Fatalf("status through the standby: %v", err)
+	}
+	out, err := cli(t, c, "cluster", "inspect", "--addr", standby.APIAddr)
+	if err != nil {
+		t.Fatalf("cluster inspect: %v", err)
+	}
+	for _, id := range []string{"m1", "m2"} {
+		if !strings.Contains(out, id) {
+			t.Fatalf("cluster inspect does not list master %s:\n%s", id, out)
+		}
+	}
+
+	const trainers, passes = 3, 3
+	var log passLog
+	wait := startTrainers(t, trainers, passes, &log, client.WithEtcd([]string{e.Endpoint}, time.Minute), client.WithBuffer(4))
+	c.WaitFor("pass 0 to be under way", time.Minute, func() bool { return log.delivered(0) >= 30 })
+	t.Logf("killing active master %s", active.ID)
+	c.Kill(active)
+	wait()
+	// Every acknowledged change was saved before it was answered, and the
+	// new master's grace keeps the dead one's leases alive: no record is
+	// lost and none comes twice.
+	checkPasses(t, &log, passes, 150, false)
+	if got := c.Leader(); got != standby {
+		t.Fatalf("active master is %s, want the standby %s", got.ID, standby.ID)
+	}
+	st, err := setter.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.FSM.Pass < passes-1 {
+		t.Fatalf("master is at pass %d, want >= %d", st.FSM.Pass, passes-1)
+	}
+}

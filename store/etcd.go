@@ -1,0 +1,321 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftmaster/raftmaster/internal/deadline"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// Default etcd keys, the ones the original master used.
+const (
+	DefaultLockPath  = "/master/lock"
+	DefaultAddrPath  = "/master/addr"
+	DefaultStatePath = "/master/state"
+	// DefaultTTL is how long a dead master keeps the lock.
+	DefaultTTL = 10 * time.Second
+	// DefaultRequestTimeout bounds each etcd request.
+	DefaultRequestTimeout = 10 * time.Second
+)
+
+// ErrNotOwner means this store does not hold the master lock, or lost it:
+// another master may be active, so the state was not saved.
+var ErrNotOwner = errors.New("store: this master does not hold the etcd lock")
+
+// EtcdConfig configures an EtcdStore. Zero fields take the defaults.
+type EtcdConfig struct {
+	// Endpoints are etcd's client URLs or host:port pairs.
+	Endpoints []string
+	// Addr is the address this master publishes at AddrPath once it holds
+	// the lock.
+	Addr string
+	// LockPath, AddrPath and StatePath are the etcd keys of the lock, the
+	// active master's address and the saved state.
+	LockPath, AddrPath, StatePath string
+	// TTL is the lease of this master's session: after a crash, a standby
+	// takes the lock within TTL. Whole seconds; at least 1s.
+	TTL time.Duration
+	// DialTimeout bounds the first connection; RequestTimeout each request.
+	DialTimeout, RequestTimeout time.Duration
+	// MaxCallSendBytes raises the client's limit on one request (the saved
+	// state); the etcd server's --max-request-bytes must allow it too.
+	MaxCallSendBytes int
+}
+
+func (c *EtcdConfig) setDefaults() error {
+	if len(c.Endpoints) == 0 {
+		return errors.New("store: no etcd endpoints")
+	}
+	if c.LockPath == "" {
+		c.LockPath = DefaultLockPath
+	}
+	if c.AddrPath == "" {
+		c.AddrPath = DefaultAddrPath
+	}
+	if c.StatePath == "" {
+		c.StatePath = DefaultStatePath
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.TTL < time.Second {
+		return fmt.Errorf("store: etcd session TTL %v is under 1s", c.TTL)
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = DefaultRequestTimeout
+	}
+	return nil
+}
+
+// EtcdStore is a Store in etcd that also elects the active master. A master
+// calls Lock, which waits until it holds the lock at LockPath and then
+// publishes its address at AddrPath. Save only succeeds while the lock is
+// held, in the same etcd transaction, so a deposed master can never
+// overwrite its successor's state. The lock and the address are tied to the
+// store's session lease: when the process dies they vanish after TTL.
+type EtcdStore struct {
+	cfg  EtcdConfig
+	cli  *clientv3.Client
+	sess *concurrency.Session
+	mu   *concurrency.Mutex
+}
+
+// NewEtcdStore connects to etcd and opens a session. It does not take the
+// lock; call Lock.
+func NewEtcdStore(cfg EtcdConfig) (*EtcdStore, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	cli, err := NewEtcdClient(cfg.Endpoints, cfg.DialTimeout, cfg.MaxCallSendBytes)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
+	defer cancel()
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(cfg.TTL/time.Second)), concurrency.WithContext(context.Background()))
+	if err == nil {
+		// NewSession has no deadline of its own: check that etcd answers.
+		_, err = cli.Get(ctx, cfg.LockPath, clientv3.WithCountOnly())
+	}
+	if err != nil {
+		if sess != nil {
+			sess.Orphan()
+		}
+		cli.Close()
+		return nil, fmt.Errorf("store: etcd session at %v: %w", cfg.Endpoints, err)
+	}
+	return &EtcdStore{cfg: cfg, cli: cli, sess: sess, mu: concurrency.NewMutex(sess, cfg.LockPath)}, nil
+}
+
+// NewEtcdClient connects an etcd client to endpoints. It fails when no
+// endpoint answers within dialTimeout. maxSend, when positive, raises the
+// client's limit on the size of one request.
+func NewEtcdClient(endpoints []string, dialTimeout time.Duration, maxSend int) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: nopLogger()}
+	if maxSend > 0 {
+		cfg.MaxCallSendMsgSize = maxSend
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: etcd at %v: %w", endpoints, err)
+	}
+	return cli, nil
+}
+
+// Config returns the store's configuration, defaults filled in.
+func (s *EtcdStore) Config() EtcdConfig { return s.cfg }
+
+// Client returns the store's etcd client.
+func (s *EtcdStore) Client() *clientv3.Client { return s.cli }
+
+// Lock waits until this store holds the master lock, then publishes Addr at
+// AddrPath under the session lease. It returns early with ctx's error, or
+// with an error when the session ends.
+func (s *EtcdStore) Lock(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-s.sess.Done():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	if err := s.mu.Lock(ctx); err != nil {
+		if s.sessionDone() {
+			return fmt.Errorf("store: etcd session ended while waiting for %s", s.cfg.LockPath)
+		}
+		return fmt.Errorf("store: lock %s: %w", s.cfg.LockPath, err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer rcancel()
+	resp, err := s.cli.Txn(rctx).If(s.mu.IsOwner()).
+		Then(clientv3.OpPut(s.cfg.AddrPath, s.cfg.Addr, clientv3.WithLease(s.sess.Lease()))).Commit()
+	if err != nil {
+		return fmt.Errorf("store: publish %s: %w", s.cfg.AddrPath, err)
+	}
+	if !resp.Succeeded {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// Unlock gives the lock up, so that a standby can take it. The address key
+// is deleted with it when it is still this master's.
+func (s *EtcdStore) Unlock(ctx context.Context) error {
+	if !s.everLocked() {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	if _, err := s.cli.Txn(ctx).If(s.mu.IsOwner(), clientv3.Compare(clientv3.LeaseValue(s.cfg.AddrPath), "=", s.sess.Lease())).
+		Then(clientv3.OpDelete(s.cfg.AddrPath)).Commit(); err != nil {
+		return fmt.Errorf("store: unpublish %s: %w", s.cfg.AddrPath, err)
+	}
+	if err := s.mu.Unlock(ctx); err != nil {
+		return fmt.Errorf("store: unlock %s: %w", s.cfg.LockPath, err)
+	}
+	return nil
+}
+
+// IsOwner reports, with a round trip to etcd, whether this store holds the
+// lock now.
+func (s *EtcdStore) IsOwner(ctx context.Context) (bool, error) {
+	if !s.everLocked() {
+		return false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(s.mu.IsOwner()).Commit()
+	if err != nil {
+		return false, fmt.Errorf("store: check %s: %w", s.cfg.LockPath, err)
+	}
+	return resp.Succeeded, nil
+}
+
+// Done is closed when the store's session ends: its lease expired or the
+// store was shut down. A master must stop serving then.
+func (s *EtcdStore) Done() <-chan struct{} { return s.sess.Done() }
+
+// everLocked reports whether Lock has created this store's key under
+// LockPath; before that there is nothing to compare ownership against.
+func (s *EtcdStore) everLocked() bool { return s.mu.Key() != "" }
+
+func (s *EtcdStore) sessionDone() bool {
+	select {
+	case <-s.sess.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// Save implements Store. It writes state at StatePath if, and only if, this
+// store holds the lock; otherwise it fails with ErrNotOwner.
+func (s *EtcdStore) Save(state []byte) error {
+	if !s.everLocked() {
+		return ErrNotOwner
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(s.mu.IsOwner()).Then(clientv3.OpPut(s.cfg.StatePath, string(state))).Commit()
+	if err != nil {
+		return fmt.Errorf("store: save %s (%d bytes): %w", s.cfg.StatePath, len(state), err)
+	}
+	if !resp.Succeeded {
+		return ErrNotOwner
+	}
+	return nil
+}
+
+// Load implements Store: the state at StatePath, or nil when there is none.
+func (s *EtcdStore) Load() ([]byte, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	resp, err := s.cli.Get(ctx, s.cfg.StatePath)
+	if err != nil {
+		return nil, fmt.Errorf("store: load %s: %w", s.cfg.StatePath, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil
+	}
+	return resp.Kvs[0].Value, nil
+}
+
+// Shutdown implements Store: it gives up the lock, ends the session and
+// closes the client.
+func (s *EtcdStore) Shutdown() error {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
+	defer cancel()
+	var err error
+	if !s.sessionDone() {
+		if owner, oerr := s.IsOwner(ctx); oerr == nil && owner {
+			err = s.Unlock(ctx)
+		}
+	}
+	if cerr := s.sess.Close(); cerr != nil && err == nil && !errors.Is(cerr, context.Canceled) {
+		err = fmt.Errorf("store: close etcd session: %w", cerr)
+	}
+	if cerr := s.cli.Close(); cerr != nil && err == nil && !errors.Is(cerr, context.Canceled) {
+		err = fmt.Errorf("store: close etcd client: %w", cerr)
+	}
+	return err
+}
+
+var _ Store = (*EtcdStore)(nil)
+
+// MasterAddr returns the address the active master published at addrPath,
+// or "" when no master is active.
+func MasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string) (string, error) {
+	resp, err := cli.Get(ctx, addrPath)
+	if err != nil {
+		return "", fmt.Errorf("store: read %s: %w", addrPath, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return "", nil
+	}
+	return string(resp.Kvs[0].Value), nil
+}
+
+// WatchMasterAddr calls found with the active master's address now and
+// every time it changes ("" when none is active), until ctx is done.
+func WatchMasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string, found func(addr string)) {
+	for ctx.Err() == nil {
+		resp, err := cli.Get(ctx, addrPath)
+		if err != nil {
+			if !deadline.Sleep(ctx, time.Second) {
+				return
+			}
+			continue
+		}
+		addr := ""
+		if len(resp.Kvs) > 0 {
+			addr = string(resp.Kvs[0].Value)
+		}
+		found(addr)
+		wch := cli.Watch(clientv3.WithRequireLeader(ctx), addrPath, clientv3.WithRev(resp.Header.Revision+1))
+		for wr := range wch {
+			if wr.Err() != nil {
+				break
+			}
+			for _, ev := range wr.Events {
+				if ev.Type == clientv3.EventTypeDelete {
+					found("")
+				} else {
+					found(string(ev.Kv.Value))
+				}
+			}
+		}
+	}
+}
+
+// Lease returns the lease of the store's session; keys put with it vanish
+// when the session ends.
+func (s *EtcdStore) Lease() clientv3.LeaseID { return s.sess.Lease() }
