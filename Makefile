@@ -8,7 +8,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench run demo chaos chaos-variants fuzz clean
+.PHONY: help build test lint bench run demo chaos chaos-variants docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -39,6 +39,9 @@ chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n
 chaos-variants: ## prove the fault-injection checks catch deliberately broken builds
 	CHAOS_EXPECT_VIOLATION=1 $(GO) test -count=1 -timeout 30m -tags chaos_broken_client -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION=1 RAFTMASTER_BUILD_TAGS=chaos_broken_fsm $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
+
+docker-test: ## the deploy/ compose cluster under a network partition (needs Docker and docker-compose)
+	$(GO) test -tags docker -count=1 -timeout 20m -run '^TestDockerComposePartition$$' -v ./internal/integration/
 
 FUZZTIME ?= 60s
 fuzz: ## run each fuzz target (RecordIO decoding, FSM apply/restore/decode) for FUZZTIME

@@ -37,7 +37,7 @@ func Binary(t testing.TB) string {
 		return p
 	}
 	buildOnce.Do(func() {
-		root, err := moduleRoot()
+		root, err := ModuleRoot()
 		if err != nil {
 			buildErr = err
 			return
@@ -64,7 +64,8 @@ func Binary(t testing.TB) string {
 	return buildPath
 }
 
-func moduleRoot() (string, error) {
+// ModuleRoot returns the directory of the raftmaster module.
+func ModuleRoot() (string, error) {
 	out, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env GOMOD: %w", err)
