@@ -39,10 +39,20 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 func newTestCluster(t *testing.T, n int) *testCluster {
 	t.Helper()
+	return newTestClusterWith(t, n, nil)
+}
+
+// newTestClusterWith starts n bootstrapped nodes; configure, when set,
+// adjusts each node's configuration first.
+func newTestClusterWith(t *testing.T, n int, configure func(*Config)) *testCluster {
+	t.Helper()
 	c := &testCluster{t: t}
 	var peers []Peer
 	for i := range n {
 		cfg := testConfig(t, fmt.Sprintf("n%d", i+1), t.TempDir())
+		if configure != nil {
+			configure(&cfg)
+		}
 		node, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
 )
 
 // Peer is a member of the static bootstrap configuration.
@@ -69,6 +70,11 @@ type Config struct {
 	// of the configured one. Fault-injection tests route each link through
 	// its own proxy with it.
 	DialOverride map[string]string
+	// Transport, when set, replaces the TCP transport on RaftAddr; its
+	// LocalAddr is the advertised Raft address. Tests use raft's in-memory
+	// transport to cut links without sockets. The node closes it when it
+	// implements io.Closer.
+	Transport raft.Transport
 	// Clock is the node's time source; tests offset it.
 	Clock func() time.Time
 	// Logger receives all logs; nil discards them.
@@ -82,7 +88,7 @@ func (c *Config) setDefaults() error {
 	if c.DataDir == "" {
 		return errors.New("raftnode: data dir is empty")
 	}
-	if c.RaftAddr == "" {
+	if c.RaftAddr == "" && c.Transport == nil {
 		return errors.New("raftnode: raft address is empty")
 	}
 	if len(c.Peers) > 0 {

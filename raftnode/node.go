@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -40,7 +41,7 @@ type Node struct {
 	log    hclog.Logger
 	fsm    *fsm.FSM
 	raft   *raft.Raft
-	trans  *raft.NetworkTransport
+	trans  raft.Transport
 	store  *raftboltdb.BoltStore
 	notify chan bool
 
@@ -73,29 +74,12 @@ func New(cfg Config) (*Node, error) {
 		n.store.Close()
 		return nil, fmt.Errorf("raftnode: snapshot store: %w", err)
 	}
-	var adv net.Addr
-	_, port, _ := net.SplitHostPort(cfg.RaftAdvertise)
-	if port != "0" {
-		a, err := net.ResolveTCPAddr("tcp", cfg.RaftAdvertise)
-		if err != nil {
-			n.store.Close()
-			return nil, fmt.Errorf("raftnode: raft advertise address %q: %w", cfg.RaftAdvertise, err)
-		}
-		adv = a
-	}
-	tc := &raft.NetworkTransportConfig{MaxPool: 4, Timeout: 10 * time.Second, Logger: n.log.Named("transport")}
-	if len(cfg.DialOverride) > 0 {
-		tc.ServerAddressProvider = dialOverride(cfg.DialOverride)
-	}
-	n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, adv, tc)
-	if err != nil {
+	if cfg.Transport != nil {
+		n.trans = cfg.Transport
+		n.cfg.RaftAdvertise = string(cfg.Transport.LocalAddr())
+	} else if err := n.openTCPTransport(); err != nil {
 		n.store.Close()
-		return nil, fmt.Errorf("raftnode: raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	if port == "0" {
-		// The transport picked a port: advertise what it bound. Otherwise
-		// keep the configured form, which may be a stable host name.
-		n.cfg.RaftAdvertise = string(n.trans.LocalAddr())
+		return nil, err
 	}
 
 	rc := raft.DefaultConfig()
@@ -149,8 +133,39 @@ func (n *Node) Bootstrap(peers []Peer) error {
 }
 
 func (n *Node) closeStores() {
-	n.trans.Close()
+	if c, ok := n.trans.(io.Closer); ok {
+		c.Close()
+	}
 	n.store.Close()
+}
+
+// openTCPTransport listens for Raft on RaftAddr and advertises
+// RaftAdvertise, or the bound address when the port is 0.
+func (n *Node) openTCPTransport() error {
+	var adv net.Addr
+	_, port, _ := net.SplitHostPort(n.cfg.RaftAdvertise)
+	if port != "0" {
+		a, err := net.ResolveTCPAddr("tcp", n.cfg.RaftAdvertise)
+		if err != nil {
+			return fmt.Errorf("raftnode: raft advertise address %q: %w", n.cfg.RaftAdvertise, err)
+		}
+		adv = a
+	}
+	tc := &raft.NetworkTransportConfig{MaxPool: 4, Timeout: 10 * time.Second, Logger: n.log.Named("transport")}
+	if len(n.cfg.DialOverride) > 0 {
+		tc.ServerAddressProvider = dialOverride(n.cfg.DialOverride)
+	}
+	trans, err := raft.NewTCPTransportWithConfig(n.cfg.RaftAddr, adv, tc)
+	if err != nil {
+		return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftAddr, err)
+	}
+	n.trans = trans
+	if port == "0" {
+		// The transport picked a port: advertise what it bound. Otherwise
+		// keep the configured form, which may be a stable host name.
+		n.cfg.RaftAdvertise = string(n.trans.LocalAddr())
+	}
+	return nil
 }
 
 // dialOverride is a raft.ServerAddressProvider over a fixed map; ids not in
