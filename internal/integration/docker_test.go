@@ -169,4 +169,3 @@ func run(t *testing.T, dir, name string, args ...string) string {
 	}
 	return string(out)
 }
-
