@@ -19,6 +19,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/chaos/check"
 	"github.com/raftmaster/raftmaster/internal/chaos/history"
 	"github.com/raftmaster/raftmaster/internal/chaos/netfault"
+	"github.com/raftmaster/raftmaster/internal/chaos/timeline"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 	"github.com/raftmaster/raftmaster/recordio"
 )
@@ -320,6 +321,15 @@ func writeReport(t testing.TB, rep Report, ops []history.Op) {
 	if err := history.Write(f, ops); err != nil {
 		t.Logf("history: %v", err)
 	}
+	base := strings.TrimSuffix(rep.HistoryPath, ".jsonl")
 	b, _ := json.MarshalIndent(rep, "", "  ")
-	_ = os.WriteFile(strings.TrimSuffix(rep.HistoryPath, ".jsonl")+".report.json", b, 0o644)
+	_ = os.WriteFile(base+".report.json", b, 0o644)
+	spans := make([]timeline.Span, len(rep.Faults))
+	for i, f := range rep.Faults {
+		spans[i] = timeline.Span{Label: string(f.Kind) + " " + f.Detail, Start: f.Start, End: f.End}
+	}
+	title := fmt.Sprintf("seed %d: %d operations, %d faults, %d violations", rep.Seed, rep.Ops, len(rep.Faults), len(rep.Violations))
+	if err := timeline.Save(base+".timeline.png", title, ops, spans); err != nil {
+		t.Logf("timeline: %v", err)
+	}
 }
