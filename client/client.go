@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -37,8 +36,8 @@ type Client struct {
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
 
-	id  uuid.UUID
-	seq atomic.Uint64
+	id    uuid.UUID
+	lanes lanes // request ids of writes
 	ep  endpoints
 
 	ctx    context.Context // cancelled by Close
@@ -181,6 +180,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.logger = c.logger.Named("client")
 	c.ep.addrs = c.addrs
+	c.lanes.base = c.id
 	c.ch = make(chan record, c.bufSize)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if etcd != nil {

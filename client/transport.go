@@ -135,8 +135,11 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		payload = b
 	}
 	var reqID string
+	var ln *lane
 	if cl.write {
-		reqID = fmt.Sprintf("%s/%d", c.id, c.seq.Add(1))
+		ln = c.lanes.acquire()
+		defer c.lanes.release(ln)
+		reqID = ln.next()
 	}
 	budget := cl.budget
 	if budget == 0 {
@@ -152,7 +155,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			base = c.ep.pick()
 		}
 		if retryWithFreshIDs && cl.write && attempt > 0 {
-			reqID = fmt.Sprintf("%s/%d", c.id, c.seq.Add(1))
+			reqID = ln.next()
 		}
 		ae := c.attempt(ctx, base, cl, payload, reqID)
 		if ae == nil {

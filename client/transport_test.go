@@ -367,3 +367,78 @@ func TestNewClientOptions(t *testing.T) {
 		t.Fatalf("GetTask after Close: %v, want ErrClientClosed", err)
 	}
 }
+
+// TestConcurrentRetriesOfASharedClient: many goroutines share one Client,
+// and the first answer to each of their writes is lost after the write was
+// applied. Every retry must still be recognised, however many newer writes
+// the Client made in between: each goroutine gets the task its first
+// attempt leased, and no task is leased twice.
+func TestConcurrentRetriesOfASharedClient(t *testing.T) {
+	const writers = 3 * fsm.DedupPerClient
+	path := writeRecords(t, 200, 1)
+	local := rpctest.NewLocal()
+	var (
+		mu      sync.Mutex
+		seen    = map[string]bool{}
+		firsts  int
+		release = make(chan struct{})
+	)
+	lose := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			id := r.Header.Get(rpc.HeaderRequestID)
+			mu.Lock()
+			first := r.URL.Path == rpc.PathTaskGet && !seen[id]
+			seen[id] = true
+			if first {
+				firsts++
+				if firsts == writers {
+					close(release)
+				}
+			}
+			mu.Unlock()
+			if !first {
+				h.ServeHTTP(w, r)
+				return
+			}
+			h.ServeHTTP(httptest.NewRecorder(), r) // applied, answer lost
+			// Hold every answer until all first attempts are applied, so
+			// that each retry comes after every other write.
+			select {
+			case <-release:
+			case <-time.After(30 * time.Second):
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusServiceUnavailable)
+			json.NewEncoder(w).Encode(rpc.Error{Code: rpc.CodeUnknownOutcome, Message: "injected"})
+		})
+	}
+	ts := startServer(t, local, lose)
+	c := newClient(t, client.WithAddr(ts.URL))
+	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tasks := make([]client.Task, writers)
+	errs := make([]error, writers)
+	var wg sync.WaitGroup
+	for i := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tasks[i], errs[i] = c.GetTask(0)
+		}()
+	}
+	wg.Wait()
+	leased := map[int]bool{}
+	for i := range writers {
+		if errs[i] != nil {
+			t.Fatalf("writer %d: %v", i, errs[i])
+		}
+		if leased[tasks[i].Meta.ID] {
+			t.Fatalf("task %d returned to two writers", tasks[i].Meta.ID)
+		}
+		leased[tasks[i].Meta.ID] = true
+	}
+	if st := local.FSM().Stats(); st.Pending != writers {
+		t.Fatalf("%d tasks leased, want %d: a retry was applied twice", st.Pending, writers)
+	}
+}
