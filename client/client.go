@@ -38,7 +38,7 @@ type Client struct {
 
 	id    uuid.UUID
 	lanes lanes // request ids of writes
-	ep  endpoints
+	ep    endpoints
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
