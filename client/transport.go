@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/raftmaster/raftmaster/rpc"
@@ -201,8 +202,16 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 	if timeout == 0 {
 		timeout = defaultAttemptTimeout
 	}
+	ctx, cancelCause := context.WithCancelCause(ctx)
+	defer cancelCause(nil)
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var current atomic.Pointer[string] // the node being asked
+	current.Store(&base)
+	if cl.timeout == 0 && cl.addr == "" {
+		// Long polls set their own timeout and are expected to wait.
+		defer c.watchLeaderMove(ctx, &current, cancelCause)()
+	}
 	target := base + cl.path
 	if len(cl.query) > 0 {
 		target += "?" + cl.query.Encode()
@@ -225,6 +234,9 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		}
 		resp, err := c.hc.Do(req)
 		if err != nil {
+			if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
+				err = cause
+			}
 			return &attemptError{err: err, retry: true}
 		}
 		if resp.StatusCode == http.StatusTemporaryRedirect || resp.StatusCode == http.StatusPermanentRedirect {
@@ -240,7 +252,9 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 			if err != nil || loc == "" || (u.Scheme != "http" && u.Scheme != "https") {
 				return &attemptError{err: fmt.Errorf("raftmaster client: bad redirect %q from %s", loc, target), retry: true}
 			}
-			c.ep.setLeader(u.Scheme + "://" + u.Host)
+			next := u.Scheme + "://" + u.Host
+			c.ep.setLeader(next)
+			current.Store(&next)
 			c.logger.Debug("redirected", "path", cl.path, "from", target, "to", u.String())
 			target = u.String()
 			continue

@@ -442,3 +442,25 @@ func TestConcurrentRetriesOfASharedClient(t *testing.T) {
 		t.Fatalf("%d tasks leased, want %d: a retry was applied twice", st.Pending, writers)
 	}
 }
+
+// TestAbandonsAnUnresponsiveLeader: the node the client is talking to
+// holds the request without answering, as a paused leader does, while
+// another node leads. The client asks the others who leads, abandons the
+// attempt and completes the call there, well inside a retry budget that a
+// full attempt timeout would exhaust.
+func TestAbandonsAnUnresponsiveLeader(t *testing.T) {
+	hold := make(chan struct{})
+	paused := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(hold); paused.Close() })
+	leader := startServer(t, rpctest.NewLocal(), nil)
+	c := newClient(t, client.WithAddrs(paused.URL, leader.URL), client.WithRetry(4500*time.Millisecond))
+	ok, err := c.RequestSaveModel("t", time.Minute)
+	if err != nil || !ok {
+		t.Fatalf("RequestSaveModel: %v, %v; want it granted by the other node", ok, err)
+	}
+}
