@@ -54,6 +54,7 @@ type Client struct {
 
 	etcdEndpoints []string // WithEtcd
 	etcdTimeout   time.Duration
+	etcdAddrKey   string // WithEtcdPrefix
 }
 
 // Option configures a Client.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/raftmaster/raftmaster/store"
@@ -25,6 +26,22 @@ func WithEtcd(endpoints []string, timeout time.Duration) Option {
 		}
 		c.etcdEndpoints = endpoints
 		c.etcdTimeout = timeout
+		if c.etcdAddrKey == "" {
+			c.etcdAddrKey = store.DefaultAddrPath
+		}
+		return nil
+	}
+}
+
+// WithEtcdPrefix makes WithEtcd follow the masters started with serve
+// --etcd-prefix prefix: the address is read at prefix+"/addr" instead of
+// /master/addr.
+func WithEtcdPrefix(prefix string) Option {
+	return func(c *Client) error {
+		if !strings.HasPrefix(prefix, "/") {
+			return fmt.Errorf("raftmaster client: etcd prefix %q: want an absolute key such as /master", prefix)
+		}
+		c.etcdAddrKey = strings.TrimSuffix(prefix, "/") + "/addr"
 		return nil
 	}
 }
@@ -39,7 +56,7 @@ func (c *Client) discoverMaster() (*clientv3.Client, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.etcdTimeout)
 	defer cancel()
 	found := make(chan string, 1)
-	go store.WatchMasterAddr(ctx, cli, store.DefaultAddrPath, func(addr string) {
+	go store.WatchMasterAddr(ctx, cli, c.etcdAddrKey, func(addr string) {
 		if addr != "" {
 			select {
 			case found <- addr:
@@ -53,7 +70,7 @@ func (c *Client) discoverMaster() (*clientv3.Client, string, error) {
 	case <-ctx.Done():
 		cli.Close()
 		return nil, "", fmt.Errorf("raftmaster client: no master published its address at %s in etcd %v within %v",
-			store.DefaultAddrPath, c.etcdEndpoints, c.etcdTimeout)
+			c.etcdAddrKey, c.etcdEndpoints, c.etcdTimeout)
 	}
 }
 
@@ -61,7 +78,7 @@ func (c *Client) discoverMaster() (*clientv3.Client, string, error) {
 // publishes, until the client is closed.
 func (c *Client) followMaster(cli *clientv3.Client) {
 	defer cli.Close()
-	store.WatchMasterAddr(c.ctx, cli, store.DefaultAddrPath, func(addr string) {
+	store.WatchMasterAddr(c.ctx, cli, c.etcdAddrKey, func(addr string) {
 		if addr == "" {
 			return
 		}

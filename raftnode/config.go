@@ -71,9 +71,10 @@ type Config struct {
 	// its own proxy with it.
 	DialOverride map[string]string
 	// Transport, when set, replaces the TCP transport on RaftAddr; its
-	// LocalAddr is the advertised Raft address. Tests use raft's in-memory
-	// transport to cut links without sockets. The node closes it when it
-	// implements io.Closer.
+	// LocalAddr is the advertised Raft address, and RaftAddr, RaftAdvertise
+	// and DialOverride are not used. Tests use raft's in-memory transport to
+	// cut links without sockets. The node closes it when it implements
+	// io.Closer.
 	Transport raft.Transport
 	// Clock is the node's time source; tests offset it.
 	Clock func() time.Time

@@ -51,3 +51,11 @@ type Backend interface {
 	// Ready reports whether the node has a leader and has caught up.
 	Ready() bool
 }
+
+// FollowerReads is implemented by a Backend whose nodes that do not lead
+// may hold no up-to-date copy of the state (the etcd backend's standbys).
+// When ServesFollowerReads reports false, such a node sends watches to the
+// leader instead of answering them from its own FSM.
+type FollowerReads interface {
+	ServesFollowerReads() bool
+}

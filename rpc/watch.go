@@ -52,12 +52,21 @@ func (s *Server) parseWatch(q url.Values) (watchQuery, error) {
 }
 
 // handleWatch is the allgather long poll. It answers from the local FSM,
-// so followers serve it too, waiting for their FSM to catch up: it returns
+// so followers serve it too (unless the backend says its followers cannot,
+// see FollowerReads), waiting for their FSM to catch up: it returns
 // when the join's outcome is final, or "pending" when the wait runs out.
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	wq, err := s.parseWatch(r.URL.Query())
 	if err != nil {
 		return err
+	}
+	if fr, ok := s.b.(FollowerReads); ok && !fr.ServesFollowerReads() {
+		if l, ok := s.b.Leader(); !ok || l.ID != s.b.NodeID() {
+			if ok {
+				return ErrNotLeader
+			}
+			return ErrNoLeader
+		}
 	}
 	f := s.b.FSM()
 	timer := time.NewTimer(wq.wait)

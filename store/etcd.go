@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/raftmaster/raftmaster/internal/deadline"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 )
@@ -41,10 +43,19 @@ type EtcdConfig struct {
 	TTL time.Duration
 	// DialTimeout bounds the first connection; RequestTimeout each request.
 	DialTimeout, RequestTimeout time.Duration
-	// MaxCallSendBytes raises the client's limit on one request (the saved
-	// state); the etcd server's --max-request-bytes must allow it too.
-	MaxCallSendBytes int
+	// MaxStateBytes bounds a saved state; Save refuses a larger one with
+	// ErrTooLarge before sending it. etcd's --max-request-bytes must allow
+	// it (1.5 MiB by default, which DefaultMaxStateBytes fits under).
+	MaxStateBytes int
 }
+
+// DefaultMaxStateBytes fits a saved state and its transaction under etcd's
+// default --max-request-bytes of 1.5 MiB.
+const DefaultMaxStateBytes = 1_500_000
+
+// ErrTooLarge means the state is larger than the store takes; nothing was
+// saved.
+var ErrTooLarge = errors.New("store: state too large")
 
 func (c *EtcdConfig) setDefaults() error {
 	if len(c.Endpoints) == 0 {
@@ -71,6 +82,12 @@ func (c *EtcdConfig) setDefaults() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.MaxStateBytes == 0 {
+		c.MaxStateBytes = DefaultMaxStateBytes
+	}
+	if c.MaxStateBytes < 0 {
+		return fmt.Errorf("store: negative MaxStateBytes %d", c.MaxStateBytes)
+	}
 	return nil
 }
 
@@ -84,7 +101,11 @@ type EtcdStore struct {
 	cfg  EtcdConfig
 	cli  *clientv3.Client
 	sess *concurrency.Session
-	mu   *concurrency.Mutex
+	mu   *concurrency.Mutex // used by Lock and Unlock only
+
+	ownerMu  sync.Mutex
+	owner    bool         // Lock succeeded and Unlock has not run
+	ownerCmp clientv3.Cmp // holds in etcd while this store holds the lock
 }
 
 // NewEtcdStore connects to etcd and opens a session. It does not take the
@@ -93,30 +114,32 @@ func NewEtcdStore(cfg EtcdConfig) (*EtcdStore, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	cli, err := NewEtcdClient(cfg.Endpoints, cfg.DialTimeout, cfg.MaxCallSendBytes)
+	cli, err := NewEtcdClient(cfg.Endpoints, cfg.DialTimeout, cfg.MaxStateBytes+64<<10)
 	if err != nil {
 		return nil, err
 	}
+	// Grant the session's lease with a deadline: the client does not wait
+	// for a connection when it is created, and a session would wait for
+	// its lease forever.
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestTimeout)
 	defer cancel()
-	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(cfg.TTL/time.Second)), concurrency.WithContext(context.Background()))
-	if err == nil {
-		// NewSession has no deadline of its own: check that etcd answers.
-		_, err = cli.Get(ctx, cfg.LockPath, clientv3.WithCountOnly())
-	}
+	lease, err := cli.Grant(ctx, int64(cfg.TTL/time.Second))
 	if err != nil {
-		if sess != nil {
-			sess.Orphan()
-		}
+		cli.Close()
+		return nil, fmt.Errorf("store: etcd at %v: %w", cfg.Endpoints, err)
+	}
+	sess, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(cfg.TTL/time.Second)))
+	if err != nil {
 		cli.Close()
 		return nil, fmt.Errorf("store: etcd session at %v: %w", cfg.Endpoints, err)
 	}
 	return &EtcdStore{cfg: cfg, cli: cli, sess: sess, mu: concurrency.NewMutex(sess, cfg.LockPath)}, nil
 }
 
-// NewEtcdClient connects an etcd client to endpoints. It fails when no
-// endpoint answers within dialTimeout. maxSend, when positive, raises the
-// client's limit on the size of one request.
+// NewEtcdClient returns an etcd client for endpoints. It does not wait for
+// a connection: its first request does, within that request's deadline.
+// dialTimeout bounds each connection attempt. maxSend, when positive,
+// raises the client's limit on the size of one request.
 func NewEtcdClient(endpoints []string, dialTimeout time.Duration, maxSend int) (*clientv3.Client, error) {
 	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: nopLogger()}
 	if maxSend > 0 {
@@ -154,9 +177,13 @@ func (s *EtcdStore) Lock(ctx context.Context) error {
 		}
 		return fmt.Errorf("store: lock %s: %w", s.cfg.LockPath, err)
 	}
+	s.ownerMu.Lock()
+	s.owner, s.ownerCmp = true, s.mu.IsOwner() // read here, where Lock wrote it
+	s.ownerMu.Unlock()
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer rcancel()
-	resp, err := s.cli.Txn(rctx).If(s.mu.IsOwner()).
+	owns, _ := s.isOwnerCmp()
+	resp, err := s.cli.Txn(rctx).If(owns).
 		Then(clientv3.OpPut(s.cfg.AddrPath, s.cfg.Addr, clientv3.WithLease(s.sess.Lease()))).Commit()
 	if err != nil {
 		return fmt.Errorf("store: publish %s: %w", s.cfg.AddrPath, err)
@@ -170,30 +197,43 @@ func (s *EtcdStore) Lock(ctx context.Context) error {
 // Unlock gives the lock up, so that a standby can take it. The address key
 // is deleted with it when it is still this master's.
 func (s *EtcdStore) Unlock(ctx context.Context) error {
-	if !s.everLocked() {
+	owns, ok := s.isOwnerCmp()
+	if !ok {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	if _, err := s.cli.Txn(ctx).If(s.mu.IsOwner(), clientv3.Compare(clientv3.LeaseValue(s.cfg.AddrPath), "=", s.sess.Lease())).
+	if _, err := s.cli.Txn(ctx).If(owns, clientv3.Compare(clientv3.LeaseValue(s.cfg.AddrPath), "=", s.sess.Lease())).
 		Then(clientv3.OpDelete(s.cfg.AddrPath)).Commit(); err != nil {
 		return fmt.Errorf("store: unpublish %s: %w", s.cfg.AddrPath, err)
 	}
+	s.ownerMu.Lock()
+	s.owner = false
+	s.ownerMu.Unlock()
 	if err := s.mu.Unlock(ctx); err != nil {
 		return fmt.Errorf("store: unlock %s: %w", s.cfg.LockPath, err)
 	}
 	return nil
 }
 
+// isOwnerCmp is the etcd comparison that holds while this store holds the
+// lock; ok is false when it does not think it holds it.
+func (s *EtcdStore) isOwnerCmp() (cmp clientv3.Cmp, ok bool) {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.ownerCmp, s.owner
+}
+
 // IsOwner reports, with a round trip to etcd, whether this store holds the
 // lock now.
 func (s *EtcdStore) IsOwner(ctx context.Context) (bool, error) {
-	if !s.everLocked() {
+	owns, ok := s.isOwnerCmp()
+	if !ok {
 		return false, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).If(s.mu.IsOwner()).Commit()
+	resp, err := s.cli.Txn(ctx).If(owns).Commit()
 	if err != nil {
 		return false, fmt.Errorf("store: check %s: %w", s.cfg.LockPath, err)
 	}
@@ -203,10 +243,6 @@ func (s *EtcdStore) IsOwner(ctx context.Context) (bool, error) {
 // Done is closed when the store's session ends: its lease expired or the
 // store was shut down. A master must stop serving then.
 func (s *EtcdStore) Done() <-chan struct{} { return s.sess.Done() }
-
-// everLocked reports whether Lock has created this store's key under
-// LockPath; before that there is nothing to compare ownership against.
-func (s *EtcdStore) everLocked() bool { return s.mu.Key() != "" }
 
 func (s *EtcdStore) sessionDone() bool {
 	select {
@@ -220,12 +256,19 @@ func (s *EtcdStore) sessionDone() bool {
 // Save implements Store. It writes state at StatePath if, and only if, this
 // store holds the lock; otherwise it fails with ErrNotOwner.
 func (s *EtcdStore) Save(state []byte) error {
-	if !s.everLocked() {
+	if len(state) > s.cfg.MaxStateBytes {
+		return fmt.Errorf("%w: %d bytes, over the limit of %d", ErrTooLarge, len(state), s.cfg.MaxStateBytes)
+	}
+	owns, ok := s.isOwnerCmp()
+	if !ok {
 		return ErrNotOwner
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := s.cli.Txn(ctx).If(s.mu.IsOwner()).Then(clientv3.OpPut(s.cfg.StatePath, string(state))).Commit()
+	resp, err := s.cli.Txn(ctx).If(owns).Then(clientv3.OpPut(s.cfg.StatePath, string(state))).Commit()
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+		return fmt.Errorf("%w: etcd refused %d bytes (raise its --max-request-bytes): %v", ErrTooLarge, len(state), err)
+	}
 	if err != nil {
 		return fmt.Errorf("store: save %s (%d bytes): %w", s.cfg.StatePath, len(state), err)
 	}
@@ -256,9 +299,7 @@ func (s *EtcdStore) Shutdown() error {
 	defer cancel()
 	var err error
 	if !s.sessionDone() {
-		if owner, oerr := s.IsOwner(ctx); oerr == nil && owner {
-			err = s.Unlock(ctx)
-		}
+		err = s.Unlock(ctx)
 	}
 	if cerr := s.sess.Close(); cerr != nil && err == nil && !errors.Is(cerr, context.Canceled) {
 		err = fmt.Errorf("store: close etcd session: %w", cerr)

@@ -148,3 +148,42 @@ func waitAddr(t *testing.T, ch <-chan string, want string) {
 		}
 	}
 }
+
+func TestEtcdStoreRefusesATooLargeState(t *testing.T) {
+	e := etcdtest.Start(t)
+	s, err := store.NewEtcdStore(store.EtcdConfig{Endpoints: []string{e.Endpoint}, Addr: "a", MaxStateBytes: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Shutdown()
+	if err := s.Lock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Save(make([]byte, 1000)); err != nil {
+		t.Fatalf("a state at the limit: %v", err)
+	}
+	if err := s.Save(make([]byte, 1001)); !errors.Is(err, store.ErrTooLarge) {
+		t.Fatalf("a state over the limit: %v, want ErrTooLarge", err)
+	}
+	if got, _ := s.Load(); len(got) != 1000 {
+		t.Fatalf("a refused save changed the state to %d bytes", len(got))
+	}
+}
+
+// TestEtcdStoreUnreachable: with no etcd to talk to, NewEtcdStore fails
+// within its request timeout instead of waiting for ever.
+func TestEtcdStoreUnreachable(t *testing.T) {
+	done := make(chan error, 1)
+	go func() {
+		_, err := store.NewEtcdStore(store.EtcdConfig{Endpoints: []string{"127.0.0.1:1"}, RequestTimeout: time.Second, DialTimeout: time.Second})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("NewEtcdStore without an etcd succeeded")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("NewEtcdStore without an etcd is still waiting after a minute")
+	}
+}

@@ -299,7 +299,11 @@ func startRaftBench(exe, dir string, nodes int) (*benchServers, error) {
 			return nil, err
 		}
 	}
-	return s, s.waitReady()
+	if err := s.waitReady(); err != nil {
+		s.stop()
+		return nil, err
+	}
+	return s, nil
 }
 
 func startEtcdBench(exe, dir string, endpoints []string) (*benchServers, error) {

@@ -41,6 +41,10 @@ func runServeEtcd(c *cli.Context) error {
 	if !strings.HasPrefix(prefix, "/") {
 		return fmt.Errorf("--etcd-prefix %q: want an absolute key such as /master", c.String("etcd-prefix"))
 	}
+	maxState := c.Int("etcd-max-state-bytes")
+	if maxState < 1024 {
+		return fmt.Errorf("--etcd-max-state-bytes %d: want at least 1024", maxState)
+	}
 	params, err := datasetDefaults(c)
 	if err != nil {
 		return err
@@ -56,7 +60,7 @@ func runServeEtcd(c *cli.Context) error {
 	m, err := etcdmaster.Start(etcdmaster.Config{
 		ID: c.String("node-id"), APIAddr: apiAddr,
 		Store: store.EtcdConfig{
-			Endpoints: endpoints, TTL: ttl,
+			Endpoints: endpoints, TTL: ttl, MaxStateBytes: maxState,
 			LockPath: prefix + "/lock", AddrPath: prefix + "/addr", StatePath: prefix + "/state",
 		},
 		MembersPath:   prefix + "/members/",
@@ -77,11 +81,13 @@ func runServeEtcd(c *cli.Context) error {
 	sig := waitForSignal(m.Lost())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	// Give the lock up first, so that a standby takes over while this
+	// process finishes its requests; they are redirected from then on.
+	merr := m.Shutdown(ctx)
 	herr := srv.Shutdown(ctx)
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) && herr == nil {
 		herr = err
 	}
-	merr := m.Shutdown(ctx)
 	if sig == "" {
 		return errors.New("lost the etcd session: this master can no longer prove it holds the lock; exiting")
 	}

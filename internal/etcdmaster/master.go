@@ -5,11 +5,17 @@
 // to the active one. It runs the same FSM as the Raft backend and serves the
 // same HTTP API, so trainers cannot tell the two apart.
 //
-// The active master applies a command to its FSM, then saves the state in a
-// transaction that succeeds only while it holds the lock. It answers only
-// after the save. If a save fails, the master steps down: it gives up the
-// lock and, once it holds it again, reloads the state from etcd, which is
-// the only truth. A command whose save failed is reported with an unknown
+// The master keeps two copies of the FSM. A command is applied to the
+// working copy, whose state is then saved in a transaction that succeeds
+// only while this master holds the lock; only then is the command applied
+// to the published copy, which reads, watches and the lease ticker see,
+// and answered. Nothing that etcd does not hold is ever visible, as with
+// Raft, where an entry is applied only once it is committed. If a save
+// fails, the working copy is reset from the published one. A state that is
+// too large to save is refused with too_large and nothing changes; any
+// other failure makes the master step down: it gives up the lock and,
+// once it holds it again, reloads the state from etcd, which is the only
+// truth. A command whose save failed that way is reported with an unknown
 // outcome; the client retries it with the same request id, and the FSM's
 // deduplication, which is part of the saved state, keeps the retry from
 // applying twice.
@@ -63,13 +69,14 @@ type Config struct {
 // Master is one master process of the etcd backend. It implements
 // rpc.Backend.
 type Master struct {
-	cfg Config
-	log hclog.Logger
-	st  *store.EtcdStore
-	fsm *fsm.FSM
+	cfg  Config
+	log  hclog.Logger
+	st   *store.EtcdStore
+	fsm  *fsm.FSM // published: holds only what etcd holds
+	work *fsm.FSM // where commands are applied before their state is saved
 
-	mu     sync.Mutex // serialises applies and saves, and guards idx
-	idx    uint64
+	mu     sync.Mutex // serialises applies and saves
+	idx    atomic.Uint64
 	active atomic.Bool
 	master atomic.Pointer[rpc.NodeRef] // the active master, from etcd
 
@@ -101,7 +108,7 @@ func Start(cfg Config) (*Master, error) {
 		return nil, err
 	}
 	cfg.Store = st.Config()
-	m := &Master{cfg: cfg, log: cfg.Logger, st: st, fsm: fsm.New(), stepDown: make(chan struct{}, 1)}
+	m := &Master{cfg: cfg, log: cfg.Logger, st: st, fsm: fsm.New(), work: fsm.New(), stepDown: make(chan struct{}, 1)}
 	m.master.Store(&rpc.NodeRef{})
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Store.RequestTimeout)
 	defer cancel()
@@ -198,10 +205,11 @@ func (m *Master) takeOver(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
 	}
-	if err := m.fsm.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
-		return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
+	for _, f := range []*fsm.FSM{m.work, m.fsm} {
+		if err := f.Restore(io.NopCloser(bytes.NewReader(state))); err != nil {
+			return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
+		}
 	}
-	m.idx = max(m.idx, m.fsm.AppliedIndex())
 	self := fsm.Node{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}
 	if cur, ok := m.fsm.Node(self.ID); !ok || cur != self {
 		if _, err := m.applyLocked(ctx, &fsm.RegisterNode{Node: self}); err != nil {
@@ -278,30 +286,51 @@ func (m *Master) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return nil, err // given up on while it waited for earlier saves
+	}
 	if !m.active.Load() {
 		return nil, m.notActive()
 	}
 	return m.applyLocked(ctx, c)
 }
 
-// applyLocked stamps, applies and saves c; m.mu is held. A failed save
-// makes the master step down, since its memory may now be ahead of etcd.
-func (m *Master) applyLocked(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+// applyLocked stamps c, applies it to the working copy, saves that, and
+// publishes c once etcd has it; m.mu is held.
+func (m *Master) applyLocked(_ context.Context, c fsm.Command) (*fsm.Result, error) {
 	c.Hdr().Now = m.cfg.Clock().UnixNano()
-	m.idx++
-	r := m.fsm.ApplyEntry(m.idx, fsm.Encode(c))
-	blob, err := encodeState(m.fsm)
+	idx := m.idx.Load() + 1
+	entry := fsm.Encode(c)
+	r := m.work.ApplyEntry(idx, entry)
+	blob, err := encodeState(m.work)
 	if err == nil {
 		err = m.st.Save(blob)
 	}
 	if err != nil {
-		m.requestStepDown()
-		if errors.Is(err, store.ErrNotOwner) {
+		m.resetWork()
+		switch {
+		case errors.Is(err, store.ErrTooLarge):
+			return nil, rpc.Errorf(rpc.CodeTooLarge, "the master's state would outgrow what etcd stores; nothing changed: %v", err)
+		case errors.Is(err, store.ErrNotOwner):
+			m.requestStepDown()
 			return nil, fmt.Errorf("%w: %v", rpc.ErrNotLeader, err)
 		}
+		m.requestStepDown()
 		return nil, fmt.Errorf("%w: %v", rpc.ErrUnknownOutcome, err)
 	}
+	m.fsm.ApplyEntry(idx, entry) // the same entry: the same result
+	m.idx.Store(idx)
 	return r, nil
+}
+
+// resetWork makes the working copy the published state again, after a
+// failed save.
+func (m *Master) resetWork() {
+	if err := m.work.Restore(io.NopCloser(bytes.NewReader(m.fsm.SnapshotBytes()))); err != nil {
+		// The published state was written by the same code; this cannot
+		// happen, and serving on would risk divergence.
+		panic(fmt.Sprintf("etcdmaster: reset the working state: %v", err))
+	}
 }
 
 func (m *Master) notActive() error {
@@ -333,6 +362,9 @@ func (m *Master) ReadBarrier(ctx context.Context) error {
 	owner, err := m.st.IsOwner(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %v", rpc.ErrNoLeader, err)
+	}
+	if !owner {
+		m.requestStepDown()
 	}
 	if !owner || !m.active.Load() {
 		return m.notActive()
@@ -378,9 +410,7 @@ func (m *Master) Status() rpc.StatusResponse {
 		state = "Leader"
 	}
 	leader, _ := m.Leader()
-	m.mu.Lock()
-	idx := m.idx
-	m.mu.Unlock()
+	idx := m.idx.Load()
 	return rpc.StatusResponse{
 		NodeID: m.cfg.ID, APIAddr: m.cfg.APIAddr, State: state, Leader: leader,
 		LastIndex: idx, CommitIndex: idx, AppliedIndex: m.fsm.AppliedIndex(),
@@ -448,6 +478,10 @@ func (m *Master) Transfer(_ context.Context, id string) error {
 	m.requestStepDown()
 	return nil
 }
+
+// ServesFollowerReads reports false: a standby holds no up-to-date copy of
+// the state, so watches go to the active master.
+func (m *Master) ServesFollowerReads() bool { return false }
 
 // Ready implements rpc.Backend: this master serves, or knows who does.
 func (m *Master) Ready() bool {

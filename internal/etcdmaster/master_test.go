@@ -3,6 +3,11 @@ package etcdmaster
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,11 +20,12 @@ import (
 
 func startMaster(t *testing.T, endpoint, id string) *Master {
 	t.Helper()
-	m, err := Start(Config{
-		ID: id, APIAddr: id + ":8080",
-		Store:         store.EtcdConfig{Endpoints: []string{endpoint}, TTL: 2 * time.Second},
-		FailoverGrace: time.Second,
-	})
+	return startMasterWith(t, id, store.EtcdConfig{Endpoints: []string{endpoint}, TTL: 2 * time.Second})
+}
+
+func startMasterWith(t *testing.T, id string, sc store.EtcdConfig) *Master {
+	t.Helper()
+	m, err := Start(Config{ID: id, APIAddr: id + ":8080", Store: sc, FailoverGrace: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,6 +142,9 @@ func TestDeposedMasterStepsDown(t *testing.T) {
 	if a.Active() {
 		t.Fatal("deposed master still active")
 	}
+	if got := a.FSM().Stats(); got.Pending != acked.Pending || got.Todo != acked.Todo {
+		t.Fatalf("the deposed master published an unsaved command: %+v, want %+v", got, acked)
+	}
 	select {
 	case <-a.Lost():
 	case <-time.After(30 * time.Second):
@@ -162,5 +171,54 @@ func TestCorruptSavedStateIsRefused(t *testing.T) {
 	}
 	if state, err := decodeState(nil); err != nil || fsm.New().Restore(nopCloser(state)) != nil {
 		t.Fatalf("no saved state must load as an empty FSM: %v", err)
+	}
+}
+
+// TestStateTooLargeForEtcd: a command that would make the state outgrow
+// what etcd stores is refused with too_large and changes nothing; the
+// master stays active and serves the next command.
+func TestStateTooLargeForEtcd(t *testing.T) {
+	e := etcdtest.Start(t)
+	m := startMasterWith(t, "a", store.EtcdConfig{Endpoints: []string{e.Endpoint}, TTL: 2 * time.Second, MaxStateBytes: 4096})
+	waitFor(t, "a to be active", m.Active)
+	before := m.FSM().StateHash()
+	big := dataset()
+	big.Chunks = nil
+	for i := range 5000 {
+		big.Chunks = append(big.Chunks, fsm.Chunk{Path: fmt.Sprintf("/d/%d", i), Records: 1})
+	}
+	_, err := m.Apply(context.Background(), big)
+	var re *rpc.Error
+	if !errors.As(err, &re) || re.Code != rpc.CodeTooLarge {
+		t.Fatalf("oversized state: %v, want a too_large error", err)
+	}
+	if m.FSM().StateHash() != before || !m.Active() {
+		t.Fatalf("a refused command changed the state (or the master stepped down)")
+	}
+	mustApply(t, m, dataset())
+	if !m.FSM().Stats().HasDataset {
+		t.Fatal("the next command was not applied")
+	}
+}
+
+// TestStandbyRedirectsWatches: a standby holds no current state, so an
+// allgather watch sent to it goes to the active master.
+func TestStandbyRedirectsWatches(t *testing.T) {
+	e := etcdtest.Start(t)
+	a := startMaster(t, e.Endpoint, "a")
+	waitFor(t, "a to be active", a.Active)
+	b := startMaster(t, e.Endpoint, "b")
+	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	srv := httptest.NewServer(rpc.NewServer(b, rpc.ServerConfig{}, nil))
+	defer srv.Close()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	q := url.Values{rpc.WatchParamGroup: {"g"}, rpc.WatchParamMember: {uuid.NewString()}, rpc.WatchParamGeneration: {"1"}}
+	resp, err := hc.Get(srv.URL + rpc.PathAllgatherWatch + "?" + q.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTemporaryRedirect || !strings.HasPrefix(resp.Header.Get("Location"), "http://a:8080/") {
+		t.Fatalf("standby watch: %s to %q, want 307 to a", resp.Status, resp.Header.Get("Location"))
 	}
 }

@@ -17,13 +17,14 @@ import (
 // state, and every pass completes with every record delivered.
 func TestEtcdBackendFailover(t *testing.T) {
 	e := etcdtest.Start(t)
-	c := proccluster.StartEtcd(t, e.Endpoint, 2, "--etcd-ttl", "2s", "--chunks-per-task", "1", "--failover-grace", "2s")
+	c := proccluster.StartEtcd(t, e.Endpoint, 2, "--etcd-prefix", "/jobs/resnet", "--etcd-ttl", "2s", "--chunks-per-task", "1", "--failover-grace", "2s")
+	viaEtcd := []client.Option{client.WithEtcd([]string{e.Endpoint}, time.Minute), client.WithEtcdPrefix("/jobs/resnet")}
 	active := c.Leader()
 	standby := c.Others(active)[0]
 	c.WaitReady()
 
 	glob := writeDataset(t, t.TempDir(), 150, 50, 60)
-	setter := newClient(t, client.WithEtcd([]string{e.Endpoint}, time.Minute))
+	setter := newClient(t, viaEtcd...)
 	if err := setter.SetDataset([]string{glob}); err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestEtcdBackendFailover(t *testing.T) {
 
 	const trainers, passes = 3, 3
 	var log passLog
-	wait := startTrainers(t, trainers, passes, &log, client.WithEtcd([]string{e.Endpoint}, time.Minute), client.WithBuffer(4))
+	wait := startTrainers(t, trainers, passes, &log, append(viaEtcd, client.WithBuffer(4))...)
 	c.WaitFor("pass 0 to be under way", time.Minute, func() bool { return log.delivered(0) >= 30 })
 	t.Logf("killing active master %s", active.ID)
 	c.Kill(active)
