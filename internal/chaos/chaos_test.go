@@ -3,6 +3,7 @@ package chaos
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -70,6 +71,7 @@ func TestChaos(t *testing.T) {
 	start := time.Now()
 	base := uint64(time.Now().UnixNano())
 	runs := 0
+	var sum Summary
 	for i := 0; ; i++ {
 		seed := base + uint64(i)
 		if len(seeds) > 0 {
@@ -84,6 +86,7 @@ func TestChaos(t *testing.T) {
 		ok := t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			rep := Run(t, Config{Seed: seed, Duration: run, Nodes: nodes, OutDir: out})
 			report(t, rep)
+			sum.Add(rep)
 			for _, v := range rep.Violations {
 				t.Errorf("violation: %s", v)
 			}
@@ -96,6 +99,9 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	t.Logf("%d seeds in %v", runs, time.Since(start).Round(time.Second))
+	var b strings.Builder
+	sum.Write(&b)
+	t.Logf("summary:\n%s", b.String())
 }
 
 // TestChaosExpectViolation runs against a deliberately broken build (see
@@ -116,4 +122,24 @@ func TestChaosExpectViolation(t *testing.T) {
 		}
 	}
 	t.Fatal("the broken variant was not caught in 5 runs")
+}
+
+func TestSummary(t *testing.T) {
+	var s Summary
+	s.Add(Report{Ops: 10, Faults: []FaultRecord{{Kind: KillLeader}, {Kind: KillLeader}},
+		Unavailable: map[FaultKind]time.Duration{KillLeader: time.Second}})
+	s.Add(Report{Ops: 5, Violations: []string{"x"}, Faults: []FaultRecord{{Kind: KillLeader}},
+		Unavailable: map[FaultKind]time.Duration{KillLeader: 3 * time.Second}})
+	s.Add(Report{Ops: 1, Faults: []FaultRecord{{Kind: KillLeader}},
+		Unavailable: map[FaultKind]time.Duration{KillLeader: 2 * time.Second}})
+	var b strings.Builder
+	if err := s.Write(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{"3 runs, 4 faults, 16 operations, 1 violations", "kill-leader", "  4  ", "2s", "3s"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
 }

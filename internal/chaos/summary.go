@@ -1,0 +1,55 @@
+package chaos
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"text/tabwriter"
+	"time"
+)
+
+// Summary aggregates the reports of several runs.
+type Summary struct {
+	Runs, Ops, Violations int
+	// Injected counts the faults of each kind.
+	Injected map[FaultKind]int
+	// Longest holds, per kind, each run's longest unavailability.
+	Longest map[FaultKind][]time.Duration
+}
+
+// Add folds one run's report in.
+func (s *Summary) Add(rep Report) {
+	if s.Injected == nil {
+		s.Injected, s.Longest = map[FaultKind]int{}, map[FaultKind][]time.Duration{}
+	}
+	s.Runs++
+	s.Ops += rep.Ops
+	s.Violations += len(rep.Violations)
+	for _, f := range rep.Faults {
+		s.Injected[f.Kind]++
+	}
+	for k, d := range rep.Unavailable {
+		s.Longest[k] = append(s.Longest[k], d)
+	}
+}
+
+// Write prints the summary as a table: per fault kind, how often it was
+// injected, and the median and worst of the runs' longest unavailability.
+func (s *Summary) Write(w io.Writer) error {
+	faults := 0
+	for _, n := range s.Injected {
+		faults += n
+	}
+	fmt.Fprintf(w, "%d runs, %d faults, %d operations, %d violations\n", s.Runs, faults, s.Ops, s.Violations)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "FAULT\tINJECTED\tMEDIAN LONGEST UNAVAILABILITY\tWORST")
+	for _, k := range AllFaults {
+		ds := slices.Clone(s.Longest[k])
+		if len(ds) == 0 {
+			continue
+		}
+		slices.Sort(ds)
+		fmt.Fprintf(tw, "%s\t%d\t%v\t%v\n", k, s.Injected[k], ds[len(ds)/2].Round(10*time.Millisecond), ds[len(ds)-1].Round(10*time.Millisecond))
+	}
+	return tw.Flush()
+}
