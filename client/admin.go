@@ -36,20 +36,20 @@ func (c *Client) Members() (rpc.ClusterResponse, error) {
 // AddNode adds node id as a voter, with its Raft and API addresses, or
 // refreshes its addresses when it is already a member.
 func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterJoin, write: true,
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterJoin, write: true, noProbe: true,
 		body: rpc.JoinClusterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
 }
 
 // RemoveNode removes node id from the cluster.
 func (c *Client) RemoveNode(id string) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemove, write: true,
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemove, write: true, noProbe: true,
 		body: rpc.RemoveRequest{ID: id}})
 }
 
 // TransferLeadership hands leadership to node id, or to the most
 // up-to-date follower when id is "".
 func (c *Client) TransferLeadership(id string) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterTransfer, write: true,
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterTransfer, write: true, noProbe: true,
 		body: rpc.TransferRequest{ID: id}})
 }
 

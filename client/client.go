@@ -36,9 +36,10 @@ type Client struct {
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
 
-	id    uuid.UUID
-	lanes lanes // request ids of writes
-	ep    endpoints
+	id     uuid.UUID
+	lanes  lanes  // request ids of writes
+	probes probes // who leads, when an attempt hangs
+	ep     endpoints
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc

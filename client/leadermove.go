@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,22 +15,33 @@ import (
 
 // A node that holds a request without answering (a paused or cut-off
 // leader) would cost the caller the whole attempt timeout. Once an attempt
-// has waited leaderProbeAfter, the client asks the other nodes, every
-// leaderProbeEvery, who leads; when another node leads, the attempt is
-// abandoned and the call retried there with the same request id, so a
-// write that the old leader did apply is not applied twice.
+// has waited leaderProbeAfter, the client asks the nodes, every
+// leaderProbeEvery, who leads; when another node leads and the node being
+// asked does not answer as the leader itself, the attempt is abandoned and
+// the call retried on the new leader with the same request id, so a write
+// that the old leader did apply is not applied twice.
 const (
 	leaderProbeAfter   = time.Second
 	leaderProbeEvery   = 500 * time.Millisecond
-	leaderProbeTimeout = time.Second
+	leaderProbeTimeout = 500 * time.Millisecond
 )
 
 // errLeaderMoved is the cause of an attempt abandoned for a new leader.
 var errLeaderMoved = errors.New("raftmaster client: another node took over as leader")
 
+// probes shares one round of status requests among the attempts that wait
+// at the same time, so that many slow calls do not multiply the load on a
+// cluster that is already in trouble.
+type probes struct {
+	mu      sync.Mutex
+	at      time.Time
+	asked   map[string]bool               // base URLs of the last round
+	results map[string]rpc.StatusResponse // by base URL, nodes that answered
+	running chan struct{}                 // closed when the round in flight ends
+}
+
 // watchLeaderMove cancels an attempt to *current with errLeaderMoved once
-// another node reports that it leads, and points the client at it. stop
-// ends the watch.
+// another node leads, and points the client at it. stop ends the watch.
 func (c *Client) watchLeaderMove(ctx context.Context, current *atomic.Pointer[string], cancel context.CancelCauseFunc) (stop func()) {
 	done := make(chan struct{})
 	go func() {
@@ -55,30 +67,99 @@ func (c *Client) watchLeaderMove(ctx context.Context, current *atomic.Pointer[st
 	return func() { close(done) }
 }
 
-// otherLeader asks every known node but current for its view of the
-// leader, and returns the base URL of a leader other than current, or "".
+// otherLeader returns the base URL of a leader other than current, or ""
+// while current still answers as the leader (it may be known under another
+// address, or simply be slow) or no other leader is known.
 func (c *Client) otherLeader(ctx context.Context, current string) string {
-	c.ep.mu.Lock()
-	addrs := append([]string(nil), c.ep.addrs...)
-	c.ep.mu.Unlock()
-	for _, a := range addrs {
-		if a == current {
-			continue
-		}
-		st, err := c.staleStatus(ctx, a)
-		if err != nil {
-			continue
-		}
-		if st.State == "Leader" && st.Ready {
-			return a
-		}
-		if st.Leader.APIAddr != "" {
+	statuses := c.probeAll(ctx, current)
+	if st, ok := statuses[current]; ok && st.State == "Leader" && st.Ready {
+		return ""
+	}
+	var currentID string
+	if st, ok := statuses[current]; ok {
+		currentID = st.NodeID
+	}
+	for base, st := range statuses {
+		switch {
+		case base == current:
+		case st.State == "Leader" && st.Ready && st.NodeID != currentID:
+			return base
+		case st.Leader.APIAddr != "" && st.Leader.ID != currentID:
 			if l, err := normalizeAddr(st.Leader.APIAddr); err == nil && l != current {
 				return l
 			}
 		}
 	}
 	return ""
+}
+
+// probeAll asks current and every known node for its own status, in
+// parallel, and returns the answers by base URL. A round younger than
+// leaderProbeEvery/2 is reused; a round in flight is waited for.
+func (c *Client) probeAll(ctx context.Context, current string) map[string]rpc.StatusResponse {
+	p := &c.probes
+	p.mu.Lock()
+	for p.running != nil {
+		running := p.running
+		p.mu.Unlock()
+		select {
+		case <-running:
+		case <-ctx.Done():
+			return nil
+		}
+		p.mu.Lock()
+	}
+	if p.asked[current] && time.Since(p.at) < leaderProbeEvery/2 {
+		res := p.results
+		p.mu.Unlock()
+		return res
+	}
+	p.running = make(chan struct{})
+	p.mu.Unlock()
+
+	c.ep.mu.Lock()
+	addrs := append([]string(nil), c.ep.addrs...)
+	c.ep.mu.Unlock()
+	if !contains(addrs, current) {
+		addrs = append(addrs, current)
+	}
+	var (
+		mu  sync.Mutex
+		res = map[string]rpc.StatusResponse{}
+		wg  sync.WaitGroup
+	)
+	for _, a := range addrs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, err := c.staleStatus(ctx, a); err == nil {
+				mu.Lock()
+				res[a] = st
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+
+	asked := map[string]bool{}
+	for _, a := range addrs {
+		asked[a] = true
+	}
+	p.mu.Lock()
+	p.at, p.asked, p.results = time.Now(), asked, res
+	close(p.running)
+	p.running = nil
+	p.mu.Unlock()
+	return res
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
 }
 
 // staleStatus reads one node's own status, without going to the leader.

@@ -115,6 +115,10 @@ type call struct {
 	timeout time.Duration // of each attempt; 0 means defaultAttemptTimeout
 	budget  time.Duration // for retries; 0 means the client's
 	addr    string        // one node only: no rotation, redirect or retry
+	// noProbe keeps the attempt on its node however long it waits: for
+	// writes that are not de-duplicated, which a retry elsewhere could
+	// repeat (membership changes).
+	noProbe bool
 }
 
 // attemptError is the outcome of one failed attempt.
@@ -122,6 +126,7 @@ type attemptError struct {
 	err        error
 	retry      bool          // the call may be sent again with the same request id
 	retryAfter time.Duration // what the server asked for, if anything
+	moved      bool          // abandoned for a new leader, which is already the hint
 }
 
 // do performs c, following redirects and retrying retryable failures with
@@ -168,7 +173,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		if !ae.retry || cl.addr != "" {
 			return ae.err
 		}
-		c.ep.failed(base)
+		if !ae.moved {
+			c.ep.failed(base)
+		}
 		wait := rand.N(min(backoffMax, backoffMin<<min(attempt, 10)) + 1)
 		if ae.retryAfter > 0 {
 			wait = max(wait, min(ae.retryAfter, backoffMax))
@@ -208,7 +215,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 	defer cancel()
 	var current atomic.Pointer[string] // the node being asked
 	current.Store(&base)
-	if cl.timeout == 0 && cl.addr == "" {
+	if cl.timeout == 0 && cl.addr == "" && !cl.noProbe {
 		// Long polls set their own timeout and are expected to wait.
 		defer c.watchLeaderMove(ctx, &current, cancelCause)()
 	}
@@ -235,7 +242,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		resp, err := c.hc.Do(req)
 		if err != nil {
 			if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
-				err = cause
+				return &attemptError{err: cause, retry: true, moved: true}
 			}
 			return &attemptError{err: err, retry: true}
 		}

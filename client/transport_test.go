@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -462,5 +464,39 @@ func TestAbandonsAnUnresponsiveLeader(t *testing.T) {
 	ok, err := c.RequestSaveModel("t", time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("RequestSaveModel: %v, %v; want it granted by the other node", ok, err)
+	}
+}
+
+// TestSlowLeaderUnderAnotherAddressIsKept: the client knows the leader as
+// localhost:P while the cluster advertises 127.0.0.1:P. A write that takes
+// longer than the probe delay must not be abandoned: the leader itself
+// still answers that it leads.
+func TestSlowLeaderUnderAnotherAddressIsKept(t *testing.T) {
+	local := rpctest.NewLocal()
+	var attempts atomic.Int32
+	slow := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == rpc.PathSaveModel {
+				attempts.Add(1)
+				time.Sleep(1500 * time.Millisecond)
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+	leader := startServer(t, local, slow)
+	_, port, _ := net.SplitHostPort(local.API)
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		json.NewEncoder(w).Encode(rpc.StatusResponse{NodeID: "f", State: "Follower", Ready: true,
+			Leader: rpc.NodeRef{ID: local.ID, APIAddr: local.API}})
+	}))
+	defer follower.Close()
+	_ = leader
+	c := newClient(t, client.WithAddrs("localhost:"+port, follower.URL))
+	if ok, err := c.RequestSaveModel("t", time.Minute); err != nil || !ok {
+		t.Fatalf("RequestSaveModel: %v, %v", ok, err)
+	}
+	if n := attempts.Load(); n != 1 {
+		t.Fatalf("the slow leader got %d attempts, want 1", n)
 	}
 }

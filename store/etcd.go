@@ -11,6 +11,8 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Default etcd keys, the ones the original master used.
@@ -106,6 +108,7 @@ type EtcdStore struct {
 	ownerMu  sync.Mutex
 	owner    bool         // Lock succeeded and Unlock has not run
 	ownerCmp clientv3.Cmp // holds in etcd while this store holds the lock
+	lockGen  uint64       // counts successful Locks
 }
 
 // NewEtcdStore connects to etcd and opens a session. It does not take the
@@ -179,6 +182,7 @@ func (s *EtcdStore) Lock(ctx context.Context) error {
 	}
 	s.ownerMu.Lock()
 	s.owner, s.ownerCmp = true, s.mu.IsOwner() // read here, where Lock wrote it
+	s.lockGen++
 	s.ownerMu.Unlock()
 	rctx, rcancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer rcancel()
@@ -214,6 +218,14 @@ func (s *EtcdStore) Unlock(ctx context.Context) error {
 		return fmt.Errorf("store: unlock %s: %w", s.cfg.LockPath, err)
 	}
 	return nil
+}
+
+// LockGeneration counts the times this store took the lock, so that a
+// caller can tell whether an ownership check was about the current term.
+func (s *EtcdStore) LockGeneration() uint64 {
+	s.ownerMu.Lock()
+	defer s.ownerMu.Unlock()
+	return s.lockGen
 }
 
 // isOwnerCmp is the etcd comparison that holds while this store holds the
@@ -266,7 +278,7 @@ func (s *EtcdStore) Save(state []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.RequestTimeout)
 	defer cancel()
 	resp, err := s.cli.Txn(ctx).If(owns).Then(clientv3.OpPut(s.cfg.StatePath, string(state))).Commit()
-	if errors.Is(err, rpctypes.ErrRequestTooLarge) {
+	if errors.Is(err, rpctypes.ErrRequestTooLarge) || status.Code(err) == codes.ResourceExhausted {
 		return fmt.Errorf("%w: etcd refused %d bytes (raise its --max-request-bytes): %v", ErrTooLarge, len(state), err)
 	}
 	if err != nil {

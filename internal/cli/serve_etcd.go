@@ -42,8 +42,8 @@ func runServeEtcd(c *cli.Context) error {
 		return fmt.Errorf("--etcd-prefix %q: want an absolute key such as /master", c.String("etcd-prefix"))
 	}
 	maxState := c.Int("etcd-max-state-bytes")
-	if maxState < 1024 {
-		return fmt.Errorf("--etcd-max-state-bytes %d: want at least 1024", maxState)
+	if maxState < 2*etcdmaster.StateHeadroom {
+		return fmt.Errorf("--etcd-max-state-bytes %d: want at least %d", maxState, 2*etcdmaster.StateHeadroom)
 	}
 	params, err := datasetDefaults(c)
 	if err != nil {
@@ -82,7 +82,8 @@ func runServeEtcd(c *cli.Context) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	// Give the lock up first, so that a standby takes over while this
-	// process finishes its requests; they are redirected from then on.
+	// process finishes its requests; from then on it answers no_leader and
+	// clients retry elsewhere.
 	merr := m.Shutdown(ctx)
 	herr := srv.Shutdown(ctx)
 	if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) && herr == nil {

@@ -303,6 +303,9 @@ func (m *Master) applyLocked(_ context.Context, c fsm.Command) (*fsm.Result, err
 	entry := fsm.Encode(c)
 	r := m.work.ApplyEntry(idx, entry)
 	blob, err := encodeState(m.work)
+	if err == nil && !internalCommand(c) && len(blob) > m.cfg.Store.MaxStateBytes-StateHeadroom {
+		err = fmt.Errorf("%w: %d bytes, over the %d that client commands may fill", store.ErrTooLarge, len(blob), m.cfg.Store.MaxStateBytes-StateHeadroom)
+	}
 	if err == nil {
 		err = m.st.Save(blob)
 	}
@@ -321,6 +324,21 @@ func (m *Master) applyLocked(_ context.Context, c fsm.Command) (*fsm.Result, err
 	m.fsm.ApplyEntry(idx, entry) // the same entry: the same result
 	m.idx.Store(idx)
 	return r, nil
+}
+
+// StateHeadroom is the part of the state limit that only the master's own
+// commands (lease expiries, the fail-over grace, its registry entry) may
+// fill, so that a state that clients have filled up can still be served
+// and handed over.
+const StateHeadroom = 64 << 10
+
+// internalCommand reports whether c is one of the master's own commands.
+func internalCommand(c fsm.Command) bool {
+	switch c.(type) {
+	case *fsm.Tick, *fsm.LeaderGrace, *fsm.RegisterNode:
+		return true
+	}
+	return false
 }
 
 // resetWork makes the working copy the published state again, after a
@@ -359,12 +377,13 @@ func (m *Master) ReadBarrier(ctx context.Context) error {
 	if !m.active.Load() {
 		return m.notActive()
 	}
+	gen := m.st.LockGeneration()
 	owner, err := m.st.IsOwner(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: %v", rpc.ErrNoLeader, err)
 	}
-	if !owner {
-		m.requestStepDown()
+	if !owner && gen == m.st.LockGeneration() {
+		m.requestStepDown() // not a check that raced with a new term
 	}
 	if !owner || !m.active.Load() {
 		return m.notActive()

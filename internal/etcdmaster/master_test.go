@@ -179,7 +179,7 @@ func TestCorruptSavedStateIsRefused(t *testing.T) {
 // master stays active and serves the next command.
 func TestStateTooLargeForEtcd(t *testing.T) {
 	e := etcdtest.Start(t)
-	m := startMasterWith(t, "a", store.EtcdConfig{Endpoints: []string{e.Endpoint}, TTL: 2 * time.Second, MaxStateBytes: 4096})
+	m := startMasterWith(t, "a", store.EtcdConfig{Endpoints: []string{e.Endpoint}, TTL: 2 * time.Second, MaxStateBytes: StateHeadroom + 4096})
 	waitFor(t, "a to be active", m.Active)
 	before := m.FSM().StateHash()
 	big := dataset()
