@@ -87,20 +87,8 @@ func TestDockerComposePartition(t *testing.T) {
 
 	run(t, root, "docker", "network", "connect", "--alias", leader, network, container)
 	waitCond(t, "the replicas to converge", func() bool {
-		var hash string
-		var idx uint64
-		for _, a := range addrs {
-			st, err := proccluster.DebugState(context.Background(), a)
-			if err != nil {
-				return false
-			}
-			if hash == "" {
-				hash, idx = st.Hash, st.AppliedIndex
-			} else if st.Hash != hash || st.AppliedIndex != idx {
-				return false
-			}
-		}
-		return true
+		_, ok := proccluster.SameState(context.Background(), addrs)
+		return ok
 	})
 }
 

@@ -427,25 +427,36 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 	c.t.Helper()
 	var hash string
 	c.WaitFor("replicas to converge", timeout, func() bool {
-		hash = ""
-		var idx uint64
+		var addrs []string
 		for _, p := range c.Procs {
-			if !p.Running() || p.isPaused() {
-				continue
-			}
-			st, err := DebugState(context.Background(), p.APIAddr)
-			if err != nil {
-				return false
-			}
-			if hash == "" {
-				hash, idx = st.Hash, st.AppliedIndex
-			} else if st.Hash != hash || st.AppliedIndex != idx {
-				return false
+			if p.Running() && !p.isPaused() {
+				addrs = append(addrs, p.APIAddr)
 			}
 		}
-		return hash != ""
+		var ok bool
+		hash, ok = SameState(context.Background(), addrs)
+		return ok
 	})
 	return hash
+}
+
+// SameState asks every node at addrs for its applied index and state hash;
+// it reports whether they all answered with the same ones, and the hash.
+func SameState(ctx context.Context, addrs []string) (string, bool) {
+	var hash string
+	var idx uint64
+	for _, a := range addrs {
+		st, err := DebugState(ctx, a)
+		if err != nil {
+			return "", false
+		}
+		if hash == "" {
+			hash, idx = st.Hash, st.AppliedIndex
+		} else if st.Hash != hash || st.AppliedIndex != idx {
+			return "", false
+		}
+	}
+	return hash, hash != ""
 }
 
 // Others returns the running nodes other than p.
