@@ -70,26 +70,43 @@ func (p *poller) finish(res Result, cb func()) {
 // Join adds member id with data to the allgather group groupID of numPeers
 // members, as Determined's allgather.Join. Data is sent as JSON. When the
 // last member joins, ready is called (if not nil) and the Watcher receives
-// every member's data; if the group does not fill up within DefaultTimeout,
-// timeout is called (if not nil) with ErrAllGatherTimeoutExceeded and the
-// Watcher receives that error. A later join with the same id makes this
-// one's Watcher receive ErrReconnected, and Leave makes it receive
-// ErrClosed. The group lives in the replicated state, so the watch survives
-// a leader failover.
+// every member's data. If the group has not filled up DefaultTimeout after
+// it was created, timeout is called (if not nil) with
+// ErrAllGatherTimeoutExceeded, as in the seed, and the group stays open:
+// when the last member joins, however late, the Watcher still receives the
+// data. A later join with the same id makes this one's Watcher receive
+// ErrReconnected, and Leave makes it receive ErrClosed. The group lives in
+// the replicated state, so the watch survives a leader failover.
 func (c *Client) Join(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error)) (Watcher, error) {
 	return c.JoinWithTimeout(groupID, id, numPeers, data, ready, timeout, 0)
 }
 
-// JoinWithTimeout is Join with the group's timeout; zero means
-// DefaultTimeout. Only the join that creates the group sets it.
+// JoinWithTimeout is Join with the time after which timeout is called when
+// the group is not complete (zero means DefaultTimeout); the group stays
+// open. Only the join that creates the group sets it.
 func (c *Client) JoinWithTimeout(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), groupTimeout time.Duration) (Watcher, error) {
+	return c.join(groupID, id, numPeers, data, ready, timeout, groupTimeout, false)
+}
+
+// JoinWithDeadline is Join with a hard deadline: a group that is not
+// complete deadline after it was created fails for every member, whose
+// Watchers receive ErrAllGatherTimeoutExceeded after timeout (if not nil)
+// is called with it. A join after that starts the group afresh. Zero means
+// DefaultTimeout. Only the join that creates the group sets it, and the
+// kind of timeout.
+func (c *Client) JoinWithDeadline(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), deadline time.Duration) (Watcher, error) {
+	return c.join(groupID, id, numPeers, data, ready, timeout, deadline, true)
+}
+
+func (c *Client) join(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), groupTimeout time.Duration, failOnTimeout bool) (Watcher, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return Watcher{}, fmt.Errorf("%w: allgather data: %v", ErrInvalid, err)
 	}
 	var resp rpc.JoinResponse
 	err = c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherJoin, write: true, out: &resp,
-		body: rpc.JoinRequest{Group: groupID, Member: id, NumPeers: numPeers, Data: raw, Timeout: rpc.Duration(groupTimeout)}})
+		body: rpc.JoinRequest{Group: groupID, Member: id, NumPeers: numPeers, Data: raw,
+			Timeout: rpc.Duration(groupTimeout), FailOnTimeout: failOnTimeout}})
 	if err != nil {
 		return Watcher{}, err
 	}
@@ -154,7 +171,9 @@ func (c *Client) dropPoller(key watchKey, p *poller) {
 
 // poll long-polls the watch of one join until its outcome is final.
 // Unreachable nodes and elections are retried for as long as the group may
-// wait, since the group's state survives a failover.
+// wait, since the group's state survives a failover. The first answer that
+// says the group is overdue calls timeout; later polls tell the server it
+// has been seen.
 func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, ready func(), timeout func(error), groupTimeout time.Duration) {
 	q := url.Values{
 		rpc.WatchParamGroup:      {key.group},
@@ -182,6 +201,13 @@ func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, 
 			p.finish(Result{Err: err}, cb)
 			return
 		case wr.Status == rpc.WatchPending:
+			if wr.Overdue && !q.Has(rpc.WatchParamSeenOverdue) {
+				log.Debug("allgather group overdue")
+				q.Set(rpc.WatchParamSeenOverdue, "true")
+				if timeout != nil {
+					timeout(ErrAllGatherTimeoutExceeded)
+				}
+			}
 			continue
 		case wr.Status == rpc.WatchComplete:
 			res := Result{Data: make([]any, len(wr.Data)), Raw: wr.Data, Rank: wr.Rank}

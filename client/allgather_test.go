@@ -84,14 +84,9 @@ func TestAllgather(t *testing.T) {
 	}
 }
 
-// TestAllgatherTimeout checks that a group that does not fill up in time
-// calls timeout and delivers ErrAllGatherTimeoutExceeded.
-func TestAllgatherTimeout(t *testing.T) {
-	local := rpctest.NewLocal()
-	ts := startServer(t, local, nil)
-	c := newClient(t, client.WithAddr(ts.URL))
-
-	// Tick the FSM, as the leader's loop would, until the test is done.
+// tickUntilDone ticks the FSM, as the leader's loop would, until the test
+// is done.
+func tickUntilDone(t *testing.T, local *rpctest.Local) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ticked := make(chan struct{})
 	go func() {
@@ -109,13 +104,24 @@ func TestAllgatherTimeout(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { cancel(); <-ticked }()
+	t.Cleanup(func() { cancel(); <-ticked })
+}
+
+// TestAllgatherDeadline checks that a group with a hard deadline that does
+// not fill up in time calls timeout and delivers
+// ErrAllGatherTimeoutExceeded.
+func TestAllgatherDeadline(t *testing.T) {
+	local := rpctest.NewLocal()
+	ts := startServer(t, local, nil)
+	c := newClient(t, client.WithAddr(ts.URL))
+
+	tickUntilDone(t, local)
 
 	var (
 		timeouts atomic.Int32
 		gotErr   atomic.Value
 	)
-	w, err := c.JoinWithTimeout("lonely", uuid.New(), 2, "x",
+	w, err := c.JoinWithDeadline("lonely", uuid.New(), 2, "x",
 		func() { t.Error("ready called on a group that timed out") },
 		func(err error) { timeouts.Add(1); gotErr.Store(err) },
 		100*time.Millisecond)
@@ -128,6 +134,47 @@ func TestAllgatherTimeout(t *testing.T) {
 	}
 	if timeouts.Load() != 1 || gotErr.Load() != client.ErrAllGatherTimeoutExceeded {
 		t.Fatalf("timeout called %d times with %v", timeouts.Load(), gotErr.Load())
+	}
+}
+
+// TestAllgatherTimeoutKeepsGroupOpen checks the seed's timeout: the
+// callback fires once when the group is late, and the group still
+// completes when the last member joins.
+func TestAllgatherTimeoutKeepsGroupOpen(t *testing.T) {
+	local := rpctest.NewLocal()
+	ts := startServer(t, local, nil)
+	c := newClient(t, client.WithAddr(ts.URL))
+	tickUntilDone(t, local)
+
+	var timeouts, readies atomic.Int32
+	late := make(chan error, 1)
+	w, err := c.JoinWithTimeout("late", uuid.New(), 2, "early",
+		func() { readies.Add(1) },
+		func(err error) { timeouts.Add(1); late <- err },
+		100*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-late:
+		if err != client.ErrAllGatherTimeoutExceeded {
+			t.Fatalf("timeout called with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("timeout not called")
+	}
+	w2, err := c.JoinWithTimeout("late", uuid.New(), 2, "late", nil, nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, w := range []client.Watcher{w, w2} {
+		r := receive(t, w)
+		if r.Err != nil || len(r.Data) != 2 || r.Rank != i {
+			t.Fatalf("member %d: %+v, want the complete data", i, r)
+		}
+	}
+	if timeouts.Load() != 1 || readies.Load() != 1 {
+		t.Fatalf("timeout called %d times, ready %d times; want once each", timeouts.Load(), readies.Load())
 	}
 }
 

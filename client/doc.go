@@ -18,6 +18,29 @@
 //	allgather.Leave(group, id)                           c.Leave(group, id)
 //	allgather.ErrClosed, ErrReconnected, ...             client.ErrClosed, client.ErrReconnected, ...
 //	allgather.DefaultTimeout                             client.DefaultTimeout
+//	(hard deadline: none in the seed)                    c.JoinWithDeadline(group, id, n, data, ready, timeout, deadline)
+//
+// # Allgather timeouts
+//
+// Join and JoinWithTimeout(group, id, numPeers, data, ready, timeout,
+// groupTimeout) keep the seed's timeout: when the group has not filled up
+// groupTimeout (DefaultTimeout by default) after it was created, every
+// member's timeout callback is called once with ErrAllGatherTimeoutExceeded,
+// and the group stays open. When the last member joins, however late,
+// ready is called and every Watcher receives the data, as in the seed,
+// whose error text gives the reason: on Kubernetes some pods are scheduled
+// late. The group lives in the replicated state, so "late" is measured by
+// the cluster from the group's creation, the same for every member and
+// across fail-overs. A group that stays overdue with no new member for
+// fsm.AbandonedGroupTimeout (a day) is dropped, and its Watchers receive
+// ErrClosed.
+//
+// JoinWithDeadline(group, id, numPeers, data, ready, timeout, deadline) is
+// the explicit alternative: a group not complete deadline after it was
+// created fails for every member. Each one's timeout callback is called
+// with ErrAllGatherTimeoutExceeded and its Watcher receives that error; a
+// join after that starts the group afresh. The join that creates a group
+// chooses its timeout and its kind; later joins keep them.
 //
 // Errors that crossed the wire are *rpc.Error values whose Unwrap returns
 // the sentinel, so compare with errors.Is rather than by message. Allgather
@@ -29,13 +52,45 @@
 //
 // StartGetRecords(pass) starts a goroutine that leases the pass's tasks one
 // at a time, reads their RecordIO chunks and puts each record into a
-// channel that NextRecord drains. A task is reported finished when its last
-// record is in the channel, and failed when a chunk cannot be read, so a
-// record may be seen again after a failure. When the pass has nothing left
-// for this trainer, NextRecord returns ErrNoMoreAvailable (others still
-// hold tasks), ErrPassBefore (the pass is over) or ErrAllTaskFailed. A
-// trainer that asks for a pass that has not started yet waits until the
-// others finish the current one.
+// channel that NextRecord drains. While it holds a task it renews the lease
+// every third of its length, so a slow trainer keeps its task however long
+// it takes, and a trainer that dies gives its task back within one task
+// timeout (a minute by default). A task is reported finished when its last
+// record is in the channel. When the pass has nothing left for this
+// trainer, NextRecord returns ErrNoMoreAvailable (others still hold tasks),
+// ErrPassBefore (the pass is over) or ErrAllTaskFailed. A trainer that asks
+// for a pass that has not started yet waits until the others finish the
+// current one, and meanwhile takes over the tasks of that pass that come
+// back, so that a pass never stalls on a dead trainer. An answer that
+// asking again would not change (ErrInvalid, ErrUnknownTask, ...) also ends
+// the pass; a cluster that cannot be reached or has no leader is waited
+// for.
+//
+// A task's records are delivered all or nothing: every chunk is read and
+// verified, into memory, before the first record is. When a chunk cannot
+// be read the task is reported failed (the cluster dispatches it again,
+// and sets it aside after failureMax failures), none of its records are
+// delivered, and NextRecord returns a *ChunkError naming the file and the
+// chunk's offset; the next NextRecord goes on with the next records, so
+// log it and carry on:
+//
+//	var ce *client.ChunkError
+//	if errors.As(err, &ce) {
+//		log.Printf("skipping damaged data: %v", ce)
+//		continue
+//	}
+//
+// Damaged data (errors.Is(err, recordio.ErrCorrupt)) is shown once per task
+// and pass: when the same task comes back to this client in that pass and
+// is still damaged, it is failed again without another error. An error
+// that may be passing, such as a file that cannot be opened, is shown each
+// time.
+//
+// A new StartGetRecords discards the records of the earlier pass that are
+// still buffered, and a NextRecord waiting at that moment goes on with the
+// new pass. It does not wait for the earlier reader: that one hands back
+// the task it was in the middle of, or finishes reporting it, in the
+// background, and Close waits for it.
 //
 // # Transport
 //

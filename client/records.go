@@ -3,88 +3,166 @@ package client
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
-// abandonTimeout bounds the TaskFailed report of a task whose pass was
-// replaced by a new StartGetRecords.
-const abandonTimeout = 5 * time.Second
+const (
+	// abandonTimeout bounds the TaskFailed report of a task whose pass was
+	// replaced by a new StartGetRecords.
+	abandonTimeout = 5 * time.Second
+	// renewFloor bounds how often a lease is renewed, however short it is.
+	renewFloor = 100 * time.Millisecond
+	// renewFallback is the renewal period when the server did not say how
+	// long the lease lasts: a third of the default task timeout.
+	renewFallback = 20 * time.Second
+)
 
-// record is one item of the record channel: a record, or the error that
-// ends a pass.
+// record is one item of a record channel: a record, or an error for
+// NextRecord.
 type record struct {
 	data []byte
 	err  error
 }
 
-// passRun is the reader goroutine of one pass.
+// passRun is one StartGetRecords: the reader goroutine and the channel it
+// fills.
 type passRun struct {
-	cancel context.CancelFunc
-	done   chan struct{}
+	ch       chan record
+	cancel   context.CancelFunc
+	replaced chan struct{} // closed when a later StartGetRecords takes over
+	done     chan struct{} // closed when the reader, reports included, is over
+	shown    *shownErrors  // shared by every pass of the client
+}
+
+// shownErrors remembers the corrupt tasks whose error NextRecord has
+// returned, so that the same task dispatched again to this client in the
+// same pass is failed without a second error.
+type shownErrors struct {
+	mu sync.Mutex
+	m  map[[2]int]bool // {task id, pass}
+}
+
+// first records task id of pass and reports whether it is new. Entries of
+// earlier passes are dropped: a task of pass p means those passes are over.
+func (s *shownErrors) first(id, pass int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = make(map[[2]int]bool)
+	}
+	for k := range s.m {
+		if k[1] < pass {
+			delete(s.m, k)
+		}
+	}
+	k := [2]int{id, pass}
+	if s.m[k] {
+		return false
+	}
+	s.m[k] = true
+	return true
+}
+
+// current returns the pass NextRecord reads from. Before the first
+// StartGetRecords it is a placeholder whose channel nothing is sent on.
+// c.passMu must be held.
+func (c *Client) current() *passRun {
+	if c.pass == nil {
+		done := make(chan struct{})
+		close(done)
+		c.pass = &passRun{ch: c.ch, cancel: func() {}, replaced: make(chan struct{}), done: done, shown: &shownErrors{}}
+	}
+	return c.pass
 }
 
 // StartGetRecords starts reading the records of pass passID in the
 // background; NextRecord returns them. It stops the reader of an earlier
-// pass first and discards the records that reader had buffered; a task that
+// call and discards the records that reader had buffered; a task that
 // reader was in the middle of is reported failed, so that it is dispatched
-// again.
+// again. It does not wait for the earlier reader, which may be reporting to
+// a cluster that does not answer: the new reader starts asking for tasks
+// once the earlier one's reports are over, and Close waits for both.
 //
-// The reader leases one task at a time and reads its chunks. When the last
-// record of a task is in the channel it reports the task finished; when a
-// chunk cannot be read it reports the task failed and goes on. It waits
-// while the pass has not started or there is no dataset yet, and ends the
-// pass with ErrPassBefore, ErrNoMoreAvailable or ErrAllTaskFailed, which
-// NextRecord returns.
+// The reader leases one task at a time and renews its lease in the
+// background until it reports the task. It reads and verifies all of a
+// task's chunks before it delivers any record; when the last record is in
+// the channel it reports the task finished. A chunk that cannot be read
+// fails the task: none of its records are delivered, and NextRecord returns
+// a *ChunkError instead (see the package documentation). The reader waits
+// while the pass has not started, there is no dataset yet, or the cluster
+// cannot be reached, and it ends the pass with ErrPassBefore,
+// ErrNoMoreAvailable, ErrAllTaskFailed or an error the cluster would
+// answer again, such as ErrInvalid, which NextRecord returns.
 func (c *Client) StartGetRecords(passID int) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
-	if p := c.pass; p != nil {
-		p.cancel()
-		<-p.done
-		c.pass = nil
-	}
-	for drained := false; !drained; {
-		select {
-		case <-c.ch:
-		default:
-			drained = true
-		}
-	}
+	prev := c.current()
+	prev.cancel()
 	ctx, cancel := context.WithCancel(c.ctx)
-	p := &passRun{cancel: cancel, done: make(chan struct{})}
+	p := &passRun{
+		ch:       make(chan record, c.bufSize),
+		cancel:   cancel,
+		replaced: make(chan struct{}),
+		done:     make(chan struct{}),
+		shown:    prev.shown,
+	}
 	if !c.spawn(func() {
 		defer close(p.done)
 		defer cancel()
-		c.getRecords(ctx, passID)
+		// Let the earlier reader hand its task back first, so that this
+		// pass can have it.
+		select {
+		case <-prev.done:
+		case <-ctx.Done():
+			return
+		}
+		c.getRecords(ctx, p, passID)
 	}) {
 		cancel()
-		return
+		close(p.done) // closed client: NextRecord returns ErrClientClosed
 	}
 	c.pass = p
+	close(prev.replaced)
 }
 
 // NextRecord returns the next record of the pass started by
-// StartGetRecords. At the end of the pass it returns ErrPassBefore,
-// ErrNoMoreAvailable or ErrAllTaskFailed (match them with errors.Is), and
-// after that it blocks until the next StartGetRecords. It returns
-// ErrClientClosed once the client is closed. The record is the caller's.
+// StartGetRecords. It returns a *ChunkError for a task whose data could not
+// be read, and then goes on with the next records. At the end of the pass
+// it returns ErrPassBefore, ErrNoMoreAvailable or ErrAllTaskFailed (match
+// them with errors.Is), or an error the cluster answered that asking again
+// would not change, such as ErrInvalid; after that it blocks until the next
+// StartGetRecords, whose records a NextRecord already waiting returns. It
+// returns ErrClientClosed once the client is closed. The record is the
+// caller's.
 func (c *Client) NextRecord() ([]byte, error) {
-	select {
-	case r := <-c.ch:
-		return r.data, r.err
-	case <-c.ctx.Done():
-		return nil, ErrClientClosed
+	for {
+		c.passMu.Lock()
+		p := c.current()
+		c.passMu.Unlock()
+		select {
+		case r := <-p.ch:
+			select {
+			case <-p.replaced:
+				continue // buffered by a pass that was replaced meanwhile
+			default:
+			}
+			return r.data, r.err
+		case <-p.replaced:
+		case <-c.ctx.Done():
+			return nil, ErrClientClosed
+		}
 	}
 }
 
 // getRecords is the reader of one pass.
-func (c *Client) getRecords(ctx context.Context, passID int) {
+func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 	log := c.logger.With("pass", passID)
 	wait := c.passWaitMin
 	for {
@@ -96,13 +174,19 @@ func (c *Client) getRecords(ctx context.Context, passID int) {
 			return
 		case errors.Is(err, ErrPassBefore), errors.Is(err, ErrNoMoreAvailable), errors.Is(err, ErrAllTaskFailed):
 			log.Debug("pass ends", "reason", err)
-			c.push(ctx, record{err: err})
+			c.push(ctx, p, record{err: err})
 			return
-		default:
-			// ErrPassAfter: others are finishing the previous pass.
-			// ErrNoDataset: nobody has set it yet. Anything else: the
-			// cluster was unreachable for the whole retry budget.
-			// Like the seed, wait and ask again.
+		case errors.Is(err, ErrStaleEpoch):
+			// A retried GetTask whose lease ended meanwhile: the task is
+			// back in the queue, and a new request may lease it.
+			log.Debug("lease of a retried GetTask ended; asking again", "error", err)
+			continue
+		case errors.Is(err, ErrPassAfter), errors.Is(err, ErrNoDataset), transient(err):
+			// ErrPassAfter: others are finishing the previous pass, and a
+			// task of it that comes back is handed to us. ErrNoDataset:
+			// nobody has set it yet. Otherwise the cluster was unreachable
+			// or leaderless for the whole retry budget. Like the seed,
+			// wait and ask again.
 			if errors.Is(err, ErrPassAfter) || errors.Is(err, ErrNoDataset) {
 				log.Debug("waiting for the pass", "reason", err)
 			} else {
@@ -113,50 +197,132 @@ func (c *Client) getRecords(ctx context.Context, passID int) {
 			}
 			wait = min(2*wait, c.passWaitMax)
 			continue
-		}
-		err = c.readTask(ctx, t)
-		switch {
-		case ctx.Err() != nil:
-			if c.ctx.Err() == nil {
-				// Replaced by a new pass: hand the task back now rather
-				// than at the end of its lease.
-				actx, cancel := context.WithTimeout(c.ctx, abandonTimeout)
-				if err := c.taskReport(actx, rpc.PathTaskFailed, t.Meta); err != nil {
-					log.Debug("cannot hand back an abandoned task", "task", t.Meta.ID, "error", err)
-				}
-				cancel()
-			}
-			return
-		case err != nil:
-			log.Error("reading task failed", "task", t.Meta.ID, "epoch", t.Meta.Epoch, "error", err)
-			if err := c.taskReport(c.ctx, rpc.PathTaskFailed, t.Meta); err != nil {
-				log.Warn("cannot report a failed task", "task", t.Meta.ID, "error", err)
-			}
 		default:
-			// Finished once its last record is in the channel, as in the
-			// seed: not exactly when it is consumed, but close enough.
-			// The report must not be cut short by a new pass, or the task
-			// would be dispatched again.
-			if err := c.taskReport(c.ctx, rpc.PathTaskFinished, t.Meta); err != nil {
-				log.Warn("cannot report a finished task", "task", t.Meta.ID, "error", err)
+			// The cluster would answer the same again: tell the trainer.
+			log.Error("cannot get a task", "error", err)
+			c.push(ctx, p, record{err: err})
+			return
+		}
+		c.runTask(ctx, p, t, log.With("task", t.Meta.ID, "epoch", t.Meta.Epoch, "task_pass", t.Pass))
+	}
+}
+
+// transient reports whether err is a failure to reach the cluster or to
+// find its leader, which may heal, rather than an answer.
+func transient(err error) bool {
+	var e *rpc.Error
+	if errors.As(err, &e) {
+		return rpc.Retryable(e)
+	}
+	return true // connection errors and cut or garbled answers
+}
+
+// runTask delivers the records of t and reports it, renewing its lease
+// meanwhile.
+func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logger) {
+	lctx, cancel := context.WithCancel(ctx)
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		c.keepLease(lctx, t, log)
+	}()
+	recs, err := c.readTask(ctx, t)
+	if err == nil {
+		for _, r := range recs {
+			if !c.push(ctx, p, record{data: r}) {
+				break
 			}
+		}
+	}
+	// Renewals end before the report, which they would race with.
+	cancel()
+	<-renewing
+	switch {
+	case ctx.Err() != nil:
+		if c.ctx.Err() == nil {
+			// Replaced by a new pass: hand the task back now rather
+			// than at the end of its lease.
+			actx, cancel := context.WithTimeout(c.ctx, abandonTimeout)
+			if err := c.taskReport(actx, rpc.PathTaskFailed, t.Meta); err != nil {
+				log.Debug("cannot hand back an abandoned task", "error", err)
+			}
+			cancel()
+		}
+	case err != nil:
+		log.Error("cannot read the task", "error", err)
+		if err := c.taskReport(c.ctx, rpc.PathTaskFailed, t.Meta); err != nil {
+			log.Warn("cannot report a failed task", "error", err)
+		}
+		// Corrupt data stays corrupt: say it once per task and pass. An
+		// I/O error may be new each time.
+		if !errors.Is(err, recordio.ErrCorrupt) || p.shown.first(t.Meta.ID, t.Pass) {
+			c.push(ctx, p, record{err: err})
+		}
+	default:
+		// Finished once its last record is in the channel, as in the
+		// seed: not exactly when it is consumed, but close enough. The
+		// report must not be cut short by a new pass, or the task would
+		// be dispatched again.
+		if err := c.taskReport(c.ctx, rpc.PathTaskFinished, t.Meta); err != nil {
+			log.Warn("cannot report a finished task", "error", err)
 		}
 	}
 }
 
-// readTask puts every record of t into the channel. It returns ctx's error
-// when the pass was stopped, or the first read error.
-func (c *Client) readTask(ctx context.Context, t Task) error {
+// keepLease renews t's lease every third of its length until ctx is done
+// or the lease is lost.
+func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
+	every := renewFallback
+	if t.Lease > 0 {
+		every = max(t.Lease/3, renewFloor)
+	}
+	for sleep(ctx, every) {
+		err := c.taskReport(ctx, rpc.PathTaskRenew, t.Meta)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, ErrStaleEpoch):
+			// The task may go to another trainer; its records are still
+			// delivered here, and a late finish is accepted.
+			log.Warn("lease lost", "error", err)
+			return
+		case transient(err):
+			log.Warn("cannot renew the lease", "error", err)
+		default:
+			log.Warn("cannot renew the lease; giving up", "error", err)
+			return
+		}
+	}
+}
+
+// readTask reads and verifies every chunk of t and returns its records. It
+// returns a *ChunkError for the first chunk that cannot be read, or ctx's
+// error when the pass was stopped.
+func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, error) {
 	var (
 		f    *os.File
 		path string
+		recs [][]byte
 	)
 	defer func() {
 		if f != nil {
 			f.Close()
 		}
 	}()
-	for _, ch := range t.Chunks {
+	for i, ch := range t.Chunks {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		chunkErr := func(err error) error {
+			ce := &ChunkError{Path: ch.Path, Chunk: i, Offset: ch.Offset, Task: t.Meta, Err: err}
+			var re *recordio.ChunkError
+			if errors.As(err, &re) {
+				// Its message would repeat the file and offset.
+				ce.Offset, ce.Err = re.Offset, re.Err
+			}
+			return ce
+		}
 		if f == nil || ch.Path != path {
 			if f != nil {
 				f.Close()
@@ -164,28 +330,28 @@ func (c *Client) readTask(ctx context.Context, t Task) error {
 			}
 			var err error
 			if f, err = os.Open(ch.Path); err != nil {
-				return err
+				return nil, chunkErr(err)
 			}
 			path = ch.Path
 		}
 		s := recordio.NewRangeScanner(f, recordio.NewChunkIndex(ch.Offset, int(ch.Records)), 0, -1)
 		for s.Scan() {
+			// Each chunk has a buffer of its own: cap the record so that
+			// an append cannot reach the next one.
 			r := s.Record()
-			if !c.push(ctx, record{data: append(make([]byte, 0, len(r)), r...)}) {
-				return ctx.Err()
-			}
+			recs = append(recs, r[:len(r):len(r)])
 		}
 		if err := s.Err(); err != nil {
-			return fmt.Errorf("%s at offset %d: %w", ch.Path, ch.Offset, err)
+			return nil, chunkErr(err)
 		}
 	}
-	return nil
+	return recs, nil
 }
 
-// push puts r into the channel, unless ctx is done first.
-func (c *Client) push(ctx context.Context, r record) bool {
+// push puts r into p's channel, unless ctx is done first.
+func (c *Client) push(ctx context.Context, p *passRun, r record) bool {
 	select {
-	case c.ch <- r:
+	case p.ch <- r:
 		return true
 	case <-ctx.Done():
 		return false

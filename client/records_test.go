@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/rpc/rpctest"
 )
@@ -179,7 +180,8 @@ func TestClientIndexing(t *testing.T) {
 }
 
 // TestReadErrorFailsTask checks that a chunk that cannot be read fails the
-// task instead of finishing it.
+// task instead of finishing it, delivers none of its records, and reaches
+// NextRecord as a *ChunkError.
 func TestReadErrorFailsTask(t *testing.T) {
 	path := writeRecords(t, 50, 4)
 	local := rpctest.NewLocal()
@@ -194,14 +196,27 @@ func TestReadErrorFailsTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.StartGetRecords(0)
+	var chunkErrs int
 	for {
-		_, err := c.NextRecord()
+		r, err := c.NextRecord()
 		if errors.Is(err, client.ErrAllTaskFailed) {
 			break
 		}
-		if err != nil {
-			t.Fatalf("NextRecord: %v, want records and then ErrAllTaskFailed", err)
+		var ce *client.ChunkError
+		switch {
+		case errors.As(err, &ce):
+			if ce.Path != path || !errors.Is(err, recordio.ErrCorrupt) {
+				t.Errorf("chunk error %v, want one about %s matching recordio.ErrCorrupt", err, path)
+			}
+			chunkErrs++
+		case err != nil:
+			t.Fatalf("NextRecord: %v, want a *ChunkError and then ErrAllTaskFailed", err)
+		default:
+			t.Fatalf("NextRecord delivered record %q of a task that cannot be read", r)
 		}
+	}
+	if chunkErrs != 1 {
+		t.Fatalf("%d chunk errors, want 1", chunkErrs)
 	}
 	if st := local.FSM().Stats(); st.Failed != 1 || st.Done != 0 {
 		t.Fatalf("%d tasks failed and %d done, want 1 and 0", st.Failed, st.Done)

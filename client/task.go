@@ -20,10 +20,16 @@ type TaskMeta = fsm.TaskMeta
 type Chunk = rpc.Chunk
 
 // Task is a leased task: read its chunks, then report it finished or
-// failed.
+// failed, and renew the lease (RenewLease) well before it runs out.
 type Task struct {
 	Meta   TaskMeta
 	Chunks []Chunk
+	// Pass is the pass the task belongs to: the one asked for, or the one
+	// before while the cluster finishes it (a task of it came back).
+	Pass int
+	// Lease is how long the lease lasted when the cluster answered; zero
+	// when the server did not say.
+	Lease time.Duration
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -105,7 +111,7 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks}, nil
+	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease)}, nil
 }
 
 // TaskFinished reports the task done. A late report from an earlier lease

@@ -285,12 +285,12 @@ func TestErrorsAcrossWire(t *testing.T) {
 	if err != nil || !resp.Ignored {
 		t.Fatalf("second SetDataset: %+v, %v; want ignored", resp, err)
 	}
-	_, err = c.GetTask(1)
-	check("GetTask of the next pass", err, client.ErrPassAfter, "pass_after", http.StatusConflict)
 	task, err := c.GetTask(0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, err = c.GetTask(1)
+	check("GetTask of the next pass", err, client.ErrPassAfter, "pass_after", http.StatusConflict)
 	_, err = c.GetTask(0)
 	check("GetTask with every task leased", err, client.ErrNoMoreAvailable, "no_more_available", http.StatusConflict)
 	err = c.TaskFinished(client.TaskMeta{ID: 999, Epoch: 1})

@@ -6,8 +6,10 @@
 // Index expands the patterns (as filepath.Glob does; a plain path matches
 // itself), sorts the matches by path and drops duplicates, then reads each
 // file's chunk headers with recordio.LoadIndex. Chunks come out in file
-// order and, within a file, in offset order. A pattern that matches
-// nothing, a file that cannot be read and a file that is not valid RecordIO
-// are errors that name the pattern or the file; Limits bound the work one
+// order and, within a file, in offset order. As in the original master, a
+// pattern that matches nothing is skipped; it is an error, naming the
+// patterns, only when none of them matches a file. A malformed pattern, a
+// file that cannot be read and a file that is not valid RecordIO are
+// errors that name the pattern or the file; Limits bound the work one
 // request can cause.
 package dataset

@@ -9,8 +9,8 @@ import (
 // that wrap the cause, so errors.Is(err, recordio.ErrCorrupt) tells a
 // damaged file from an unreadable one.
 var (
-	// ErrNoMatch means a pattern matched no file.
-	ErrNoMatch = errors.New("pattern matches no file")
+	// ErrNoMatch means none of the patterns matched a file.
+	ErrNoMatch = errors.New("no pattern matches a file")
 	// ErrBadPattern means a pattern is empty, too long or malformed.
 	ErrBadPattern = errors.New("bad file pattern")
 	// ErrLimit means the request is over one of the Limits.

@@ -4,15 +4,18 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // Expand returns the files matched by globs, sorted by path and without
-// duplicates. It fails with ErrBadPattern for an empty, overlong or
-// malformed pattern, ErrNoMatch naming the first pattern that matches
-// nothing, and ErrLimit when there are more than lim.MaxGlobs patterns or
-// lim.MaxFiles files, or a matched path is longer than fsm.MaxPathLen.
+// duplicates. As in the original master, a pattern that matches nothing
+// is skipped. It fails with ErrBadPattern for an empty, overlong or
+// malformed pattern, ErrNoMatch naming the patterns when none of them
+// matches a file, and ErrLimit when there are more than lim.MaxGlobs
+// patterns or lim.MaxFiles files, or a matched path is longer than
+// fsm.MaxPathLen.
 func Expand(globs []string, lim Limits) ([]string, error) {
 	lim = lim.withDefaults()
 	if len(globs) == 0 {
@@ -33,9 +36,6 @@ func Expand(globs []string, lim Limits) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w %q: %v", ErrBadPattern, g, err)
 		}
-		if len(m) == 0 {
-			return nil, fmt.Errorf("%q: %w", g, ErrNoMatch)
-		}
 		for _, p := range m {
 			if len(p) > fsm.MaxPathLen {
 				return nil, fmt.Errorf("%w: path %.64q... is longer than %d bytes", ErrLimit, p, fsm.MaxPathLen)
@@ -46,10 +46,29 @@ func Expand(globs []string, lim Limits) ([]string, error) {
 			return nil, fmt.Errorf("%w: the patterns match more than %d files", ErrLimit, lim.MaxFiles)
 		}
 	}
+	if len(seen) == 0 {
+		return nil, fmt.Errorf("%w: %s", ErrNoMatch, quoteAll(globs))
+	}
 	paths := make([]string, 0, len(seen))
 	for p := range seen {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
 	return paths, nil
+}
+
+// quoteAll quotes the patterns for an error message, at most a few of them.
+func quoteAll(globs []string) string {
+	const most = 8
+	var b strings.Builder
+	for i, g := range globs[:min(len(globs), most)] {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%q", g)
+	}
+	if len(globs) > most {
+		fmt.Fprintf(&b, " and %d more", len(globs)-most)
+	}
+	return b.String()
 }

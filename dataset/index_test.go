@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -145,7 +146,8 @@ func TestIndexErrors(t *testing.T) {
 		{"empty pattern", []string{""}, Limits{}, ErrBadPattern, "empty"},
 		{"malformed pattern", []string{filepath.Join(dir, "[")}, Limits{}, ErrBadPattern, "["},
 		{"overlong pattern", []string{strings.Repeat("x", fsm.MaxPathLen+1)}, Limits{}, ErrBadPattern, "bytes"},
-		{"no match", []string{good, missing}, Limits{}, ErrNoMatch, missing},
+		{"no match", []string{missing}, Limits{}, ErrNoMatch, missing},
+		{"bad pattern among matches", []string{good, filepath.Join(dir, "[")}, Limits{}, ErrBadPattern, "["},
 		{"too many globs", []string{good, good, good}, Limits{MaxGlobs: 2}, ErrLimit, "3 file patterns"},
 		{"too many files", []string{filepath.Join(dir, "*.recordio")}, Limits{MaxFiles: 2}, ErrLimit, "more than 2 files"},
 		{"too many chunks", []string{good}, Limits{MaxChunks: 1}, ErrLimit, "chunks"},
@@ -210,5 +212,43 @@ func TestIndexCanceled(t *testing.T) {
 	cancel()
 	if _, _, err := Index(ctx, []string{p}, Limits{}); !errors.Is(err, context.Canceled) {
 		t.Fatalf("error %v, want context.Canceled", err)
+	}
+}
+
+// As in the original master, a pattern that matches nothing is skipped as
+// long as another one matches a file.
+func TestExpandSkipsPatternsThatMatchNothing(t *testing.T) {
+	dir := t.TempDir()
+	a := filepath.Join(dir, "train-a.recordio")
+	b := filepath.Join(dir, "train-b.recordio")
+	writeFile(t, a, 10, 50)
+	writeFile(t, b, 10, 50)
+	missing := filepath.Join(dir, "nothing-*.recordio")
+	gone := filepath.Join(dir, "gone.recordio")
+
+	paths, err := Expand([]string{missing, filepath.Join(dir, "train-*.recordio"), gone}, Limits{})
+	if err != nil {
+		t.Fatalf("Expand: %v", err)
+	}
+	if want := []string{a, b}; !slices.Equal(paths, want) {
+		t.Fatalf("Expand = %q, want %q", paths, want)
+	}
+	chunks, sum, err := Index(context.Background(), []string{gone, a}, Limits{})
+	if err != nil {
+		t.Fatalf("Index: %v", err)
+	}
+	if sum.Files != 1 || len(chunks) == 0 || chunks[0].Path != a {
+		t.Fatalf("Index: %+v, first chunk %+v", sum, chunks[0])
+	}
+
+	// When no pattern matches anything the error names all of them.
+	_, err = Expand([]string{missing, gone}, Limits{})
+	if !errors.Is(err, ErrNoMatch) {
+		t.Fatalf("error %v, want ErrNoMatch", err)
+	}
+	for _, g := range []string{missing, gone} {
+		if !strings.Contains(err.Error(), g) {
+			t.Errorf("error %q does not name %q", err, g)
+		}
 	}
 }

@@ -23,10 +23,17 @@ var groupStatusNames = [...]string{"open", "complete", "timed_out"}
 type group struct {
 	numPeers int
 	timeout  time.Duration
-	deadline int64 // open: timeout; complete or timed out: end of retention
+	// deadline is, while open, the timeout or, once overdue, the end of
+	// AbandonedGroupTimeout; when complete or timed out, the end of its
+	// retention.
+	deadline int64
 	status   groupStatus
-	members  []member
-	dataSize int
+	// failOnTimeout makes the timeout fail the group; otherwise it only
+	// sets overdue and the group stays open.
+	failOnTimeout bool
+	overdue       bool
+	members       []member
+	dataSize      int
 }
 
 type member struct {
@@ -87,8 +94,12 @@ func (s *state) join(c *Join) *Result {
 		if timeout == 0 {
 			timeout = DefaultTimeout
 		}
-		g = &group{numPeers: c.NumPeers, timeout: timeout, deadline: s.clock + int64(timeout)}
+		g = &group{numPeers: c.NumPeers, timeout: timeout, deadline: s.clock + int64(timeout), failOnTimeout: c.FailOnTimeout}
 		s.groups[c.Group] = g
+	}
+	if g.overdue {
+		// An overdue group is kept while members keep arriving.
+		g.deadline = s.clock + int64(AbandonedGroupTimeout)
 	}
 	s.nextGen++
 	gen := s.nextGen
@@ -106,6 +117,7 @@ func (s *state) join(c *Join) *Result {
 		g.dataSize += len(c.Data)
 		if len(g.members) == g.numPeers {
 			g.status = groupComplete
+			g.overdue = false
 			g.deadline = s.clock + int64(g.timeout)
 		}
 	}
@@ -135,8 +147,10 @@ func (s *state) leave(c *Leave) *Result {
 	return &Result{}
 }
 
-// expireGroups times out open groups that are due, and forgets complete or
-// timed-out groups whose retention is over.
+// expireGroups acts on the groups that are due: an open group past its
+// timeout fails (failOnTimeout) or becomes overdue; an overdue group that
+// got no join for AbandonedGroupTimeout, and a complete or timed-out group
+// past its retention, are forgotten.
 func (s *state) expireGroups() {
 	if s.groupDeadline == 0 || s.groupDeadline > s.clock {
 		return
@@ -146,12 +160,16 @@ func (s *state) expireGroups() {
 		if g.deadline > s.clock {
 			continue
 		}
-		if g.status == groupOpen {
+		switch {
+		case g.status == groupOpen && g.failOnTimeout:
 			g.status = groupTimedOut
 			g.deadline = s.clock + int64(g.timeout)
-			continue
+		case g.status == groupOpen && !g.overdue:
+			g.overdue = true
+			g.deadline = s.clock + int64(AbandonedGroupTimeout)
+		default:
+			delete(s.groups, id)
 		}
-		delete(s.groups, id)
 	}
 	s.updateGroupDeadline()
 }

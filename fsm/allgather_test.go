@@ -81,8 +81,8 @@ func TestAllGather(t *testing.T) {
 			g1 = h.join(1, 3, "a2")
 			h.wantData(h.watch(1, g1, WatchComplete), 2, "b", "c", "a2")
 		}},
-		{"timeout", func(h *harness) {
-			g1 := h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("a"), Timeout: 5 * time.Second}).Generation
+		{"hard timeout fails the group", func(h *harness) {
+			g1 := h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("a"), Timeout: 5 * time.Second, FailOnTimeout: true}).Generation
 			if d, ok := h.f.NextDeadline(); !ok || d != h.now+int64(5*time.Second) {
 				h.t.Fatalf("NextDeadline %d %v, want the group timeout", d, ok)
 			}
@@ -100,8 +100,59 @@ func TestAllGather(t *testing.T) {
 				h.t.Fatalf("timed-out group not forgotten: %+v", h.f.Groups())
 			}
 		}},
-		{"join after timeout starts afresh", func(h *harness) {
-			g1 := h.join(1, 3, "a")
+		{"timeout leaves the group open and overdue", func(h *harness) {
+			g1 := h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 3, Data: []byte("a"), Timeout: 5 * time.Second}).Generation
+			g2 := h.join(2, 3, "b")
+			h.advance(5*time.Second - 1)
+			h.tick()
+			if w := h.watch(1, g1, WatchPending); w.Overdue {
+				h.t.Fatalf("overdue before the timeout")
+			}
+			h.advance(1)
+			h.tick()
+			for _, w := range []WatchResult{h.watch(1, g1, WatchPending), h.watch(2, g2, WatchPending)} {
+				if !w.Overdue || w.Err() != nil {
+					h.t.Fatalf("watch %+v after the timeout, want pending and overdue", w)
+				}
+			}
+			if g, _ := h.f.Group("g"); g.Status != "open" || !g.Overdue || g.Deadline != h.now+int64(AbandonedGroupTimeout) {
+				h.t.Fatalf("group %+v, want open, overdue, kept for AbandonedGroupTimeout", g)
+			}
+			// A late member still completes it, for every member.
+			h.advance(time.Hour)
+			g3 := h.join(3, 3, "c")
+			h.wantData(h.watch(1, g1, WatchComplete), 0, "a", "b", "c")
+			h.wantData(h.watch(3, g3, WatchComplete), 2, "a", "b", "c")
+			if g, _ := h.f.Group("g"); g.Overdue {
+				h.t.Fatalf("complete group %+v still overdue", g)
+			}
+		}},
+		{"abandoned overdue group is forgotten", func(h *harness) {
+			g1 := h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 3, Timeout: time.Second}).Generation
+			h.advance(time.Second)
+			h.tick()
+			h.advance(AbandonedGroupTimeout - time.Second)
+			h.join(2, 3, "b") // a join keeps it
+			h.advance(AbandonedGroupTimeout - 1)
+			h.tick()
+			h.watch(1, g1, WatchPending)
+			h.advance(1)
+			h.tick()
+			if w := h.watch(1, g1, WatchClosed); !errors.Is(w.Err(), ErrClosed) {
+				h.t.Fatalf("abandoned group's watch error %v, want ErrClosed", w.Err())
+			}
+		}},
+		{"a replica that has not applied the join waits", func(h *harness) {
+			g1 := h.join(1, 2, "a")
+			behind := New() // a follower, or a leader before its barrier
+			if w := behind.Watch("g", memberID(1), g1); w.Status != WatchPending {
+				h.t.Fatalf("a replica without the join answers %+v, want pending", w)
+			}
+			h.ok(&Leave{Group: "g", Member: memberID(1)})
+			h.watch(1, g1, WatchClosed) // after the join, closed is final
+		}},
+		{"join after a hard timeout starts afresh", func(h *harness) {
+			g1 := h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 3, Data: []byte("a"), Timeout: time.Minute, FailOnTimeout: true}).Generation
 			h.advance(time.Minute)
 			h.tick()
 			g2 := h.ok(&Join{Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("b")}).Generation

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -199,9 +200,15 @@ type Join struct {
 	Member   uuid.UUID
 	NumPeers int
 	Data     []byte
-	// Timeout bounds how long the group may wait to fill up; zero means
-	// DefaultTimeout. Only the join that creates the group sets it.
+	// Timeout is how long the group may wait to fill up before its members
+	// are told (ErrAllGatherTimeoutExceeded); zero means DefaultTimeout.
+	// Only the join that creates the group sets it.
 	Timeout time.Duration
+	// FailOnTimeout makes Timeout a hard deadline: the group fails for
+	// every member when it passes. Without it the group is only marked
+	// overdue and stays open, as in the seed. Only the creating join sets
+	// it.
+	FailOnTimeout bool
 }
 
 // Leave removes a member from an allgather group.
@@ -299,11 +306,17 @@ func Encode(c Command) []byte {
 // errUnknownType is returned by Decode for an ignorable unknown type.
 var errUnknownType = fmt.Errorf("%w: unknown ignorable command type", ErrInvalid)
 
+// ErrUnsupported means a log entry was written by a newer version: its
+// command version or its (non-ignorable) type is unknown here. A replica
+// must not skip such an entry, or it would diverge from the replicas that
+// apply it; the FSM halts instead (see FSM.Halted).
+var ErrUnsupported = errors.New("log entry from a newer version")
+
 // Decode parses a log entry written by Encode.
 func Decode(b []byte) (Command, error) {
 	d := &decoder{buf: b}
 	if v := d.byte(); d.err == nil && v != commandVersion {
-		return nil, invalidf("command version %d, want %d", v, commandVersion)
+		return nil, fmt.Errorf("%w: command version %d, this replica knows %d", ErrUnsupported, v, commandVersion)
 	}
 	t := CmdType(d.byte())
 	if d.err != nil {
@@ -314,7 +327,7 @@ func Decode(b []byte) (Command, error) {
 		if t&IgnorableFlag != 0 {
 			return nil, errUnknownType
 		}
-		return nil, invalidf("unknown command type %d", uint8(t))
+		return nil, fmt.Errorf("%w: command type %d is unknown here", ErrUnsupported, uint8(t))
 	}
 	h := c.Hdr()
 	h.Now = d.varint()
@@ -440,14 +453,19 @@ func (c *Join) encode(e *encoder) {
 	e.int(c.NumPeers)
 	e.bytes(c.Data)
 	e.varint(int64(c.Timeout))
+	e.bool(!c.FailOnTimeout)
 }
 
+// decode reads a Join. The trailing byte says whether the group stays open
+// past its timeout; a join written before it existed has none, and its
+// group fails on timeout, as groups then did.
 func (c *Join) decode(d *decoder) {
 	c.Group = d.string()
 	c.Member = d.uuid()
 	c.NumPeers = d.int()
 	c.Data = d.bytes()
 	c.Timeout = time.Duration(d.varint())
+	c.FailOnTimeout = d.empty() || !d.bool()
 }
 
 func (c *Leave) encode(e *encoder) { e.string(c.Group); e.uuid(c.Member) }

@@ -127,7 +127,7 @@ func TestLeaderGrace(t *testing.T) {
 			h.advance(30 * time.Second)
 			late := h.getTask(0) // due at +40s
 			h.ok(&RequestSaveModel{TrainerID: "a", BlockDur: 5 * time.Second})
-			h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 2, Timeout: 10 * time.Second})
+			h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 2, Timeout: 10 * time.Second, FailOnTimeout: true})
 			h.ok(part("u", 0, testChunks(1)))
 
 			// No leader from +30s to +45s; the new leader grants 10s.

@@ -44,34 +44,56 @@ func newDedupTable() dedupTable {
 	return dedupTable{clients: make(map[uuid.UUID]*dedupClient)}
 }
 
-// lookup returns the replayed result of a request seen before, nil for a
-// new request, or an error for a request that is too old to tell.
-func (t *dedupTable) lookup(req RequestID, typ CmdType, s *state) (*Result, error) {
-	c := t.clients[req.Client]
-	if c == nil {
+// lookup returns the replayed result of command c, whose request was seen
+// before, nil for a new request, or an error for a request that is too old
+// to tell.
+func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error) {
+	typ := c.Type()
+	cl := t.clients[req.Client]
+	if cl == nil {
 		return nil, nil
 	}
-	for i := range c.entries {
-		e := &c.entries[i]
+	for i := range cl.entries {
+		e := &cl.entries[i]
 		if e.seq != req.Seq {
 			continue
 		}
 		if e.typ != typ {
 			return nil, invalidf("request id %s/%d was used for %v, not %v", req.Client, req.Seq, e.typ, typ)
 		}
-		return e.result(s), nil
+		return e.result(c, s), nil
 	}
-	if req.Seq <= c.floor {
+	if req.Seq <= cl.floor {
 		return nil, invalidf("request id %s/%d is too old to be de-duplicated", req.Client, req.Seq)
 	}
 	return nil, nil
 }
 
-func (e *dedupEntry) result(s *state) *Result {
+// result replays the first outcome for command c. An answer that grants
+// something for a time is replayed as true only while it still holds at
+// the FSM time of the retry, which is the later of the clock and c's
+// stamp: a retried save-model request answers whether the caller holds
+// the lease now, a retried GetTask or RenewLease whose lease has ended
+// answers ErrStaleEpoch. Anything else is replayed as it was.
+func (e *dedupEntry) result(c Command, s *state) *Result {
 	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
-	if e.taskID > 0 && s.ds != nil && e.taskID <= len(s.tasks) {
-		i := int32(e.taskID - 1)
-		r.Task = &Task{Meta: TaskMeta{ID: e.taskID, Epoch: e.epoch}, Chunks: s.ds.taskChunks(int(i))}
+	now := max(s.clock, c.Hdr().Now)
+	switch c := c.(type) {
+	case *RequestSaveModel:
+		r.Granted = s.save.holder == c.TrainerID && s.save.deadline > now
+	case *GetTask:
+		if e.code != CodeOK {
+			break
+		}
+		if i, held := s.leaseHeld(e.taskID, e.epoch, now); held {
+			r.Task = s.taskOf(i, now)
+		} else {
+			r.Code = CodeStaleEpoch
+		}
+	case *RenewLease:
+		if _, held := s.leaseHeld(c.Meta.ID, c.Meta.Epoch, now); e.code == CodeOK && !held {
+			r.Code = CodeStaleEpoch
+		}
 	}
 	return r
 }

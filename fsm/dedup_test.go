@@ -34,12 +34,12 @@ func TestDedup(t *testing.T) {
 		}},
 		{"errors are replayed", func(h *harness) {
 			h.setDataset(1, defaultParams)
+			m := h.getTask(0)
 			h.fails(withRequest(&GetTask{Pass: 3}, 1, 1), ErrPassAfter)
 			r := h.fails(withRequest(&GetTask{Pass: 3}, 1, 1), ErrPassAfter)
 			if !r.Duplicate {
 				h.t.Fatalf("retry not marked duplicate")
 			}
-			m := h.getTask(0)
 			h.ok(withRequest(&TaskFinished{Meta: m}, 2, 7))
 			if r := h.ok(withRequest(&TaskFinished{Meta: m}, 2, 7)); !r.Duplicate || r.Ignored {
 				h.t.Fatalf("retried finish %+v, want the first outcome", r)
@@ -83,15 +83,54 @@ func TestDedup(t *testing.T) {
 				h.t.Fatalf("a retried join changed the state")
 			}
 		}},
-		{"save-model retry keeps its grant", func(h *harness) {
-			h.ok(withRequest(&RequestSaveModel{TrainerID: "a", BlockDur: time.Second}, 1, 1))
-			h.requestSave("b", time.Second)
-			h.advance(2 * time.Second)
-			h.tick()
-			if r := h.ok(withRequest(&RequestSaveModel{TrainerID: "a", BlockDur: time.Second}, 1, 1)); !r.Granted || !r.Duplicate {
-				h.t.Fatalf("retry %+v, want the first grant replayed", r)
+		{"save-model retry answers whether the lease is still held", func(h *harness) {
+			save := func(trainer string, seq uint64) *Result {
+				return h.ok(withRequest(&RequestSaveModel{TrainerID: trainer, BlockDur: 2 * time.Second}, 1, seq))
 			}
-			h.wantHolder("") // the replay did not take the lease again
+			if r := save("a", 1); !r.Granted {
+				h.t.Fatalf("first request %+v, want granted", r)
+			}
+			h.advance(time.Second)
+			if r := save("a", 1); !r.Granted || !r.Duplicate {
+				h.t.Fatalf("retry while a holds the lease %+v, want granted", r)
+			}
+			h.advance(time.Second + time.Second/2) // a's lease ended at +2s
+			if r := save("b", 2); !r.Granted {
+				h.t.Fatalf("b's request after a's lease %+v, want granted", r)
+			}
+			before := h.f.SnapshotBytes()
+			if r := save("a", 1); r.Granted || !r.Duplicate {
+				h.t.Fatalf("a's retry while b holds the lease %+v, want a duplicate that is not granted", r)
+			}
+			if !bytes.Equal(before, h.f.SnapshotBytes()) {
+				h.t.Fatalf("a replayed save-model request changed the state")
+			}
+			h.wantHolder("b")
+			// Expired but not yet ticked: the retry's own stamp decides.
+			h.advance(3 * time.Second)
+			if r := h.ok(withRequest(&RequestSaveModel{TrainerID: "b", BlockDur: 2 * time.Second}, 1, 2)); r.Granted {
+				h.t.Fatalf("b's retry after its lease ended %+v, want not granted", r)
+			}
+		}},
+		{"task retry after its lease ended is stale", func(h *harness) {
+			h.setDataset(2, defaultParams)
+			first := h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
+			if first.Task.Lease != defaultParams.TaskTimeout || first.Task.Pass != 0 {
+				h.t.Fatalf("task %+v, want pass 0 and a lease of the task timeout", first.Task)
+			}
+			h.advance(4 * time.Second)
+			r := h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
+			if !r.Duplicate || r.Task.Meta != first.Task.Meta || r.Task.Lease != defaultParams.TaskTimeout-4*time.Second {
+				h.t.Fatalf("retry within the lease %+v, want the same task with 6s left", r.Task)
+			}
+			h.ok(withRequest(&RenewLease{Meta: first.Task.Meta}, 1, 2))
+			h.advance(defaultParams.TaskTimeout)
+			h.tick() // the lease expires; the task goes back to todo
+			h.fails(withRequest(&GetTask{Pass: 0}, 1, 1), ErrStaleEpoch)
+			h.fails(withRequest(&RenewLease{Meta: first.Task.Meta}, 1, 2), ErrStaleEpoch)
+			if m := h.getTask(0); m.ID != 2 {
+				h.t.Fatalf("next lease %+v, want task 2 (task 1 went to the end of todo)", m)
+			}
 		}},
 		{"clients are forgotten after the window", func(h *harness) {
 			h.setDataset(2, defaultParams)

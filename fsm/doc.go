@@ -7,22 +7,48 @@
 //
 // Apply reads nothing but the log entry. The proposing leader stamps its
 // time into each command (Header.Now, unix nanoseconds) and the FSM keeps
-// clock = max(clock, Now), so time never runs backwards inside the FSM even
-// when a leader's clock does. Task ids come from the dataset's chunk order,
+// clock = max(clock, Now), so time never runs backwards inside the FSM.
+// Task ids come from the dataset's chunk order,
 // allgather generations from a counter. Maps are only iterated in sorted key
 // order (sortedKeys), so no map order reaches a result or a snapshot. A
 // test in this package fails the build if a non-test file uses the wall
 // clock, randomness, the os or net packages, or ranges over a map elsewhere.
+//
+// # Time
+//
+// FSM time is cluster time, not any machine's wall clock. A leader stamps
+// Now from its monotonic clock, continuing from the FSM clock it found
+// after its take-over barrier (internal/deadline.Clock); only the first
+// leader of a new cluster, whose log holds no time, starts from its wall
+// clock. So a leader whose wall clock runs ahead, lags, or jumps by hours
+// while it leads moves no deadline: every lease, save-model block and group
+// timeout runs for its real length, before and after a fail-over. Time
+// without a leader does not count, which is the fail-over grace's intent
+// too. While anything waits on a deadline the leader proposes a Tick at
+// least every second, so a new leader continues from a time at most about
+// a second old. FSM time therefore lags the wall clock by the time the
+// cluster spent without a leader; it is only compared with itself.
+//
+// The FSM does not bound how far one stamp may jump: it cannot tell an
+// idle hour from a skewed clock, and clamping would make FSM time fall
+// behind the leader's, so that leases would end early by the leader's
+// measure. Stamps come from leaders that never read a wall clock after the
+// first, which is where the bound belongs.
 //
 // # Encoding
 //
 // A command is a version byte, a type byte, the header (Now, client id,
 // sequence number) and a payload of varints and length-prefixed strings.
 // Types are only ever added at the end; a type with IgnorableFlag set is
-// skipped by a replica that does not know it. Bytes that do not decode, and
-// commands outside the limits (limits.go; Now must lie between 1970 and
-// 2116, so that no deadline overflows), are answered with CodeInvalid and
-// change nothing.
+// skipped by a replica that does not know it. An entry whose command
+// version or (non-ignorable) type this replica does not know was written
+// by a newer version, as in a rolling upgrade done in the wrong order: the
+// FSM halts (Halted, HaltErr), applies nothing more and refuses to
+// snapshot, and the node stops, rather than skip the entry and diverge
+// from the replicas that apply it. Bytes of a known command that do not
+// decode, and commands outside the limits (limits.go; Now must lie between
+// 1970 and 2116, so that no deadline overflows), are answered with
+// CodeInvalid and change nothing on every replica alike.
 //
 // # Commands
 //
@@ -38,10 +64,22 @@
 // upload that gets no part for UploadIdleTimeout is dropped by Tick.
 //
 // GetTask(pass) leases the first todo task: its epoch is incremented and
-// it becomes pending until clock+timeout. It answers ErrPassBefore or
-// ErrPassAfter for another pass, ErrAllTaskFailed when nothing is todo,
-// pending or done, and ErrNoMoreAvailable when nothing is todo but some
-// tasks are pending or done.
+// it becomes pending until clock+timeout. The answer carries the task's
+// pass and the lease's remaining length (Task.Pass, Task.Lease). It
+// answers ErrPassBefore for an earlier pass, ErrAllTaskFailed when nothing
+// is todo, pending or done, and ErrNoMoreAvailable when nothing is todo
+// but some tasks are pending or done.
+//
+// A trainer that asks for a later pass is waiting for the current one to
+// end. If a task of the current pass is todo (its lease expired, or it was
+// reported failed, after the others had moved on), that trainer is given
+// it, with Task.Pass naming the current pass; otherwise it gets
+// ErrPassAfter. So a pass whose trainer died holding a task never stalls:
+// the task comes back when its lease runs out, and whoever waits takes it.
+// Exactly-once per pass holds as before, since the task is still one of
+// the current pass's. Trainers keep their leases short and renew them
+// while they read (the Go client renews in the background), so a dead
+// trainer's task comes back within one lease.
 //
 // TaskFinished{ID, Epoch} moves a pending task to done. As in the original
 // master, a late finish from an earlier lease of the same pass is accepted
@@ -80,17 +118,32 @@
 // again; the lease then ends at clock+BlockDur. Otherwise it answers
 // Granted=false. At most one trainer holds it at any FSM time.
 //
-// Join{Group, Member, NumPeers, Data, Timeout} adds a member to an allgather
-// group, creating the group with the timeout (DefaultTimeout when zero).
-// Members keep their join order, so a member's index in the completed data
-// is its rank. A re-join with the same member id replaces the data and the
-// generation, and the earlier join's watch sees ErrReconnected. When
-// NumPeers members have joined the group is complete; a member that joins
-// again after completion gets the completed result. A join with another
-// numPeers, or by a stranger after completion, gets ErrGroupMismatch. A
-// group that does not fill up before its timeout is timed out
-// (ErrAllGatherTimeoutExceeded); the next join starts it afresh. Complete
-// and timed-out groups are forgotten after another timeout.
+// Join{Group, Member, NumPeers, Data, Timeout, FailOnTimeout} adds a
+// member to an allgather group, creating the group with the timeout
+// (DefaultTimeout when zero) and its kind. Members keep their join order,
+// so a member's index in the completed data is its rank. A re-join with
+// the same member id replaces the data and the generation, and the earlier
+// join's watch sees ErrReconnected. When NumPeers members have joined the
+// group is complete; a member that joins again after completion gets the
+// completed result. A join with another numPeers, or by a stranger after
+// completion, gets ErrGroupMismatch.
+//
+// A group that has not filled up when its timeout passes becomes overdue,
+// as in the seed: watches report it (WatchResult.Overdue, the seed's
+// ErrAllGatherTimeoutExceeded callback), the group stays open, and it
+// still completes when the last member joins (on Kubernetes some pods are
+// scheduled late). An overdue group that gets no join for
+// AbandonedGroupTimeout is forgotten, and its watches see ErrClosed. With
+// FailOnTimeout the timeout is a hard deadline instead: the group is timed
+// out for every member (ErrAllGatherTimeoutExceeded) and the next join
+// starts it afresh. Complete and timed-out groups are forgotten after
+// another timeout.
+//
+// Watch(group, member, gen) never judges a join from a state that predates
+// it: generations are handed out in log order, so a replica whose counter
+// is below gen (a follower behind, a new leader before its barrier)
+// answers WatchPending, and a watch there waits, instead of answering
+// ErrClosed for a member it has not seen join.
 //
 // Leave{Group, Member} removes a member: before completion its data leaves
 // the group, after completion it is only marked gone. When the last member
@@ -103,7 +156,20 @@
 //
 // A command with a non-zero RequestID is de-duplicated: a retry with the
 // same id returns the first outcome (for GetTask, the same task and epoch)
-// and changes nothing. The table keeps the last DedupPerClient outcomes of
+// and changes nothing. An answer that grants something for a time is
+// replayed only while it still holds, judged at the retry's FSM time (the
+// later of the clock and the retry's stamp), since a retry may come after
+// the grant has run out and passed to someone else:
+//
+//   - RequestSaveModel: Granted says whether the caller holds the lease
+//     now, so two trainers never both hear "granted" at once.
+//   - GetTask: the same task, with the lease's remaining length, while the
+//     lease is current; once it has ended, ErrStaleEpoch (ask again).
+//   - RenewLease: ErrStaleEpoch once the renewed lease has ended.
+//
+// Every other replay (TaskFinished, TaskFailed, Join's generation, Leave,
+// SetDataset, node registry changes) is the first outcome, which time does
+// not change. The table keeps the last DedupPerClient outcomes of
 // each client, at most DedupMaxClients clients, and forgets a client after
 // DedupWindow of FSM time without requests; all three bounds depend only on
 // the log, so every replica forgets the same ids. A retry older than what

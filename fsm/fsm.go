@@ -22,12 +22,16 @@ type FSM struct {
 
 	notifyMu sync.Mutex
 	changed  chan struct{} // closed after the next apply, when non-nil
+
+	halted   chan struct{} // closed when the FSM halts
+	haltErr  error         // why; set before halted is closed, under mu
+	haltOnce sync.Once
 }
 
 var _ raft.FSM = (*FSM)(nil)
 
 // New returns an empty FSM.
-func New() *FSM { return &FSM{s: newState()} }
+func New() *FSM { return &FSM{s: newState(), halted: make(chan struct{})} }
 
 // Apply applies a committed Raft log entry and returns a *Result.
 func (f *FSM) Apply(l *raft.Log) any {
@@ -36,12 +40,24 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 // ApplyEntry applies one encoded command at log index index. Bytes that do
 // not decode give a CodeInvalid result and change nothing but the applied
-// index; an unknown command type marked ignorable is skipped.
+// index; an unknown command type marked ignorable is skipped. An entry of
+// an unknown command version or non-ignorable type (ErrUnsupported) halts
+// the FSM: it and every later entry are left unapplied, so that this
+// replica stops rather than diverges.
 func (f *FSM) ApplyEntry(index uint64, data []byte) *Result {
 	c, err := Decode(data)
 	f.mu.Lock()
 	var r *Result
 	switch {
+	case f.haltErr != nil:
+		f.mu.Unlock()
+		return haltedResult(f.haltErr)
+	case errors.Is(err, ErrUnsupported):
+		f.haltErr = fmt.Errorf("fsm: log entry %d: %w; upgrade this replica to a version that knows it", index, err)
+		r = haltedResult(f.haltErr)
+		f.mu.Unlock()
+		f.haltOnce.Do(func() { close(f.halted) })
+		return r
 	case errors.Is(err, errUnknownType):
 		r = &Result{Ignored: true}
 	case err != nil:
@@ -55,6 +71,22 @@ func (f *FSM) ApplyEntry(index uint64, data []byte) *Result {
 	f.mu.Unlock()
 	f.notify()
 	return r
+}
+
+func haltedResult(err error) *Result {
+	return &Result{Code: CodeInvalid, Message: err.Error()}
+}
+
+// Halted returns a channel that is closed when the FSM meets a log entry
+// it cannot decode because a newer version wrote it. The replica must then
+// stop: HaltErr says why.
+func (f *FSM) Halted() <-chan struct{} { return f.halted }
+
+// HaltErr returns why the FSM halted, or nil.
+func (f *FSM) HaltErr() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.haltErr
 }
 
 // Changed returns a channel that is closed after the next applied entry or
@@ -87,6 +119,11 @@ func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if f.haltErr != nil {
+		// The state misses an entry: persisting it would make the skip
+		// permanent.
+		return nil, f.haltErr
+	}
 	return &snapshot{s: f.s.clone()}, nil
 }
 

@@ -96,7 +96,8 @@ func TestRestoreRefuses(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"bad magic", append([]byte("XXXXX"), good[5:]...)},
-		{"other version", append([]byte(snapshotMagic+"\x02"), good[6:]...)},
+		{"newer version", append([]byte(snapshotMagic+"\x03"), good[6:]...)},
+		{"version 0", append([]byte(snapshotMagic+"\x00"), good[6:]...)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing byte", append(append([]byte{}, good...), 0)},
 	}

@@ -59,9 +59,6 @@ func TestInvalidCommands(t *testing.T) {
 		{"nil", nil},
 		{"empty", []byte{}},
 		{"version only", []byte{commandVersion}},
-		{"wrong version", append([]byte{2}, valid[1:]...)},
-		{"unknown type", []byte{commandVersion, byte(numTypes), 0, 0}},
-		{"type 0", append([]byte{commandVersion, 0}, valid[2:]...)},
 		{"trailing byte", append(append([]byte{}, valid...), 0)},
 		{"truncated", valid[:len(valid)-1]},
 		{"huge length", hugeLength()},
@@ -81,6 +78,39 @@ func TestInvalidCommands(t *testing.T) {
 	for _, tc := range raw {
 		t.Run(tc.name, func(t *testing.T) {
 			loadedHarness(t).invalid(tc.b)
+		})
+	}
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"newer version", append([]byte{commandVersion + 1}, valid[1:]...)},
+		{"unknown type", []byte{commandVersion, byte(numTypes), 0, 0}},
+		{"type 0", append([]byte{commandVersion, 0}, valid[2:]...)},
+	} {
+		t.Run(tc.name+" halts", func(t *testing.T) {
+			f := New()
+			h := &harness{t: t, f: f, now: t0}
+			h.setDataset(2, defaultParams)
+			before := f.SnapshotBytes()
+			applied := f.AppliedIndex()
+			r := h.applyBytes(tc.b)
+			if !errors.Is(r.Err(), ErrInvalid) || !errors.Is(f.HaltErr(), ErrUnsupported) {
+				t.Fatalf("got %+v, halt error %v; want the FSM halted with ErrUnsupported", r, f.HaltErr())
+			}
+			select {
+			case <-f.Halted():
+			default:
+				t.Fatalf("Halted not closed")
+			}
+			// Nothing later is applied, and no snapshot records the skip.
+			h.apply(&GetTask{Pass: 0})
+			if !bytes.Equal(before, f.SnapshotBytes()) || f.AppliedIndex() != applied {
+				t.Fatalf("a halted FSM changed its state or applied index")
+			}
+			if _, err := f.Snapshot(); !errors.Is(err, ErrUnsupported) {
+				t.Fatalf("Snapshot of a halted FSM: %v, want ErrUnsupported", err)
+			}
 		})
 	}
 	t.Run("unknown ignorable type", func(t *testing.T) {

@@ -40,6 +40,10 @@ const (
 	MaxGroupTimeout = 7 * 24 * time.Hour
 	// DefaultTimeout is the allgather timeout when a join gives none.
 	DefaultTimeout = 10 * time.Minute
+	// AbandonedGroupTimeout forgets an overdue open group that got no join
+	// for this long, so that groups whose trainers are gone do not pile
+	// up; their remaining watches see ErrClosed.
+	AbandonedGroupTimeout = 24 * time.Hour
 
 	// MaxNodes bounds the node registry.
 	MaxNodes = 64

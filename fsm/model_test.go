@@ -50,11 +50,13 @@ type modelUpload struct {
 }
 
 type modelGroup struct {
-	numPeers int
-	timeout  time.Duration
-	deadline int64
-	status   string
-	members  []modelMember
+	numPeers      int
+	timeout       time.Duration
+	deadline      int64
+	status        string
+	failOnTimeout bool
+	overdue       bool
+	members       []modelMember
 }
 
 type modelMember struct {
@@ -106,7 +108,7 @@ func (m *model) apply(b []byte) Result {
 				}
 				r := s.r
 				r.Duplicate = true
-				return r
+				return m.replay(c, r)
 			}
 		}
 		if req.Seq <= cl.floor {
@@ -125,6 +127,39 @@ func (m *model) apply(b []byte) Result {
 	}
 	for len(m.clients) > 0 && m.clock-m.clients[0].lastSeen > int64(DedupWindow) {
 		m.clients = m.clients[1:]
+	}
+	return r
+}
+
+// replay adjusts a replayed answer that grants something for a time to
+// what still holds at the retry's FSM time.
+func (m *model) replay(c Command, r Result) Result {
+	now := max(m.clock, c.Hdr().Now)
+	held := func(meta TaskMeta) (*modelTask, bool) {
+		if m.ds == nil || meta.ID < 1 || meta.ID > len(m.tasks) {
+			return nil, false
+		}
+		t := &m.tasks[meta.ID-1]
+		return t, t.queue == "pending" && t.epoch == meta.Epoch && t.deadline > now
+	}
+	switch c := c.(type) {
+	case *RequestSaveModel:
+		r.Granted = m.holder == c.TrainerID && m.saveEnd > now
+	case *GetTask:
+		if r.Code != CodeOK {
+			break
+		}
+		if t, ok := held(r.Task.Meta); ok {
+			task := *r.Task
+			task.Lease = time.Duration(t.deadline - now)
+			r.Task = &task
+		} else {
+			r.Code, r.Task = CodeStaleEpoch, nil
+		}
+	case *RenewLease:
+		if _, ok := held(c.Meta); r.Code == CodeOK && !ok {
+			r.Code = CodeStaleEpoch
+		}
 	}
 	return r
 }
@@ -250,7 +285,7 @@ func (m *model) getTask(pass int) Result {
 		return codeResult(ErrNoDataset)
 	case pass < m.pass:
 		return codeResult(ErrPassBefore)
-	case pass > m.pass:
+	case pass > m.pass && len(m.todo) == 0:
 		return codeResult(ErrPassAfter)
 	case len(m.todo) == 0 && m.count("done") == 0 && len(m.pending) == 0:
 		return codeResult(ErrAllTaskFailed)
@@ -265,7 +300,8 @@ func (m *model) getTask(pass int) Result {
 	m.addPending(i)
 	cpt := m.ds.params.ChunksPerTask
 	chunks := m.ds.chunks[i*cpt : min((i+1)*cpt, len(m.ds.chunks))]
-	return Result{Task: &Task{Meta: TaskMeta{ID: i + 1, Epoch: t.epoch}, Chunks: slices.Clone(chunks)}}
+	return Result{Task: &Task{Meta: TaskMeta{ID: i + 1, Epoch: t.epoch}, Chunks: slices.Clone(chunks),
+		Pass: m.pass, Lease: time.Duration(t.deadline - m.clock)}}
 }
 
 func (m *model) count(queue string) int {
@@ -394,8 +430,10 @@ func (m *model) tick() {
 		g := m.groups[id]
 		switch {
 		case g.deadline > m.clock:
-		case g.status == "open":
+		case g.status == "open" && g.failOnTimeout:
 			g.status, g.deadline = "timed_out", m.clock+int64(g.timeout)
+		case g.status == "open" && !g.overdue:
+			g.overdue, g.deadline = true, m.clock+int64(AbandonedGroupTimeout)
 		default:
 			delete(m.groups, id)
 		}
@@ -446,8 +484,11 @@ func (m *model) join(c *Join) Result {
 		if timeout == 0 {
 			timeout = DefaultTimeout
 		}
-		g = &modelGroup{numPeers: c.NumPeers, timeout: timeout, deadline: m.clock + int64(timeout), status: "open"}
+		g = &modelGroup{numPeers: c.NumPeers, timeout: timeout, deadline: m.clock + int64(timeout), status: "open", failOnTimeout: c.FailOnTimeout}
 		m.groups[c.Group] = g
+	}
+	if g.overdue {
+		g.deadline = m.clock + int64(AbandonedGroupTimeout)
 	}
 	m.nextGen++
 	switch {
@@ -458,7 +499,7 @@ func (m *model) join(c *Join) Result {
 	default:
 		g.members = append(g.members, modelMember{id: c.Member, data: c.Data, gen: m.nextGen})
 		if len(g.members) == g.numPeers {
-			g.status, g.deadline = "complete", m.clock+int64(g.timeout)
+			g.status, g.deadline, g.overdue = "complete", m.clock+int64(g.timeout), false
 		}
 	}
 	return Result{Generation: m.nextGen}
@@ -532,7 +573,8 @@ func (m *model) check(t *rapid.T, f *FSM) {
 	var groups []GroupInfo
 	for _, id := range sortedKeys(m.groups) {
 		g := m.groups[id]
-		gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: g.status, Timeout: g.timeout, Deadline: g.deadline}
+		gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: g.status, Timeout: g.timeout, Deadline: g.deadline,
+			FailOnTimeout: g.failOnTimeout, Overdue: g.overdue}
 		for _, mb := range g.members {
 			gi.Members = append(gi.Members, MemberInfo{ID: mb.id, Generation: mb.gen, DataLen: len(mb.data), Left: mb.left})
 		}
@@ -566,7 +608,7 @@ func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
 		data = append(data, mb.data)
 	}
 	for rank, mb := range g.members {
-		want := WatchResult{Status: WatchPending}
+		want := WatchResult{Status: WatchPending, Overdue: g.overdue}
 		switch {
 		case mb.left:
 			want.Status = WatchClosed
@@ -580,6 +622,9 @@ func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
 		}
 		if old := f.Watch(id, mb.id, mb.gen-1); !mb.left && old.Status != WatchReconnected {
 			t.Fatalf("group %s member %d: an older join sees %v", id, rank, old.Status)
+		}
+		if later := f.Watch(id, mb.id, m.nextGen+1); later.Status != WatchPending || later.Overdue {
+			t.Fatalf("group %s member %d: a join not applied yet sees %+v", id, rank, later)
 		}
 	}
 }

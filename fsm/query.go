@@ -145,11 +145,16 @@ type GroupInfo struct {
 	Status   string        `json:"status"`
 	Timeout  time.Duration `json:"timeout"`
 	Deadline int64         `json:"deadline"`
-	Members  []MemberInfo  `json:"members"`
+	// FailOnTimeout is set for a group whose timeout is a hard deadline.
+	FailOnTimeout bool `json:"fail_on_timeout,omitempty"`
+	// Overdue is set for an open group past its timeout.
+	Overdue bool         `json:"overdue,omitempty"`
+	Members []MemberInfo `json:"members"`
 }
 
 func groupInfo(id string, g *group) GroupInfo {
-	gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: groupStatusNames[g.status], Timeout: g.timeout, Deadline: g.deadline}
+	gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: groupStatusNames[g.status], Timeout: g.timeout, Deadline: g.deadline,
+		FailOnTimeout: g.failOnTimeout, Overdue: g.overdue}
 	for _, m := range g.members {
 		gi.Members = append(gi.Members, MemberInfo{ID: m.id, Generation: m.gen, DataLen: len(m.data), Left: m.left})
 	}
@@ -198,6 +203,10 @@ type WatchResult struct {
 	Data [][]byte
 	// Rank is the member's index in Data.
 	Rank int
+	// Overdue is set, while the status is WatchPending, once the group
+	// has passed its timeout without filling up: the seed's
+	// ErrAllGatherTimeoutExceeded notice. The group stays open.
+	Overdue bool
 }
 
 // Err returns the allgather error of a final status, or nil.
@@ -214,10 +223,16 @@ func (w WatchResult) Err() error {
 }
 
 // Watch returns the state of the join with generation gen of member in
-// group.
+// group. Generations are handed out in log order, so a replica whose
+// counter is below gen has not applied that join yet: it answers
+// WatchPending rather than judge the member from a state that predates
+// its join.
 func (f *FSM) Watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	if gen > f.s.nextGen {
+		return WatchResult{Status: WatchPending}
+	}
 	g := f.s.groups[groupID]
 	if g == nil {
 		return WatchResult{Status: WatchClosed}
@@ -234,7 +249,7 @@ func (f *FSM) Watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult 
 	case g.status == groupTimedOut:
 		return WatchResult{Status: WatchTimedOut}
 	case g.status == groupOpen:
-		return WatchResult{Status: WatchPending}
+		return WatchResult{Status: WatchPending, Overdue: g.overdue}
 	}
 	data := make([][]byte, len(g.members))
 	for j, m := range g.members {

@@ -12,9 +12,11 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 2 added the groups' timeout mode; version 1 snapshots are still
+// read, their groups failing on timeout as they then did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -127,6 +129,8 @@ func encodeState(w io.Writer, s *state) error {
 		e.varint(int64(g.timeout))
 		e.varint(g.deadline)
 		e.byte(byte(g.status))
+		e.bool(g.failOnTimeout)
+		e.bool(g.overdue)
 		e.uvarint(uint64(len(g.members)))
 		for _, m := range g.members {
 			e.uuid(m.id)
@@ -207,8 +211,9 @@ func decodeState(b []byte) (*state, error) {
 		return nil, errors.New("fsm snapshot: bad magic")
 	}
 	d := &decoder{buf: b[len(snapshotMagic):]}
-	if v := d.uvarint(); d.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("fsm snapshot: version %d, want %d", v, snapshotVersion)
+	version := d.uvarint()
+	if d.err == nil && (version < 1 || version > snapshotVersion) {
+		return nil, fmt.Errorf("fsm snapshot: version %d, this replica reads 1 to %d", version, snapshotVersion)
 	}
 	s := newState()
 	s.clock = d.varint()
@@ -283,7 +288,10 @@ func decodeState(b []byte) (*state, error) {
 	keys = keyOrder{d: d, what: "group"}
 	for range d.length(1) {
 		id := keys.next(d.string())
-		g := &group{numPeers: d.int(), timeout: time.Duration(d.varint()), deadline: d.varint(), status: groupStatus(d.byte())}
+		g := &group{numPeers: d.int(), timeout: time.Duration(d.varint()), deadline: d.varint(), status: groupStatus(d.byte()), failOnTimeout: true}
+		if version >= 2 {
+			g.failOnTimeout, g.overdue = d.bool(), d.bool()
+		}
 		if d.err == nil && g.status > groupTimedOut {
 			d.fail(fmt.Errorf("group %q: bad status %d", id, g.status))
 		}
@@ -427,6 +435,8 @@ func (g *group) check(nextGen uint64) error {
 		return fmt.Errorf("%d of %d members in status %d", len(g.members), g.numPeers, g.status)
 	case g.dataSize > MaxGroupData || g.active() == 0:
 		return errors.New("bad data size or no active member")
+	case g.overdue && (g.status != groupOpen || g.failOnTimeout):
+		return errors.New("overdue but not an open group that outlives its timeout")
 	}
 	for i, m := range g.members {
 		if m.id == uuid.Nil || m.gen == 0 || m.gen > nextGen || len(m.data) > MaxMemberData ||

@@ -3,6 +3,7 @@ package fsm
 import (
 	"cmp"
 	"slices"
+	"time"
 )
 
 // state is the whole replicated state. It is only touched by apply (under
@@ -81,6 +82,13 @@ func (r *Result) Err() error {
 type Task struct {
 	Meta   TaskMeta
 	Chunks []Chunk
+	// Pass is the pass the task belongs to: the current pass, which is
+	// the one asked for or, for a trainer waiting on the next pass, the
+	// one it helps finish.
+	Pass int
+	// Lease is how long the lease lasts from the answer's FSM time;
+	// renew it well before it runs out.
+	Lease time.Duration
 }
 
 func errResult(err error) *Result {
@@ -109,7 +117,7 @@ func (s *state) apply(c Command) *Result {
 	h := c.Hdr()
 	dedupOn := !h.Request.IsZero()
 	if dedupOn {
-		if r, err := s.dedup.lookup(h.Request, c.Type(), s); err != nil {
+		if r, err := s.dedup.lookup(h.Request, c, s); err != nil {
 			return errResult(err)
 		} else if r != nil {
 			return r

@@ -1,5 +1,7 @@
 package fsm
 
+import "time"
+
 // queueID names the queue a task is in. Every task is in exactly one.
 type queueID uint8
 
@@ -112,13 +114,29 @@ func (s *state) taskIndex(id int) (int32, error) {
 	return int32(id - 1), nil
 }
 
-// taskOf builds the leased view of task i.
-func (s *state) taskOf(i int32) *Task {
-	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}}
+// taskOf builds the leased view of pending task i as seen at FSM time now.
+func (s *state) taskOf(i int32, now int64) *Task {
+	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}, Pass: s.pass}
 	t.Chunks = s.ds.taskChunks(int(i))
+	t.Lease = time.Duration(s.tasks[i].deadline - now)
 	return t
 }
 
+// leaseHeld returns task id's index when it is pending under epoch and
+// its lease has not ended at FSM time now.
+func (s *state) leaseHeld(id, epoch int, now int64) (int32, bool) {
+	i, err := s.taskIndex(id)
+	if err != nil {
+		return 0, false
+	}
+	t := &s.tasks[i]
+	return i, t.queue == qPending && int(t.epoch) == epoch && t.deadline > now
+}
+
+// getTask leases the first todo task of the current pass. A trainer asking
+// for a later pass is waiting for this one to end; if a task of this pass
+// came back (its lease expired or it failed), it gets that task rather than
+// ErrPassAfter, so that a pass whose trainer died never stalls.
 func (s *state) getTask(pass int) *Result {
 	if s.ds == nil {
 		return errResult(ErrNoDataset)
@@ -126,7 +144,7 @@ func (s *state) getTask(pass int) *Result {
 	switch {
 	case pass < s.pass:
 		return errResult(ErrPassBefore)
-	case pass > s.pass:
+	case pass > s.pass && s.queues[qTodo].n == 0:
 		return errResult(ErrPassAfter)
 	}
 	todo := &s.queues[qTodo]
@@ -142,7 +160,7 @@ func (s *state) getTask(pass int) *Result {
 	t.epoch++
 	t.deadline = s.leaseEnd()
 	s.insertPending(i)
-	return &Result{Task: s.taskOf(i)}
+	return &Result{Task: s.taskOf(i, s.clock)}
 }
 
 func (s *state) taskFinished(m TaskMeta) *Result {

@@ -50,16 +50,39 @@ func TestTaskQueue(t *testing.T) {
 		}},
 		{"pass before and after", func(h *harness) {
 			h.setDataset(2, defaultParams)
+			a, b := h.getTask(0), h.getTask(0)
 			h.fails(&GetTask{Pass: 1}, ErrPassAfter)
-			h.finish(h.getTask(0))
-			h.finish(h.getTask(0))
+			h.finish(a)
+			h.finish(b)
 			if h.f.Pass() != 1 {
 				h.t.Fatalf("pass %d, want 1", h.f.Pass())
 			}
 			h.fails(&GetTask{Pass: 0}, ErrPassBefore)
-			h.fails(&GetTask{Pass: 2}, ErrPassAfter)
 			if m := h.getTask(1); m != (TaskMeta{ID: 1, Epoch: 2}) {
 				h.t.Fatalf("pass 1 leased %+v, want task 1 epoch 2", m)
+			}
+			h.getTask(1)
+			h.fails(&GetTask{Pass: 2}, ErrPassAfter)
+		}},
+		{"a trainer waiting on the next pass takes a task that came back", func(h *harness) {
+			h.setDataset(2, defaultParams)
+			dead := h.getTask(0) // its trainer dies
+			h.finish(h.getTask(0))
+			h.fails(&GetTask{Pass: 0}, ErrNoMoreAvailable)
+			h.fails(&GetTask{Pass: 1}, ErrPassAfter)
+			h.advance(defaultParams.TaskTimeout)
+			h.tick()
+			r := h.ok(&GetTask{Pass: 1})
+			if r.Task.Meta.ID != dead.ID || r.Task.Pass != 0 {
+				h.t.Fatalf("task %+v, want task %d of pass 0", r.Task, dead.ID)
+			}
+			h.fails(&GetTask{Pass: 1}, ErrPassAfter)
+			h.finish(r.Task.Meta)
+			if h.f.Pass() != 1 {
+				h.t.Fatalf("pass %d, want 1: pass 0 is done", h.f.Pass())
+			}
+			if r := h.ok(&GetTask{Pass: 1}); r.Task.Pass != 1 {
+				h.t.Fatalf("task %+v, want one of pass 1", r.Task)
 			}
 		}},
 		{"no more available while pending", func(h *harness) {

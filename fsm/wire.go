@@ -189,6 +189,10 @@ func (d *decoder) uuid() (id [16]byte) {
 	return id
 }
 
+// empty reports whether the input is used up, for an optional field that
+// older encodings end before.
+func (d *decoder) empty() bool { return d.err == nil && len(d.buf) == 0 }
+
 // done reports an error if input remains: every encoding is exact.
 func (d *decoder) done() error {
 	if d.err == nil && len(d.buf) != 0 {

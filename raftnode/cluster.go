@@ -166,7 +166,10 @@ func (n *Node) Status() Status {
 // SetDataset proposes a dataset: one SetDataset entry when it fits
 // MaxEntryBytes, otherwise DatasetPart entries under a fresh upload id and
 // a DatasetCommit. The request id goes on the final entry, so a retried
-// call is answered by de-duplication.
+// call is answered by de-duplication. When a dataset is already set, or
+// gets set by another upload while this one is under way, no further part
+// is proposed: the final entry alone is, and the FSM answers it Ignored
+// (a commit also drops what this upload staged).
 func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, ErrNotLeader
@@ -180,6 +183,12 @@ func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.Dat
 	}
 	upload := "upload-" + uuid.NewString()
 	for i, part := range parts {
+		// The local FSM is the leader's applied state: once it has a
+		// dataset, the rest of the parts could only be ignored.
+		if n.fsm.Stats().HasDataset {
+			n.log.Info("dataset set by another upload; abandoning this one", "upload", upload, "parts_sent", i, "of", len(parts))
+			break
+		}
 		r, err := n.Apply(ctx, &fsm.DatasetPart{UploadID: upload, Part: uint32(i), Chunks: part})
 		if err != nil {
 			return nil, err
@@ -187,12 +196,25 @@ func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.Dat
 		if r.Code != fsm.CodeOK {
 			return r, nil
 		}
+		if r.Ignored {
+			break // a dataset was set before this part applied
+		}
 		n.log.Debug("dataset part applied", "upload", upload, "part", i, "of", len(parts))
 	}
 	return n.Apply(ctx, &fsm.DatasetCommit{
 		Header: fsm.Header{Request: req}, UploadID: upload,
 		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params,
 	})
+}
+
+// DatasetEntries returns how many log entries SetDataset proposes for
+// chunks when an entry may take maxEntryBytes (Config.MaxEntryBytes): one
+// SetDataset entry, or the parts and a commit.
+func DatasetEntries(chunks []fsm.Chunk, maxEntryBytes int) int {
+	if parts := len(splitChunks(chunks, maxEntryBytes)); parts > 1 {
+		return parts + 1
+	}
+	return 1
 }
 
 // splitChunks cuts chunks into runs whose encoding stays under maxBytes,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // Peer is a member of the static bootstrap configuration.
@@ -104,6 +105,9 @@ func (c *Config) setDefaults() error {
 	if c.RaftAdvertise == "" {
 		c.RaftAdvertise = c.RaftAddr
 	}
+	if c.FailoverGrace < 0 {
+		return fmt.Errorf("raftnode: negative fail-over grace %v", c.FailoverGrace)
+	}
 	def := func(d *time.Duration, v time.Duration) {
 		if *d <= 0 {
 			*d = v
@@ -115,6 +119,9 @@ func (c *Config) setDefaults() error {
 	def(&c.ApplyTimeout, 10*time.Second)
 	def(&c.FailoverGrace, 5*time.Second)
 	def(&c.SnapshotInterval, 30*time.Second)
+	if c.FailoverGrace > fsm.MaxGrace {
+		return fmt.Errorf("raftnode: fail-over grace %v above the state machine's limit of %v", c.FailoverGrace, fsm.MaxGrace)
+	}
 	if c.LeaderLeaseTimeout > c.HeartbeatTimeout || c.HeartbeatTimeout > c.ElectionTimeout {
 		return fmt.Errorf("raftnode: need leader lease (%v) <= heartbeat (%v) <= election timeout (%v)",
 			c.LeaderLeaseTimeout, c.HeartbeatTimeout, c.ElectionTimeout)

@@ -2,6 +2,8 @@ package raftnode
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
@@ -19,6 +21,7 @@ func (n *Node) watchLeadership() {
 			run = nil
 		}
 		n.leaderReady.Store(false)
+		n.clock.Stop()
 	}
 	defer stopLoop()
 	for {
@@ -74,35 +77,53 @@ func (n *Node) leaderLoop(ctx context.Context) {
 			return err
 		},
 		Logger: n.log,
+		Sync:   clockSync,
 	}.Run(ctx)
 }
 
+// clockSync bounds how far FSM time may lag the leader's clock while
+// something waits on a deadline: a new leader continues FSM time from the
+// log, so this is at most what a fail-over adds to a lease.
+const clockSync = time.Second
+
 // takeOver runs the steps a new leader needs before it serves: a barrier,
-// its own registry entry, and the fail-over grace. It retries until it
-// succeeds or leadership is lost.
+// then the term's clock, which continues FSM time from the log, its own
+// registry entry, and the fail-over grace. It retries until it succeeds or
+// leadership is lost.
 func (n *Node) takeOver(ctx context.Context) bool {
 	steps := []struct {
 		name string
 		run  func() error
 	}{
-		{"barrier", func() error { return mapRaftError(n.raft.Barrier(n.cfg.ApplyTimeout).Error()) }},
+		{"barrier", func() error {
+			if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+				return mapRaftError(err)
+			}
+			// Everything committed is applied: no stamp in the log is
+			// later than the FSM clock.
+			n.clock.Start(n.fsm.Clock(), n.cfg.Clock)
+			return nil
+		}},
 		{"register", func() error {
 			self := fsm.Node{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr}
 			if cur, ok := n.fsm.Node(n.cfg.ID); ok && cur == self {
 				return nil
 			}
-			_, err := n.propose(ctx, &fsm.RegisterNode{Node: self})
-			return err
+			return n.proposeChecked(ctx, &fsm.RegisterNode{Node: self})
 		}},
 		{"grace", func() error {
-			_, err := n.propose(ctx, &fsm.LeaderGrace{Grace: n.cfg.FailoverGrace})
-			return err
+			return n.proposeChecked(ctx, &fsm.LeaderGrace{Grace: n.cfg.FailoverGrace})
 		}},
 	}
 	for _, step := range steps {
 		for {
 			err := step.run()
 			if err == nil {
+				break
+			}
+			if errors.Is(err, fsm.ErrInvalid) {
+				// Deterministic: a retry would be refused the same way.
+				n.log.Error("leader take-over step refused by the state machine", "step", step.name, "error", err)
 				break
 			}
 			n.log.Warn("leader take-over step failed", "step", step.name, "error", err)
@@ -112,4 +133,17 @@ func (n *Node) takeOver(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// proposeChecked proposes c and turns a result other than CodeOK into an
+// error.
+func (n *Node) proposeChecked(ctx context.Context, c fsm.Command) error {
+	r, err := n.propose(ctx, c)
+	if err != nil {
+		return err
+	}
+	if err := r.Err(); err != nil {
+		return fmt.Errorf("%v: %w", c.Type(), err)
+	}
+	return nil
 }

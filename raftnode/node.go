@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/deadline"
 	"go.etcd.io/bbolt"
 )
 
@@ -46,9 +47,14 @@ type Node struct {
 	notify chan bool
 
 	leaderReady atomic.Bool
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	closeOnce   sync.Once
+	// clock stamps proposals while this node leads (see deadline.Clock).
+	clock deadline.LeaderClock
+	// halted is closed once the FSM met an entry it cannot apply and Raft
+	// was stopped.
+	halted    chan struct{}
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
 // New opens the stores in cfg.DataDir, starts Raft and, with a peer list
@@ -60,7 +66,7 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("raftnode: data dir: %w", err)
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger, fsm: fsm.New(), notify: make(chan bool, 16), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger, fsm: fsm.New(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{})}
 	var err error
 	n.store, err = raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(cfg.DataDir, "raft.db"),
@@ -109,10 +115,37 @@ func New(cfg Config) (*Node, error) {
 			return nil, err
 		}
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchLeadership()
+	go n.watchHalt()
 	return n, nil
 }
+
+// watchHalt stops Raft when the FSM halts on a log entry from a newer
+// version: skipping the entry would make this replica diverge, and going
+// on without applying would serve stale state.
+func (n *Node) watchHalt() {
+	defer n.wg.Done()
+	select {
+	case <-n.stop:
+		return
+	case <-n.fsm.Halted():
+	}
+	n.log.Error("stopping: the Raft log holds an entry this version cannot apply; "+
+		"upgrade this node (in a rolling upgrade, upgrade every follower before the leader)", "error", n.fsm.HaltErr())
+	if err := n.raft.Shutdown().Error(); err != nil {
+		n.log.Warn("raft shutdown", "error", err)
+	}
+	close(n.halted)
+}
+
+// Halted returns a channel that is closed when this node stopped because
+// its log holds an entry this version cannot apply; HaltErr says which.
+// The process should exit with an error.
+func (n *Node) Halted() <-chan struct{} { return n.halted }
+
+// HaltErr returns why the node halted, or nil.
+func (n *Node) HaltErr() error { return n.fsm.HaltErr() }
 
 // Bootstrap sets the initial configuration to peers when the node has no
 // state. Every node of a new cluster bootstraps the same list; a node that
@@ -216,7 +249,9 @@ func (n *Node) Leader() (fsm.Node, bool) {
 	return entry, true
 }
 
-func (n *Node) now() int64 { return n.cfg.Clock().UnixNano() }
+// now is the time stamped into proposals: the leader clock of this term,
+// or the FSM's time before the term's clock has started.
+func (n *Node) now() int64 { return n.clock.Now(n.fsm.Clock()) }
 
 // Apply stamps the leader's time into c, proposes it and returns the FSM's
 // result once it has been applied here.

@@ -44,9 +44,11 @@ type Backend interface {
 	Members(ctx context.Context) ([]Member, error)
 	// Join adds a voter, or refreshes its registry entry.
 	Join(ctx context.Context, req JoinClusterRequest) error
-	// Remove removes a server and its registry entry.
+	// Remove removes a server and its registry entry. It fails with an
+	// *Error of CodeNotFound when id is not a member.
 	Remove(ctx context.Context, id string) error
 	// Transfer hands leadership to id, or to any follower when id is "".
+	// It fails with an *Error of CodeNotFound when id is not a member.
 	Transfer(ctx context.Context, id string) error
 	// Ready reports whether the node has a leader and has caught up.
 	Ready() bool

@@ -175,7 +175,7 @@ func badCases(f badFiles) []badCase {
 		post("too many globs", rpc.PathDataset, `{"globs":[`+quoted("a", "b", "c", "d", "e")+`]}`, bad, invalid).naming("5 globs"),
 		post("empty glob", rpc.PathDataset, `{"globs":[""]}`, bad, invalid).naming("glob"),
 		post("malformed glob", rpc.PathDataset, `{"globs":[`+quoted(filepath.Join(f.dir, "["))+`]}`, bad, invalid).naming("["),
-		post("glob matching nothing", rpc.PathDataset, `{"globs":[`+quoted(f.good, filepath.Join(f.dir, "missing-*"))+`]}`, bad, invalid).naming("missing-*"),
+		post("globs matching nothing", rpc.PathDataset, `{"globs":[`+quoted(filepath.Join(f.dir, "absent-*"), filepath.Join(f.dir, "missing-*"))+`]}`, bad, invalid).naming("missing-*"),
 		post("too many files", rpc.PathDataset, `{"globs":[`+quoted(filepath.Join(f.dir, "*"))+`]}`, bad, invalid).naming("files"),
 		post("corrupt file", rpc.PathDataset, `{"globs":[`+quoted(f.good, f.corrupt)+`]}`, bad, invalid).naming(f.corrupt),
 		post("truncated file", rpc.PathDataset, `{"globs":[`+quoted(f.truncated)+`]}`, bad, invalid).naming(f.truncated),

@@ -30,6 +30,7 @@ func TestSeedErrorCodes(t *testing.T) {
 		}},
 		{"pass_after", "pass_after", fsm.ErrPassAfter, func(e *env) response {
 			e.setDataset(1, params)
+			e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, nil)
 			return e.post(rpc.PathTaskGet, rpc.GetTaskRequest{Pass: 3})
 		}},
 		{"no_more_available", "no_more_available", fsm.ErrNoMoreAvailable, func(e *env) response {
@@ -76,7 +77,7 @@ func TestSeedErrorCodes(t *testing.T) {
 		{"allgather_timeout", "allgather_timeout", fsm.ErrAllGatherTimeoutExceeded, func(e *env) response {
 			a := uuid.New()
 			var j rpc.JoinResponse
-			e.ok(rpc.PathAllgatherJoin, map[string]any{"group": "g", "member": a, "num_peers": 2, "data": 1, "timeout": "1s"}, &j)
+			e.ok(rpc.PathAllgatherJoin, map[string]any{"group": "g", "member": a, "num_peers": 2, "data": 1, "timeout": "1s", "fail_on_timeout": true}, &j)
 			e.clock.Advance(time.Hour / 2)
 			if _, err := e.local.Apply(e.t.Context(), &fsm.Tick{}); err != nil {
 				e.t.Fatal(err)

@@ -23,9 +23,12 @@ const (
 	DefaultFanoutTimeout       = 2 * time.Second
 )
 
-// DefaultDatasetParams are the settings of the original master's flags:
-// 10 chunks a task, a 20-minute lease and 3 failures.
-var DefaultDatasetParams = fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: 20 * time.Minute, FailureMax: 3}
+// DefaultDatasetParams are 10 chunks a task and 3 failures, as the
+// original master's flags, and a 1-minute lease: the client's record
+// reader renews the lease of the task it holds, so a slow trainer keeps
+// it and a dead trainer's task comes back within a minute (the original's
+// 20 minutes stalled the pass that long).
+var DefaultDatasetParams = fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
 
 // ServerConfig configures a Server.
 type ServerConfig struct {

@@ -15,7 +15,7 @@ const (
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
 	CodeUnknownOutcome = "unknown_outcome" // 503: may or may not have applied; retry with the same request id
 	CodeTooLarge       = "too_large"       // 413: body over the limit
-	CodeNotFound       = "not_found"       // 404: no such endpoint
+	CodeNotFound       = "not_found"       // 404: no such endpoint, or no such cluster member
 	CodeMethod         = "method_not_allowed"
 	CodeInternal       = "internal"
 	CodeUnavailable    = "unavailable" // 503: not ready (catching up, shutting down)

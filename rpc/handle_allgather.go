@@ -41,7 +41,8 @@ func (s *Server) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	if err := checkDuration("timeout", time.Duration(in.Timeout), 0, maxDur); err != nil {
 		return err
 	}
-	c := &fsm.Join{Group: in.Group, Member: in.Member, NumPeers: in.NumPeers, Data: []byte(in.Data), Timeout: time.Duration(in.Timeout)}
+	c := &fsm.Join{Group: in.Group, Member: in.Member, NumPeers: in.NumPeers, Data: []byte(in.Data),
+		Timeout: time.Duration(in.Timeout), FailOnTimeout: in.FailOnTimeout}
 	res, err := s.apply(r.Context(), req, c)
 	if err != nil {
 		return err

@@ -17,6 +17,12 @@ import (
 // the original master did): Chunks and Tasks then describe the dataset in
 // place and Files is 0. Otherwise the leader indexes the globs, or takes
 // the client's chunk list, and proposes it.
+//
+// Every trainer calls SetDataset, often at the same moment, so one call at
+// a time on a node runs from the check to the proposal: the others wait
+// for its outcome and are then answered Ignored, and the files are indexed
+// and the chunk list logged once. If the call fails, the next one tries
+// its own request.
 func (s *Server) handleSetDataset(w http.ResponseWriter, r *http.Request) error {
 	var in SetDatasetRequest
 	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxDatasetBodyBytes)
@@ -36,14 +42,29 @@ func (s *Server) handleSetDataset(w http.ResponseWriter, r *http.Request) error 
 	}
 	lim := dataset.Limits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles, MaxChunks: s.cfg.Limits.MaxChunks}
 	if len(in.Globs) > 0 {
-		// Expanding is cheap and catches a pattern that matches nothing
-		// even when the request is going to be ignored.
+		// Expanding is cheap and catches patterns that match nothing at
+		// all even when the request is going to be ignored.
 		if _, err := dataset.Expand(in.Globs, lim); err != nil {
 			return datasetError(err)
 		}
 	}
 	if st := s.b.FSM().Stats(); st.HasDataset {
-		writeJSON(w, http.StatusOK, SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks})
+		writeJSON(w, http.StatusOK, ignoredDataset(st))
+		return nil
+	}
+	select {
+	case s.datasetSlot <- struct{}{}:
+	case <-ctx.Done():
+		return Errorf(CodeUnavailable, "waiting for another dataset request: %v", context.Cause(ctx))
+	}
+	defer func() { <-s.datasetSlot }()
+	// The call that held the slot may have set the dataset, or this node
+	// may have lost leadership while it waited.
+	if err := s.b.ReadBarrier(ctx); err != nil {
+		return readError(err)
+	}
+	if st := s.b.FSM().Stats(); st.HasDataset {
+		writeJSON(w, http.StatusOK, ignoredDataset(st))
 		return nil
 	}
 	var chunks []fsm.Chunk
@@ -69,11 +90,15 @@ func (s *Server) handleSetDataset(w http.ResponseWriter, r *http.Request) error 
 	}
 	out := SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask)}
 	if res.Ignored {
-		st := s.b.FSM().Stats()
-		out = SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks}
+		out = ignoredDataset(s.b.FSM().Stats())
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// ignoredDataset answers a request that found a dataset in place.
+func ignoredDataset(st fsm.Stats) SetDatasetResponse {
+	return SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks}
 }
 
 // datasetParams applies the server's defaults to the request's settings

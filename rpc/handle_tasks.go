@@ -25,7 +25,8 @@ func (s *Server) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	if res.Task == nil {
 		return Errorf(CodeInternal, "GetTask succeeded without a task")
 	}
-	out := GetTaskResponse{Task: Task{Meta: res.Task.Meta, Chunks: make([]Chunk, len(res.Task.Chunks))}, AppliedAt: res.Clock}
+	out := GetTaskResponse{Task: Task{Meta: res.Task.Meta, Chunks: make([]Chunk, len(res.Task.Chunks)),
+		Pass: res.Task.Pass, Lease: Duration(res.Task.Lease)}, AppliedAt: res.Clock}
 	for i, c := range res.Task.Chunks {
 		out.Task.Chunks[i] = ChunkFromFSM(c)
 	}
@@ -86,6 +87,6 @@ func (s *Server) handleSaveModel(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, SaveModelResponse{Granted: res.Granted, AppliedAt: res.Clock})
+	writeJSON(w, http.StatusOK, SaveModelResponse{Granted: res.Granted, AppliedAt: res.Clock, Replayed: res.Duplicate})
 	return nil
 }

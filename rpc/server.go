@@ -18,6 +18,10 @@ type Server struct {
 	// watchWaiting, when set (by tests), is called each time a watch is
 	// about to block.
 	watchWaiting func()
+	// datasetSlot is a one-slot semaphore held while a dataset is checked,
+	// indexed and proposed, so that concurrent SetDataset calls on this
+	// node install it once and the rest find it set.
+	datasetSlot chan struct{}
 }
 
 // route is the one method a path accepts and its handler. A handler
@@ -33,7 +37,7 @@ func NewServer(b Backend, cfg ServerConfig, logger hclog.Logger) *Server {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	s := &Server{b: b, cfg: cfg.withDefaults(), log: logger}
+	s := &Server{b: b, cfg: cfg.withDefaults(), log: logger, datasetSlot: make(chan struct{}, 1)}
 	s.routes = map[string]route{
 		PathDataset:         {http.MethodPost, s.handleSetDataset},
 		PathTaskGet:         {http.MethodPost, s.handleGetTask},

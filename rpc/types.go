@@ -93,6 +93,13 @@ type GetTaskRequest struct {
 type Task struct {
 	Meta   fsm.TaskMeta `json:"meta"`
 	Chunks []Chunk      `json:"chunks"`
+	// Pass is the pass the task belongs to. It is the pass asked for, or
+	// the one before when the caller waits for it to end and a task of it
+	// came back (its trainer died or failed it).
+	Pass int `json:"pass"`
+	// Lease is how long the lease lasts from now; renew it (PathTaskRenew)
+	// well before it runs out.
+	Lease Duration `json:"lease"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
@@ -125,6 +132,10 @@ type SaveModelRequest struct {
 type SaveModelResponse struct {
 	Granted   bool  `json:"granted"`
 	AppliedAt int64 `json:"applied_at"`
+	// Replayed marks the answer to a retry of a request already applied
+	// (at AppliedAt): Granted then says whether the caller holds the lease
+	// now, not whether the first request got it.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // JoinRequest adds a member to an allgather group. Data is any JSON value.
@@ -133,7 +144,12 @@ type JoinRequest struct {
 	Member   uuid.UUID       `json:"member"`
 	NumPeers int             `json:"num_peers"`
 	Data     json.RawMessage `json:"data"`
-	Timeout  Duration        `json:"timeout,omitempty"`
+	// Timeout is when the members are told that the group is late
+	// (ErrAllGatherTimeoutExceeded); the group stays open unless
+	// FailOnTimeout makes it a hard deadline that fails the group. Only
+	// the join that creates the group sets either.
+	Timeout       Duration `json:"timeout,omitempty"`
+	FailOnTimeout bool     `json:"fail_on_timeout,omitempty"`
 }
 
 // JoinResponse identifies the join; watches name its generation.
@@ -153,16 +169,23 @@ const (
 	WatchParamMember     = "member"
 	WatchParamGeneration = "generation"
 	WatchParamWait       = "wait" // a Go duration, at most MaxWatchWait
+	// WatchParamSeenOverdue ("true") tells the server the caller already
+	// knows the group is overdue, so only a final outcome ends the wait.
+	WatchParamSeenOverdue = "seen_overdue"
 )
 
 // WatchResponse is the answer to a watch: Status "pending" when the wait
-// ran out (poll again) or "complete" with every member's data in join order
-// and the caller's rank. The final failures (closed, reconnected, timed
-// out) are error responses with their codes.
+// ran out or the group became overdue (poll again) or "complete" with every
+// member's data in join order and the caller's rank. Overdue is set on a
+// pending answer once the group has passed its timeout without filling up:
+// tell the trainer (the seed's timeout callback) and poll again with
+// seen_overdue. The final failures (closed, reconnected, timed out) are
+// error responses with their codes.
 type WatchResponse struct {
-	Status string            `json:"status"`
-	Data   []json.RawMessage `json:"data,omitempty"`
-	Rank   int               `json:"rank"`
+	Status  string            `json:"status"`
+	Data    []json.RawMessage `json:"data,omitempty"`
+	Rank    int               `json:"rank"`
+	Overdue bool              `json:"overdue,omitempty"`
 }
 
 // Watch statuses.

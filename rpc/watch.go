@@ -13,10 +13,11 @@ import (
 
 // watchQuery is a parsed watch request.
 type watchQuery struct {
-	group  string
-	member uuid.UUID
-	gen    uint64
-	wait   time.Duration
+	group       string
+	member      uuid.UUID
+	gen         uint64
+	wait        time.Duration
+	seenOverdue bool
 }
 
 func (s *Server) parseWatch(q url.Values) (watchQuery, error) {
@@ -37,6 +38,11 @@ func (s *Server) parseWatch(q url.Values) (watchQuery, error) {
 	if err != nil || wq.gen == 0 {
 		return wq, invalidf("%s %q is not a positive integer", WatchParamGeneration, q.Get(WatchParamGeneration))
 	}
+	if v := q.Get(WatchParamSeenOverdue); v != "" {
+		if wq.seenOverdue, err = strconv.ParseBool(v); err != nil {
+			return wq, invalidf("%s %q is not a boolean", WatchParamSeenOverdue, v)
+		}
+	}
 	wq.wait = min(DefaultWatchWait, s.cfg.Limits.MaxWatchWait)
 	if v := q.Get(WatchParamWait); v != "" {
 		d, err := time.ParseDuration(v)
@@ -53,8 +59,11 @@ func (s *Server) parseWatch(q url.Values) (watchQuery, error) {
 
 // handleWatch is the allgather long poll. It answers from the local FSM,
 // so followers serve it too (unless the backend says its followers cannot,
-// see FollowerReads), waiting for their FSM to catch up: it returns
-// when the join's outcome is final, or "pending" when the wait runs out.
+// see FollowerReads). A replica that has not applied the join yet answers
+// pending (fsm.FSM.Watch), so no final answer comes from a state that
+// predates the join. It returns when the join's outcome is final, when the
+// group turns overdue (unless the caller has seen that), or "pending" when
+// the wait runs out.
 func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	wq, err := s.parseWatch(r.URL.Query())
 	if err != nil {
@@ -79,8 +88,9 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		case res.Status == fsm.WatchComplete:
 			writeJSON(w, http.StatusOK, WatchResponse{Status: WatchComplete, Data: rawData(res.Data), Rank: res.Rank})
 			return nil
-		case res.Status == fsm.WatchClosed && s.lagging():
-			// The join may simply not be applied here yet.
+		case res.Status == fsm.WatchPending && res.Overdue && !wq.seenOverdue:
+			writeJSON(w, http.StatusOK, WatchResponse{Status: WatchPending, Overdue: true})
+			return nil
 		case res.Status != fsm.WatchPending:
 			return Errorf(fsm.CodeOf(res.Err()).String(), "group %q member %s generation %d: %v", wq.group, wq.member, wq.gen, res.Err())
 		}
@@ -90,22 +100,12 @@ func (s *Server) handleWatch(w http.ResponseWriter, r *http.Request) error {
 		select {
 		case <-changed:
 		case <-timer.C:
-			writeJSON(w, http.StatusOK, WatchResponse{Status: WatchPending})
+			writeJSON(w, http.StatusOK, WatchResponse{Status: WatchPending, Overdue: res.Overdue})
 			return nil
 		case <-r.Context().Done():
 			return Errorf(CodeUnavailable, "watch cancelled: %v", r.Context().Err())
 		}
 	}
-}
-
-// lagging reports whether this node is a follower whose FSM has not yet
-// applied everything it knows to be committed, so that a join a client
-// made through the leader may still be on its way.
-func (s *Server) lagging() bool {
-	if l, ok := s.b.Leader(); ok && l.ID == s.b.NodeID() {
-		return false
-	}
-	return s.b.FSM().AppliedIndex() < s.b.Status().CommitIndex
 }
 
 // rawData turns member data into JSON values. Data that is not valid JSON

@@ -132,7 +132,7 @@ func TestWatchTimedOut(t *testing.T) {
 	e, waiting := watchEnv(t)
 	a := uuid.New()
 	var j rpc.JoinResponse
-	e.ok(rpc.PathAllgatherJoin, map[string]any{"group": "g", "member": a, "num_peers": 2, "data": 1, "timeout": "1s"}, &j)
+	e.ok(rpc.PathAllgatherJoin, map[string]any{"group": "g", "member": a, "num_peers": 2, "data": 1, "timeout": "1s", "fail_on_timeout": true}, &j)
 	w := e.startWatch(watchPath("g", a, j.Generation, "50s"))
 	<-waiting
 	e.clock.Advance(2e9)
@@ -176,4 +176,53 @@ func TestWatchOnLaggingFollower(t *testing.T) {
 	}
 	// Caught up, a member that is not there is closed at once.
 	wantError(t, e.get(watchPath("g", uuid.New(), 1, "50s")), http.StatusConflict, "closed")
+}
+
+// By default a group that passes its timeout stays open: the watch says
+// so once, then waits for the group to fill up.
+func TestWatchOverdue(t *testing.T) {
+	e, waiting := watchEnv(t)
+	a, b := uuid.New(), uuid.New()
+	var j rpc.JoinResponse
+	e.ok(rpc.PathAllgatherJoin, map[string]any{"group": "g", "member": a, "num_peers": 2, "data": 1, "timeout": "1s"}, &j)
+	w := e.startWatch(watchPath("g", a, j.Generation, "50s"))
+	<-waiting
+	e.clock.Advance(2e9)
+	if _, err := e.local.Apply(t.Context(), &fsm.Tick{}); err != nil {
+		t.Fatal(err)
+	}
+	r := <-w
+	var wr rpc.WatchResponse
+	r.decode(t, &wr)
+	if r.status != http.StatusOK || wr.Status != rpc.WatchPending || !wr.Overdue {
+		t.Fatalf("watch after the timeout: %d %s, want pending and overdue", r.status, r.body)
+	}
+	w = e.startWatch(watchPath("g", a, j.Generation, "50s") + "&" + rpc.WatchParamSeenOverdue + "=true")
+	<-waiting
+	e.join("g", b, 2, "b")
+	r = <-w
+	r.decode(t, &wr)
+	if r.status != http.StatusOK || wr.Status != rpc.WatchComplete || len(wr.Data) != 2 {
+		t.Fatalf("watch of the late group: %d %s, want complete", r.status, r.body)
+	}
+	wantError(t, e.get(watchPath("g", a, j.Generation, "0s")+"&"+rpc.WatchParamSeenOverdue+"=maybe"), http.StatusBadRequest, "invalid")
+}
+
+// A leader that has not applied a join yet (before its take-over barrier)
+// waits for it instead of answering closed.
+func TestWatchOnLeaderBehindTheJoin(t *testing.T) {
+	e, waiting := watchEnv(t)
+	a := uuid.New()
+	w := e.startWatch(watchPath("g", a, 1, "50s"))
+	<-waiting
+	res, err := e.local.Apply(t.Context(), &fsm.Join{Group: "g", Member: a, NumPeers: 1, Data: []byte(`"a"`)})
+	if err != nil || res.Generation != 1 {
+		t.Fatalf("join: %+v %v", res, err)
+	}
+	r := <-w
+	var wr rpc.WatchResponse
+	r.decode(t, &wr)
+	if r.status != http.StatusOK || wr.Status != rpc.WatchComplete {
+		t.Fatalf("leader watch: %d %s, want complete", r.status, r.body)
+	}
 }

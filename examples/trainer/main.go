@@ -73,6 +73,13 @@ func train(id int, addrs []string, glob string, peers, passes int, total *atomic
 		n := 0
 		for {
 			_, err := c.NextRecord()
+			var chunkErr *master.ChunkError
+			if errors.As(err, &chunkErr) {
+				// A damaged chunk: its task's records are skipped, the
+				// rest of the pass goes on.
+				log.Printf("trainer %d: pass %d: skipping a task: %v", id, pass, chunkErr)
+				continue
+			}
 			if err != nil {
 				if errors.Is(err, master.ErrPassBefore) || errors.Is(err, master.ErrNoMoreAvailable) {
 					break

@@ -1,14 +1,19 @@
 package chaos
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/raftmaster/raftmaster/internal/chaos/netfault"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // FaultKind names a fault.
@@ -25,8 +30,8 @@ const (
 	IsolateLeader   FaultKind = "isolate-leader"    // minority partition holding the leader
 	PartitionMajor  FaultKind = "partition-major"   // followers split from each other, the leader keeps a majority
 	RollingRestart  FaultKind = "rolling-restart"   // SIGTERM and restart each node in turn
-	ClockForward    FaultKind = "clock-jump-ahead"  // the leader's clock jumps forward
-	ClockBack       FaultKind = "clock-jump-behind" // the leader's clock jumps back
+	ClockForward    FaultKind = "clock-jump-ahead"  // a node's clock jumps forward by seconds or hours; it leads
+	ClockBack       FaultKind = "clock-jump-behind" // a node's clock jumps back by seconds or hours; it leads
 )
 
 // AllFaults lists every fault kind.
@@ -106,12 +111,28 @@ func (in *injector) inject(kind FaultKind) (detail string, heal func()) {
 		}
 		return "every node", func() {}
 	case ClockForward, ClockBack:
+		// Seconds, or hours: a wall clock that is wrong must move no
+		// deadline. Half the time the leader's clock jumps while it leads;
+		// otherwise a follower's does and leadership moves to it, so that
+		// a skewed node takes over.
 		off := time.Duration(1+in.rng.IntN(5)) * time.Second
+		if in.rng.IntN(2) == 0 {
+			off = time.Duration(1+in.rng.IntN(3)) * time.Hour
+		}
 		if kind == ClockBack {
 			off = -off
 		}
-		in.setClock(leader.ID, off)
-		return fmt.Sprintf("%s %+v", leader.ID, off), func() { in.setClock(leader.ID, 0) }
+		target := leader
+		if in.rng.IntN(2) == 0 {
+			target = follower
+		}
+		in.setClock(target.ID, off)
+		detail := fmt.Sprintf("%s %+v", target.ID, off)
+		if target != leader {
+			detail += ", leadership moved to it"
+			in.transfer(leader, target.ID)
+		}
+		return detail, func() { in.setClock(target.ID, 0) }
 	}
 	panic("unknown fault " + string(kind))
 }
@@ -119,6 +140,29 @@ func (in *injector) inject(kind FaultKind) (detail string, heal func()) {
 func (in *injector) setClock(id string, off time.Duration) {
 	if err := os.WriteFile(in.clock[id], []byte(off.String()), 0o644); err != nil {
 		in.logf("clock file of %s: %v", id, err)
+	}
+}
+
+// transfer asks the leader to hand leadership to node id. A failure is
+// only logged: the fault still skews the node's clock.
+func (in *injector) transfer(leader *proccluster.Proc, id string) {
+	body, _ := json.Marshal(rpc.TransferRequest{ID: id})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+leader.APIAddr+rpc.PathClusterTransfer, bytes.NewReader(body))
+	if err != nil {
+		in.logf("transfer to %s: %v", id, err)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		in.logf("transfer to %s: %v", id, err)
+		return
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		in.logf("transfer to %s: HTTP %d", id, resp.StatusCode)
 	}
 }
 

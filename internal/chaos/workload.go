@@ -82,6 +82,11 @@ func (a *actor) call(ctx context.Context, op history.Op, path string, in, out an
 	err := a.cl.Call(ctx, path, in, out)
 	op.Return = a.w.rec.Now()
 	code, at, unknown := outcome(err)
+	if op.Kind == history.GetTask && code == fsm.CodeStaleEpoch.String() {
+		// A retried GetTask whose lease has ended since: it leased a task
+		// whose epoch the caller never learns.
+		unknown = true
+	}
 	switch {
 	case err == nil:
 		ok(&op)
@@ -102,10 +107,19 @@ func (a *actor) trainer(ctx context.Context) {
 	for ctx.Err() == nil {
 		var resp rpc.GetTaskResponse
 		op, err := a.call(ctx, history.Op{Kind: history.GetTask, Pass: pass}, rpc.PathTaskGet,
-			rpc.GetTaskRequest{Pass: pass}, &resp, func(op *history.Op) { op.Task, op.AppliedAt = resp.Task.Meta, resp.AppliedAt })
+			rpc.GetTaskRequest{Pass: pass}, &resp, func(op *history.Op) {
+				// A trainer waiting on the next pass may be given a task
+				// of the current one: record the pass it belongs to.
+				op.Task, op.AppliedAt, op.Pass = resp.Task.Meta, resp.AppliedAt, resp.Task.Pass
+			})
 		switch {
 		case err == nil:
 		case op.Code == "pass_before":
+			pass++
+			continue
+		case op.Code == "no_more_available" && a.rng.IntN(2) == 0:
+			// Move on to the next pass, as the seed's trainers do, and
+			// wait there; tasks that come back to this pass find us.
 			pass++
 			continue
 		case op.Code == "pass_after", op.Code == "no_more_available", op.Code == "no_dataset":
@@ -139,7 +153,14 @@ func (a *actor) saver(ctx context.Context) {
 		dur := time.Duration(100+a.rng.IntN(400)) * time.Millisecond
 		var resp rpc.SaveModelResponse
 		a.call(ctx, history.Op{Kind: history.SaveModel, Trainer: trainer, BlockDur: dur}, rpc.PathSaveModel,
-			rpc.SaveModelRequest{TrainerID: trainer, BlockDur: rpc.Duration(dur)}, &resp, func(op *history.Op) { op.Granted, op.AppliedAt = resp.Granted, resp.AppliedAt })
+			rpc.SaveModelRequest{TrainerID: trainer, BlockDur: rpc.Duration(dur)}, &resp, func(op *history.Op) {
+				op.Granted, op.AppliedAt = resp.Granted, resp.AppliedAt
+				if resp.Replayed {
+					// A retry's answer says what holds now, not what the
+					// first application did: to the model, that is unknown.
+					op.Return, op.AppliedAt = history.Never, 0
+				}
+			})
 		sleep(ctx, time.Duration(50+a.rng.IntN(250))*time.Millisecond)
 	}
 }
@@ -187,7 +208,7 @@ func (a *actor) member(ctx context.Context, group string, peers int, rejoin, lea
 	for j := range joins {
 		data := fmt.Sprintf("%s/%d/%d", group, a.id, j)
 		op := history.Op{Client: a.id, Kind: history.Join, Group: group, Member: id, NumPeers: peers, Data: data, Invoke: a.w.rec.Now()}
-		w, err := a.cl.JoinWithTimeout(group, id, peers, data, nil, nil, 30*time.Second)
+		w, err := a.cl.JoinWithDeadline(group, id, peers, data, nil, nil, 30*time.Second)
 		op.Return = a.w.rec.Now()
 		if err != nil {
 			code, _, unknown := outcome(err)

@@ -18,16 +18,19 @@ func allgatherCommand() *cli.Command {
 			{
 				Name:  "join",
 				Usage: "join GROUP with DATA (a JSON value) and print every member's data once the group is complete",
-				UsageText: "raftmaster allgather join --addr 127.0.0.1:8001 --group G --num-peers N [--member UUID] [--timeout 10m] DATA\n" +
+				UsageText: "raftmaster allgather join --addr 127.0.0.1:8001 --group G --num-peers N [--member UUID] [--timeout 10m] [--fail-on-timeout] DATA\n" +
 					"raftmaster allgather join --group rendezvous --num-peers 2 '{\"host\":\"10.0.0.1\",\"port\":29500}'",
 				Description: "Prints a JSON array with the members' data in join order (a member's index is its\n" +
-					"rank), followed by nothing else. Exits non-zero if the group times out, the member\n" +
-					"is replaced by a later join with the same id, or it leaves.",
+					"rank), followed by nothing else. When the group is still incomplete after --timeout, a\n" +
+					"warning goes to stderr and the wait goes on, as in the seed; with --fail-on-timeout the\n" +
+					"group fails instead. Exits non-zero if the group fails, the member is replaced by a\n" +
+					"later join with the same id, or it leaves.",
 				Flags: []cli.Flag{addrFlag(), retryFlag(),
 					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
 					&cli.IntFlag{Name: "num-peers", Usage: "members the group waits for", Required: true},
 					&cli.StringFlag{Name: "member", Usage: "member UUID (default: a new one, printed on stderr)"},
-					&cli.DurationFlag{Name: "timeout", Usage: "how long the group may wait to fill up", Value: client.DefaultTimeout},
+					&cli.DurationFlag{Name: "timeout", Usage: "when to warn that the group is late (set by the join that creates the group)", Value: client.DefaultTimeout},
+					&cli.BoolFlag{Name: "fail-on-timeout", Usage: "make --timeout a hard deadline that fails the group (set by the join that creates it)"},
 				},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -43,7 +46,17 @@ func allgatherCommand() *cli.Command {
 					}
 					return withClient(c, func(cl *client.Client) error {
 						fmt.Fprintf(c.App.ErrWriter, "joining %s as %s, waiting for %d members\n", c.String("group"), member, c.Int("num-peers"))
-						w, err := cl.JoinWithTimeout(c.String("group"), member, c.Int("num-peers"), data, nil, nil, c.Duration("timeout"))
+						join := cl.JoinWithTimeout
+						if c.Bool("fail-on-timeout") {
+							join = cl.JoinWithDeadline
+						}
+						late := func(err error) {
+							fmt.Fprintf(c.App.ErrWriter, "group %s is late: %v; still waiting\n", c.String("group"), err)
+						}
+						if c.Bool("fail-on-timeout") {
+							late = nil
+						}
+						w, err := join(c.String("group"), member, c.Int("num-peers"), data, nil, late, c.Duration("timeout"))
 						if err != nil {
 							return err
 						}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -69,6 +70,10 @@ func clusterCommand() *cli.Command {
 					}
 					return withClient(c, func(cl *client.Client) error {
 						if err := cl.RemoveNode(c.Args().First()); err != nil {
+							var re *rpc.Error
+							if errors.As(err, &re) && re.Code == rpc.CodeNotFound {
+								return fmt.Errorf("%q is not a member of the cluster (\"raftmaster cluster inspect\" lists them): %s", c.Args().First(), re.Message)
+							}
 							return err
 						}
 						fmt.Fprintf(c.App.Writer, "removed %s\n", c.Args().First())

@@ -58,9 +58,9 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
 			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
-			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: 10, EnvVars: env("chunks-per-task")},
-			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: 20 * time.Minute, EnvVars: env("task-timeout")},
-			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: 2, EnvVars: env("failure-max")},
+			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: rpc.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
+			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: rpc.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
+			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: rpc.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "Raft heartbeat timeout", Value: time.Second, EnvVars: env("heartbeat-timeout")},
 			&cli.DurationFlag{Name: "election-timeout", Usage: "Raft election timeout", Value: time.Second, EnvVars: env("election-timeout")},
 			&cli.DurationFlag{Name: "leader-lease-timeout", Usage: "Raft leader lease (<= heartbeat timeout)", Value: 500 * time.Millisecond, EnvVars: env("leader-lease-timeout")},
@@ -188,10 +188,14 @@ func runServe(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	sig := waitForSignal(nil)
-	cfg.Logger.Info("shutting down", "signal", sig)
+	sig := waitForSignal(srv.Node().Halted())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
+	if sig == "" {
+		_ = srv.Shutdown(ctx)
+		return fmt.Errorf("stopped: %w", srv.Node().HaltErr())
+	}
+	cfg.Logger.Info("shutting down", "signal", sig)
 	return srv.Shutdown(ctx)
 }
 

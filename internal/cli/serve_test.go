@@ -2,8 +2,16 @@ package cli
 
 import (
 	"bytes"
+	"io"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/server"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/urfave/cli/v2"
 )
 
 // TestServeBadFlags: a serve command that cannot work says why and exits
@@ -26,5 +34,34 @@ func TestServeBadFlags(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut.String(), tt.want) {
 			t.Errorf("serve %q: exit %d, stderr %q; want an error containing %q", tt.args, code, errOut.String(), tt.want)
 		}
+	}
+}
+
+// TestServeDatasetDefaults: serve without dataset flags gives 10 chunks a
+// task and 3 failures, as the original master did, and a one-minute lease
+// (the client renews it while it reads), the same as
+// rpc.DefaultDatasetParams. Both backends read them through
+// datasetDefaults; nothing is started.
+func TestServeDatasetDefaults(t *testing.T) {
+	for _, flag := range []string{"chunks-per-task", "task-timeout", "failure-max"} {
+		// The environment must not supply the flags; t.Setenv restores it.
+		name := env(flag)[0]
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	cmd := serveCommand()
+	var got server.Config
+	cmd.Action = func(c *cli.Context) error {
+		var err error
+		got, err = serveConfig(c)
+		return err
+	}
+	app := &cli.App{Name: "raftmaster", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+	if err := app.Run([]string{"raftmaster", "serve", "--node-id", "n1", "--data-dir", t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	want := fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
+	if p := got.RPC.DatasetDefaults; p != want || p != rpc.DefaultDatasetParams {
+		t.Fatalf("serve's dataset defaults %+v, want %+v (rpc.DefaultDatasetParams %+v)", p, want, rpc.DefaultDatasetParams)
 	}
 }

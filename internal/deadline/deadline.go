@@ -25,6 +25,10 @@ type Ticker struct {
 	Propose func(ctx context.Context, c fsm.Command) error
 	// Logger receives failed ticks at debug level.
 	Logger hclog.Logger
+	// Sync, when positive, proposes a Tick whenever something waits on a
+	// deadline and FSM time lags Now by Sync or more, so that a leader
+	// that takes over continues from a recent time (see Clock).
+	Sync time.Duration
 }
 
 // Run proposes a Tick whenever the FSM's earliest deadline is due, until
@@ -36,7 +40,13 @@ func (t Ticker) Run(ctx context.Context) {
 		changed := t.FSM.Changed()
 		wait := idle
 		if d, ok := t.FSM.NextDeadline(); ok {
-			if due := time.Duration(d - t.Now()); due <= 0 {
+			now := t.Now()
+			due := time.Duration(d - now)
+			if t.Sync > 0 {
+				// Time to refresh FSM time, if that comes first.
+				due = min(due, t.Sync-time.Duration(now-t.FSM.Clock()))
+			}
+			if due <= 0 {
 				if err := t.Propose(ctx, &fsm.Tick{}); err != nil {
 					if t.Logger != nil {
 						t.Logger.Debug("tick failed", "error", err)

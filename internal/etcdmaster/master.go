@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,6 +78,7 @@ type Master struct {
 
 	mu     sync.Mutex // serialises applies and saves
 	idx    atomic.Uint64
+	clock  deadline.LeaderClock // stamps commands while active
 	active atomic.Bool
 	master atomic.Pointer[rpc.NodeRef] // the active master, from etcd
 
@@ -98,6 +100,9 @@ func Start(cfg Config) (*Master, error) {
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = time.Now
+	}
+	if cfg.FailoverGrace < 0 || cfg.FailoverGrace > fsm.MaxGrace {
+		return nil, fmt.Errorf("etcdmaster: fail-over grace %v out of range [0, %v]", cfg.FailoverGrace, fsm.MaxGrace)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -210,6 +215,8 @@ func (m *Master) takeOver(ctx context.Context) error {
 			return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
 		}
 	}
+	// Continue FSM time from the saved state (see deadline.Clock).
+	m.clock.Start(m.fsm.Clock(), m.cfg.Clock)
 	self := fsm.Node{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}
 	if cur, ok := m.fsm.Node(self.ID); !ok || cur != self {
 		if _, err := m.applyLocked(ctx, &fsm.RegisterNode{Node: self}); err != nil {
@@ -229,6 +236,7 @@ func (m *Master) takeOver(ctx context.Context) error {
 func (m *Master) release() {
 	m.mu.Lock()
 	m.active.Store(false)
+	m.clock.Stop()
 	m.mu.Unlock()
 	if m.sessionLost() {
 		return
@@ -253,6 +261,11 @@ func (m *Master) requestStepDown() {
 	}
 }
 
+// clockSync bounds how far FSM time may lag the active master's clock
+// while something waits on a deadline. Each tick rewrites the whole state
+// in etcd, so it is coarser than the Raft backend's.
+const clockSync = 5 * time.Second
+
 // serve proposes ticks when the FSM's earliest deadline passes, until ctx
 // ends, the session is lost or the master steps down.
 func (m *Master) serve(ctx context.Context) {
@@ -269,12 +282,13 @@ func (m *Master) serve(ctx context.Context) {
 	}()
 	deadline.Ticker{
 		FSM: m.fsm,
-		Now: func() int64 { return m.cfg.Clock().UnixNano() },
+		Now: func() int64 { return m.clock.Now(m.fsm.Clock()) },
 		Propose: func(ctx context.Context, c fsm.Command) error {
 			_, err := m.Apply(ctx, c)
 			return err
 		},
 		Logger: m.log,
+		Sync:   clockSync,
 	}.Run(ctx)
 }
 
@@ -298,7 +312,7 @@ func (m *Master) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 // applyLocked stamps c, applies it to the working copy, saves that, and
 // publishes c once etcd has it; m.mu is held.
 func (m *Master) applyLocked(_ context.Context, c fsm.Command) (*fsm.Result, error) {
-	c.Hdr().Now = m.cfg.Clock().UnixNano()
+	c.Hdr().Now = m.clock.Now(m.work.Clock())
 	idx := m.idx.Load() + 1
 	entry := fsm.Encode(c)
 	r := m.work.ApplyEntry(idx, entry)
@@ -479,8 +493,15 @@ func (m *Master) Join(context.Context, rpc.JoinClusterRequest) error {
 }
 
 // Remove implements rpc.Backend; masters of the etcd backend leave by
-// stopping.
-func (m *Master) Remove(context.Context, string) error {
+// stopping, so it only tells an unknown id (not_found) from a listed one.
+func (m *Master) Remove(ctx context.Context, id string) error {
+	members, err := m.listMembers(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: list masters: %v", rpc.ErrNoLeader, err)
+	}
+	if !slices.ContainsFunc(members, func(mb rpc.Member) bool { return mb.ID == id }) {
+		return rpc.Errorf(rpc.CodeNotFound, "no master %q is listed in etcd", id)
+	}
 	return fmt.Errorf("%w: the etcd backend has no membership changes: stop the master process instead", fsm.ErrInvalid)
 }
 

@@ -222,3 +222,22 @@ func TestStandbyRedirectsWatches(t *testing.T) {
 		t.Fatalf("standby watch: %s to %q, want 307 to a", resp.Status, resp.Header.Get("Location"))
 	}
 }
+
+// TestRemoveUnknownMaster: the etcd backend has no membership changes, but
+// a remove naming no master at all is not_found, as with Raft.
+func TestRemoveUnknownMaster(t *testing.T) {
+	e := etcdtest.Start(t)
+	a := startMaster(t, e.Endpoint, "a")
+	waitFor(t, "a to be active", a.Active)
+	waitFor(t, "a to be listed", func() bool {
+		m, err := a.Members(context.Background())
+		return err == nil && len(m) == 1
+	})
+	var re *rpc.Error
+	if err := a.Remove(context.Background(), "nosuch"); !errors.As(err, &re) || re.Code != rpc.CodeNotFound {
+		t.Fatalf("remove unknown master: %v, want code %q", err, rpc.CodeNotFound)
+	}
+	if err := a.Remove(context.Background(), "a"); !errors.Is(err, fsm.ErrInvalid) {
+		t.Fatalf("remove a listed master: %v, want ErrInvalid", err)
+	}
+}

@@ -90,6 +90,17 @@ func TestBadInputIsRejectedWithoutStateChange(t *testing.T) {
 	if code, e := post(rpc.PathDataset, fmt.Sprintf(`{"globs":[%q]}`, glob)); code != http.StatusOK {
 		t.Fatalf("set dataset: %d %+v", code, e)
 	}
+	// Lease every task: a later pass is then answered pass_after (with a
+	// task left to do, a trainer waiting on the next pass would get it).
+	for i := 0; ; i++ {
+		code, e := post(rpc.PathTaskGet, `{"pass":0}`)
+		if code == http.StatusConflict && e.Code == "no_more_available" {
+			break
+		}
+		if code != http.StatusOK || i > 1000 {
+			t.Fatalf("lease task %d: %d %+v", i, code, e)
+		}
+	}
 	// Seed errors are outcomes of applied commands (they advance the FSM
 	// clock), each with its own code.
 	for _, tc := range []struct {

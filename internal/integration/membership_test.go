@@ -43,6 +43,14 @@ func TestMembershipThroughCLI(t *testing.T) {
 	if err != nil || len(m.Members) != 3 {
 		t.Fatalf("members after remove: %+v %v", m.Members, err)
 	}
+	// Removing a node that is not a member fails clearly and changes nothing.
+	out, err = cli(t, c, "cluster", "remove", "--addr", seed, "nosuch")
+	if err == nil || !strings.Contains(err.Error(), `"nosuch" is not a member of the cluster`) {
+		t.Fatalf("cluster remove nosuch: %v\n%s", err, out)
+	}
+	if m, err := cl.Members(); err != nil || len(m.Members) != 3 {
+		t.Fatalf("members after removing an unknown node: %+v %v", m.Members, err)
+	}
 	c.Kill(n4)
 
 	leader := c.Leader()

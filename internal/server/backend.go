@@ -34,7 +34,7 @@ func (b backend) wireErr(err error) error {
 	case errors.Is(err, raftnode.ErrNotReady):
 		return fmt.Errorf("%w: %v", rpc.ErrNotReady, err)
 	case errors.Is(err, raftnode.ErrUnknownServer):
-		return fmt.Errorf("%w: %v", fsm.ErrInvalid, err)
+		return rpc.Errorf(rpc.CodeNotFound, "%v", err)
 	}
 	return err
 }

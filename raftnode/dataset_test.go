@@ -1,0 +1,61 @@
+package raftnode
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// TestUploadStopsOnceADatasetIsSet: an upload in many parts that loses
+// the race to another SetDataset stops proposing parts once the leader's
+// FSM has a dataset, answers Ignored and leaves nothing staged.
+func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for _, n := range c.nodes {
+		n.cfg.MaxEntryBytes = 1 << 10
+	}
+	leader := c.leader()
+	big := dataset(20000)
+	parts := len(splitChunks(big, 1<<10))
+	if parts < 100 {
+		t.Fatalf("want many parts, got %d", parts)
+	}
+	before := leader.Status().LastIndex
+
+	type outcome struct {
+		r   *fsm.Result
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		r, err := leader.SetDataset(context.Background(), fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), big)
+		done <- outcome{r, err}
+	}()
+	// Once the big upload is staging, a small dataset wins in one entry.
+	waitFor(t, "the upload to start", func() bool { return leader.FSM().Stats().Uploads == 1 })
+	small, err := leader.SetDataset(context.Background(), fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10))
+	if err != nil || small.Code != fsm.CodeOK || small.Ignored {
+		t.Fatalf("small dataset: %+v, %v", small, err)
+	}
+	var o outcome
+	select {
+	case o = <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("the big upload did not return")
+	}
+	if o.err != nil || o.r.Code != fsm.CodeOK || !o.r.Ignored {
+		t.Fatalf("big upload: %+v, %v; want Ignored", o.r, o.err)
+	}
+	st := leader.FSM().Stats()
+	if st.Chunks != 10 || st.Uploads != 0 {
+		t.Fatalf("stats %+v, want the small dataset and nothing staged", st)
+	}
+	// Every part after the small dataset applied would have been ignored;
+	// the upload sent a few at most, not all of them.
+	if grew := leader.Status().LastIndex - before; grew > uint64(parts/2) {
+		t.Fatalf("the log grew by %d entries; the losing upload went on after the dataset was set (%d parts)", grew, parts)
+	}
+}
