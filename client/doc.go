@@ -120,6 +120,11 @@
 //			if errors.Is(err, client.ErrPassBefore) || errors.Is(err, client.ErrNoMoreAvailable) {
 //				break
 //			}
+//			var damaged *client.ChunkError
+//			if errors.As(err, &damaged) {
+//				log.Printf("skipping a damaged task: %v", damaged)
+//				continue
+//			}
 //			if err != nil {
 //				return err
 //			}
