@@ -214,7 +214,11 @@ func TestWatchOnLeaderBehindTheJoin(t *testing.T) {
 	e, waiting := watchEnv(t)
 	a := uuid.New()
 	w := e.startWatch(watchPath("g", a, 1, "50s"))
-	<-waiting
+	select {
+	case <-waiting:
+	case r := <-w:
+		t.Fatalf("a leader without the join answered %d %s, want it to wait", r.status, r.body)
+	}
 	res, err := e.local.Apply(t.Context(), &fsm.Join{Group: "g", Member: a, NumPeers: 1, Data: []byte(`"a"`)})
 	if err != nil || res.Generation != 1 {
 		t.Fatalf("join: %+v %v", res, err)
