@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
@@ -110,8 +111,10 @@ func TestFailoverGraceOutOfRange(t *testing.T) {
 	}
 }
 
-// A replica that meets a log entry of an unknown command type stops, on
-// every node, and applies nothing after it.
+// A replica that meets a log entry of an unknown command type stops, and
+// no replica applies anything after it. (A follower that never learnt the
+// entry was committed, because every node that had applied it stopped,
+// does not apply it either.)
 func TestUnknownEntryHaltsEveryReplica(t *testing.T) {
 	c := newTestCluster(t, 3)
 	c.apply(&fsm.RegisterNode{Node: fsm.Node{ID: "x", RaftAddr: "r", APIAddr: "a"}})
@@ -125,17 +128,33 @@ func TestUnknownEntryHaltsEveryReplica(t *testing.T) {
 	})
 	// A command type from a newer version, proposed as a newer leader would.
 	newer := append([]byte{1, 0x7e}, fsm.Encode(&fsm.Tick{})[2:]...)
-	_ = l.Raft().Apply(newer, 5*time.Second).Error()
+	f := l.Raft().Apply(newer, 5*time.Second)
+	_ = f.Error()
+	at := f.Index()
 	_ = l.Raft().Apply(fsm.Encode(&fsm.RemoveNode{ID: "x"}), time.Second).Error()
+	select {
+	case <-l.Halted():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the leader %s did not halt", l.ID())
+	}
+	if !errors.Is(l.HaltErr(), fsm.ErrUnsupported) {
+		t.Fatalf("%s halted with %v, want ErrUnsupported", l.ID(), l.HaltErr())
+	}
+	// The others either halt too (they applied the entry after an election)
+	// or never apply it, since every node that could commit it stopped.
+	waitFor(t, "every replica to halt or stay before the entry", func() bool {
+		for _, n := range c.nodes {
+			select {
+			case <-n.Halted():
+			default:
+				if n.FSM().AppliedIndex() >= at || n.Raft().State() == raft.Leader {
+					return false
+				}
+			}
+		}
+		return true
+	})
 	for _, n := range c.nodes {
-		select {
-		case <-n.Halted():
-		case <-time.After(30 * time.Second):
-			t.Fatalf("%s did not halt", n.ID())
-		}
-		if !errors.Is(n.HaltErr(), fsm.ErrUnsupported) {
-			t.Fatalf("%s halted with %v, want ErrUnsupported", n.ID(), n.HaltErr())
-		}
 		if h := n.FSM().StateHash(); h != hashes[n.ID()] {
 			t.Fatalf("%s applied something after the entry it could not decode", n.ID())
 		}
