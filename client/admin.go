@@ -37,7 +37,7 @@ func (c *Client) Members() (rpc.ClusterResponse, error) {
 // refreshes its addresses when it is already a member.
 func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
 	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterJoin, write: true, noProbe: true,
-		body: rpc.JoinClusterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
+		body: rpc.AddVoterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
 }
 
 // RemoveNode removes node id from the cluster.

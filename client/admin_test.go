@@ -8,14 +8,14 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/rpc"
-	"github.com/raftmaster/raftmaster/rpc/rpctest"
 )
 
 // admin is a Local backend that records the membership changes asked of
 // it.
 type admin struct {
-	*rpctest.Local
+	*apitest.Local
 	mu    sync.Mutex
 	calls []string
 }
@@ -26,7 +26,7 @@ func (a *admin) record(s string) {
 	a.calls = append(a.calls, s)
 }
 
-func (a *admin) Join(_ context.Context, req rpc.JoinClusterRequest) error {
+func (a *admin) AddVoter(_ context.Context, req rpc.AddVoterRequest) error {
 	a.record("join " + req.ID + " " + req.RaftAddr + " " + req.APIAddr)
 	return nil
 }
@@ -43,7 +43,7 @@ func (a *admin) Transfer(_ context.Context, id string) error {
 
 // TestAdmin checks the operator calls.
 func TestAdmin(t *testing.T) {
-	b := &admin{Local: rpctest.NewLocal()}
+	b := &admin{Local: apitest.NewLocal()}
 	ts := startServer(t, b, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
-	"github.com/raftmaster/raftmaster/rpc/rpctest"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 )
 
 // receive returns the Result of w, failing the test after a generous
@@ -33,7 +33,7 @@ func receive(t *testing.T, w client.Watcher) client.Result {
 // is called once for each.
 func TestAllgather(t *testing.T) {
 	const n = 8
-	ts := startServer(t, rpctest.NewLocal(), nil)
+	ts := startServer(t, apitest.NewLocal(), nil)
 	var (
 		wg      sync.WaitGroup
 		readies [n]atomic.Int32
@@ -86,7 +86,7 @@ func TestAllgather(t *testing.T) {
 
 // tickUntilDone ticks the FSM, as the leader's loop would, until the test
 // is done.
-func tickUntilDone(t *testing.T, local *rpctest.Local) {
+func tickUntilDone(t *testing.T, local *apitest.Local) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ticked := make(chan struct{})
 	go func() {
@@ -111,7 +111,7 @@ func tickUntilDone(t *testing.T, local *rpctest.Local) {
 // not fill up in time calls timeout and delivers
 // ErrAllGatherTimeoutExceeded.
 func TestAllgatherDeadline(t *testing.T) {
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 
@@ -141,7 +141,7 @@ func TestAllgatherDeadline(t *testing.T) {
 // callback fires once when the group is late, and the group still
 // completes when the last member joins.
 func TestAllgatherTimeoutKeepsGroupOpen(t *testing.T) {
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	tickUntilDone(t, local)
@@ -182,7 +182,7 @@ func TestAllgatherTimeoutKeepsGroupOpen(t *testing.T) {
 // the earlier watcher with ErrReconnected, and Leave ends the current one
 // with ErrClosed and closes the group.
 func TestAllgatherRejoinAndLeave(t *testing.T) {
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	id := uuid.New()
@@ -219,7 +219,7 @@ func TestAllgatherRejoinAndLeave(t *testing.T) {
 // TestAllgatherLeaveSeenByPoller checks that a watcher learns from the
 // server that its member left through another client.
 func TestAllgatherLeaveSeenByPoller(t *testing.T) {
-	ts := startServer(t, rpctest.NewLocal(), nil)
+	ts := startServer(t, apitest.NewLocal(), nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	admin := newClient(t, client.WithAddr(ts.URL))
 	id := uuid.New()
@@ -238,7 +238,7 @@ func TestAllgatherLeaveSeenByPoller(t *testing.T) {
 // TestAllgatherMismatch checks that a join with another numPeers fails at
 // once.
 func TestAllgatherMismatch(t *testing.T) {
-	ts := startServer(t, rpctest.NewLocal(), nil)
+	ts := startServer(t, apitest.NewLocal(), nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	if _, err := c.Join("g", uuid.New(), 3, nil, nil, nil); err != nil {
 		t.Fatal(err)
@@ -253,7 +253,7 @@ func TestAllgatherMismatch(t *testing.T) {
 
 // TestAllgatherClose checks that Close ends a waiting watcher.
 func TestAllgatherClose(t *testing.T) {
-	ts := startServer(t, rpctest.NewLocal(), nil)
+	ts := startServer(t, apitest.NewLocal(), nil)
 	c, err := client.NewClient(client.WithAddr(ts.URL), client.WithLogger(testLogger(t, "client")))
 	if err != nil {
 		t.Fatal(err)

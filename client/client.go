@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
-	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // Defaults of the options.
@@ -156,28 +155,28 @@ func NewClient(opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	var etcd *clientv3.Client
-	if len(c.etcdEndpoints) > 0 {
-		cli, addr, err := c.discoverMaster()
-		if err != nil {
-			return nil, err
-		}
-		base, err := normalizeAddr(addr)
-		if err != nil {
-			cli.Close()
-			return nil, fmt.Errorf("raftmaster client: master address in etcd: %w", err)
-		}
-		etcd = cli
-		c.addrs = append([]string{base}, c.addrs...)
-	}
-	if len(c.addrs) == 0 {
-		return nil, errors.New("raftmaster client: no address: use WithAddrs or WithEtcd")
-	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
 		c.transport = t
 		c.hc = &http.Client{Transport: t}
+	}
+	// etcd gets its own copy: the API's redirect policy is set below, while
+	// the discovery's goroutine may still run.
+	etcdHC := *c.hc
+	if len(c.etcdEndpoints) > 0 {
+		addr, err := c.discoverMaster(&etcdHC)
+		if err != nil {
+			return nil, err
+		}
+		base, err := normalizeAddr(addr)
+		if err != nil {
+			return nil, fmt.Errorf("raftmaster client: master address in etcd: %w", err)
+		}
+		c.addrs = append([]string{base}, c.addrs...)
+	}
+	if len(c.addrs) == 0 {
+		return nil, errors.New("raftmaster client: no address: use WithAddrs or WithEtcd")
 	}
 	c.hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	c.logger = c.logger.Named("client")
@@ -185,8 +184,8 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.lanes.base = c.id
 	c.ch = make(chan record, c.bufSize)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
-	if etcd != nil {
-		c.spawn(func() { c.followMaster(etcd) })
+	if len(c.etcdEndpoints) > 0 {
+		c.spawn(func() { c.followMaster(&etcdHC) })
 	}
 	return c, nil
 }

@@ -3,8 +3,9 @@ package client
 import (
 	"errors"
 	"fmt"
+	"time"
 
-	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // The seeds' sentinel errors, re-exported so that trainer code can match
@@ -12,33 +13,33 @@ import (
 // crossed the wire is an *rpc.Error whose Unwrap returns one of these.
 var (
 	// ErrPassBefore means the pass asked for has already ended.
-	ErrPassBefore = fsm.ErrPassBefore
+	ErrPassBefore = rpc.ErrPassBefore
 	// ErrPassAfter means the pass asked for has not started yet.
-	ErrPassAfter = fsm.ErrPassAfter
+	ErrPassAfter = rpc.ErrPassAfter
 	// ErrNoMoreAvailable means every task of the pass is dispatched or done.
-	ErrNoMoreAvailable = fsm.ErrNoMoreAvailable
+	ErrNoMoreAvailable = rpc.ErrNoMoreAvailable
 	// ErrAllTaskFailed means every task has failed more than failureMax
 	// times.
-	ErrAllTaskFailed = fsm.ErrAllTaskFailed
+	ErrAllTaskFailed = rpc.ErrAllTaskFailed
 	// ErrNoDataset means no dataset has been set yet.
-	ErrNoDataset = fsm.ErrNoDataset
+	ErrNoDataset = rpc.ErrNoDataset
 	// ErrUnknownTask means the task id does not exist.
-	ErrUnknownTask = fsm.ErrUnknownTask
+	ErrUnknownTask = rpc.ErrUnknownTask
 	// ErrStaleEpoch means the task is no longer leased under that epoch.
-	ErrStaleEpoch = fsm.ErrStaleEpoch
+	ErrStaleEpoch = rpc.ErrStaleEpoch
 	// ErrClosed means the member left, or the group closed, before the
 	// allgather completed.
-	ErrClosed = fsm.ErrClosed
+	ErrClosed = rpc.ErrClosed
 	// ErrReconnected means a later join with the same member id replaced
 	// this one.
-	ErrReconnected = fsm.ErrReconnected
+	ErrReconnected = rpc.ErrReconnected
 	// ErrAllGatherTimeoutExceeded means the group did not fill up in time.
-	ErrAllGatherTimeoutExceeded = fsm.ErrAllGatherTimeoutExceeded
+	ErrAllGatherTimeoutExceeded = rpc.ErrAllGatherTimeoutExceeded
 	// ErrGroupMismatch means a join disagrees with the group's numPeers, or
 	// the group is complete and the member is not part of it.
-	ErrGroupMismatch = fsm.ErrGroupMismatch
+	ErrGroupMismatch = rpc.ErrGroupMismatch
 	// ErrInvalid means the request is malformed or out of limits.
-	ErrInvalid = fsm.ErrInvalid
+	ErrInvalid = rpc.ErrInvalid
 )
 
 // ErrClientClosed is returned by calls made after Close, by NextRecord once
@@ -46,7 +47,7 @@ var (
 var ErrClientClosed = errors.New("raftmaster client closed")
 
 // DefaultTimeout is the allgather group timeout when Join is given none.
-const DefaultTimeout = fsm.DefaultTimeout
+const DefaultTimeout = 10 * time.Minute
 
 // ChunkError is the error NextRecord returns for a chunk of a task that
 // could not be read. The task's records are not delivered and the task is

@@ -15,9 +15,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/recordio"
-	"github.com/raftmaster/raftmaster/rpc"
-	"github.com/raftmaster/raftmaster/rpc/rpctest"
 	"go.uber.org/goleak"
 )
 
@@ -38,15 +38,15 @@ func testLogger(t testing.TB, name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: name, Output: testWriter{t}, Level: hclog.Info})
 }
 
-// startServer serves the API of b on 127.0.0.1. When b is a *rpctest.Local
+// startServer serves the API of b on 127.0.0.1. When b is a *apitest.Local
 // (or wraps one) its API address is set to the server's, so that it can name itself as
 // the leader. wrap, when not nil, wraps the handler.
-func startServer(t *testing.T, b rpc.Backend, wrap func(http.Handler) http.Handler) *httptest.Server {
+func startServer(t *testing.T, b httpapi.Backend, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
-	var l *rpctest.Local
+	var l *apitest.Local
 	switch b := b.(type) {
-	case *rpctest.Local:
+	case *apitest.Local:
 		l = b
 	case *follower:
 		l = b.Local
@@ -56,7 +56,7 @@ func startServer(t *testing.T, b rpc.Backend, wrap func(http.Handler) http.Handl
 	if l != nil {
 		l.API = ts.Listener.Addr().String()
 	}
-	var h http.Handler = rpc.NewServer(b, rpc.ServerConfig{}, testLogger(t, "server"))
+	var h http.Handler = httpapi.NewHandler(b, httpapi.Config{}, testLogger(t, "server"))
 	if wrap != nil {
 		h = wrap(h)
 	}

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
-	"github.com/raftmaster/raftmaster/rpc/rpctest"
 )
 
 // waitFor polls cond every 10ms until it holds, and fails the test after
@@ -41,7 +41,7 @@ func answerError(w http.ResponseWriter, code string) {
 func TestReaderRenewsLease(t *testing.T) {
 	path := writeRecords(t, 20, 4)
 	var requests counter
-	ts := startServer(t, rpctest.NewLocal(), requests.wrap)
+	ts := startServer(t, apitest.NewLocal(), requests.wrap)
 	c := newClient(t, client.WithAddr(ts.URL))
 	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1000, TaskTimeout: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestReaderRenewsLease(t *testing.T) {
 func TestReaderStopsRenewingLostLease(t *testing.T) {
 	const records = 20
 	path := writeRecords(t, records, 4)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	var requests counter
 	ts := startServer(t, local, func(h http.Handler) http.Handler {
 		return requests.wrap(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -120,7 +120,7 @@ func TestReaderStopsRenewingLostLease(t *testing.T) {
 // answer again whatever the reader does ends the pass with that error
 // rather than being retried forever.
 func TestNextRecordReturnsPermanentError(t *testing.T) {
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if r.URL.Path == rpc.PathTaskGet {
@@ -154,7 +154,7 @@ func TestNextRecordReturnsPermanentError(t *testing.T) {
 func TestStartGetRecordsDoesNotWaitForReport(t *testing.T) {
 	const records = 20
 	path := writeRecords(t, records, 4)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	var down atomic.Bool
 	var finishedWhileDown atomic.Int32
 	ts := startServer(t, local, func(h http.Handler) http.Handler {
@@ -263,7 +263,7 @@ func TestCorruptChunkIsReportedOnce(t *testing.T) {
 	flipByte(t, path, bad+22)
 
 	var requests counter
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, requests.wrap)
 	c := newClient(t, client.WithAddr(ts.URL))
 	fm := failureMax

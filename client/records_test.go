@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
-	"github.com/raftmaster/raftmaster/rpc/rpctest"
 )
 
 // TestNextRecord is the seed master's client test: several clients read
@@ -26,7 +26,7 @@ func TestNextRecord(t *testing.T) {
 		passes  = 10
 	)
 	path := writeRecords(t, total, 4)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	// Small tasks, so that the clients compete for them; the clients'
 	// own SetDataset calls are then ignored, as in the seed.
@@ -133,7 +133,7 @@ func TestClientIndexing(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, sniff)
 	c := newClient(t, client.WithAddr(ts.URL), client.WithClientIndexing(true))
 	resp, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 3})
@@ -184,7 +184,7 @@ func TestClientIndexing(t *testing.T) {
 // NextRecord as a *ChunkError.
 func TestReadErrorFailsTask(t *testing.T) {
 	path := writeRecords(t, 50, 4)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	zero := 0
@@ -228,7 +228,7 @@ func TestReadErrorFailsTask(t *testing.T) {
 func TestStartGetRecordsAgain(t *testing.T) {
 	three := 3
 	path := writeRecords(t, 50, 4)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1000, FailureMax: &three}); err != nil {
@@ -261,7 +261,7 @@ func TestStartGetRecordsAgain(t *testing.T) {
 // TestNextRecordAfterClose checks that a NextRecord waiting for a pass
 // returns when the client is closed.
 func TestNextRecordAfterClose(t *testing.T) {
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c, err := client.NewClient(client.WithAddr(ts.URL), client.WithLogger(testLogger(t, "client")))
 	if err != nil {

@@ -6,14 +6,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/raftmaster/raftmaster/dataset"
-	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // TaskMeta identifies one dispatch of a task: its id and the epoch of the
 // lease.
-type TaskMeta = fsm.TaskMeta
+type TaskMeta = rpc.TaskMeta
 
 // Chunk is one RecordIO chunk of a task: file, byte offset of the chunk
 // header and record count.
@@ -84,7 +83,7 @@ func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.
 // indexGlobs indexes the files as the leader would, so that the tasks are
 // the same either way.
 func indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
-	chunks, _, err := dataset.Index(ctx, globs, dataset.Limits{})
+	chunks, _, err := recordio.IndexGlobs(ctx, globs, recordio.IndexLimits{})
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ErrClientClosed
@@ -93,7 +92,7 @@ func indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
 	}
 	out := make([]rpc.Chunk, len(chunks))
 	for i, ch := range chunks {
-		out[i] = rpc.ChunkFromFSM(ch)
+		out[i] = rpc.Chunk{Path: ch.Path, Offset: ch.Offset, Records: ch.Records}
 	}
 	return out, nil
 }

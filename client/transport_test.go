@@ -16,26 +16,27 @@ import (
 
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/rpc"
-	"github.com/raftmaster/raftmaster/rpc/rpctest"
 )
 
 // follower is a Backend that is not the leader and names leader as the
 // one that is.
 type follower struct {
-	*rpctest.Local
+	*apitest.Local
 	leader rpc.NodeRef
 }
 
 func (f *follower) Apply(context.Context, fsm.Command) (*fsm.Result, error) {
-	return nil, rpc.ErrNotLeader
+	return nil, httpapi.ErrNotLeader
 }
 
 func (f *follower) SetDataset(context.Context, fsm.RequestID, fsm.DatasetParams, []fsm.Chunk) (*fsm.Result, error) {
-	return nil, rpc.ErrNotLeader
+	return nil, httpapi.ErrNotLeader
 }
 
-func (f *follower) ReadBarrier(context.Context) error { return rpc.ErrNotLeader }
+func (f *follower) ReadBarrier(context.Context) error { return httpapi.ErrNotLeader }
 
 func (f *follower) Leader() (rpc.NodeRef, bool) { return f.leader, true }
 
@@ -43,11 +44,11 @@ func (f *follower) Leader() (rpc.NodeRef, bool) { return f.leader, true }
 // connections, follows a follower's redirect to the leader and then goes
 // to the leader directly.
 func TestRedirect(t *testing.T) {
-	leader := rpctest.NewLocal()
+	leader := apitest.NewLocal()
 	leader.ID = "leader"
 	var leaderHits, followerHits counter
 	startServer(t, leader, leaderHits.wrap)
-	fb := &follower{Local: rpctest.NewLocal(), leader: rpc.NodeRef{ID: "leader", APIAddr: leader.API}}
+	fb := &follower{Local: apitest.NewLocal(), leader: rpc.NodeRef{ID: "leader", APIAddr: leader.API}}
 	fb.ID = "follower"
 	fts := startServer(t, fb, followerHits.wrap)
 
@@ -83,9 +84,9 @@ func TestRedirect(t *testing.T) {
 // TestRedirectLoop checks that a redirect loop ends when the retry budget
 // is spent.
 func TestRedirectLoop(t *testing.T) {
-	a := &follower{Local: rpctest.NewLocal()}
+	a := &follower{Local: apitest.NewLocal()}
 	a.ID = "a"
-	b := &follower{Local: rpctest.NewLocal()}
+	b := &follower{Local: apitest.NewLocal()}
 	b.ID = "b"
 	// Each names the other as the leader: a stale registry during an
 	// election can do that for a moment.
@@ -93,8 +94,8 @@ func TestRedirectLoop(t *testing.T) {
 	bts := httptest.NewUnstartedServer(nil)
 	a.leader = rpc.NodeRef{ID: "b", APIAddr: bts.Listener.Addr().String()}
 	b.leader = rpc.NodeRef{ID: "a", APIAddr: ats.Listener.Addr().String()}
-	ats.Config.Handler = rpc.NewServer(a, rpc.ServerConfig{}, testLogger(t, "a"))
-	bts.Config.Handler = rpc.NewServer(b, rpc.ServerConfig{}, testLogger(t, "b"))
+	ats.Config.Handler = httpapi.NewHandler(a, httpapi.Config{}, testLogger(t, "a"))
+	bts.Config.Handler = httpapi.NewHandler(b, httpapi.Config{}, testLogger(t, "b"))
 	ats.Start()
 	t.Cleanup(ats.Close)
 	bts.Start()
@@ -161,7 +162,7 @@ func TestRetrySameRequestID(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			path := writeRecords(t, 50, 4)
-			local := rpctest.NewLocal()
+			local := apitest.NewLocal()
 			proxy := &faultyProxy{path: rpc.PathTaskGet, cut: cut}
 			ts := startServer(t, local, func(h http.Handler) http.Handler { proxy.h = h; return proxy })
 			c := newClient(t, client.WithAddr(ts.URL))
@@ -220,7 +221,7 @@ func TestRequestIDs(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	}
-	ts := startServer(t, rpctest.NewLocal(), record)
+	ts := startServer(t, apitest.NewLocal(), record)
 	c := newClient(t, client.WithAddr(ts.URL))
 	for range 3 {
 		if _, err := c.RequestSaveModel("t", time.Minute); err != nil {
@@ -260,7 +261,7 @@ func TestUnreachable(t *testing.T) {
 // sentinels after crossing the wire, and are not retried.
 func TestErrorsAcrossWire(t *testing.T) {
 	path := writeRecords(t, 50, 100)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	check := func(what string, err, want error, code string, status int) {
@@ -312,7 +313,7 @@ func TestErrorsAcrossWire(t *testing.T) {
 // TestPassBefore checks ErrPassBefore and a finished task.
 func TestPassBefore(t *testing.T) {
 	path := writeRecords(t, 10, 100)
-	ts := startServer(t, rpctest.NewLocal(), nil)
+	ts := startServer(t, apitest.NewLocal(), nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1000}); err != nil {
 		t.Fatal(err)
@@ -332,7 +333,7 @@ func TestPassBefore(t *testing.T) {
 // TestRequestSaveModel checks that the save-model lease is granted to one
 // trainer at a time.
 func TestRequestSaveModel(t *testing.T) {
-	ts := startServer(t, rpctest.NewLocal(), nil)
+	ts := startServer(t, apitest.NewLocal(), nil)
 	c := newClient(t, client.WithAddr(ts.URL))
 	for _, tc := range []struct {
 		trainer string
@@ -378,7 +379,7 @@ func TestNewClientOptions(t *testing.T) {
 func TestConcurrentRetriesOfASharedClient(t *testing.T) {
 	const writers = 3 * fsm.DedupPerClient
 	path := writeRecords(t, 200, 1)
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	var (
 		mu      sync.Mutex
 		seen    = map[string]bool{}
@@ -459,7 +460,7 @@ func TestAbandonsAnUnresponsiveLeader(t *testing.T) {
 		}
 	}))
 	t.Cleanup(func() { close(hold); paused.Close() })
-	leader := startServer(t, rpctest.NewLocal(), nil)
+	leader := startServer(t, apitest.NewLocal(), nil)
 	c := newClient(t, client.WithAddrs(paused.URL, leader.URL), client.WithRetry(4500*time.Millisecond))
 	ok, err := c.RequestSaveModel("t", time.Minute)
 	if err != nil || !ok {
@@ -472,7 +473,7 @@ func TestAbandonsAnUnresponsiveLeader(t *testing.T) {
 // longer than the probe delay must not be abandoned: the leader itself
 // still answers that it leads.
 func TestSlowLeaderUnderAnotherAddressIsKept(t *testing.T) {
-	local := rpctest.NewLocal()
+	local := apitest.NewLocal()
 	var attempts atomic.Int32
 	slow := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

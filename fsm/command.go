@@ -16,7 +16,8 @@ type CmdType uint8
 // IgnorableFlag marks a command type that older replicas may skip.
 const IgnorableFlag CmdType = 0x80
 
-// Command types.
+// Command types, in log order: the numbers are written in logs on disk, so
+// a type is never renumbered or reused, and new ones go at the end.
 const (
 	TypeSetDataset CmdType = iota + 1
 	TypeDatasetPart
@@ -35,27 +36,86 @@ const (
 	numTypes
 )
 
-var typeNames = [numTypes]string{
-	TypeSetDataset:       "SetDataset",
-	TypeDatasetPart:      "DatasetPart",
-	TypeDatasetCommit:    "DatasetCommit",
-	TypeGetTask:          "GetTask",
-	TypeTaskFinished:     "TaskFinished",
-	TypeTaskFailed:       "TaskFailed",
-	TypeRenewLease:       "RenewLease",
-	TypeTick:             "Tick",
-	TypeRequestSaveModel: "RequestSaveModel",
-	TypeJoin:             "Join",
-	TypeLeave:            "Leave",
-	TypeRegisterNode:     "RegisterNode",
-	TypeRemoveNode:       "RemoveNode",
-	TypeLeaderGrace:      "LeaderGrace",
+// commands registers every command type: its name, how to decode it, its
+// limits and its effect. Decode, validate and apply look a type up here
+// and nowhere else, so a type cannot be decodable yet unhandled.
+//
+// To add a command:
+//
+//  1. add its type at the end of the list above;
+//  2. declare its struct, embedding Header, with Type, encode and decode
+//     (below), and its limits as a validate method (validate.go);
+//  3. add its row here;
+//  4. write its apply function, a method of *state next to the state it
+//     changes.
+//
+// If its answer grants something for a time, also say in
+// dedupEntry.result how a retry is answered once the grant has run out.
+// TestCommandTable checks that every type has a complete row.
+//
+// The validator is part of the row, not of the Command interface, so that
+// a row holds everything that decides whether and how a type is applied;
+// it is a method of the command only so that validate.go keeps every limit
+// in one file.
+var commands = [numTypes]cmdSpec{
+	TypeSetDataset:       register("SetDataset", (*SetDataset).validate, (*state).setDataset),
+	TypeDatasetPart:      register("DatasetPart", (*DatasetPart).validate, (*state).datasetPart),
+	TypeDatasetCommit:    register("DatasetCommit", (*DatasetCommit).validate, (*state).datasetCommit),
+	TypeGetTask:          register("GetTask", (*GetTask).validate, (*state).getTask),
+	TypeTaskFinished:     register("TaskFinished", (*TaskFinished).validate, (*state).taskFinished),
+	TypeTaskFailed:       register("TaskFailed", (*TaskFailed).validate, (*state).taskFailed),
+	TypeRenewLease:       register("RenewLease", (*RenewLease).validate, (*state).renewLease),
+	TypeTick:             register("Tick", (*Tick).validate, (*state).tick),
+	TypeRequestSaveModel: register("RequestSaveModel", (*RequestSaveModel).validate, (*state).requestSaveModel),
+	TypeJoin:             register("Join", (*Join).validate, (*state).join),
+	TypeLeave:            register("Leave", (*Leave).validate, (*state).leave),
+	TypeRegisterNode:     register("RegisterNode", (*RegisterNode).validate, (*state).registerNode),
+	TypeRemoveNode:       register("RemoveNode", (*RemoveNode).validate, (*state).removeNode),
+	TypeLeaderGrace:      register("LeaderGrace", (*LeaderGrace).validate, (*state).leaderGrace),
+}
+
+// cmdSpec is one row of commands. Its functions take the Command
+// interface; register builds them from functions of the concrete type.
+type cmdSpec struct {
+	name string
+	// new returns an empty command for Decode to fill.
+	new func() Command
+	// validate checks the command against the limits, whatever the state.
+	validate func(Command) error
+	// apply changes the state; it runs after validate and the clock update.
+	apply func(*state, Command) *Result
+}
+
+// register builds the row of command type *C. A nil validate or apply
+// leaves the row's function nil, for TestCommandTable to find.
+func register[C any, P interface {
+	*C
+	Command
+}](name string, validate func(P) error, apply func(*state, P) *Result) cmdSpec {
+	spec := cmdSpec{name: name, new: func() Command { return P(new(C)) }}
+	if validate != nil {
+		// The assertions cannot fail: the row is found by c.Type(), and
+		// TestCommandTable checks that every row's commands report its type.
+		spec.validate = func(c Command) error { return validate(c.(P)) }
+	}
+	if apply != nil {
+		spec.apply = func(s *state, c Command) *Result { return apply(s, c.(P)) }
+	}
+	return spec
+}
+
+// lookup returns the row of type t, or nil when this replica does not know t.
+func lookup(t CmdType) *cmdSpec {
+	if t >= numTypes || commands[t].new == nil {
+		return nil
+	}
+	return &commands[t]
 }
 
 // String returns the command type's name.
 func (t CmdType) String() string {
-	if t < numTypes && typeNames[t] != "" {
-		return typeNames[t]
+	if spec := lookup(t); spec != nil {
+		return spec.name
 	}
 	return fmt.Sprintf("CmdType(%d)", uint8(t))
 }
@@ -254,41 +314,6 @@ func (*RegisterNode) Type() CmdType     { return TypeRegisterNode }
 func (*RemoveNode) Type() CmdType       { return TypeRemoveNode }
 func (*LeaderGrace) Type() CmdType      { return TypeLeaderGrace }
 
-// newCommand returns an empty command of type t, or nil if t is unknown.
-func newCommand(t CmdType) Command {
-	switch t {
-	case TypeSetDataset:
-		return &SetDataset{}
-	case TypeDatasetPart:
-		return &DatasetPart{}
-	case TypeDatasetCommit:
-		return &DatasetCommit{}
-	case TypeGetTask:
-		return &GetTask{}
-	case TypeTaskFinished:
-		return &TaskFinished{}
-	case TypeTaskFailed:
-		return &TaskFailed{}
-	case TypeRenewLease:
-		return &RenewLease{}
-	case TypeTick:
-		return &Tick{}
-	case TypeRequestSaveModel:
-		return &RequestSaveModel{}
-	case TypeJoin:
-		return &Join{}
-	case TypeLeave:
-		return &Leave{}
-	case TypeRegisterNode:
-		return &RegisterNode{}
-	case TypeRemoveNode:
-		return &RemoveNode{}
-	case TypeLeaderGrace:
-		return &LeaderGrace{}
-	}
-	return nil
-}
-
 // Encode returns the log-entry form of c: a version byte, the type byte, the
 // header and the payload.
 func Encode(c Command) []byte {
@@ -322,13 +347,14 @@ func Decode(b []byte) (Command, error) {
 	if d.err != nil {
 		return nil, invalidf("command: %v", d.err)
 	}
-	c := newCommand(t)
-	if c == nil {
+	spec := lookup(t)
+	if spec == nil {
 		if t&IgnorableFlag != 0 {
 			return nil, errUnknownType
 		}
 		return nil, fmt.Errorf("%w: command type %d is unknown here", ErrUnsupported, uint8(t))
 	}
+	c := spec.new()
 	h := c.Hdr()
 	h.Now = d.varint()
 	h.Request.Client = d.uuid()
@@ -354,8 +380,9 @@ func (p *DatasetParams) decode(d *decoder) {
 	p.Strict = d.bool()
 }
 
-// encodeChunks writes chunks with their paths interned: a path table, then
-// (path index, offset, records) triples.
+// encodeChunks writes chunks with their paths interned: a path table in
+// order of first use, then the count and a (path index, offset, records)
+// triple per chunk. SplitChunks sizes entries with the same pieces.
 func encodeChunks(e *encoder, chunks []Chunk) {
 	idx := make(map[string]uint32)
 	var paths []string
@@ -368,10 +395,16 @@ func encodeChunks(e *encoder, chunks []Chunk) {
 	e.strings(paths)
 	e.uvarint(uint64(len(chunks)))
 	for _, c := range chunks {
-		e.uint32(idx[c.Path])
-		e.varint(c.Offset)
-		e.uint32(c.Records)
+		encodeChunk(e, idx[c.Path], c)
 	}
+}
+
+// encodeChunk writes one chunk's triple, its path as an index into the
+// entry's path table.
+func encodeChunk(e *encoder, path uint32, c Chunk) {
+	e.uint32(path)
+	e.varint(c.Offset)
+	e.uint32(c.Records)
 }
 
 func decodeChunks(d *decoder) []Chunk {

@@ -1,7 +1,9 @@
 // Package fsm is raftmaster's deterministic replicated state machine: the
 // task queue of the data dispatcher, the save-model lease, allgather groups
 // and the node registry. Every replica applies the same Raft log through
-// FSM.Apply and reaches byte-identical state.
+// FSM.ApplyEntry and reaches byte-identical state. The package depends on
+// the standard library and github.com/google/uuid only: raftnode adapts
+// the FSM to hashicorp/raft, and a test keeps it that way.
 //
 // # Determinism
 //
@@ -39,16 +41,26 @@
 //
 // A command is a version byte, a type byte, the header (Now, client id,
 // sequence number) and a payload of varints and length-prefixed strings.
-// Types are only ever added at the end; a type with IgnorableFlag set is
-// skipped by a replica that does not know it. An entry whose command
-// version or (non-ignorable) type this replica does not know was written
-// by a newer version, as in a rolling upgrade done in the wrong order: the
-// FSM halts (Halted, HaltErr), applies nothing more and refuses to
-// snapshot, and the node stops, rather than skip the entry and diverge
-// from the replicas that apply it. Bytes of a known command that do not
-// decode, and commands outside the limits (limits.go; Now must lie between
-// 1970 and 2116, so that no deadline overflows), are answered with
-// CodeInvalid and change nothing on every replica alike.
+// Each type is registered once, in one ordered table (commands in
+// command.go): its number, its name, its constructor for Decode, its
+// validator of the limits and its apply function. Decode, validation and
+// dispatch all look the type up there, and the comment at the table lists
+// the steps of adding a command. Type numbers are written in logs on disk:
+// types are only ever added at the end, never renumbered or reused.
+//
+// A type with IgnorableFlag set is skipped by a replica that does not know
+// it. An entry whose command version or (non-ignorable) type this replica
+// does not know, ErrUnsupported, was written by a newer version, as in a
+// rolling upgrade done in the wrong order: the FSM halts (Halted,
+// HaltErr), applies nothing more and refuses to snapshot, and the node
+// stops, rather than skip the entry and diverge from the replicas that
+// apply it. Bytes of a known command that do not decode, and commands
+// outside the limits (limits.go; Now must lie between 1970 and 2116, so
+// that no deadline overflows), are answered with CodeInvalid and change
+// nothing on every replica alike.
+//
+// A dataset too large for one entry is proposed in DatasetPart entries
+// cut by SplitChunks, which measures each part with this encoding.
 //
 // # Commands
 //
@@ -179,8 +191,8 @@
 // # Snapshots
 //
 // Snapshot copies the task array (32 bytes a task, no pointers) and the
-// small tables and shares the immutable chunk list; Persist streams the
-// versioned encoding while Apply goes on. Restore decodes into a fresh
+// small tables and shares the immutable chunk list; Snapshot.WriteTo
+// streams the versioned encoding while ApplyEntry goes on. Restore decodes into a fresh
 // state, checks that every task is in exactly one queue and that the
 // limits and the other invariants Apply keeps hold, and swaps it in.
 package fsm

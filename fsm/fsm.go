@@ -9,12 +9,11 @@ import (
 	"io"
 	"sync"
 	"sync/atomic"
-
-	"github.com/hashicorp/raft"
 )
 
-// FSM is the replicated state machine. It implements raft.FSM; queries are
-// safe to call concurrently with Apply.
+// FSM is the replicated state machine: ApplyEntry, Snapshot and Restore are
+// what a consensus library drives (raftnode adapts them to raft.FSM), and
+// queries are safe to call concurrently with them.
 type FSM struct {
 	mu      sync.RWMutex
 	s       *state
@@ -28,15 +27,8 @@ type FSM struct {
 	haltOnce sync.Once
 }
 
-var _ raft.FSM = (*FSM)(nil)
-
 // New returns an empty FSM.
 func New() *FSM { return &FSM{s: newState(), halted: make(chan struct{})} }
-
-// Apply applies a committed Raft log entry and returns a *Result.
-func (f *FSM) Apply(l *raft.Log) any {
-	return f.ApplyEntry(l.Index, l.Data)
-}
 
 // ApplyEntry applies one encoded command at log index index. Bytes that do
 // not decode give a CodeInvalid result and change nothing but the applied
@@ -114,9 +106,10 @@ func (f *FSM) notify() {
 func (f *FSM) AppliedIndex() uint64 { return f.applied.Load() }
 
 // Snapshot returns a point-in-time copy of the state. It copies the task
-// array and small tables; the encoding happens in Persist, concurrently
-// with further applies.
-func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+// array and small tables under the lock; the encoding happens in
+// Snapshot.WriteTo, concurrently with further applies. A halted FSM
+// refuses, with its HaltErr.
+func (f *FSM) Snapshot() (*Snapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.haltErr != nil {
@@ -124,10 +117,12 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 		// permanent.
 		return nil, f.haltErr
 	}
-	return &snapshot{s: f.s.clone()}, nil
+	return &Snapshot{s: f.s.clone()}, nil
 }
 
-// Restore replaces the state with a snapshot written by Persist.
+// Restore replaces the state with a snapshot written by Snapshot.WriteTo
+// or WriteSnapshot, and closes rc. A snapshot that does not decode, or
+// breaks an invariant that Apply keeps, is refused and changes nothing.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	b, err := io.ReadAll(rc)
@@ -169,16 +164,28 @@ func (f *FSM) SnapshotBytes() []byte {
 	return b.Bytes()
 }
 
-type snapshot struct{ s *state }
+// Snapshot is a point-in-time copy of the state, taken by FSM.Snapshot.
+// Later applies do not change it, and it holds no resources: dropping it
+// releases it.
+type Snapshot struct{ s *state }
 
-// Persist encodes the snapshot into the sink.
-func (sn *snapshot) Persist(sink raft.SnapshotSink) error {
-	if err := encodeState(sink, sn.s); err != nil {
-		_ = sink.Cancel()
-		return fmt.Errorf("fsm persist: %w", err)
-	}
-	return sink.Close()
+// WriteTo writes to w the snapshot encoding of the copy: the bytes
+// WriteSnapshot would have written when the copy was taken. It may run
+// while the FSM applies further entries, and it does not close w.
+func (sn *Snapshot) WriteTo(w io.Writer) (int64, error) {
+	cw := &countingWriter{w: w}
+	err := encodeState(cw, sn.s)
+	return cw.n, err
 }
 
-// Release does nothing: the copy is garbage collected.
-func (sn *snapshot) Release() {}
+// countingWriter counts the bytes written through it, for WriteTo's result.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (cw *countingWriter) Write(p []byte) (int, error) {
+	n, err := cw.w.Write(p)
+	cw.n += int64(n)
+	return n, err
+}

@@ -5,8 +5,6 @@ import (
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/hashicorp/raft"
 )
 
 func TestChangedAndAppliedIndex(t *testing.T) {
@@ -15,7 +13,7 @@ func TestChangedAndAppliedIndex(t *testing.T) {
 	if f.Changed() != ch {
 		t.Fatalf("Changed returned a new channel before anything changed")
 	}
-	r := f.Apply(&raft.Log{Index: 7, Data: Encode(&Tick{Header: Header{Now: t0}})}).(*Result)
+	r := f.ApplyEntry(7, Encode(&Tick{Header: Header{Now: t0}}))
 	if r.Err() != nil {
 		t.Fatalf("tick: %v", r.Err())
 	}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/hashicorp/raft"
 	"pgregory.net/rapid"
 )
 
@@ -157,34 +156,22 @@ func memberID(n byte) uuid.UUID { return uuid.UUID{15: n, 0: 0xaa} }
 // clientID returns a deterministic client id for tests.
 func clientID(n byte) uuid.UUID { return uuid.UUID{15: n, 0: 0xcc} }
 
-// memSink is a raft.SnapshotSink that keeps the snapshot in memory.
-type memSink struct {
-	bytes.Buffer
-	closed, canceled bool
-}
-
-var _ raft.SnapshotSink = (*memSink)(nil)
-
-func (s *memSink) ID() string    { return "mem" }
-func (s *memSink) Close() error  { s.closed = true; return nil }
-func (s *memSink) Cancel() error { s.canceled = true; return nil }
-
-// persist writes f's snapshot through Snapshot and Persist.
+// persist writes f's snapshot through Snapshot and WriteTo.
 func persist(t rapid.TB, f *FSM) []byte {
 	t.Helper()
 	sn, err := f.Snapshot()
 	if err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
-	defer sn.Release()
-	var sink memSink
-	if err := sn.Persist(&sink); err != nil {
-		t.Fatalf("Persist: %v", err)
+	var b bytes.Buffer
+	n, err := sn.WriteTo(&b)
+	if err != nil {
+		t.Fatalf("WriteTo: %v", err)
 	}
-	if !sink.closed || sink.canceled {
-		t.Fatalf("Persist left the sink closed=%v canceled=%v", sink.closed, sink.canceled)
+	if n != int64(b.Len()) {
+		t.Fatalf("WriteTo reported %d bytes, wrote %d", n, b.Len())
 	}
-	return sink.Bytes()
+	return b.Bytes()
 }
 
 func readCloser(b []byte) io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
@@ -199,8 +186,8 @@ func restored(t rapid.TB, b []byte) *FSM {
 	return g
 }
 
-// checkRoundTrip restores f's snapshot, written both by Persist and by
-// WriteSnapshot, into fresh FSMs and compares their snapshot bytes.
+// checkRoundTrip restores f's snapshot, written both by Snapshot.WriteTo
+// and by WriteSnapshot, into fresh FSMs and compares their snapshot bytes.
 func checkRoundTrip(t rapid.TB, f *FSM) {
 	t.Helper()
 	want := f.SnapshotBytes()
@@ -211,7 +198,7 @@ func checkRoundTrip(t rapid.TB, f *FSM) {
 	for _, c := range []struct {
 		name string
 		b    []byte
-	}{{"Persist", persist(t, f)}, {"WriteSnapshot", w.Bytes()}} {
+	}{{"Snapshot.WriteTo", persist(t, f)}, {"WriteSnapshot", w.Bytes()}} {
 		if !bytes.Equal(c.b, want) {
 			t.Errorf("%s wrote other bytes than SnapshotBytes", c.name)
 		}

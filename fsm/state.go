@@ -141,42 +141,16 @@ func (s *state) apply(c Command) *Result {
 	return r
 }
 
+// dispatch runs c's apply function, from its row in commands.
 func (s *state) dispatch(c Command) *Result {
-	switch c := c.(type) {
-	case *SetDataset:
-		return s.setDataset(c)
-	case *DatasetPart:
-		return s.datasetPart(c)
-	case *DatasetCommit:
-		return s.datasetCommit(c)
-	case *GetTask:
-		return s.getTask(c.Pass)
-	case *TaskFinished:
-		return s.taskFinished(c.Meta)
-	case *TaskFailed:
-		return s.taskFailed(c.Meta)
-	case *RenewLease:
-		return s.renewLease(c.Meta)
-	case *Tick:
-		return s.tick()
-	case *RequestSaveModel:
-		return s.requestSaveModel(c)
-	case *Join:
-		return s.join(c)
-	case *Leave:
-		return s.leave(c)
-	case *RegisterNode:
-		return s.registerNode(c.Node)
-	case *RemoveNode:
-		return s.removeNode(c.ID)
-	case *LeaderGrace:
-		return s.leaderGrace(c)
+	if spec := lookup(c.Type()); spec != nil {
+		return spec.apply(s, c)
 	}
 	return errResult(invalidf("unhandled command %v", c.Type()))
 }
 
 // tick expires every deadline that is due at the current clock.
-func (s *state) tick() *Result {
+func (s *state) tick(*Tick) *Result {
 	s.expireTasks()
 	s.expireSaveLease()
 	s.expireGroups()
@@ -211,7 +185,8 @@ func (s *state) leaderGrace(c *LeaderGrace) *Result {
 	return &Result{}
 }
 
-func (s *state) registerNode(n Node) *Result {
+func (s *state) registerNode(c *RegisterNode) *Result {
+	n := c.Node
 	if _, ok := s.nodes[n.ID]; !ok && len(s.nodes) >= MaxNodes {
 		return errResult(invalidf("node registry is full (%d nodes)", MaxNodes))
 	}
@@ -219,11 +194,11 @@ func (s *state) registerNode(n Node) *Result {
 	return &Result{}
 }
 
-func (s *state) removeNode(id string) *Result {
-	if _, ok := s.nodes[id]; !ok {
+func (s *state) removeNode(c *RemoveNode) *Result {
+	if _, ok := s.nodes[c.ID]; !ok {
 		return &Result{Ignored: true}
 	}
-	delete(s.nodes, id)
+	delete(s.nodes, c.ID)
 	return &Result{}
 }
 

@@ -137,14 +137,14 @@ func (s *state) leaseHeld(id, epoch int, now int64) (int32, bool) {
 // for a later pass is waiting for this one to end; if a task of this pass
 // came back (its lease expired or it failed), it gets that task rather than
 // ErrPassAfter, so that a pass whose trainer died never stalls.
-func (s *state) getTask(pass int) *Result {
+func (s *state) getTask(c *GetTask) *Result {
 	if s.ds == nil {
 		return errResult(ErrNoDataset)
 	}
 	switch {
-	case pass < s.pass:
+	case c.Pass < s.pass:
 		return errResult(ErrPassBefore)
-	case pass > s.pass && s.queues[qTodo].n == 0:
+	case c.Pass > s.pass && s.queues[qTodo].n == 0:
 		return errResult(ErrPassAfter)
 	}
 	todo := &s.queues[qTodo]
@@ -163,7 +163,8 @@ func (s *state) getTask(pass int) *Result {
 	return &Result{Task: s.taskOf(i, s.clock)}
 }
 
-func (s *state) taskFinished(m TaskMeta) *Result {
+func (s *state) taskFinished(c *TaskFinished) *Result {
+	m := c.Meta
 	i, err := s.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)
@@ -195,7 +196,8 @@ func (s *state) taskFinished(m TaskMeta) *Result {
 	return &Result{}
 }
 
-func (s *state) taskFailed(m TaskMeta) *Result {
+func (s *state) taskFailed(c *TaskFailed) *Result {
+	m := c.Meta
 	i, err := s.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)
@@ -222,7 +224,8 @@ func (s *state) failTask(i int32) {
 	s.pushBack(qTodo, i)
 }
 
-func (s *state) renewLease(m TaskMeta) *Result {
+func (s *state) renewLease(c *RenewLease) *Result {
+	m := c.Meta
 	i, err := s.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)

@@ -7,78 +7,98 @@ import (
 	"github.com/google/uuid"
 )
 
-// validate checks a command against the limits, independent of the state.
-// A command that fails is rejected before anything changes.
+// validate checks a command against the limits, independent of the state:
+// the header's, then its type's (its validator in commands). A command
+// that fails is rejected before anything changes.
 func validate(c Command) error {
 	if now := c.Hdr().Now; now < 0 || now > maxNow {
 		return invalidf("timestamp %d out of range [0, %d]", now, maxNow)
 	}
-	switch c := c.(type) {
-	case *SetDataset:
-		if len(c.Chunks) == 0 {
-			return invalidf("dataset has no chunks")
-		}
-		if err := validateParams(c.Params); err != nil {
-			return err
-		}
-		return validateChunks(c.Chunks)
-	case *DatasetPart:
-		if err := validateID("upload id", c.UploadID); err != nil {
-			return err
-		}
-		return validateChunks(c.Chunks)
-	case *DatasetCommit:
-		if err := validateID("upload id", c.UploadID); err != nil {
-			return err
-		}
-		return validateParams(c.Params)
-	case *GetTask:
-		if c.Pass < 0 {
-			return invalidf("negative pass id %d", c.Pass)
-		}
-	case *TaskFinished:
-		return validateMeta(c.Meta)
-	case *TaskFailed:
-		return validateMeta(c.Meta)
-	case *RenewLease:
-		return validateMeta(c.Meta)
-	case *RequestSaveModel:
-		if err := validateID("trainer id", c.TrainerID); err != nil {
-			return err
-		}
-		return validateDuration("block duration", c.BlockDur, 1, MaxBlockDur)
-	case *Join:
-		if err := validateID("group id", c.Group); err != nil {
-			return err
-		}
-		if c.Member == uuid.Nil {
-			return invalidf("member id is the nil UUID")
-		}
-		if c.NumPeers < 1 || c.NumPeers > MaxPeers {
-			return invalidf("numPeers %d out of range [1, %d]", c.NumPeers, MaxPeers)
-		}
-		if len(c.Data) > MaxMemberData {
-			return invalidf("member data of %d bytes exceeds %d", len(c.Data), MaxMemberData)
-		}
-		return validateDuration("allgather timeout", c.Timeout, 0, MaxGroupTimeout)
-	case *Leave:
-		if err := validateID("group id", c.Group); err != nil {
-			return err
-		}
-	case *RegisterNode:
-		if err := validateID("node id", c.Node.ID); err != nil {
-			return err
-		}
-		if len(c.Node.RaftAddr) > MaxIDLen || len(c.Node.APIAddr) > MaxIDLen {
-			return invalidf("node address longer than %d bytes", MaxIDLen)
-		}
-	case *RemoveNode:
-		return validateID("node id", c.ID)
-	case *LeaderGrace:
-		return validateDuration("grace", c.Grace, 0, MaxGrace)
+	spec := lookup(c.Type())
+	if spec == nil {
+		return invalidf("unknown command type %v", c.Type())
+	}
+	return spec.validate(c)
+}
+
+// The validators of the command types, one each, named in their rows of
+// commands.
+
+func (c *SetDataset) validate() error {
+	if len(c.Chunks) == 0 {
+		return invalidf("dataset has no chunks")
+	}
+	if err := validateParams(c.Params); err != nil {
+		return err
+	}
+	return validateChunks(c.Chunks)
+}
+
+func (c *DatasetPart) validate() error {
+	if err := validateID("upload id", c.UploadID); err != nil {
+		return err
+	}
+	return validateChunks(c.Chunks)
+}
+
+func (c *DatasetCommit) validate() error {
+	if err := validateID("upload id", c.UploadID); err != nil {
+		return err
+	}
+	return validateParams(c.Params)
+}
+
+func (c *GetTask) validate() error {
+	if c.Pass < 0 {
+		return invalidf("negative pass id %d", c.Pass)
 	}
 	return nil
 }
+
+func (c *TaskFinished) validate() error { return validateMeta(c.Meta) }
+func (c *TaskFailed) validate() error   { return validateMeta(c.Meta) }
+func (c *RenewLease) validate() error   { return validateMeta(c.Meta) }
+
+// validate accepts every Tick: it carries nothing but the header.
+func (c *Tick) validate() error { return nil }
+
+func (c *RequestSaveModel) validate() error {
+	if err := validateID("trainer id", c.TrainerID); err != nil {
+		return err
+	}
+	return validateDuration("block duration", c.BlockDur, 1, MaxBlockDur)
+}
+
+func (c *Join) validate() error {
+	if err := validateID("group id", c.Group); err != nil {
+		return err
+	}
+	if c.Member == uuid.Nil {
+		return invalidf("member id is the nil UUID")
+	}
+	if c.NumPeers < 1 || c.NumPeers > MaxPeers {
+		return invalidf("numPeers %d out of range [1, %d]", c.NumPeers, MaxPeers)
+	}
+	if len(c.Data) > MaxMemberData {
+		return invalidf("member data of %d bytes exceeds %d", len(c.Data), MaxMemberData)
+	}
+	return validateDuration("allgather timeout", c.Timeout, 0, MaxGroupTimeout)
+}
+
+func (c *Leave) validate() error { return validateID("group id", c.Group) }
+
+func (c *RegisterNode) validate() error {
+	if err := validateID("node id", c.Node.ID); err != nil {
+		return err
+	}
+	if len(c.Node.RaftAddr) > MaxIDLen || len(c.Node.APIAddr) > MaxIDLen {
+		return invalidf("node address longer than %d bytes", MaxIDLen)
+	}
+	return nil
+}
+
+func (c *RemoveNode) validate() error  { return validateID("node id", c.ID) }
+func (c *LeaderGrace) validate() error { return validateDuration("grace", c.Grace, 0, MaxGrace) }
 
 func validateID(what, id string) error {
 	if id == "" {

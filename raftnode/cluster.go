@@ -217,31 +217,9 @@ func DatasetEntries(chunks []fsm.Chunk, maxEntryBytes int) int {
 	return 1
 }
 
-// splitChunks cuts chunks into runs whose encoding stays under maxBytes,
-// estimating each chunk at its varints plus its path the first time a
-// run sees it.
+// splitChunks cuts chunks into the parts of an upload, each within
+// maxBytes as the FSM encodes it (see fsm.SplitChunks; a single part also
+// fits one SetDataset entry).
 func splitChunks(chunks []fsm.Chunk, maxBytes int) [][]fsm.Chunk {
-	const overhead, perChunk = 64, 20 // header; worst-case varints of one chunk
-	var parts [][]fsm.Chunk
-	start, size := 0, overhead
-	seen := map[string]bool{}
-	cost := func(c fsm.Chunk) int {
-		if seen[c.Path] {
-			return perChunk
-		}
-		return perChunk + len(c.Path) + 3
-	}
-	for i, c := range chunks {
-		if i > start && size+cost(c) > maxBytes {
-			parts = append(parts, chunks[start:i])
-			start, size = i, overhead
-			clear(seen)
-		}
-		size += cost(c)
-		seen[c.Path] = true
-	}
-	if start < len(chunks) {
-		parts = append(parts, chunks[start:])
-	}
-	return parts
+	return fsm.SplitChunks(chunks, maxBytes)
 }

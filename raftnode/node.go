@@ -104,7 +104,7 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: read state: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, n.fsm, n.store, n.store, snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, raftFSM{n.fsm}, n.store, stableStore(n.store), snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)

@@ -2,8 +2,9 @@ package recordio
 
 import (
 	"fmt"
+	"math"
 	"os"
-	"path/filepath"
+
 	"slices"
 )
 
@@ -19,28 +20,16 @@ type Scanner struct {
 	closed bool
 }
 
-// NewScanner returns a Scanner over the files matched by globs (patterns as
-// in filepath.Match; a plain path matches itself). The matches of all globs
-// are sorted by path and duplicates dropped. It is an error if a glob is
-// malformed or matches no file. Files are opened one at a time, as Scan
-// reaches them.
+// NewScanner returns a Scanner over the files matched by globs, as Glob
+// matches them with the default limits: sorted by path, without
+// duplicates, and an error only when a glob is malformed or none matches a
+// file. Files are opened one at a time, as Scan reaches them.
 func NewScanner(globs ...string) (*Scanner, error) {
-	if len(globs) == 0 {
-		return nil, fmt.Errorf("recordio: no file patterns given")
+	paths, err := Glob(globs, IndexLimits{MaxFiles: math.MaxInt})
+	if err != nil {
+		return nil, fmt.Errorf("recordio: %w", err)
 	}
-	var paths []string
-	for _, g := range globs {
-		m, err := filepath.Glob(g)
-		if err != nil {
-			return nil, fmt.Errorf("recordio: bad pattern %q: %w", g, err)
-		}
-		if len(m) == 0 {
-			return nil, fmt.Errorf("recordio: %q matches no file", g)
-		}
-		paths = append(paths, m...)
-	}
-	slices.Sort(paths)
-	return &Scanner{paths: slices.Compact(paths)}, nil
+	return &Scanner{paths: paths}, nil
 }
 
 // Paths returns the files the Scanner reads, in order.

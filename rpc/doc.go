@@ -1,18 +1,27 @@
-// Package rpc is raftmaster's wire API: HTTP/JSON under /v1/. It holds the
-// request and response types that the server and the Go client share, the
-// stable error codes, and the HTTP handlers.
+// Package rpc is raftmaster's wire contract: the HTTP/JSON API under /v1/
+// that the server (package httpapi) serves and every client speaks. It
+// holds the paths, the request and response types, the error codes and
+// their sentinel errors, and nothing else, so that a client links no
+// server code. Endpoints lists every route with its method, body types
+// and query parameters; the server registers its routes from it.
+//
+// rpc/openapi.json writes the same contract down for other languages as
+// an OpenAPI 3 document. It is generated from Endpoints, the types and
+// their doc comments, and a test fails when the two drift apart; after a
+// change to the contract, rewrite it with
+//
+//	go test ./rpc -run TestOpenAPI -update
+//
+// JSON keys are snake_case; durations are Go duration strings such as
+// "30s"; times are RFC 3339 strings with nanoseconds. Times in answers are
+// FSM time, the cluster's own clock, which is only compared with itself.
 //
 // A follower answers a request that needs the leader with 307 Temporary
-// Redirect to the leader's API address, taken from the node registry; with
-// no known leader it answers 503 with Retry-After. Errors are JSON
-// {"code": ..., "message": ...}; each seed error has its own code, and
-// ErrorFromCode turns a code back into an error that matches the fsm
-// sentinel with errors.Is.
-//
-// Server serves the API over a Backend. Writes go through Backend.Apply
-// and need the leader. GET /v1/status is linearizable unless ?stale is
-// given; the allgather watch and /v1/debug/state answer from the local FSM
-// on any node. Bad input is refused with 4xx before anything is proposed.
+// Redirect to the leader's API address; with no known leader it answers
+// 503 with Retry-After. Errors are JSON {"code": ..., "message": ...};
+// each seed error has its own code, and ErrorFromCode turns a code back
+// into an *Error that matches the code's sentinel (ErrPassBefore, ...)
+// with errors.Is.
 //
 // Writes carry a request id in the X-Raftmaster-Request-Id header
 // ("<client uuid>/<sequence>"). A retry with the same id is answered with

@@ -4,13 +4,25 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-
-	"github.com/raftmaster/raftmaster/fsm"
+	"time"
 )
 
-// Codes that are not FSM outcomes. FSM outcomes use fsm.Code's names
-// ("pass_before", "invalid", ...).
+// Wire codes. The outcomes of the state machine come first, named as in
+// the seeds; each has a sentinel error below. The rest are the transport's.
 const (
+	CodePassBefore       = "pass_before"
+	CodePassAfter        = "pass_after"
+	CodeNoMoreAvailable  = "no_more_available"
+	CodeAllTaskFailed    = "all_task_failed"
+	CodeNoDataset        = "no_dataset"
+	CodeUnknownTask      = "unknown_task"
+	CodeStaleEpoch       = "stale_epoch"
+	CodeClosed           = "closed"
+	CodeReconnected      = "reconnected"
+	CodeAllGatherTimeout = "allgather_timeout"
+	CodeGroupMismatch    = "group_mismatch"
+	CodeInvalid          = "invalid" // 400: malformed or out of limits; nothing changed
+
 	CodeNotLeader      = "not_leader"      // 307 to the leader, or 503 when unknown
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
 	CodeUnknownOutcome = "unknown_outcome" // 503: may or may not have applied; retry with the same request id
@@ -21,13 +33,69 @@ const (
 	CodeUnavailable    = "unavailable" // 503: not ready (catching up, shutting down)
 )
 
+// The seeds' sentinel errors. An *Error whose code names one unwraps to it,
+// so errors.Is works on the far side of the wire.
+var (
+	// ErrPassBefore means the pass asked for has already ended.
+	ErrPassBefore = errors.New("pass id is before the current pass")
+	// ErrPassAfter means the pass asked for has not started yet; wait for
+	// the current pass to finish.
+	ErrPassAfter = errors.New("pass id is after the current pass")
+	// ErrNoMoreAvailable means every task of the pass is dispatched or
+	// done, but some are still pending on other trainers.
+	ErrNoMoreAvailable = errors.New("no more available task")
+	// ErrAllTaskFailed means every task has failed more than failureMax
+	// times; the pass cannot complete.
+	ErrAllTaskFailed = errors.New("all tasks failed")
+	// ErrNoDataset means no dataset has been set yet.
+	ErrNoDataset = errors.New("no dataset has been set")
+	// ErrUnknownTask means the task id does not exist in the dataset.
+	ErrUnknownTask = errors.New("unknown task id")
+	// ErrStaleEpoch means the task is no longer leased under that epoch.
+	ErrStaleEpoch = errors.New("stale task epoch")
+	// ErrClosed means the member left, or the group closed, before the
+	// allgather completed.
+	ErrClosed = errors.New("left before allgather completed")
+	// ErrReconnected means another join with the same member id replaced
+	// this one.
+	ErrReconnected = errors.New("another connection from the same ID was made")
+	// ErrAllGatherTimeoutExceeded means the group did not fill up in time.
+	ErrAllGatherTimeoutExceeded = errors.New("allgather timeout exceeded")
+	// ErrGroupMismatch means a join disagrees with the group's numPeers,
+	// or the group is complete and the member is not part of it.
+	ErrGroupMismatch = errors.New("allgather group mismatch")
+	// ErrInvalid means the request is malformed or out of limits; nothing
+	// changed.
+	ErrInvalid = errors.New("invalid command")
+)
+
+// sentinels maps the codes that have a sentinel error to it.
+var sentinels = map[string]error{
+	CodePassBefore:       ErrPassBefore,
+	CodePassAfter:        ErrPassAfter,
+	CodeNoMoreAvailable:  ErrNoMoreAvailable,
+	CodeAllTaskFailed:    ErrAllTaskFailed,
+	CodeNoDataset:        ErrNoDataset,
+	CodeUnknownTask:      ErrUnknownTask,
+	CodeStaleEpoch:       ErrStaleEpoch,
+	CodeClosed:           ErrClosed,
+	CodeReconnected:      ErrReconnected,
+	CodeAllGatherTimeout: ErrAllGatherTimeoutExceeded,
+	CodeGroupMismatch:    ErrGroupMismatch,
+	CodeInvalid:          ErrInvalid,
+}
+
+// Sentinel returns the sentinel error of an outcome code, or nil when the
+// code has none.
+func Sentinel(code string) error { return sentinels[code] }
+
 // Error is the JSON error body, and the error the client returns for it.
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// AppliedAt is the FSM time of a seed error that an applied command
 	// returned (such as pass_after), zero for other errors.
-	AppliedAt int64 `json:"applied_at,omitempty"`
+	AppliedAt time.Time `json:"applied_at,omitzero"`
 	// Status is the HTTP status the error came with (not serialised).
 	Status int `json:"-"`
 }
@@ -40,14 +108,9 @@ func (e *Error) Error() string {
 	return e.Code + ": " + e.Message
 }
 
-// Unwrap returns the fsm sentinel of the code, so that errors.Is(err,
-// fsm.ErrPassBefore) holds for an error that crossed the wire.
-func (e *Error) Unwrap() error {
-	if c, ok := fsm.ParseCode(e.Code); ok && c != fsm.CodeOK {
-		return c.Err()
-	}
-	return nil
-}
+// Unwrap returns the sentinel of the code, so that errors.Is(err,
+// ErrPassBefore) holds for an error that crossed the wire.
+func (e *Error) Unwrap() error { return sentinels[e.Code] }
 
 // ErrorFromCode returns the error for a code and message received on the
 // wire.
@@ -58,9 +121,9 @@ func ErrorFromCode(code, message string, status int) error {
 // HTTPStatus returns the status an error code is sent with.
 func HTTPStatus(code string) int {
 	switch code {
-	case "invalid":
+	case CodeInvalid:
 		return http.StatusBadRequest
-	case "unknown_task", CodeNotFound:
+	case CodeUnknownTask, CodeNotFound:
 		return http.StatusNotFound
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge
@@ -71,7 +134,7 @@ func HTTPStatus(code string) int {
 	case CodeInternal:
 		return http.StatusInternalServerError
 	}
-	if _, ok := fsm.ParseCode(code); ok {
+	if _, ok := sentinels[code]; ok {
 		return http.StatusConflict
 	}
 	return http.StatusInternalServerError

@@ -3,10 +3,10 @@ package rpc
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // HeaderRequestID carries "<client uuid>/<sequence>" on every write.
@@ -89,10 +89,17 @@ type GetTaskRequest struct {
 	Pass int `json:"pass"`
 }
 
+// TaskMeta identifies one dispatch of a task: its id and the epoch of the
+// lease. Each dispatch increments the epoch.
+type TaskMeta struct {
+	ID    int `json:"id"`
+	Epoch int `json:"epoch"`
+}
+
 // Task is a leased task.
 type Task struct {
-	Meta   fsm.TaskMeta `json:"meta"`
-	Chunks []Chunk      `json:"chunks"`
+	Meta   TaskMeta `json:"meta"`
+	Chunks []Chunk  `json:"chunks"`
 	// Pass is the pass the task belongs to. It is the pass asked for, or
 	// the one before when the caller waits for it to end and a task of it
 	// came back (its trainer died or failed it).
@@ -103,23 +110,25 @@ type Task struct {
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
-// write responses, is the FSM time (unix nanoseconds) at which the command
-// took effect; a retried request gets the first answer's time.
+// write responses, is the FSM time at which the command took effect (RFC
+// 3339 with nanoseconds); a retried request gets the first answer's time.
+// FSM time is the cluster's own clock (see package fsm): compare it with
+// other FSM times, not with a wall clock.
 type GetTaskResponse struct {
-	Task      Task  `json:"task"`
-	AppliedAt int64 `json:"applied_at"`
+	Task      Task      `json:"task"`
+	AppliedAt time.Time `json:"applied_at"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.
 type TaskRequest struct {
-	Meta fsm.TaskMeta `json:"meta"`
+	Meta TaskMeta `json:"meta"`
 }
 
 // TaskResponse says whether the report had no effect (a stale or late
 // report, which the original master also accepted silently).
 type TaskResponse struct {
-	Ignored   bool  `json:"ignored"`
-	AppliedAt int64 `json:"applied_at"`
+	Ignored   bool      `json:"ignored"`
+	AppliedAt time.Time `json:"applied_at"`
 }
 
 // SaveModelRequest asks for the save-model lease.
@@ -130,8 +139,8 @@ type SaveModelRequest struct {
 
 // SaveModelResponse says whether the lease was granted.
 type SaveModelResponse struct {
-	Granted   bool  `json:"granted"`
-	AppliedAt int64 `json:"applied_at"`
+	Granted   bool      `json:"granted"`
+	AppliedAt time.Time `json:"applied_at"`
 	// Replayed marks the answer to a retry of a request already applied
 	// (at AppliedAt): Granted then says whether the caller holds the lease
 	// now, not whether the first request got it.
@@ -202,18 +211,20 @@ type NodeRef struct {
 
 // StatusResponse describes the answering node and the state summary.
 type StatusResponse struct {
-	NodeID       string    `json:"node_id"`
-	RaftAddr     string    `json:"raft_addr"`
-	APIAddr      string    `json:"api_addr"`
-	State        string    `json:"state"`
-	Leader       NodeRef   `json:"leader"`
-	Term         uint64    `json:"term"`
-	LastIndex    uint64    `json:"last_index"`
-	CommitIndex  uint64    `json:"commit_index"`
-	AppliedIndex uint64    `json:"applied_index"`
-	LastContact  string    `json:"last_contact"`
-	Ready        bool      `json:"ready"`
-	FSM          fsm.Stats `json:"fsm"`
+	NodeID       string  `json:"node_id"`
+	RaftAddr     string  `json:"raft_addr"`
+	APIAddr      string  `json:"api_addr"`
+	State        string  `json:"state"`
+	Leader       NodeRef `json:"leader"`
+	Term         uint64  `json:"term"`
+	LastIndex    uint64  `json:"last_index"`
+	CommitIndex  uint64  `json:"commit_index"`
+	AppliedIndex uint64  `json:"applied_index"`
+	LastContact  string  `json:"last_contact"`
+	Ready        bool    `json:"ready"`
+	FSM          Stats   `json:"fsm"`
+	// Version is the build of the answering node.
+	Version string `json:"version"`
 }
 
 // Member is one server of the Raft configuration, with what its own status
@@ -235,15 +246,15 @@ type Member struct {
 
 // ClusterResponse lists the members and summarises the state.
 type ClusterResponse struct {
-	Leader  NodeRef         `json:"leader"`
-	Members []Member        `json:"members"`
-	FSM     fsm.Stats       `json:"fsm"`
-	Groups  []fsm.GroupInfo `json:"groups"`
+	Leader  NodeRef  `json:"leader"`
+	Members []Member `json:"members"`
+	FSM     Stats    `json:"fsm"`
+	Groups  []Group  `json:"groups"`
 }
 
-// JoinClusterRequest adds a voter (or refreshes its registry entry when it
-// is already a member).
-type JoinClusterRequest struct {
+// AddVoterRequest adds a voter (or refreshes its registry entry when it is
+// already a member): POST PathClusterJoin.
+type AddVoterRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
@@ -268,16 +279,6 @@ type DebugStateResponse struct {
 	Hash         string `json:"hash"`
 }
 
-// ChunkFromFSM converts a chunk to its wire form.
-func ChunkFromFSM(c fsm.Chunk) Chunk {
-	return Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
-}
-
-// ToFSM converts a wire chunk to its FSM form.
-func (c Chunk) ToFSM() fsm.Chunk {
-	return fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
-}
-
 // LeaveResponse says whether the leave had no effect: the member was not
 // in the group, or had already left.
 type LeaveResponse struct {
@@ -288,3 +289,65 @@ type LeaveResponse struct {
 type OKResponse struct {
 	Status string `json:"status"`
 }
+
+// DatasetParams are a dataset's task-queue settings.
+type DatasetParams struct {
+	ChunksPerTask int      `json:"chunks_per_task"`
+	TaskTimeout   Duration `json:"task_timeout"`
+	FailureMax    int      `json:"failure_max"`
+	Strict        bool     `json:"strict"`
+}
+
+// Stats summarises the replicated state.
+type Stats struct {
+	// Clock is the FSM time of the last applied command.
+	Clock      time.Time     `json:"clock"`
+	HasDataset bool          `json:"has_dataset"`
+	Pass       int           `json:"pass"`
+	Chunks     int           `json:"chunks"`
+	Tasks      int           `json:"tasks"`
+	Todo       int           `json:"todo"`
+	Pending    int           `json:"pending"`
+	Done       int           `json:"done"`
+	Failed     int           `json:"failed"`
+	Params     DatasetParams `json:"params"`
+	Uploads    int           `json:"uploads"`
+	// SaveHolder holds the save-model lease until SaveDeadline.
+	SaveHolder   string    `json:"save_holder,omitempty"`
+	SaveDeadline time.Time `json:"save_deadline,omitzero"`
+	Groups       int       `json:"groups"`
+	Nodes        int       `json:"nodes"`
+	DedupClients int       `json:"dedup_clients"`
+	AppliedIndex uint64    `json:"applied_index"`
+}
+
+// Group describes an allgather group; Members are in join order.
+type Group struct {
+	ID       string   `json:"id"`
+	NumPeers int      `json:"num_peers"`
+	Status   string   `json:"status"` // open, complete or timed_out
+	Timeout  Duration `json:"timeout"`
+	// Deadline is, while open, the timeout (or, once overdue, when an
+	// abandoned group is dropped); afterwards, the end of its retention.
+	Deadline      time.Time     `json:"deadline"`
+	FailOnTimeout bool          `json:"fail_on_timeout,omitempty"`
+	Overdue       bool          `json:"overdue,omitempty"`
+	Members       []GroupMember `json:"members"`
+}
+
+// GroupMember is one member of an allgather group.
+type GroupMember struct {
+	ID         uuid.UUID `json:"id"`
+	Generation uint64    `json:"generation"`
+	DataLen    int       `json:"data_len"`
+	Left       bool      `json:"left,omitempty"`
+}
+
+// DefaultEtcdPrefix is where the masters of the etcd backend keep their
+// keys unless serve --etcd-prefix says otherwise: the lock, the active
+// master's API address and the state.
+const DefaultEtcdPrefix = "/master"
+
+// EtcdAddrKey is the etcd key at which the active master of the etcd
+// backend under prefix publishes its API address, for clients to follow.
+func EtcdAddrKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/addr" }

@@ -58,6 +58,9 @@ type Report struct {
 	Violations  []string                    `json:"violations"`
 	HistoryPath string                      `json:"history"`
 	Checked     time.Duration               `json:"check_time"`
+	// Leaders lists every election won during the run, read from the
+	// nodes' logs (see leaderClaims).
+	Leaders []check.LeaderClaim `json:"leaders"`
 }
 
 // Run runs one seeded fault-injection run against a fresh cluster and
@@ -200,6 +203,11 @@ func Run(t testing.TB, cfg Config) Report {
 	for _, err := range check.All(ops, check.Config{NumTasks: numTasks, TaskTimeout: taskTimeout, VisualizeDir: cfg.OutDir}) {
 		rep.Violations = append(rep.Violations, err.Error())
 	}
+	// Election safety. Every node is running again, so each log holds all
+	// the elections its node won.
+	claims, err := leaderClaims(c)
+	rep.Leaders = claims
+	rep.Violations = append(rep.Violations, checkLeaders(claims, err)...)
 	rep.Checked = time.Since(start)
 	rep.HistoryPath = filepath.Join(cfg.OutDir, fmt.Sprintf("history-%d.jsonl", cfg.Seed))
 	writeReport(t, rep, ops)

@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,7 +25,14 @@ func report(t *testing.T, rep Report) {
 	t.Helper()
 	t.Logf("seed %d: %d ops, %d faults, pass %d, checked in %v, history %s",
 		rep.Seed, rep.Ops, len(rep.Faults), rep.Passes, rep.Checked.Round(time.Millisecond), rep.HistoryPath)
-	for _, k := range AllFaults {
+	if n := len(rep.Leaders); n > 0 {
+		lo, hi := rep.Leaders[0].Term, rep.Leaders[0].Term
+		for _, c := range rep.Leaders {
+			lo, hi = min(lo, c.Term), max(hi, c.Term)
+		}
+		t.Logf("  %d elections won, terms %d to %d", n, lo, hi)
+	}
+	for _, k := range append(slices.Clone(AllFaults), extraFaults...) {
 		if d, ok := rep.Unavailable[k]; ok {
 			t.Logf("  longest unavailability after %-18s %v", k+":", d.Round(time.Millisecond))
 		}
@@ -112,16 +120,40 @@ func TestChaosExpectViolation(t *testing.T) {
 	}
 	// Faults that take the leader away while requests are in flight, and
 	// restarts that restore from snapshots, are what the variants get wrong.
+	// CHAOS_FAULTS names others for a variant that needs them.
 	faults := []FaultKind{KillLeader, PauseLeader, KillFollower, RollingRestart}
+	if s := os.Getenv("CHAOS_FAULTS"); s != "" {
+		var err error
+		if faults, err = ParseFaults(s); err != nil {
+			t.Fatalf("CHAOS_FAULTS: %v", err)
+		}
+	}
+	// "1" takes any violation; other text must be in one, so that a variant
+	// counts as caught only by the check that is meant to catch it.
+	want := os.Getenv("CHAOS_EXPECT_VIOLATION")
 	for seed := uint64(1); seed <= 5; seed++ {
 		rep := Run(t, Config{Seed: seed, Duration: 45 * time.Second, Faults: faults})
 		report(t, rep)
-		if len(rep.Violations) > 0 {
-			t.Logf("caught after %d run(s): %s", seed, rep.Violations[0])
-			return
+		for _, v := range rep.Violations {
+			t.Logf("run %d: violation: %s", seed, firstLines(v, 5))
+		}
+		for _, v := range rep.Violations {
+			if want == "1" || strings.Contains(v, want) {
+				t.Logf("caught after %d run(s): %s", seed, firstLines(v, 5))
+				return
+			}
 		}
 	}
 	t.Fatal("the broken variant was not caught in 5 runs")
+}
+
+// firstLines shortens a violation to its first n lines for the log.
+func firstLines(s string, n int) string {
+	lines := strings.SplitN(s, "\n", n+1)
+	if len(lines) > n {
+		lines[n] = "..."
+	}
+	return strings.Join(lines, "\n")
 }
 
 func TestSummary(t *testing.T) {

@@ -58,6 +58,15 @@ func (w *workload) close() {
 	}
 }
 
+// fsmTime returns a wire time as the FSM's unix nanoseconds, which the
+// checkers compare; the zero time is 0.
+func fsmTime(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
 // outcome classifies a call's error: a seed error code is a definite
 // outcome; anything else (no leader, unknown outcome, giving up, a broken
 // connection) leaves the outcome unknown.
@@ -68,7 +77,7 @@ func outcome(err error) (code string, appliedAt int64, unknown bool) {
 	var e *rpc.Error
 	if errors.As(err, &e) {
 		if c, ok := fsm.ParseCode(e.Code); ok && c != fsm.CodeInvalid {
-			return e.Code, e.AppliedAt, false
+			return e.Code, fsmTime(e.AppliedAt), false
 		}
 	}
 	return "", 0, true
@@ -110,7 +119,7 @@ func (a *actor) trainer(ctx context.Context) {
 			rpc.GetTaskRequest{Pass: pass}, &resp, func(op *history.Op) {
 				// A trainer waiting on the next pass may be given a task
 				// of the current one: record the pass it belongs to.
-				op.Task, op.AppliedAt, op.Pass = resp.Task.Meta, resp.AppliedAt, resp.Task.Pass
+				op.Task, op.AppliedAt, op.Pass = fsm.TaskMeta(resp.Task.Meta), fsmTime(resp.AppliedAt), resp.Task.Pass
 			})
 		switch {
 		case err == nil:
@@ -136,12 +145,12 @@ func (a *actor) trainer(ctx context.Context) {
 			// Die mid-task: the lease expires and the task is re-dispatched.
 		case r < 14:
 			var tr rpc.TaskResponse
-			a.call(ctx, history.Op{Kind: history.TaskFailed, Meta: meta}, rpc.PathTaskFailed,
-				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, tr.AppliedAt })
+			a.call(ctx, history.Op{Kind: history.TaskFailed, Meta: fsm.TaskMeta(meta)}, rpc.PathTaskFailed,
+				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, fsmTime(tr.AppliedAt) })
 		default:
 			var tr rpc.TaskResponse
-			a.call(ctx, history.Op{Kind: history.TaskFinished, Meta: meta}, rpc.PathTaskFinished,
-				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, tr.AppliedAt })
+			a.call(ctx, history.Op{Kind: history.TaskFinished, Meta: fsm.TaskMeta(meta)}, rpc.PathTaskFinished,
+				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, fsmTime(tr.AppliedAt) })
 		}
 	}
 }
@@ -154,7 +163,7 @@ func (a *actor) saver(ctx context.Context) {
 		var resp rpc.SaveModelResponse
 		a.call(ctx, history.Op{Kind: history.SaveModel, Trainer: trainer, BlockDur: dur}, rpc.PathSaveModel,
 			rpc.SaveModelRequest{TrainerID: trainer, BlockDur: rpc.Duration(dur)}, &resp, func(op *history.Op) {
-				op.Granted, op.AppliedAt = resp.Granted, resp.AppliedAt
+				op.Granted, op.AppliedAt = resp.Granted, fsmTime(resp.AppliedAt)
 				if resp.Replayed {
 					// A retry's answer says what holds now, not what the
 					// first application did: to the model, that is unknown.

@@ -148,7 +148,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 		fmt.Fprintf(w, "pass %d:    todo %d, pending %d, done %d, failed %d\n", s.Pass, s.Todo, s.Pending, s.Done, s.Failed)
 	}
 	if s.SaveHolder != "" {
-		fmt.Fprintf(w, "save lease: held by %s until %s\n", s.SaveHolder, time.Unix(0, s.SaveDeadline).UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "save lease: held by %s until %s\n", s.SaveHolder, s.SaveDeadline.Format(time.RFC3339))
 	} else {
 		fmt.Fprintln(w, "save lease: free")
 	}
@@ -161,7 +161,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 		}
 		tw.Flush()
 	}
-	fmt.Fprintf(w, "applied:   index %d, FSM clock %s\n", s.AppliedIndex, time.Unix(0, s.Clock).UTC().Format(time.RFC3339Nano))
+	fmt.Fprintf(w, "applied:   index %d, FSM clock %s\n", s.AppliedIndex, s.Clock.Format(time.RFC3339Nano))
 }
 
 func orDash(s string) string {

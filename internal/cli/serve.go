@@ -12,9 +12,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/fsm"
-	"github.com/raftmaster/raftmaster/internal/server"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/internal/replica"
 	"github.com/raftmaster/raftmaster/raftnode"
-	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
 	"github.com/urfave/cli/v2"
 )
@@ -58,9 +58,9 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
 			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
-			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: rpc.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
-			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: rpc.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
-			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: rpc.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
+			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
+			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
+			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: httpapi.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "Raft heartbeat timeout", Value: time.Second, EnvVars: env("heartbeat-timeout")},
 			&cli.DurationFlag{Name: "election-timeout", Usage: "Raft election timeout", Value: time.Second, EnvVars: env("election-timeout")},
 			&cli.DurationFlag{Name: "leader-lease-timeout", Usage: "Raft leader lease (<= heartbeat timeout)", Value: 500 * time.Millisecond, EnvVars: env("leader-lease-timeout")},
@@ -120,39 +120,48 @@ func newLogger(c *cli.Context, name string) hclog.Logger {
 	})
 }
 
-func serveConfig(c *cli.Context) (server.Config, error) {
+// replicaConfig reads what both backends share: the logger and the HTTP
+// API with its dataset defaults.
+func replicaConfig(c *cli.Context) (replica.Config, error) {
 	logger, err := serveLogger(c)
 	if err != nil {
-		return server.Config{}, err
+		return replica.Config{}, err
+	}
+	params, err := datasetDefaults(c)
+	if err != nil {
+		return replica.Config{}, err
+	}
+	return replica.Config{HTTPAddr: c.String("http-addr"), API: httpapi.Config{DatasetDefaults: params}, Logger: logger}, nil
+}
+
+// raftConfig reads the flags of the Raft backend.
+func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
+	if c.String("data-dir") == "" {
+		return replica.Raft{}, fmt.Errorf("--data-dir is required with the raft backend")
 	}
 	var peers []raftnode.Peer
 	if s := c.String("peers"); s != "" {
 		var err error
 		if peers, err = raftnode.ParsePeers(s); err != nil {
-			return server.Config{}, fmt.Errorf("--peers: %w", err)
+			return replica.Raft{}, fmt.Errorf("--peers: %w", err)
 		}
 	}
 	join := splitList(c.String("join"))
 	if len(peers) > 0 && len(join) > 0 {
-		return server.Config{}, fmt.Errorf("give --peers or --join, not both")
+		return replica.Raft{}, fmt.Errorf("give --peers or --join, not both")
 	}
-	params, err := datasetDefaults(c)
-	if err != nil {
-		return server.Config{}, err
-	}
-	clock := testClock(c, logger)
 	var dial map[string]string
 	if s := c.String("test-raft-dial"); s != "" {
 		overrides, err := raftnode.ParsePeers(s)
 		if err != nil {
-			return server.Config{}, fmt.Errorf("--test-raft-dial: %w", err)
+			return replica.Raft{}, fmt.Errorf("--test-raft-dial: %w", err)
 		}
 		dial = map[string]string{}
 		for _, o := range overrides {
 			dial[o.ID] = o.RaftAddr
 		}
 	}
-	return server.Config{
+	return replica.Raft{
 		Node: raftnode.Config{
 			ID: c.String("node-id"), DataDir: c.String("data-dir"),
 			RaftAddr: c.String("raft-addr"), RaftAdvertise: c.String("raft-advertise"),
@@ -160,43 +169,47 @@ func serveConfig(c *cli.Context) (server.Config, error) {
 			HeartbeatTimeout: c.Duration("heartbeat-timeout"), ElectionTimeout: c.Duration("election-timeout"),
 			LeaderLeaseTimeout: c.Duration("leader-lease-timeout"), FailoverGrace: c.Duration("failover-grace"),
 			SnapshotThreshold: c.Uint64("snapshot-threshold"), SnapshotInterval: c.Duration("snapshot-interval"),
-			TrailingLogs: c.Uint64("trailing-logs"), Clock: clock, DialOverride: dial,
+			TrailingLogs: c.Uint64("trailing-logs"), Clock: testClock(c, logger), DialOverride: dial,
 		},
-		HTTPAddr: c.String("http-addr"),
-		Join:     join,
-		RPC:      rpc.ServerConfig{DatasetDefaults: params},
-		Logger:   logger,
+		Join: join,
 	}, nil
 }
 
 func runServe(c *cli.Context) error {
+	cfg, err := replicaConfig(c)
+	if err != nil {
+		return err
+	}
+	var r *replica.Replica
 	switch c.String("backend") {
 	case "raft":
+		rc, err := raftConfig(c, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		if r, err = replica.StartRaft(cfg, rc); err != nil {
+			return err
+		}
 	case "etcd":
-		return runServeEtcd(c)
+		ec, err := etcdConfig(c, cfg.Logger)
+		if err != nil {
+			return err
+		}
+		if r, err = replica.StartEtcd(cfg, ec); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("--backend %q: want raft or etcd", c.String("backend"))
 	}
-	if c.String("data-dir") == "" {
-		return fmt.Errorf("--data-dir is required with the raft backend")
-	}
-	cfg, err := serveConfig(c)
-	if err != nil {
-		return err
-	}
-	srv, err := server.Start(cfg)
-	if err != nil {
-		return err
-	}
-	sig := waitForSignal(srv.Node().Halted())
+	sig := waitForSignal(r.Stopped())
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if sig == "" {
-		_ = srv.Shutdown(ctx)
-		return fmt.Errorf("stopped: %w", srv.Node().HaltErr())
+		_ = r.Shutdown(ctx)
+		return fmt.Errorf("stopped: %w; exiting", r.Err())
 	}
 	cfg.Logger.Info("shutting down", "signal", sig)
-	return srv.Shutdown(ctx)
+	return r.Shutdown(ctx)
 }
 
 // testClock returns the node's clock: the wall clock, shifted by the hidden

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
-	"github.com/raftmaster/raftmaster/internal/server"
-	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/internal/replica"
 	"github.com/urfave/cli/v2"
 )
 
@@ -40,7 +40,7 @@ func TestServeBadFlags(t *testing.T) {
 // TestServeDatasetDefaults: serve without dataset flags gives 10 chunks a
 // task and 3 failures, as the original master did, and a one-minute lease
 // (the client renews it while it reads), the same as
-// rpc.DefaultDatasetParams. Both backends read them through
+// httpapi.DefaultDatasetParams. Both backends read them through
 // datasetDefaults; nothing is started.
 func TestServeDatasetDefaults(t *testing.T) {
 	for _, flag := range []string{"chunks-per-task", "task-timeout", "failure-max"} {
@@ -50,10 +50,10 @@ func TestServeDatasetDefaults(t *testing.T) {
 		os.Unsetenv(name)
 	}
 	cmd := serveCommand()
-	var got server.Config
+	var got replica.Config
 	cmd.Action = func(c *cli.Context) error {
 		var err error
-		got, err = serveConfig(c)
+		got, err = replicaConfig(c)
 		return err
 	}
 	app := &cli.App{Name: "raftmaster", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
@@ -61,7 +61,7 @@ func TestServeDatasetDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
-	if p := got.RPC.DatasetDefaults; p != want || p != rpc.DefaultDatasetParams {
-		t.Fatalf("serve's dataset defaults %+v, want %+v (rpc.DefaultDatasetParams %+v)", p, want, rpc.DefaultDatasetParams)
+	if p := got.API.DatasetDefaults; p != want || p != httpapi.DefaultDatasetParams {
+		t.Fatalf("serve's dataset defaults %+v, want %+v (httpapi.DefaultDatasetParams %+v)", p, want, httpapi.DefaultDatasetParams)
 	}
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/klauspost/compress/gzip"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/deadline"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
@@ -68,7 +69,7 @@ type Config struct {
 }
 
 // Master is one master process of the etcd backend. It implements
-// rpc.Backend.
+// httpapi.Backend.
 type Master struct {
 	cfg  Config
 	log  hclog.Logger
@@ -87,7 +88,7 @@ type Master struct {
 	wg       sync.WaitGroup
 }
 
-var _ rpc.Backend = (*Master)(nil)
+var _ httpapi.Backend = (*Master)(nil)
 
 // Start connects to etcd, lists this master and starts campaigning for the
 // lock in the background.
@@ -292,7 +293,7 @@ func (m *Master) serve(ctx context.Context) {
 	}.Run(ctx)
 }
 
-// Apply implements rpc.Backend: it applies c and saves the state before it
+// Apply implements httpapi.Backend: it applies c and saves the state before it
 // answers.
 func (m *Master) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 	if err := ctx.Err(); err != nil {
@@ -330,10 +331,10 @@ func (m *Master) applyLocked(_ context.Context, c fsm.Command) (*fsm.Result, err
 			return nil, rpc.Errorf(rpc.CodeTooLarge, "the master's state would outgrow what etcd stores; nothing changed: %v", err)
 		case errors.Is(err, store.ErrNotOwner):
 			m.requestStepDown()
-			return nil, fmt.Errorf("%w: %v", rpc.ErrNotLeader, err)
+			return nil, fmt.Errorf("%w: %v", httpapi.ErrNotLeader, err)
 		}
 		m.requestStepDown()
-		return nil, fmt.Errorf("%w: %v", rpc.ErrUnknownOutcome, err)
+		return nil, fmt.Errorf("%w: %v", httpapi.ErrUnknownOutcome, err)
 	}
 	m.fsm.ApplyEntry(idx, entry) // the same entry: the same result
 	m.idx.Store(idx)
@@ -367,24 +368,24 @@ func (m *Master) resetWork() {
 
 func (m *Master) notActive() error {
 	if addr := m.master.Load().APIAddr; addr != "" && addr != m.cfg.APIAddr {
-		return rpc.ErrNotLeader
+		return httpapi.ErrNotLeader
 	}
-	return rpc.ErrNoLeader
+	return httpapi.ErrNoLeader
 }
 
-// NodeID implements rpc.Backend.
+// NodeID implements httpapi.Backend.
 func (m *Master) NodeID() string { return m.cfg.ID }
 
-// FSM implements rpc.Backend.
+// FSM implements httpapi.Backend.
 func (m *Master) FSM() *fsm.FSM { return m.fsm }
 
-// SetDataset implements rpc.Backend with a single SetDataset command: the
+// SetDataset implements httpapi.Backend with a single SetDataset command: the
 // whole state is one etcd value anyway.
 func (m *Master) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
 	return m.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
 }
 
-// ReadBarrier implements rpc.Backend: this master is active and etcd
+// ReadBarrier implements httpapi.Backend: this master is active and etcd
 // confirms that it holds the lock. Applies are answered only after their
 // save, so every acknowledged write is in the FSM.
 func (m *Master) ReadBarrier(ctx context.Context) error {
@@ -394,7 +395,7 @@ func (m *Master) ReadBarrier(ctx context.Context) error {
 	gen := m.st.LockGeneration()
 	owner, err := m.st.IsOwner(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: %v", rpc.ErrNoLeader, err)
+		return fmt.Errorf("%w: %v", httpapi.ErrNoLeader, err)
 	}
 	if !owner && gen == m.st.LockGeneration() {
 		m.requestStepDown() // not a check that raced with a new term
@@ -405,7 +406,7 @@ func (m *Master) ReadBarrier(ctx context.Context) error {
 	return nil
 }
 
-// Leader implements rpc.Backend: this master when active, else the address
+// Leader implements httpapi.Backend: this master when active, else the address
 // the active one published.
 func (m *Master) Leader() (rpc.NodeRef, bool) {
 	if m.active.Load() {
@@ -436,7 +437,7 @@ func (m *Master) memberID(ctx context.Context, addr string) string {
 	return addr
 }
 
-// Status implements rpc.Backend.
+// Status implements httpapi.Backend.
 func (m *Master) Status() rpc.StatusResponse {
 	state := "Standby"
 	if m.active.Load() {
@@ -447,16 +448,16 @@ func (m *Master) Status() rpc.StatusResponse {
 	return rpc.StatusResponse{
 		NodeID: m.cfg.ID, APIAddr: m.cfg.APIAddr, State: state, Leader: leader,
 		LastIndex: idx, CommitIndex: idx, AppliedIndex: m.fsm.AppliedIndex(),
-		LastContact: "0s", Ready: m.Ready(), FSM: m.fsm.Stats(),
+		LastContact: "0s", Ready: m.Ready(),
 	}
 }
 
-// Members implements rpc.Backend: every master listed in etcd, active or
+// Members implements httpapi.Backend: every master listed in etcd, active or
 // standby, sorted by id.
 func (m *Master) Members(ctx context.Context) ([]rpc.Member, error) {
 	out, err := m.listMembers(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%w: list masters: %v", rpc.ErrNoLeader, err)
+		return nil, fmt.Errorf("%w: list masters: %v", httpapi.ErrNoLeader, err)
 	}
 	active := m.master.Load().APIAddr
 	if m.active.Load() {
@@ -487,17 +488,17 @@ func (m *Master) listMembers(ctx context.Context) ([]rpc.Member, error) {
 
 func (m *Master) memberKey(id string) string { return m.cfg.MembersPath + id }
 
-// Join implements rpc.Backend; masters of the etcd backend join by starting.
-func (m *Master) Join(context.Context, rpc.JoinClusterRequest) error {
+// AddVoter implements httpapi.Backend; masters of the etcd backend join by starting.
+func (m *Master) AddVoter(context.Context, rpc.AddVoterRequest) error {
 	return fmt.Errorf("%w: the etcd backend has no membership changes: start another master with the same --etcd-endpoints", fsm.ErrInvalid)
 }
 
-// Remove implements rpc.Backend; masters of the etcd backend leave by
+// Remove implements httpapi.Backend; masters of the etcd backend leave by
 // stopping, so it only tells an unknown id (not_found) from a listed one.
 func (m *Master) Remove(ctx context.Context, id string) error {
 	members, err := m.listMembers(ctx)
 	if err != nil {
-		return fmt.Errorf("%w: list masters: %v", rpc.ErrNoLeader, err)
+		return fmt.Errorf("%w: list masters: %v", httpapi.ErrNoLeader, err)
 	}
 	if !slices.ContainsFunc(members, func(mb rpc.Member) bool { return mb.ID == id }) {
 		return rpc.Errorf(rpc.CodeNotFound, "no master %q is listed in etcd", id)
@@ -505,7 +506,7 @@ func (m *Master) Remove(ctx context.Context, id string) error {
 	return fmt.Errorf("%w: the etcd backend has no membership changes: stop the master process instead", fsm.ErrInvalid)
 }
 
-// Transfer implements rpc.Backend: the active master gives the lock up and
+// Transfer implements httpapi.Backend: the active master gives the lock up and
 // the standby that has waited longest takes it. The etcd lock cannot pick
 // a particular master, so id must be empty.
 func (m *Master) Transfer(_ context.Context, id string) error {
@@ -523,7 +524,7 @@ func (m *Master) Transfer(_ context.Context, id string) error {
 // the state, so watches go to the active master.
 func (m *Master) ServesFollowerReads() bool { return false }
 
-// Ready implements rpc.Backend: this master serves, or knows who does.
+// Ready implements httpapi.Backend: this master serves, or knows who does.
 func (m *Master) Ready() bool {
 	if m.active.Load() {
 		return true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/etcdtest"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
@@ -81,10 +82,10 @@ func TestStandbyTakesOverWithTheState(t *testing.T) {
 	if task == nil {
 		t.Fatal("no task dispatched")
 	}
-	if _, err := b.Apply(context.Background(), &fsm.GetTask{}); !errors.Is(err, rpc.ErrNotLeader) {
+	if _, err := b.Apply(context.Background(), &fsm.GetTask{}); !errors.Is(err, httpapi.ErrNotLeader) {
 		t.Fatalf("standby apply: %v, want ErrNotLeader", err)
 	}
-	if err := b.ReadBarrier(context.Background()); !errors.Is(err, rpc.ErrNotLeader) {
+	if err := b.ReadBarrier(context.Background()); !errors.Is(err, httpapi.ErrNotLeader) {
 		t.Fatalf("standby read barrier: %v, want ErrNotLeader", err)
 	}
 	if err := a.ReadBarrier(context.Background()); err != nil {
@@ -115,7 +116,7 @@ func TestStandbyTakesOverWithTheState(t *testing.T) {
 	if again.Task == nil || again.Task.Meta != task.Meta {
 		t.Fatalf("retried GetTask after the hand-over gave %+v, want %+v", again.Task, task.Meta)
 	}
-	if _, err := a.Apply(context.Background(), &fsm.GetTask{}); !errors.Is(err, rpc.ErrNotLeader) {
+	if _, err := a.Apply(context.Background(), &fsm.GetTask{}); !errors.Is(err, httpapi.ErrNotLeader) {
 		t.Fatalf("old master apply: %v, want ErrNotLeader", err)
 	}
 }
@@ -136,7 +137,7 @@ func TestDeposedMasterStepsDown(t *testing.T) {
 	}
 	waitFor(t, "b to be active", b.Active)
 	_, err := a.Apply(context.Background(), &fsm.GetTask{})
-	if !errors.Is(err, rpc.ErrNotLeader) && !errors.Is(err, rpc.ErrUnknownOutcome) {
+	if !errors.Is(err, httpapi.ErrNotLeader) && !errors.Is(err, httpapi.ErrUnknownOutcome) {
 		t.Fatalf("deposed master's write: %v, want not-leader or unknown outcome", err)
 	}
 	if a.Active() {
@@ -209,7 +210,7 @@ func TestStandbyRedirectsWatches(t *testing.T) {
 	waitFor(t, "a to be active", a.Active)
 	b := startMaster(t, e.Endpoint, "b")
 	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
-	srv := httptest.NewServer(rpc.NewServer(b, rpc.ServerConfig{}, nil))
+	srv := httptest.NewServer(httpapi.NewHandler(b, httpapi.Config{}, nil))
 	defer srv.Close()
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	q := url.Values{rpc.WatchParamGroup: {"g"}, rpc.WatchParamMember: {uuid.NewString()}, rpc.WatchParamGeneration: {"1"}}

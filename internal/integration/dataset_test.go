@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
-	"github.com/raftmaster/raftmaster/dataset"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/recordio"
@@ -55,9 +55,13 @@ func TestManyTrainersSetALargeDataset(t *testing.T) {
 	const trainers, files, perFile = 256, 20, 10000
 	c := proccluster.Start(t, proccluster.Options{})
 	glob := writeOneRecordChunks(t, t.TempDir(), files, perFile)
-	chunks, _, err := dataset.Index(context.Background(), []string{glob}, dataset.Limits{})
-	if err != nil || len(chunks) != files*perFile {
-		t.Fatalf("indexed %d chunks, %v; want %d", len(chunks), err, files*perFile)
+	found, _, err := recordio.IndexGlobs(context.Background(), []string{glob}, recordio.IndexLimits{})
+	if err != nil || len(found) != files*perFile {
+		t.Fatalf("indexed %d chunks, %v; want %d", len(found), err, files*perFile)
+	}
+	chunks := make([]fsm.Chunk, len(found))
+	for i, c := range found {
+		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 	}
 	// Entries of one upload under the default MaxEntryBytes (256 KiB).
 	oneCopy := raftnode.DatasetEntries(chunks, 256<<10)

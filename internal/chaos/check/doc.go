@@ -83,4 +83,16 @@
 // result); distinct members have distinct ranks; and every entry is the
 // data of some join of the group. A group id is assumed to complete once
 // per history: the workload does not reuse ids.
+//
+// # OneLeaderPerTerm
+//
+// Not a check of the client history but of the cluster itself: Raft's
+// election safety, which hashicorp/raft's fuzzy verifier checks as well.
+// The input is every election any node won ([LeaderClaim]: node and term),
+// read with [ParseLeaderClaims] from the "election won" lines Raft writes to
+// each node's log. In every term at most one node may have won; the same
+// node claiming a term twice is one leader. Two nodes in one term are a
+// violation even if they never led at the same moment: a log entry is
+// named by its index and term, so entries written by two leaders of one
+// term can be taken for each other, and a committed entry can be lost.
 package check

@@ -1,0 +1,103 @@
+// Package rpctest provides a single-replica Backend that applies commands
+// straight to a local FSM, for tests of the HTTP handlers and the client
+// that do not need Raft.
+package apitest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// Local is an httpapi.Backend over one in-process FSM: it is always the leader.
+// Now stamps commands; tests may replace it to control time.
+type Local struct {
+	ID  string
+	API string
+	Now func() time.Time
+	fsm *fsm.FSM
+	mu  sync.Mutex
+	idx uint64
+}
+
+// NewLocal returns a Local backend with node id "local".
+func NewLocal() *Local {
+	return &Local{ID: "local", Now: time.Now, fsm: fsm.New()}
+}
+
+// NodeID implements httpapi.Backend.
+func (l *Local) NodeID() string { return l.ID }
+
+// FSM implements httpapi.Backend.
+func (l *Local) FSM() *fsm.FSM { return l.fsm }
+
+// Apply implements httpapi.Backend.
+func (l *Local) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c.Hdr().Now = l.Now().UnixNano()
+	l.idx++
+	return l.fsm.ApplyEntry(l.idx, fsm.Encode(c)), nil
+}
+
+// SetDataset implements httpapi.Backend with a single SetDataset entry, or parts
+// and a commit when there are more than 10000 chunks.
+func (l *Local) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	const per = 10000
+	if len(chunks) <= per {
+		return l.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
+	}
+	upload := uuid.NewString()
+	parts := uint32(0)
+	for lo := 0; lo < len(chunks); lo += per {
+		r, err := l.Apply(ctx, &fsm.DatasetPart{UploadID: upload, Part: parts, Chunks: chunks[lo:min(lo+per, len(chunks))]})
+		if err != nil || r.Code != fsm.CodeOK {
+			return r, err
+		}
+		parts++
+	}
+	return l.Apply(ctx, &fsm.DatasetCommit{Header: fsm.Header{Request: req}, UploadID: upload, Parts: parts, NumChunks: uint32(len(chunks)), Params: params})
+}
+
+// ReadBarrier implements httpapi.Backend; a single replica is always current.
+func (l *Local) ReadBarrier(ctx context.Context) error { return ctx.Err() }
+
+// Leader implements httpapi.Backend.
+func (l *Local) Leader() (rpc.NodeRef, bool) { return rpc.NodeRef{ID: l.ID, APIAddr: l.API}, true }
+
+// Status implements httpapi.Backend.
+func (l *Local) Status() rpc.StatusResponse {
+	st := l.fsm.Stats()
+	return rpc.StatusResponse{
+		NodeID: l.ID, APIAddr: l.API, State: "Leader", Leader: rpc.NodeRef{ID: l.ID, APIAddr: l.API},
+		Term: 1, LastIndex: st.AppliedIndex, CommitIndex: st.AppliedIndex, AppliedIndex: st.AppliedIndex,
+		Ready: true,
+	}
+}
+
+// Members implements httpapi.Backend.
+func (l *Local) Members(context.Context) ([]rpc.Member, error) {
+	return []rpc.Member{{ID: l.ID, APIAddr: l.API, Suffrage: "Voter", Leader: true}}, nil
+}
+
+// AddVoter implements httpapi.Backend; a Local backend has no peers to add.
+func (l *Local) AddVoter(context.Context, rpc.AddVoterRequest) error { return httpapi.ErrNotLeader }
+
+// Remove implements httpapi.Backend.
+func (l *Local) Remove(context.Context, string) error { return httpapi.ErrNotLeader }
+
+// Transfer implements httpapi.Backend.
+func (l *Local) Transfer(context.Context, string) error { return httpapi.ErrNoLeader }
+
+// Ready implements httpapi.Backend.
+func (l *Local) Ready() bool { return true }
+
+var _ httpapi.Backend = (*Local)(nil)

@@ -1,0 +1,130 @@
+package httpapi
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// Defaults of Config; a zero field takes its default.
+const (
+	DefaultMaxBodyBytes        = 1 << 20
+	DefaultMaxDatasetBodyBytes = 256 << 20
+	DefaultMaxMemberData       = 256 << 10
+	DefaultMaxNumPeers         = 4096
+	DefaultMaxGlobs            = 64
+	DefaultMaxFiles            = 100000
+	DefaultMaxChunks           = fsm.MaxChunks
+	DefaultMaxWatchWait        = 60 * time.Second
+	DefaultWatchWait           = 30 * time.Second
+	DefaultMaxDuration         = 24 * time.Hour
+	DefaultFanoutTimeout       = 2 * time.Second
+)
+
+// DefaultDatasetParams are 10 chunks a task and 3 failures, as the
+// original master's flags, and a 1-minute lease: the client's record
+// reader renews the lease of the task it holds, so a slow trainer keeps
+// it and a dead trainer's task comes back within a minute (the original's
+// 20 minutes stalled the pass that long).
+var DefaultDatasetParams = fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
+
+// Config configures a Server.
+type Config struct {
+	// DatasetDefaults fill the zero settings of a SetDatasetRequest (the
+	// server's --chunks-per-task, --task-timeout and --failure-max). Zero
+	// ChunksPerTask and TaskTimeout take DefaultDatasetParams' values; a
+	// zero FailureMax is a real setting, a negative one takes the default.
+	DatasetDefaults fsm.DatasetParams
+	// Limits bound what one request may ask for.
+	Limits Limits
+	// HTTPClient asks the other members for their status in GET
+	// /v1/cluster; nil means a private client.
+	HTTPClient *http.Client
+	// FanoutTimeout bounds each member's status request.
+	FanoutTimeout time.Duration
+}
+
+// Limits bound requests; the FSM's own limits (package fsm) still apply
+// and are never loosened by larger values here.
+type Limits struct {
+	// MaxBodyBytes bounds a request body, except SetDataset's.
+	MaxBodyBytes int64
+	// MaxDatasetBodyBytes bounds a SetDataset body, which may carry a
+	// chunk list.
+	MaxDatasetBodyBytes int64
+	// MaxMemberData bounds an allgather member's data (at most
+	// fsm.MaxMemberData).
+	MaxMemberData int
+	// MaxNumPeers bounds an allgather group's size (at most fsm.MaxPeers).
+	MaxNumPeers int
+	// MaxGlobs bounds the file patterns of a dataset.
+	MaxGlobs int
+	// MaxFiles bounds the files the patterns may match.
+	MaxFiles int
+	// MaxChunks bounds a dataset's chunks, indexed or sent by the client
+	// (at most fsm.MaxChunks).
+	MaxChunks int
+	// MaxWatchWait bounds the wait of one allgather watch poll.
+	MaxWatchWait time.Duration
+	// MaxDuration bounds a save-model block_dur, a task timeout and an
+	// allgather timeout, below the FSM's own bounds.
+	MaxDuration time.Duration
+}
+
+// withDefaults returns c with every zero or out-of-range field set.
+func (c Config) withDefaults() Config {
+	d := &c.DatasetDefaults
+	if d.ChunksPerTask <= 0 {
+		d.ChunksPerTask = DefaultDatasetParams.ChunksPerTask
+	}
+	if d.TaskTimeout <= 0 {
+		d.TaskTimeout = DefaultDatasetParams.TaskTimeout
+	}
+	if d.FailureMax < 0 {
+		d.FailureMax = DefaultDatasetParams.FailureMax
+	}
+	l := &c.Limits
+	setDefault(&l.MaxBodyBytes, DefaultMaxBodyBytes, 1<<62)
+	setDefault(&l.MaxDatasetBodyBytes, DefaultMaxDatasetBodyBytes, 1<<62)
+	setDefault(&l.MaxMemberData, DefaultMaxMemberData, fsm.MaxMemberData)
+	setDefault(&l.MaxNumPeers, DefaultMaxNumPeers, fsm.MaxPeers)
+	setDefault(&l.MaxGlobs, DefaultMaxGlobs, 1<<30)
+	setDefault(&l.MaxFiles, DefaultMaxFiles, 1<<30)
+	setDefault(&l.MaxChunks, DefaultMaxChunks, fsm.MaxChunks)
+	setDefault(&l.MaxWatchWait, DefaultMaxWatchWait, 1<<62)
+	setDefault(&l.MaxDuration, DefaultMaxDuration, 1<<62)
+	if c.FanoutTimeout <= 0 {
+		c.FanoutTimeout = DefaultFanoutTimeout
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = &http.Client{}
+	}
+	return c
+}
+
+// setDefault sets *v to def when it is not positive and caps it at hi.
+func setDefault[T int | int64 | time.Duration](v *T, def, hi T) {
+	if *v <= 0 {
+		*v = def
+	}
+	*v = min(*v, hi)
+}
+
+// Validate reports dataset defaults that the FSM would refuse, so that a
+// bad flag fails at start-up rather than on the first SetDataset.
+func (c Config) Validate() error {
+	d := c.withDefaults()
+	p := d.DatasetDefaults
+	if p.ChunksPerTask > d.Limits.MaxChunks {
+		return fmt.Errorf("chunks per task %d above %d", p.ChunksPerTask, d.Limits.MaxChunks)
+	}
+	if p.TaskTimeout < time.Millisecond || p.TaskTimeout > min(d.Limits.MaxDuration, fsm.MaxTaskTimeout) {
+		return fmt.Errorf("task timeout %v out of range [1ms, %v]", p.TaskTimeout, min(d.Limits.MaxDuration, fsm.MaxTaskTimeout))
+	}
+	if p.FailureMax > fsm.MaxFailureMax {
+		return fmt.Errorf("failure max %d above %d", p.FailureMax, fsm.MaxFailureMax)
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package httpapi
+
+import (
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// The state machine's types and the wire contract's are kept apart, so that
+// clients need not link the state machine; these functions translate.
+
+// FSMTime returns FSM time t (unix nanoseconds) as a wire time, or the zero
+// time for 0.
+func FSMTime(t int64) time.Time {
+	if t == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, t).UTC()
+}
+
+// ChunkFromFSM returns a chunk's wire form.
+func ChunkFromFSM(c fsm.Chunk) rpc.Chunk {
+	return rpc.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+}
+
+// ChunkToFSM returns a wire chunk's FSM form.
+func ChunkToFSM(c rpc.Chunk) fsm.Chunk {
+	return fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+}
+
+// TaskMetaToFSM returns a wire task meta's FSM form.
+func TaskMetaToFSM(m rpc.TaskMeta) fsm.TaskMeta { return fsm.TaskMeta{ID: m.ID, Epoch: m.Epoch} }
+
+// TaskMetaFromFSM returns a task meta's wire form.
+func TaskMetaFromFSM(m fsm.TaskMeta) rpc.TaskMeta { return rpc.TaskMeta{ID: m.ID, Epoch: m.Epoch} }
+
+// StatsFromFSM returns the wire form of the state summary.
+func StatsFromFSM(s fsm.Stats) rpc.Stats {
+	return rpc.Stats{
+		Clock: FSMTime(s.Clock), HasDataset: s.HasDataset, Pass: s.Pass, Chunks: s.Chunks, Tasks: s.Tasks,
+		Todo: s.Todo, Pending: s.Pending, Done: s.Done, Failed: s.Failed,
+		Params: rpc.DatasetParams{
+			ChunksPerTask: s.Params.ChunksPerTask, TaskTimeout: rpc.Duration(s.Params.TaskTimeout),
+			FailureMax: s.Params.FailureMax, Strict: s.Params.Strict,
+		},
+		Uploads: s.Uploads, SaveHolder: s.SaveHolder, SaveDeadline: FSMTime(s.SaveDeadline),
+		Groups: s.Groups, Nodes: s.Nodes, DedupClients: s.DedupClients, AppliedIndex: s.AppliedIndex,
+	}
+}
+
+// GroupsFromFSM returns the wire form of allgather groups.
+func GroupsFromFSM(gs []fsm.GroupInfo) []rpc.Group {
+	out := make([]rpc.Group, 0, len(gs))
+	for _, g := range gs {
+		w := rpc.Group{
+			ID: g.ID, NumPeers: g.NumPeers, Status: g.Status, Timeout: rpc.Duration(g.Timeout),
+			Deadline: FSMTime(g.Deadline), FailOnTimeout: g.FailOnTimeout, Overdue: g.Overdue,
+		}
+		for _, m := range g.Members {
+			w.Members = append(w.Members, rpc.GroupMember{ID: m.ID, Generation: m.Generation, DataLen: m.DataLen, Left: m.Left})
+		}
+		out = append(out, w)
+	}
+	return out
+}

@@ -1,0 +1,236 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
+	"github.com/raftmaster/raftmaster/recordio"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+func TestSetDatasetFromGlobs(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	dir := t.TempDir()
+	b := writeRecordIO(t, dir, "train-b.recordio", 12, 64)
+	a := writeRecordIO(t, dir, "train-a.recordio", 6, 64)
+	xa, err := recordio.LoadIndexFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	xb, err := recordio.LoadIndexFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nchunks := xa.NumChunks() + xb.NumChunks()
+
+	var out rpc.SetDatasetResponse
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "train-*"), a}, ChunksPerTask: 3}, &out)
+	want := rpc.SetDatasetResponse{Files: 2, Chunks: nchunks, Tasks: (nchunks + 2) / 3}
+	if out != want {
+		t.Fatalf("response %+v, want %+v", out, want)
+	}
+	st := e.local.FSM().Stats()
+	wantParams := fsm.DatasetParams{ChunksPerTask: 3, TaskTimeout: time.Minute, FailureMax: 2}
+	if st.Chunks != nchunks || st.Tasks != want.Tasks || st.Params != wantParams {
+		t.Fatalf("stats %+v", st)
+	}
+	// Chunks are in file order: a's first.
+	var got rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &got)
+	if c := got.Task.Chunks[0]; c.Path != a || c.Offset != 0 || int(c.Records) != xa.ChunkRecords[0] {
+		t.Errorf("first chunk %+v", c)
+	}
+
+	// A second dataset is ignored without touching the files or the
+	// state, but a pattern that matches nothing is still an error.
+	before := e.state()
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{b}, ChunksPerTask: 1}, &out)
+	if !out.Ignored || out.Chunks != nchunks || out.Tasks != want.Tasks {
+		t.Errorf("second dataset: %+v", out)
+	}
+	if after := e.state(); after != before {
+		t.Error("an ignored dataset changed the state")
+	}
+	r := e.post(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "none-*")}})
+	wantError(t, r, http.StatusBadRequest, "invalid")
+}
+
+func TestSetDatasetFromChunks(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	chunks := []rpc.Chunk{{Path: "/d/a", Offset: 0, Records: 5}, {Path: "/d/a", Offset: 100, Records: 5}, {Path: "/d/b", Offset: 0, Records: 7}}
+	failMax := 0
+	var out rpc.SetDatasetResponse
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: chunks, TaskTimeout: rpc.Duration(time.Second), FailureMax: &failMax, Strict: true}, &out)
+	if want := (rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}); out != want {
+		t.Fatalf("response %+v, want %+v", out, want)
+	}
+	st := e.local.FSM().Stats()
+	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true}); st.Params != want {
+		t.Fatalf("params %+v, want %+v", st.Params, want)
+	}
+}
+
+// The server's defaults fill what the request leaves out; with a zero
+// Config they are the original master's.
+func TestDatasetDefaults(t *testing.T) {
+	cfg := testConfig()
+	cfg.DatasetDefaults = fsm.DatasetParams{FailureMax: -1}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, cfg, nil, nil)
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: []rpc.Chunk{{Path: "/a", Records: 1}}}, nil)
+	if got := e.local.FSM().Stats().Params; got != httpapi.DefaultDatasetParams {
+		t.Fatalf("params %+v, want %+v", got, httpapi.DefaultDatasetParams)
+	}
+	bad := testConfig()
+	bad.DatasetDefaults.TaskTimeout = 1000 * time.Hour
+	if bad.Validate() == nil {
+		t.Error("Validate accepted a task timeout above MaxDuration")
+	}
+}
+
+// A pattern that matches nothing is skipped when another one matches, as
+// in the original master.
+func TestSetDatasetSkipsPatternsThatMatchNothing(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	dir := t.TempDir()
+	a := writeRecordIO(t, dir, "train-a.recordio", 6, 64)
+	x, err := recordio.LoadIndexFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out rpc.SetDatasetResponse
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "none-*"), a}}, &out)
+	if out.Ignored || out.Files != 1 || out.Chunks != x.NumChunks() {
+		t.Fatalf("response %+v, want 1 file of %d chunks", out, x.NumChunks())
+	}
+}
+
+// gatedBackend holds the first n read barriers until all n have arrived,
+// so that n SetDataset requests pass the handler's first check together.
+// With failFirst its first SetDataset fails.
+type gatedBackend struct {
+	*apitest.Local
+	n         int
+	failFirst bool
+	all       chan struct{}
+
+	mu       sync.Mutex
+	barriers int
+	sets     int
+}
+
+func (g *gatedBackend) ReadBarrier(ctx context.Context) error {
+	g.mu.Lock()
+	g.barriers++
+	gated := g.barriers <= g.n
+	if g.barriers == g.n {
+		close(g.all)
+	}
+	g.mu.Unlock()
+	if gated {
+		select {
+		case <-g.all:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return g.Local.ReadBarrier(ctx)
+}
+
+func (g *gatedBackend) SetDataset(ctx context.Context, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	g.mu.Lock()
+	g.sets++
+	fail := g.failFirst && g.sets == 1
+	g.mu.Unlock()
+	if fail {
+		return nil, httpapi.ErrUnknownOutcome
+	}
+	return g.Local.SetDataset(ctx, req, p, chunks)
+}
+
+// Concurrent SetDataset requests on one node index and propose the dataset
+// once; the others wait and are answered Ignored. When the first attempt
+// fails, the next caller makes its own.
+func TestConcurrentSetDatasetProposesOnce(t *testing.T) {
+	const n = 16
+	for _, failFirst := range []bool{false, true} {
+		t.Run(fmt.Sprintf("failFirst=%v", failFirst), func(t *testing.T) {
+			g := &gatedBackend{n: n, failFirst: failFirst, all: make(chan struct{})}
+			e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { g.Local = l; return g }, nil)
+			dir := t.TempDir()
+			writeRecordIO(t, dir, "train-a.recordio", 20, 64)
+			body, err := json.Marshal(rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "train-*")}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			before := e.state()
+
+			type answer struct {
+				status int
+				out    rpc.SetDatasetResponse
+				err    error
+			}
+			answers := make([]answer, n)
+			var wg sync.WaitGroup
+			for i := range answers {
+				wg.Go(func() {
+					resp, err := http.Post(e.ts.URL+rpc.PathDataset, "application/json", bytes.NewReader(body))
+					if err != nil {
+						answers[i].err = err
+						return
+					}
+					defer resp.Body.Close()
+					answers[i].status = resp.StatusCode
+					if resp.StatusCode == http.StatusOK {
+						answers[i].err = json.NewDecoder(resp.Body).Decode(&answers[i].out)
+					}
+				})
+			}
+			wg.Wait()
+
+			installed, ignored, failed := 0, 0, 0
+			for i, a := range answers {
+				switch {
+				case a.err != nil:
+					t.Errorf("request %d: %v", i, a.err)
+				case a.status == http.StatusServiceUnavailable:
+					failed++
+				case a.status != http.StatusOK:
+					t.Errorf("request %d: status %d", i, a.status)
+				case a.out.Ignored:
+					ignored++
+				default:
+					installed++
+				}
+			}
+			wantFailed := 0
+			if failFirst {
+				wantFailed = 1
+			}
+			if installed != 1 || failed != wantFailed || ignored != n-1-wantFailed {
+				t.Errorf("%d installed, %d ignored, %d failed; want 1, %d, %d", installed, ignored, failed, n-1-wantFailed, wantFailed)
+			}
+			g.mu.Lock()
+			sets := g.sets
+			g.mu.Unlock()
+			if sets != 1+wantFailed {
+				t.Errorf("the backend was asked to set the dataset %d times, want %d", sets, 1+wantFailed)
+			}
+			if after := e.state(); after.applied != before.applied+1 {
+				t.Errorf("applied index %d -> %d, want one entry", before.applied, after.applied)
+			}
+		})
+	}
+}

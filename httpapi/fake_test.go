@@ -1,0 +1,138 @@
+package httpapi_test
+
+import (
+	"context"
+	"sync"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// fakeBackend is a Local backend whose leadership, membership and errors
+// the test sets: with err set, every write and leader read fails with it.
+type fakeBackend struct {
+	*apitest.Local
+
+	mu          sync.Mutex
+	err         error
+	leader      rpc.NodeRef
+	leaderKnown bool
+	members     []rpc.Member
+	notReady    bool
+	commitIndex uint64
+	joined      []rpc.AddVoterRequest
+	removed     []string
+	transferred []string
+}
+
+func newFake(l *apitest.Local) *fakeBackend {
+	return &fakeBackend{Local: l, leader: rpc.NodeRef{ID: l.ID}, leaderKnown: true}
+}
+
+func (f *fakeBackend) failure() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.err
+}
+
+// follower makes the backend a follower of leader (unknown when !known).
+func (f *fakeBackend) follower(err error, leader rpc.NodeRef, known bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err, f.leader, f.leaderKnown = err, leader, known
+}
+
+func (f *fakeBackend) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	if err := f.failure(); err != nil {
+		return nil, err
+	}
+	return f.Local.Apply(ctx, c)
+}
+
+func (f *fakeBackend) SetDataset(ctx context.Context, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	if err := f.failure(); err != nil {
+		return nil, err
+	}
+	return f.Local.SetDataset(ctx, req, p, chunks)
+}
+
+func (f *fakeBackend) ReadBarrier(ctx context.Context) error {
+	if err := f.failure(); err != nil {
+		return err
+	}
+	return f.Local.ReadBarrier(ctx)
+}
+
+func (f *fakeBackend) Leader() (rpc.NodeRef, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.leader, f.leaderKnown
+}
+
+func (f *fakeBackend) Status() rpc.StatusResponse {
+	st := f.Local.Status()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.commitIndex > 0 {
+		st.State, st.CommitIndex = "Follower", f.commitIndex
+	}
+	return st
+}
+
+func (f *fakeBackend) Members(ctx context.Context) ([]rpc.Member, error) {
+	if err := f.failure(); err != nil {
+		return nil, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.members == nil {
+		return f.Local.Members(ctx)
+	}
+	return append([]rpc.Member(nil), f.members...), nil
+}
+
+func (f *fakeBackend) AddVoter(_ context.Context, req rpc.AddVoterRequest) error {
+	if err := f.failure(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.joined = append(f.joined, req)
+	return nil
+}
+
+func (f *fakeBackend) Remove(_ context.Context, id string) error {
+	if err := f.failure(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, id)
+	return nil
+}
+
+func (f *fakeBackend) Transfer(_ context.Context, id string) error {
+	if err := f.failure(); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.transferred = append(f.transferred, id)
+	return nil
+}
+
+func (f *fakeBackend) Ready() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return !f.notReady
+}
+
+var _ httpapi.Backend = (*fakeBackend)(nil)
+
+// Short names for newEnv's wrap signature.
+type (
+	localBackend = apitest.Local
+	rpcBackend   = httpapi.Backend
+)

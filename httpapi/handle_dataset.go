@@ -1,0 +1,196 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/recordio"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// handleSetDataset sets the dataset. The request is checked first; then
+// leadership is confirmed with a read barrier, so that a follower
+// redirects before it reads any file. When a dataset is already set the
+// request is answered Ignored without indexing or proposing anything (as
+// the original master did): Chunks and Tasks then describe the dataset in
+// place and Files is 0. Otherwise the leader indexes the globs, or takes
+// the client's chunk list, and proposes it.
+//
+// Every trainer calls SetDataset, often at the same moment, so one call at
+// a time on a node runs from the check to the proposal: the others wait
+// for its outcome and are then answered Ignored, and the files are indexed
+// and the chunk list logged once. If the call fails, the next one tries
+// its own request.
+func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error {
+	var in rpc.SetDatasetRequest
+	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxDatasetBodyBytes)
+	if err != nil {
+		return err
+	}
+	params, err := s.datasetParams(in)
+	if err != nil {
+		return err
+	}
+	if err := s.checkDatasetSource(in); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if err := s.b.ReadBarrier(ctx); err != nil {
+		return readError(err)
+	}
+	lim := recordio.IndexLimits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles,
+		MaxChunks: min(s.cfg.Limits.MaxChunks, fsm.MaxChunks), MaxPathLen: fsm.MaxPathLen}
+	if len(in.Globs) > 0 {
+		// Expanding is cheap and catches patterns that match nothing at
+		// all even when the request is going to be ignored.
+		if _, err := recordio.Glob(in.Globs, lim); err != nil {
+			return datasetError(err)
+		}
+	}
+	if st := s.b.FSM().Stats(); st.HasDataset {
+		writeJSON(w, http.StatusOK, ignoredDataset(st))
+		return nil
+	}
+	select {
+	case s.datasetSlot <- struct{}{}:
+	case <-ctx.Done():
+		return rpc.Errorf(rpc.CodeUnavailable, "waiting for another dataset request: %v", context.Cause(ctx))
+	}
+	defer func() { <-s.datasetSlot }()
+	// The call that held the slot may have set the dataset, or this node
+	// may have lost leadership while it waited.
+	if err := s.b.ReadBarrier(ctx); err != nil {
+		return readError(err)
+	}
+	if st := s.b.FSM().Stats(); st.HasDataset {
+		writeJSON(w, http.StatusOK, ignoredDataset(st))
+		return nil
+	}
+	var chunks []fsm.Chunk
+	var files int
+	if len(in.Globs) > 0 {
+		start := time.Now()
+		found, sum, err := recordio.IndexGlobs(ctx, in.Globs, lim)
+		if err != nil {
+			return datasetError(err)
+		}
+		chunks = make([]fsm.Chunk, len(found))
+		for i, c := range found {
+			chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+		}
+		files = sum.Files
+		s.log.Info("indexed dataset", "files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start))
+	} else {
+		chunks, files = clientChunks(in.Chunks)
+	}
+	res, err := s.b.SetDataset(ctx, req, params, chunks)
+	if err != nil {
+		return err
+	}
+	if err := resultError(res); err != nil {
+		return err
+	}
+	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask)}
+	if res.Ignored {
+		out = ignoredDataset(s.b.FSM().Stats())
+	}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// ignoredDataset answers a request that found a dataset in place.
+func ignoredDataset(st fsm.Stats) rpc.SetDatasetResponse {
+	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks}
+}
+
+// datasetParams applies the server's defaults to the request's settings
+// and checks them.
+func (s *Handler) datasetParams(in rpc.SetDatasetRequest) (fsm.DatasetParams, error) {
+	p := s.cfg.DatasetDefaults
+	p.Strict = in.Strict
+	if in.ChunksPerTask < 0 || in.ChunksPerTask > s.cfg.Limits.MaxChunks {
+		return p, invalidf("chunks_per_task %d out of range [1, %d]", in.ChunksPerTask, s.cfg.Limits.MaxChunks)
+	}
+	if in.ChunksPerTask > 0 {
+		p.ChunksPerTask = in.ChunksPerTask
+	}
+	maxDur := min(s.cfg.Limits.MaxDuration, fsm.MaxTaskTimeout)
+	if in.TaskTimeout != 0 {
+		if err := checkDuration("task_timeout", time.Duration(in.TaskTimeout), time.Millisecond, maxDur); err != nil {
+			return p, err
+		}
+		p.TaskTimeout = time.Duration(in.TaskTimeout)
+	}
+	if in.FailureMax != nil {
+		if *in.FailureMax < 0 || *in.FailureMax > fsm.MaxFailureMax {
+			return p, invalidf("failure_max %d out of range [0, %d]", *in.FailureMax, fsm.MaxFailureMax)
+		}
+		p.FailureMax = *in.FailureMax
+	}
+	return p, nil
+}
+
+// checkDatasetSource checks that the request names globs or chunks, not
+// both, within the limits. The globs themselves are expanded later.
+func (s *Handler) checkDatasetSource(in rpc.SetDatasetRequest) error {
+	lim := s.cfg.Limits
+	switch {
+	case len(in.Globs) > 0 && len(in.Chunks) > 0:
+		return invalidf("give either globs or chunks, not both")
+	case len(in.Globs) == 0 && len(in.Chunks) == 0:
+		return invalidf("no dataset: give globs or chunks")
+	case len(in.Globs) > lim.MaxGlobs:
+		return invalidf("%d globs, at most %d", len(in.Globs), lim.MaxGlobs)
+	case len(in.Chunks) > lim.MaxChunks:
+		return invalidf("%d chunks, at most %d", len(in.Chunks), lim.MaxChunks)
+	}
+	for i, g := range in.Globs {
+		if g == "" || len(g) > fsm.MaxPathLen {
+			return invalidf("glob %d: length %d out of range [1, %d]", i, len(g), fsm.MaxPathLen)
+		}
+	}
+	files := make(map[string]struct{})
+	for i, c := range in.Chunks {
+		if c.Path == "" || len(c.Path) > fsm.MaxPathLen {
+			return invalidf("chunk %d: path length %d out of range [1, %d]", i, len(c.Path), fsm.MaxPathLen)
+		}
+		if c.Offset < 0 {
+			return invalidf("chunk %d: negative offset %d", i, c.Offset)
+		}
+		files[c.Path] = struct{}{}
+		if len(files) > lim.MaxFiles {
+			return invalidf("chunks name more than %d files", lim.MaxFiles)
+		}
+	}
+	return nil
+}
+
+// clientChunks converts the client's chunk list and counts its files.
+func clientChunks(in []rpc.Chunk) ([]fsm.Chunk, int) {
+	out := make([]fsm.Chunk, len(in))
+	files := make(map[string]struct{})
+	for i, c := range in {
+		out[i] = ChunkToFSM(c)
+		files[c.Path] = struct{}{}
+	}
+	return out, len(files)
+}
+
+func numTasks(chunks, perTask int) int {
+	if perTask <= 0 {
+		return 0
+	}
+	return (chunks + perTask - 1) / perTask
+}
+
+// datasetError turns a Glob or IndexGlobs failure into a 400 naming the
+// pattern or file, unless the request itself was cancelled.
+func datasetError(err error) error {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return rpc.Errorf(rpc.CodeUnavailable, "indexing the dataset: %v", err)
+	}
+	return invalidf("%v", err)
+}

@@ -1,0 +1,129 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+func fakeEnv(t *testing.T) (*env, *fakeBackend) {
+	var fake *fakeBackend
+	e := newEnv(t, testConfig(), func(l *localBackend) rpcBackend { fake = newFake(l); return fake }, nil)
+	return e, fake
+}
+
+// A follower redirects every request that needs the leader, keeping the
+// path and query, and changes nothing itself.
+func TestFollowerRedirects(t *testing.T) {
+	e, fake := fakeEnv(t)
+	fake.follower(httpapi.ErrNotLeader, rpc.NodeRef{ID: "n2", APIAddr: "10.0.0.2:8080"}, true)
+	member := uuid.NewString()
+	cases := []struct {
+		method, path, body string
+	}{
+		{http.MethodPost, rpc.PathTaskGet + "?trace=1", `{"pass":0}`},
+		{http.MethodPost, rpc.PathTaskFinished, `{"meta":{"id":1,"epoch":1}}`},
+		{http.MethodPost, rpc.PathTaskFailed, `{"meta":{"id":1,"epoch":1}}`},
+		{http.MethodPost, rpc.PathTaskRenew, `{"meta":{"id":1,"epoch":1}}`},
+		{http.MethodPost, rpc.PathSaveModel, `{"trainer_id":"t","block_dur":"1s"}`},
+		{http.MethodPost, rpc.PathAllgatherJoin, `{"group":"g","member":"` + member + `","num_peers":2,"data":1}`},
+		{http.MethodPost, rpc.PathAllgatherLeave, `{"group":"g","member":"` + member + `"}`},
+		// A follower redirects before it looks at the files: this glob
+		// matches nothing, and the answer is still the redirect.
+		{http.MethodPost, rpc.PathDataset, `{"globs":["/does/not/exist-*"]}`},
+		{http.MethodPost, rpc.PathDataset, `{"chunks":[{"path":"/a","offset":0,"records":1}]}`},
+		{http.MethodGet, rpc.PathStatus, ``},
+		{http.MethodGet, rpc.PathStatus + "?verbose=1", ``},
+		{http.MethodGet, rpc.PathCluster, ``},
+		{http.MethodPost, rpc.PathClusterJoin, `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`},
+		{http.MethodPost, rpc.PathClusterRemove, `{"id":"n3"}`},
+		{http.MethodPost, rpc.PathClusterTransfer, `{}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			before := e.state()
+			var body []byte
+			if tc.method == http.MethodPost {
+				body = []byte(tc.body)
+			}
+			r := e.do(tc.method, tc.path, body, reqID(uuid.New(), 1)...)
+			wantError(t, r, http.StatusTemporaryRedirect, rpc.CodeNotLeader)
+			if loc := r.header.Get("Location"); loc != "http://10.0.0.2:8080"+tc.path {
+				t.Errorf("Location %q", loc)
+			}
+			if after := e.state(); after != before {
+				t.Error("a redirected request changed the state")
+			}
+		})
+	}
+}
+
+// Reads that may be stale are answered by any node.
+func TestFollowerServesStaleReads(t *testing.T) {
+	e, fake := fakeEnv(t)
+	fake.follower(httpapi.ErrNotLeader, rpc.NodeRef{ID: "n2", APIAddr: "10.0.0.2:8080"}, true)
+	for _, p := range []string{rpc.PathStatus + "?stale", rpc.PathStatus + "?stale=true", rpc.PathDebugState, rpc.PathHealthz, rpc.PathReadyz} {
+		if r := e.get(p); r.status != http.StatusOK {
+			t.Errorf("GET %s: %d %s", p, r.status, r.body)
+		}
+	}
+	// The watch answers from the follower's FSM.
+	a := uuid.New()
+	res, err := e.local.Apply(t.Context(), &fsm.Join{Group: "g", Member: a, NumPeers: 1, Data: []byte(`{"x":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := e.get(watchPath("g", a, res.Generation, "0s"))
+	var w rpc.WatchResponse
+	r.decode(t, &w)
+	if r.status != http.StatusOK || w.Status != rpc.WatchComplete || string(w.Data[0]) != `{"x":1}` {
+		t.Fatalf("follower watch: %d %s", r.status, r.body)
+	}
+}
+
+// Without a known leader, or when the leader is unknown to the registry,
+// the answer is 503 no_leader with Retry-After; an unknown outcome is 503
+// unknown_outcome, retryable with the same request id.
+func TestNoLeaderAndUnknownOutcome(t *testing.T) {
+	cases := []struct {
+		name   string
+		err    error
+		leader rpc.NodeRef
+		known  bool
+		code   string
+	}{
+		{"no leader known", httpapi.ErrNotLeader, rpc.NodeRef{}, false, rpc.CodeNoLeader},
+		{"leader without API address", httpapi.ErrNotLeader, rpc.NodeRef{ID: "n2"}, true, rpc.CodeNoLeader},
+		{"backend says no leader", httpapi.ErrNoLeader, rpc.NodeRef{}, false, rpc.CodeNoLeader},
+		{"unknown outcome", httpapi.ErrUnknownOutcome, rpc.NodeRef{ID: "local"}, true, rpc.CodeUnknownOutcome},
+		{"not ready", httpapi.ErrNotReady, rpc.NodeRef{ID: "local"}, true, rpc.CodeUnavailable},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			e, fake := fakeEnv(t)
+			fake.follower(tc.err, tc.leader, tc.known)
+			for _, req := range []struct{ method, path, body string }{
+				{http.MethodPost, rpc.PathTaskGet, `{"pass":0}`},
+				{http.MethodPost, rpc.PathSaveModel, `{"trainer_id":"t","block_dur":"1s"}`},
+				{http.MethodGet, rpc.PathStatus, ``},
+			} {
+				var body []byte
+				if req.method == http.MethodPost {
+					body = []byte(req.body)
+				}
+				r := e.do(req.method, req.path, body)
+				got := wantError(t, r, http.StatusServiceUnavailable, tc.code)
+				if r.header.Get("Retry-After") != "1" {
+					t.Errorf("%s: Retry-After %q", req.path, r.header.Get("Retry-After"))
+				}
+				if !rpc.Retryable(rpc.ErrorFromCode(got.Code, got.Message, r.status)) {
+					t.Errorf("%s: %q not retryable", req.path, got.Code)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,36 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// apply stamps req into c, proposes it and returns the result, or the error
+// of a backend failure or an FSM outcome other than CodeOK.
+func (s *Handler) apply(ctx context.Context, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
+	c.Hdr().Request = req
+	res, err := s.b.Apply(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := resultError(res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// readWrite parses the request id and decodes the body of a write with the
+// default body limit.
+func (s *Handler) readWrite(w http.ResponseWriter, r *http.Request, v any) (fsm.RequestID, error) {
+	return s.readWriteLimit(w, r, v, s.cfg.Limits.MaxBodyBytes)
+}
+
+func (s *Handler) readWriteLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) (fsm.RequestID, error) {
+	req, err := parseRequestID(r)
+	if err != nil {
+		return req, err
+	}
+	return req, decodeBody(w, r, limit, v, false)
+}

@@ -1,0 +1,114 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/raftnode"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// raftBackend adapts a raftnode.Node to httpapi.Backend, translating errors into
+// the wire's terms.
+type raftBackend struct{ node *raftnode.Node }
+
+var _ httpapi.Backend = raftBackend{}
+
+func (b raftBackend) NodeID() string { return b.node.ID() }
+func (b raftBackend) FSM() *fsm.FSM  { return b.node.FSM() }
+func (b raftBackend) Ready() bool    { return b.node.Ready() }
+func (b raftBackend) wireErr(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, raftnode.ErrNotLeader):
+		if _, ok := b.Leader(); !ok {
+			return fmt.Errorf("%w: %v", httpapi.ErrNoLeader, err)
+		}
+		return fmt.Errorf("%w: %v", httpapi.ErrNotLeader, err)
+	case errors.Is(err, raftnode.ErrUnknownOutcome):
+		return fmt.Errorf("%w: %v", httpapi.ErrUnknownOutcome, err)
+	case errors.Is(err, raftnode.ErrNotReady):
+		return fmt.Errorf("%w: %v", httpapi.ErrNotReady, err)
+	case errors.Is(err, raftnode.ErrUnknownServer):
+		return rpc.Errorf(rpc.CodeNotFound, "%v", err)
+	}
+	return err
+}
+
+func (b raftBackend) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	r, err := b.node.Apply(ctx, c)
+	return r, b.wireErr(err)
+}
+
+func (b raftBackend) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	r, err := b.node.SetDataset(ctx, req, params, chunks)
+	return r, b.wireErr(err)
+}
+
+func (b raftBackend) ReadBarrier(ctx context.Context) error {
+	return b.wireErr(b.node.ReadBarrier(ctx))
+}
+
+func (b raftBackend) Leader() (rpc.NodeRef, bool) {
+	l, ok := b.node.Leader()
+	if !ok || l.APIAddr == "" {
+		return rpc.NodeRef{ID: l.ID}, false
+	}
+	return rpc.NodeRef{ID: l.ID, APIAddr: l.APIAddr}, true
+}
+
+func (b raftBackend) Status() rpc.StatusResponse {
+	st := b.node.Status()
+	leader, _ := b.Leader()
+	return rpc.StatusResponse{
+		NodeID: b.node.ID(), RaftAddr: b.node.RaftAddr(), APIAddr: b.node.APIAddr(),
+		State: st.State, Leader: leader, Term: st.Term,
+		LastIndex: st.LastIndex, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
+		LastContact: formatContact(st.LastContact), Ready: b.node.Ready(),
+	}
+}
+
+func formatContact(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "never"
+	case d == 0:
+		return "0s"
+	}
+	return d.Round(time.Millisecond).String()
+}
+
+func (b raftBackend) Members(context.Context) ([]rpc.Member, error) {
+	servers, err := b.node.Servers()
+	if err != nil {
+		return nil, b.wireErr(err)
+	}
+	out := make([]rpc.Member, 0, len(servers))
+	for _, s := range servers {
+		out = append(out, rpc.Member{ID: s.ID, RaftAddr: s.RaftAddr, APIAddr: s.APIAddr, Suffrage: s.Suffrage, Leader: s.Leader})
+	}
+	return out, nil
+}
+
+func (b raftBackend) AddVoter(ctx context.Context, req rpc.AddVoterRequest) error {
+	if req.ID == "" || req.RaftAddr == "" || req.APIAddr == "" {
+		return fmt.Errorf("%w: join needs id, raft_addr and api_addr", fsm.ErrInvalid)
+	}
+	return b.wireErr(b.node.AddVoter(ctx, req.ID, req.RaftAddr, req.APIAddr))
+}
+
+func (b raftBackend) Remove(ctx context.Context, id string) error {
+	if id == "" {
+		return fmt.Errorf("%w: remove needs an id", fsm.ErrInvalid)
+	}
+	return b.wireErr(b.node.RemoveServer(ctx, id))
+}
+
+func (b raftBackend) Transfer(ctx context.Context, id string) error {
+	return b.wireErr(b.node.TransferLeadership(ctx, id))
+}

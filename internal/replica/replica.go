@@ -1,0 +1,252 @@
+// Package replica runs one raftmaster replica of either backend: its state
+// (a Raft node, or a master of the etcd backend), the HTTP API in front of
+// it, the loop that registers a Raft node with its cluster, and the order
+// in which it all stops. The serve command and the tests start replicas
+// here and nowhere else.
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/internal/etcdmaster"
+	"github.com/raftmaster/raftmaster/raftnode"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// Config configures what every replica has, whatever its backend: the
+// HTTP API in front of it.
+type Config struct {
+	// HTTPAddr is the address the API listens on.
+	HTTPAddr string
+	// API configures the HTTP handlers.
+	API httpapi.Config
+	// Logger receives all logs.
+	Logger hclog.Logger
+}
+
+// Raft configures a replica of the Raft backend.
+type Raft struct {
+	// Node configures Raft. Node.APIAddr defaults to the HTTP listener's
+	// address.
+	Node raftnode.Config
+	// Join lists API addresses of a running cluster to join through;
+	// empty when the node bootstraps from Node.Peers or restarts.
+	Join []string
+}
+
+// Etcd configures a master of the etcd backend. Master.APIAddr defaults to
+// the HTTP listener's address.
+type Etcd struct {
+	Master etcdmaster.Config
+}
+
+// Replica is a running replica: its state (a Raft node or an etcd master)
+// and the HTTP API in front of it.
+type Replica struct {
+	log     hclog.Logger
+	apiAddr string
+	node    *raftnode.Node // nil for the etcd backend
+	ln      net.Listener
+	http    *http.Server
+	// stopState hands the state over (leadership, the etcd lock) and
+	// stops it.
+	stopState func(ctx context.Context) error
+	// stopped is closed when the state stops on its own, and why says
+	// why: a Raft log entry from a newer version, a lost etcd session.
+	stopped <-chan struct{}
+	why     func() error
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+}
+
+// listen opens the API listener and returns the address to advertise:
+// advertise when set, else the listener's.
+func listen(cfg *Config, advertise string) (net.Listener, string, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	ln, err := net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return nil, "", fmt.Errorf("http listener: %w", err)
+	}
+	if advertise == "" {
+		advertise = ln.Addr().String()
+	}
+	return ln, advertise, nil
+}
+
+// serve starts the HTTP API over b on r's listener.
+func (r *Replica) serve(cfg Config, b httpapi.Backend) {
+	r.http = &http.Server{
+		Handler:           httpapi.NewHandler(b, cfg.API, cfg.Logger.Named("http")),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          cfg.Logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		if err := r.http.Serve(r.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.log.Error("http server stopped", "error", err)
+		}
+	}()
+}
+
+// StartRaft listens, starts Raft and serves the API. It returns once the
+// listeners are up; joining and registration go on in the background.
+func StartRaft(cfg Config, rc Raft) (*Replica, error) {
+	ln, apiAddr, err := listen(&cfg, rc.Node.APIAddr)
+	if err != nil {
+		return nil, err
+	}
+	rc.Node.APIAddr = apiAddr
+	rc.Node.Logger = cfg.Logger
+	node, err := raftnode.New(rc.Node)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Replica{
+		log: cfg.Logger, apiAddr: apiAddr, node: node, ln: ln, cancel: cancel,
+		stopState: node.Shutdown, stopped: node.Halted(), why: node.HaltErr,
+	}
+	r.serve(cfg, raftBackend{node})
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		register(ctx, r.log, node, rc.Join)
+	}()
+	r.log.Info("raftmaster node started", "id", rc.Node.ID, "raft", node.RaftAddr(), "api", apiAddr)
+	return r, nil
+}
+
+// StartEtcd listens, connects to etcd, campaigns for the master lock in
+// the background and serves the API: standby masters redirect to the
+// active one.
+func StartEtcd(cfg Config, ec Etcd) (*Replica, error) {
+	ln, apiAddr, err := listen(&cfg, ec.Master.APIAddr)
+	if err != nil {
+		return nil, err
+	}
+	ec.Master.APIAddr = apiAddr
+	if ec.Master.Logger == nil {
+		ec.Master.Logger = cfg.Logger
+	}
+	m, err := etcdmaster.Start(ec.Master)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	r := &Replica{
+		log: cfg.Logger, apiAddr: apiAddr, ln: ln, cancel: func() {},
+		stopState: m.Shutdown, stopped: m.Lost(),
+		why: func() error {
+			return errors.New("lost the etcd session: this master can no longer prove it holds the lock")
+		},
+	}
+	r.serve(cfg, m)
+	r.log.Info("raftmaster etcd-backend master started", "id", ec.Master.ID, "api", apiAddr,
+		"etcd", strings.Join(ec.Master.Store.Endpoints, ","))
+	return r, nil
+}
+
+// Node returns the Raft node, or nil for a master of the etcd backend.
+func (r *Replica) Node() *raftnode.Node { return r.node }
+
+// APIAddr returns the advertised API address.
+func (r *Replica) APIAddr() string { return r.apiAddr }
+
+// Stopped returns a channel that is closed when the replica's state stops
+// on its own; Err then says why, and the process should exit with it.
+func (r *Replica) Stopped() <-chan struct{} { return r.stopped }
+
+// Err says why the replica stopped on its own.
+func (r *Replica) Err() error { return r.why() }
+
+// Shutdown hands the state over first (leadership, the etcd lock), so that
+// another replica takes over while this one finishes its requests, then
+// stops the HTTP server.
+func (r *Replica) Shutdown(ctx context.Context) error {
+	r.cancel()
+	err := r.stopState(ctx)
+	if herr := r.http.Shutdown(ctx); herr != nil && err == nil {
+		err = herr
+	}
+	r.wg.Wait()
+	return err
+}
+
+// register makes sure the cluster knows this node: with Join addresses it
+// asks the cluster to add it as a voter; otherwise, as a follower of a
+// bootstrapped cluster, it asks the leader to record its API address in
+// the node registry. The leader registers itself. It retries until the
+// registry holds this node's entry.
+func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string) {
+	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr()}
+	client := &http.Client{Timeout: 10 * time.Second}
+	backoff := 200 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		if cur, ok := node.FSM().Node(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
+			log.Info("node registered", "id", self.ID)
+			return
+		}
+		var targets []string
+		if node.IsLeader() {
+			targets = nil // the leader loop registers the leader
+		} else if leader, ok := node.Leader(); ok && leader.APIAddr != "" {
+			targets = []string{leader.APIAddr}
+		} else if len(join) > 0 {
+			targets = join
+		}
+		for _, addr := range targets {
+			err := postJoin(ctx, client, addr, self)
+			if err == nil {
+				break
+			}
+			if attempt%10 == 0 {
+				log.Warn("joining the cluster", "via", addr, "error", err)
+			}
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// postJoin sends a join request to addr; the HTTP client follows the
+// leader redirect.
+func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.AddVoterRequest) error {
+	body, _ := json.Marshal(req)
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+rpc.PathClusterJoin, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(hr)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+	}
+	return nil
+}

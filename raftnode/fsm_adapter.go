@@ -1,0 +1,53 @@
+package raftnode
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// raftFSM adapts fsm.FSM to raft.FSM. The shim lives here, with the rest
+// of the Raft wiring, so that package fsm depends on no consensus library
+// and its encodings can be reused without one (the etcd backend applies
+// the same FSM).
+type raftFSM struct{ f *fsm.FSM }
+
+var _ raft.FSM = raftFSM{}
+
+// Apply applies a committed log entry and returns its *fsm.Result, which
+// Raft hands to the proposer's ApplyFuture.
+func (a raftFSM) Apply(l *raft.Log) any { return a.f.ApplyEntry(l.Index, l.Data) }
+
+// Snapshot takes the FSM's point-in-time copy; Raft persists it later,
+// while entries go on being applied. A halted FSM refuses, so that no
+// snapshot records the entry it could not apply.
+func (a raftFSM) Snapshot() (raft.FSMSnapshot, error) {
+	sn, err := a.f.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return raftSnapshot{sn}, nil
+}
+
+// Restore replaces the FSM's state with a snapshot Persist wrote.
+func (a raftFSM) Restore(rc io.ReadCloser) error { return a.f.Restore(rc) }
+
+// raftSnapshot adapts fsm.Snapshot to raft.FSMSnapshot.
+type raftSnapshot struct{ sn *fsm.Snapshot }
+
+var _ raft.FSMSnapshot = raftSnapshot{}
+
+// Persist writes the snapshot to sink and closes it, or cancels it on an
+// error so that Raft discards the partial snapshot.
+func (s raftSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.sn.WriteTo(sink); err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("fsm persist: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release does nothing: the copy holds no resources.
+func (raftSnapshot) Release() {}

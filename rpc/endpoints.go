@@ -1,0 +1,194 @@
+package rpc
+
+import (
+	"net/http"
+
+	"github.com/google/uuid"
+)
+
+// Endpoint describes one route of the API: the server registers its routes
+// from Endpoints and rpc/openapi.json is generated from them.
+type Endpoint struct {
+	// Method is the HTTP method the path accepts ("GET" also serves
+	// HEAD); any other method is answered 405 with Allow.
+	Method string
+	// Path is one of the Path constants.
+	Path string
+	// Summary says in a sentence or two what the endpoint does.
+	Summary string
+	// Request is the zero value of the JSON request body's type, nil when
+	// the endpoint takes no body (every GET).
+	Request any
+	// Response is the zero value of the type of the 200 answer's body.
+	Response any
+	// Write marks a command of the replicated state machine: it reads the
+	// HeaderRequestID header, and a retry with the same id is answered
+	// with the first outcome. The cluster changes are not such commands
+	// and ignore the header.
+	Write bool
+	// Redirects marks an endpoint that a node which does not lead may
+	// answer with 307 Temporary Redirect to the leader (a status request
+	// only without ?stale, a watch only on a standby of the etcd backend).
+	Redirects bool
+	// Query lists the query parameters (GET endpoints only).
+	Query []Param
+	// Errors lists the error codes the endpoint may answer with, besides
+	// CodeMethod and CodeInternal, which any endpoint may, and the
+	// CodeNotLeader of a redirect; HTTPStatus gives each one's status.
+	Errors []string
+}
+
+// Param is a query parameter of an endpoint.
+type Param struct {
+	// Name is the parameter's name, such as WatchParamGroup.
+	Name string
+	// Doc says what the parameter means.
+	Doc string
+	// Required marks a parameter the request must give.
+	Required bool
+	// Type is the zero value of the Go type whose text form the value is
+	// written in: "" for a string, uint64(0), Duration(0), uuid.Nil, false.
+	Type any
+}
+
+// ParamStale is the query parameter of PathStatus and PathCluster that
+// asks for a stale read: any node answers from its local state. It is
+// given with any value, or none.
+const ParamStale = "stale"
+
+// Error codes common to the endpoints of a kind.
+var (
+	// writeErrors may answer any state-machine command.
+	writeErrors = []string{CodeInvalid, CodeTooLarge, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable}
+	// leaderReadErrors may answer a read that needs the leader.
+	leaderReadErrors = []string{CodeNoLeader, CodeUnavailable}
+)
+
+// codes returns base followed by more, in a new slice.
+func codes(base []string, more ...string) []string {
+	return append(append([]string(nil), base...), more...)
+}
+
+// Endpoints is every route of the API, one per Path constant.
+var Endpoints = []Endpoint{
+	{
+		Method: http.MethodPost, Path: PathDataset,
+		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client. " +
+			"The first dataset counts; later requests are answered with ignored set and change nothing.",
+		Request: SetDatasetRequest{}, Response: SetDatasetResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathTaskGet,
+		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out.",
+		Request: GetTaskRequest{}, Response: GetTaskResponse{},
+		Write: true, Redirects: true,
+		Errors: codes(writeErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch),
+	},
+	{
+		Method: http.MethodPost, Path: PathTaskFinished,
+		Summary: "Report a leased task done.",
+		Request: TaskRequest{}, Response: TaskResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
+	},
+	{
+		Method: http.MethodPost, Path: PathTaskFailed,
+		Summary: "Report a leased task failed: it is dispatched again, or set aside once it has failed more than failure_max times.",
+		Request: TaskRequest{}, Response: TaskResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask),
+	},
+	{
+		Method: http.MethodPost, Path: PathTaskRenew,
+		Summary: "Extend the lease of a task by the task timeout.",
+		Request: TaskRequest{}, Response: TaskResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
+	},
+	{
+		Method: http.MethodPost, Path: PathSaveModel,
+		Summary: "Ask for the save-model lease: granted to one trainer at a time, for block_dur.",
+		Request: SaveModelRequest{}, Response: SaveModelResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathAllgatherJoin,
+		Summary: "Join an allgather group with a JSON value; watch (" + PathAllgatherWatch + ") the generation it returns for the outcome.",
+		Request: JoinRequest{}, Response: JoinResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeGroupMismatch),
+	},
+	{
+		Method: http.MethodPost, Path: PathAllgatherLeave,
+		Summary: "Leave an allgather group; the last member out closes it.",
+		Request: LeaveRequest{}, Response: LeaveResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors),
+	},
+	{
+		Method: http.MethodGet, Path: PathAllgatherWatch,
+		Summary: "Long poll for the outcome of a join. Any node answers from its local replica " +
+			"(a standby of the etcd backend redirects to the active master). " +
+			"The final failures are errors: closed, reconnected, allgather_timeout.",
+		Response: WatchResponse{}, Redirects: true,
+		Query: []Param{
+			{Name: WatchParamGroup, Doc: "The group joined.", Required: true, Type: ""},
+			{Name: WatchParamMember, Doc: "The member that joined.", Required: true, Type: uuid.Nil},
+			{Name: WatchParamGeneration, Doc: "The generation the join returned (at least 1).", Required: true, Type: uint64(0)},
+			{Name: WatchParamWait, Doc: "How long to wait for an outcome before answering pending, " +
+				"a Go duration at most the server's limit (60s unless configured); 30s when left out.", Type: Duration(0)},
+			{Name: WatchParamSeenOverdue, Doc: "true when the caller already knows the group is overdue, " +
+				"so that only a final outcome ends the wait.", Type: false},
+		},
+		Errors: codes(leaderReadErrors, CodeInvalid, CodeClosed, CodeReconnected, CodeAllGatherTimeout),
+	},
+	{
+		Method: http.MethodGet, Path: PathStatus,
+		Summary: "Describe the answering node and summarise the state. Without stale the read is linearizable: " +
+			"only the leader answers, after a read barrier.",
+		Response: StatusResponse{}, Redirects: true,
+		Query: []Param{
+			{Name: ParamStale, Doc: "Present, with any value or none, to have any node answer from its local state, which may lag behind the leader's.", Type: false},
+		},
+		Errors: codes(leaderReadErrors),
+	},
+	{
+		Method: http.MethodGet, Path: PathCluster,
+		Summary: "List the members of the Raft configuration with what each reports about itself, and summarise the state. " +
+			"A leader read unless stale is given.",
+		Response: ClusterResponse{}, Redirects: true,
+		Query: []Param{
+			{Name: ParamStale, Doc: "Present, with any value or none, to have any node answer from its local state.", Type: false},
+		},
+		Errors: codes(leaderReadErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathClusterJoin,
+		Summary: "Add a voter, or refresh its addresses when it is already a member.",
+		Request: AddVoterRequest{}, Response: OKResponse{},
+		Redirects: true, Errors: codes(writeErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathClusterRemove,
+		Summary: "Remove a server from the cluster. A leader asked to remove itself hands leadership over first.",
+		Request: RemoveRequest{}, Response: OKResponse{},
+		Redirects: true, Errors: codes(writeErrors, CodeNotFound),
+	},
+	{
+		Method: http.MethodPost, Path: PathClusterTransfer,
+		Summary: "Move leadership to the server named, or to the most up-to-date follower when no id is given (the body may be empty).",
+		Request: TransferRequest{}, Response: OKResponse{},
+		Redirects: true, Errors: codes(writeErrors, CodeNotFound),
+	},
+	{
+		Method: http.MethodGet, Path: PathDebugState,
+		Summary:  "The answering node's applied index and a hash of its state; replicas at the same index must report the same hash.",
+		Response: DebugStateResponse{}, Errors: []string{CodeUnavailable},
+	},
+	{
+		Method: http.MethodGet, Path: PathHealthz,
+		Summary:  "Liveness: the process serves HTTP.",
+		Response: OKResponse{},
+	},
+	{
+		Method: http.MethodGet, Path: PathReadyz,
+		Summary:  "Readiness: the node knows a leader and has caught up.",
+		Response: OKResponse{}, Errors: []string{CodeUnavailable},
+	},
+}

@@ -1,5 +1,0 @@
-package rpc
-
-// SetWatchHook makes every watch of s call f just before it blocks, so
-// tests can change the state while a long poll is known to be waiting.
-func SetWatchHook(s *Server, f func()) { s.watchWaiting = f }
