@@ -13,8 +13,11 @@ TEST_TIMEOUT ?= 25m
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-build: ## build bin/raftmaster (static)
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN) ./cmd/raftmaster
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+LDFLAGS := $(if $(VERSION),-X github.com/raftmaster/raftmaster/internal/version.stamp=$(VERSION))
+
+build: ## build bin/raftmaster (static), its version stamped from git describe
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/raftmaster
 
 test: ## run every test with the race detector
 	$(GO) vet ./...

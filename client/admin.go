@@ -21,7 +21,7 @@ func (c *Client) Status() (rpc.StatusResponse, error) {
 // which may lag behind the leader.
 func (c *Client) StatusStale() (rpc.StatusResponse, error) {
 	var resp rpc.StatusResponse
-	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathStatus, query: url.Values{"stale": {"true"}}, out: &resp})
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathStatus, query: url.Values{rpc.ParamStale: {"true"}}, out: &resp})
 	return resp, err
 }
 

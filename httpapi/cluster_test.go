@@ -24,8 +24,14 @@ func TestStatus(t *testing.T) {
 		r := e.get(p)
 		var st rpc.StatusResponse
 		r.decode(t, &st)
-		if r.status != http.StatusOK || st.NodeID != "local" || st.State != "Leader" || st.FSM.Tasks != 2 || !st.Ready {
+		if r.status != http.StatusOK || st.NodeID != "local" || st.State != "Leader" || st.FSM.Tasks != 2 || !st.Ready || st.Version == "" {
 			t.Errorf("GET %s: %d %s", p, r.status, r.body)
+		}
+		// snake_case keys, durations as strings, times as RFC 3339.
+		for _, want := range []string{`"chunks_per_task":1`, `"task_timeout":"1m0s"`, `"clock":"20`} {
+			if !strings.Contains(string(r.body), want) {
+				t.Errorf("GET %s: %s lacks %s", p, r.body, want)
+			}
 		}
 	}
 	if r := e.do(http.MethodHead, rpc.PathStatus, nil); r.status != http.StatusOK {

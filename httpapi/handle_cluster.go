@@ -9,7 +9,7 @@ import (
 
 // stale reports whether the request asked for a stale read (?stale with
 // any value, or none).
-func stale(r *http.Request) bool { return r.URL.Query().Has("stale") }
+func stale(r *http.Request) bool { return r.URL.Query().Has(rpc.ParamStale) }
 
 // handleStatus describes this node. Without ?stale the read is
 // linearizable: only the leader answers, after a read barrier, and a

@@ -8,11 +8,9 @@ import (
 	"io"
 	"os"
 
+	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/urfave/cli/v2"
 )
-
-// Version is the build version, set with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
 
 // NewApp returns the raftmaster application writing to stdout and stderr.
 func NewApp(stdout, stderr io.Writer) *cli.App {
@@ -22,7 +20,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Description: "raftmaster keeps the state of a training job's master (the task queue over\n" +
 			"RecordIO datasets, the save-model lease and allgather groups) in a Raft-replicated\n" +
 			"state machine on 3 or 5 replicas. Trainers use the Go client or the HTTP API.",
-		Version:              Version,
+		Version:              version.String(),
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
