@@ -36,7 +36,7 @@ func (c *Client) Members() (rpc.ClusterResponse, error) {
 // AddNode adds node id as a voter, with its Raft and API addresses, or
 // refreshes its addresses when it is already a member.
 func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterJoin, write: true, noProbe: true,
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddVoter, write: true, noProbe: true,
 		body: rpc.AddVoterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
 }
 

@@ -183,8 +183,8 @@ type TaskMeta struct {
 	Epoch int `json:"epoch"`
 }
 
-// Node is a registry entry: where a replica's Raft and HTTP API listen.
-type Node struct {
+// Registration is a registry entry: where a replica's Raft and HTTP API listen.
+type Registration struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
@@ -281,7 +281,7 @@ type Leave struct {
 // RegisterNode adds or updates a node registry entry.
 type RegisterNode struct {
 	Header
-	Node Node
+	Node Registration
 }
 
 // RemoveNode deletes a node registry entry.
@@ -511,7 +511,7 @@ func (c *RegisterNode) encode(e *encoder) {
 }
 
 func (c *RegisterNode) decode(d *decoder) {
-	c.Node = Node{ID: d.string(), RaftAddr: d.string(), APIAddr: d.string()}
+	c.Node = Registration{ID: d.string(), RaftAddr: d.string(), APIAddr: d.string()}
 }
 
 func (c *RemoveNode) encode(e *encoder)  { e.string(c.ID) }

@@ -20,7 +20,7 @@
 //
 // FSM time is cluster time, not any machine's wall clock. A leader stamps
 // Now from its monotonic clock, continuing from the FSM clock it found
-// after its take-over barrier (internal/deadline.Clock); only the first
+// after its take-over barrier (internal/leader.Clock); only the first
 // leader of a new cluster, whose log holds no time, starts from its wall
 // clock. So a leader whose wall clock runs ahead, lags, or jumps by hours
 // while it leads moves no deadline: every lease, save-model block and group

@@ -62,8 +62,8 @@ func TestConcurrentQueries(t *testing.T) {
 				f.Groups()
 				f.Group("g")
 				f.Watch("g", memberID(1), 1)
-				f.Nodes()
-				f.NodeByRaftAddr("r:1")
+				f.Registrations()
+				f.RegistrationByRaftAddr("r:1")
 				f.NextDeadline()
 				f.SaveModelHolder()
 				f.StateHash()
@@ -122,7 +122,7 @@ func TestRestoreRefuses(t *testing.T) {
 		{"group without active member", func(s *state) { s.groups["done"].members[0].left = true }},
 		{"member generation from the future", func(s *state) { s.groups["g"].members[0].gen = s.nextGen + 1 }},
 		{"group numPeers 0", func(s *state) { s.groups["g"].numPeers = 0 }},
-		{"empty node id", func(s *state) { s.nodes["n1"] = Node{ID: ""} }},
+		{"empty node id", func(s *state) { s.nodes["n1"] = Registration{ID: ""} }},
 		{"bad upload path", func(s *state) { s.uploads["u"].paths[0] = "" }},
 		{"too many dedup entries", func(s *state) {
 			c := s.dedup.head

@@ -25,7 +25,7 @@ func setupLog() [][]byte {
 		&Join{Header: req(4), Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("a")},
 		&Join{Header: now, Group: "done", Member: memberID(1), NumPeers: 1, Data: []byte("b")},
 		&RequestSaveModel{Header: req(5), TrainerID: "t0", BlockDur: time.Minute},
-		&RegisterNode{Header: now, Node: Node{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}},
+		&RegisterNode{Header: now, Node: Registration{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}},
 	}
 	var log [][]byte
 	for _, c := range cmds {
@@ -51,7 +51,7 @@ func seedCommands() []Command {
 		&RequestSaveModel{Header: later, TrainerID: "t1", BlockDur: time.Second},
 		&Join{Header: later, Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("c")},
 		&Leave{Header: later, Group: "g", Member: memberID(1)},
-		&RegisterNode{Header: later, Node: Node{ID: "n2", RaftAddr: "r:2", APIAddr: "a:2"}},
+		&RegisterNode{Header: later, Node: Registration{ID: "n2", RaftAddr: "r:2", APIAddr: "a:2"}},
 		&RemoveNode{Header: later, ID: "n1"},
 		&LeaderGrace{Header: later, Grace: time.Minute},
 	}

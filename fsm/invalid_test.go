@@ -46,8 +46,8 @@ func TestInvalidCommands(t *testing.T) {
 		{"join with negative timeout", &Join{Group: "g", Member: memberID(1), NumPeers: 1, Timeout: -1}},
 		{"join with long timeout", &Join{Group: "g", Member: memberID(1), NumPeers: 1, Timeout: MaxGroupTimeout + 1}},
 		{"leave without group", &Leave{Member: memberID(1)}},
-		{"register without id", &RegisterNode{Node: Node{RaftAddr: "a"}}},
-		{"register long address", &RegisterNode{Node: Node{ID: "n", APIAddr: long}}},
+		{"register without id", &RegisterNode{Node: Registration{RaftAddr: "a"}}},
+		{"register long address", &RegisterNode{Node: Registration{ID: "n", APIAddr: long}}},
 		{"remove without id", &RemoveNode{}},
 		{"negative grace", &LeaderGrace{Grace: -1}},
 		{"grace too long", &LeaderGrace{Grace: MaxGrace + 1}},
@@ -139,7 +139,7 @@ func loadedHarness(t *testing.T) *harness {
 	h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
 	h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("x")})
 	h.requestSave("trainer-0", time.Minute)
-	h.ok(&RegisterNode{Node: Node{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}})
+	h.ok(&RegisterNode{Node: Registration{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}})
 	return h
 }
 

@@ -28,7 +28,7 @@ type model struct {
 	saveEnd int64
 	groups  map[string]*modelGroup
 	nextGen uint64
-	nodes   map[string]Node
+	nodes   map[string]Registration
 	clients []*modelClient // least recently used first
 }
 
@@ -80,7 +80,7 @@ type modelSeen struct {
 }
 
 func newModel() *model {
-	return &model{uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, nodes: map[string]Node{}}
+	return &model{uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, nodes: map[string]Registration{}}
 }
 
 var (
@@ -586,11 +586,11 @@ func (m *model) check(t *rapid.T, f *FSM) {
 	for _, id := range sortedKeys(m.groups) {
 		m.checkWatches(t, f, id)
 	}
-	var nodes []Node
+	var nodes []Registration
 	for _, id := range sortedKeys(m.nodes) {
 		nodes = append(nodes, m.nodes[id])
 	}
-	if got := f.Nodes(); !slices.Equal(got, nodes) {
+	if got := f.Registrations(); !slices.Equal(got, nodes) {
 		t.Fatalf("nodes %v, model says %v", got, nodes)
 	}
 	gd, gok := f.NextDeadline()

@@ -168,7 +168,7 @@ func (g *propGen) command(t *rapid.T, kind string) Command {
 			return &RemoveNode{ID: id}
 		}
 		port := rapid.IntRange(1, 3).Draw(t, "port")
-		return &RegisterNode{Node: Node{ID: id, RaftAddr: fmt.Sprint("r:", port), APIAddr: fmt.Sprint("a:", port)}}
+		return &RegisterNode{Node: Registration{ID: id, RaftAddr: fmt.Sprint("r:", port), APIAddr: fmt.Sprint("a:", port)}}
 	}
 	return &Tick{}
 }

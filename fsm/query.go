@@ -258,36 +258,36 @@ func (f *FSM) Watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult 
 	return WatchResult{Status: WatchComplete, Data: data, Rank: i}
 }
 
-// Nodes returns the node registry sorted by id.
-func (f *FSM) Nodes() []Node {
+// Registrations returns the node registry sorted by id.
+func (f *FSM) Registrations() []Registration {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]Node, 0, len(f.s.nodes))
+	out := make([]Registration, 0, len(f.s.nodes))
 	for _, id := range sortedKeys(f.s.nodes) {
 		out = append(out, f.s.nodes[id])
 	}
 	return out
 }
 
-// Node returns the registry entry of id.
-func (f *FSM) Node(id string) (Node, bool) {
+// Registration returns the registry entry of id.
+func (f *FSM) Registration(id string) (Registration, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n, ok := f.s.nodes[id]
 	return n, ok
 }
 
-// NodeByRaftAddr returns the registry entry whose Raft address is addr.
-func (f *FSM) NodeByRaftAddr(addr string) (Node, bool) {
+// RegistrationByRaftAddr returns the registry entry whose Raft address is addr.
+func (f *FSM) RegistrationByRaftAddr(addr string) (Registration, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	nodes := make([]Node, 0, len(f.s.nodes))
+	nodes := make([]Registration, 0, len(f.s.nodes))
 	for _, id := range sortedKeys(f.s.nodes) {
 		nodes = append(nodes, f.s.nodes[id])
 	}
-	i := slices.IndexFunc(nodes, func(n Node) bool { return n.RaftAddr == addr })
+	i := slices.IndexFunc(nodes, func(n Registration) bool { return n.RaftAddr == addr })
 	if i < 0 {
-		return Node{}, false
+		return Registration{}, false
 	}
 	return nodes[i], true
 }

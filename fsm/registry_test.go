@@ -68,38 +68,38 @@ func TestSaveModel(t *testing.T) {
 }
 
 func TestNodeRegistry(t *testing.T) {
-	n1 := Node{ID: "n1", RaftAddr: "10.0.0.1:7000", APIAddr: "10.0.0.1:8080"}
-	n2 := Node{ID: "n2", RaftAddr: "10.0.0.2:7000", APIAddr: "10.0.0.2:8080"}
+	n1 := Registration{ID: "n1", RaftAddr: "10.0.0.1:7000", APIAddr: "10.0.0.1:8080"}
+	n2 := Registration{ID: "n2", RaftAddr: "10.0.0.2:7000", APIAddr: "10.0.0.2:8080"}
 	runScenarios(t, []scenario{
 		{"register, update and remove", func(h *harness) {
 			h.ok(&RegisterNode{Node: n2})
 			h.ok(&RegisterNode{Node: n1})
-			if got := h.f.Nodes(); !slices.Equal(got, []Node{n1, n2}) {
+			if got := h.f.Registrations(); !slices.Equal(got, []Registration{n1, n2}) {
 				h.t.Fatalf("nodes %v, want n1 and n2 sorted", got)
 			}
-			moved := Node{ID: "n1", RaftAddr: "10.0.0.9:7000", APIAddr: "10.0.0.9:8080"}
+			moved := Registration{ID: "n1", RaftAddr: "10.0.0.9:7000", APIAddr: "10.0.0.9:8080"}
 			h.ok(&RegisterNode{Node: moved})
-			if got, ok := h.f.Node("n1"); !ok || got != moved {
+			if got, ok := h.f.Registration("n1"); !ok || got != moved {
 				h.t.Fatalf("Node(n1) = %v %v, want %v", got, ok, moved)
 			}
-			if got, ok := h.f.NodeByRaftAddr(n2.RaftAddr); !ok || got != n2 {
-				h.t.Fatalf("NodeByRaftAddr = %v %v, want %v", got, ok, n2)
+			if got, ok := h.f.RegistrationByRaftAddr(n2.RaftAddr); !ok || got != n2 {
+				h.t.Fatalf("RegistrationByRaftAddr = %v %v, want %v", got, ok, n2)
 			}
-			if _, ok := h.f.NodeByRaftAddr(n1.RaftAddr); ok {
+			if _, ok := h.f.RegistrationByRaftAddr(n1.RaftAddr); ok {
 				h.t.Fatalf("old address still found")
 			}
 			h.ok(&RemoveNode{ID: "n2"})
 			h.ignored(&RemoveNode{ID: "n2"})
-			if _, ok := h.f.Node("n2"); ok || h.f.Stats().Nodes != 1 {
+			if _, ok := h.f.Registration("n2"); ok || h.f.Stats().Nodes != 1 {
 				h.t.Fatalf("n2 not removed")
 			}
 		}},
 		{"registry is bounded", func(h *harness) {
 			for i := range MaxNodes {
-				h.ok(&RegisterNode{Node: Node{ID: fmt.Sprint("n", i)}})
+				h.ok(&RegisterNode{Node: Registration{ID: fmt.Sprint("n", i)}})
 			}
-			h.rejects(&RegisterNode{Node: Node{ID: "extra"}})
-			h.ok(&RegisterNode{Node: Node{ID: "n0", APIAddr: "x:1"}}) // updates still work
+			h.rejects(&RegisterNode{Node: Registration{ID: "extra"}})
+			h.ok(&RegisterNode{Node: Registration{ID: "n0", APIAddr: "x:1"}}) // updates still work
 		}},
 	})
 }

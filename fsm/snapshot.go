@@ -306,7 +306,7 @@ func decodeState(b []byte) (*state, error) {
 
 	keys = keyOrder{d: d, what: "node"}
 	for range d.length(1) {
-		n := Node{ID: keys.next(d.string()), RaftAddr: d.string(), APIAddr: d.string()}
+		n := Registration{ID: keys.next(d.string()), RaftAddr: d.string(), APIAddr: d.string()}
 		s.nodes[n.ID] = n
 	}
 

@@ -144,3 +144,28 @@ func (z *partSizer) uvarintLen(n int) int {
 	z.e.uvarint(uint64(n))
 	return z.e.len()
 }
+
+// DatasetCommands returns the commands that set a dataset of chunks with
+// params, each of whose log entries stays within maxEntryBytes: one
+// SetDataset when the chunks fit one entry (or maxEntryBytes is 0, for a
+// store without an entry limit), otherwise a DatasetPart per run of
+// SplitChunks under uploadID and a DatasetCommit. The request id goes on
+// the last command, so that a retried call is answered by
+// de-duplication. Every proposer of a dataset proposes these, in order.
+func DatasetCommands(req RequestID, params DatasetParams, chunks []Chunk, uploadID string, maxEntryBytes int) []Command {
+	var parts [][]Chunk
+	if maxEntryBytes > 0 {
+		parts = SplitChunks(chunks, maxEntryBytes)
+	}
+	if len(parts) <= 1 {
+		return []Command{&SetDataset{Header: Header{Request: req}, Params: params, Chunks: chunks}}
+	}
+	cmds := make([]Command, 0, len(parts)+1)
+	for i, p := range parts {
+		cmds = append(cmds, &DatasetPart{UploadID: uploadID, Part: uint32(i), Chunks: p})
+	}
+	return append(cmds, &DatasetCommit{
+		Header: Header{Request: req}, UploadID: uploadID,
+		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params,
+	})
+}

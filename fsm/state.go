@@ -27,7 +27,7 @@ type state struct {
 	nextGen       uint64
 	groupDeadline int64 // earliest group deadline, 0 when there are no groups
 
-	nodes map[string]Node
+	nodes map[string]Registration
 
 	dedup dedupTable
 }
@@ -36,7 +36,7 @@ func newState() *state {
 	s := &state{
 		uploads: make(map[string]*upload),
 		groups:  make(map[string]*group),
-		nodes:   make(map[string]Node),
+		nodes:   make(map[string]Registration),
 		dedup:   newDedupTable(),
 	}
 	for q := range s.queues {

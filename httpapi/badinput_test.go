@@ -194,9 +194,9 @@ func badCases(f badFiles) []badCase {
 		post("dataset unknown field", rpc.PathDataset, `{"globs":[`+quoted(f.good)+`],"glob":"x"}`, bad, invalid).naming("glob"),
 
 		// Cluster changes.
-		post("cluster join without id", rpc.PathClusterJoin, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
-		post("cluster join without raft_addr", rpc.PathClusterJoin, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),
-		post("cluster join oversized api_addr", rpc.PathClusterJoin, `{"id":"n4","raft_addr":"a:1","api_addr":"`+long+`"}`, bad, invalid).naming("api_addr"),
+		post("cluster join without id", rpc.PathClusterAddVoter, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
+		post("cluster join without raft_addr", rpc.PathClusterAddVoter, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),
+		post("cluster join oversized api_addr", rpc.PathClusterAddVoter, `{"id":"n4","raft_addr":"a:1","api_addr":"`+long+`"}`, bad, invalid).naming("api_addr"),
 		post("cluster remove without id", rpc.PathClusterRemove, `{}`, bad, invalid).naming("id"),
 		post("cluster remove malformed", rpc.PathClusterRemove, `{"id":`, bad, invalid),
 		post("cluster transfer oversized id", rpc.PathClusterTransfer, `{"id":"`+long+`"}`, bad, invalid).naming("id"),

@@ -39,7 +39,7 @@ func TestFollowerRedirects(t *testing.T) {
 		{http.MethodGet, rpc.PathStatus, ``},
 		{http.MethodGet, rpc.PathStatus + "?verbose=1", ``},
 		{http.MethodGet, rpc.PathCluster, ``},
-		{http.MethodPost, rpc.PathClusterJoin, `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`},
+		{http.MethodPost, rpc.PathClusterAddVoter, `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`},
 		{http.MethodPost, rpc.PathClusterRemove, `{"id":"n3"}`},
 		{http.MethodPost, rpc.PathClusterTransfer, `{}`},
 	}

@@ -29,7 +29,7 @@ var samples = map[string]string{
 	rpc.PathAllgatherWatch:  "?group=g&member=" + sampleMember + "&generation=1&wait=0s",
 	rpc.PathStatus:          "",
 	rpc.PathCluster:         "",
-	rpc.PathClusterJoin:     `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`,
+	rpc.PathClusterAddVoter: `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`,
 	rpc.PathClusterRemove:   `{"id":"n3"}`,
 	rpc.PathClusterTransfer: `{}`,
 	rpc.PathDebugState:      "",

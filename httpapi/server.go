@@ -47,7 +47,7 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathAllgatherWatch:  h.handleWatch,
 		rpc.PathStatus:          h.handleStatus,
 		rpc.PathCluster:         h.handleCluster,
-		rpc.PathClusterJoin:     h.handleAddVoter,
+		rpc.PathClusterAddVoter: h.handleAddVoter,
 		rpc.PathClusterRemove:   h.handleClusterRemove,
 		rpc.PathClusterTransfer: h.handleClusterTransfer,
 		rpc.PathDebugState:      h.handleDebugState,

@@ -117,7 +117,7 @@ func TestFailoverGraceOutOfRange(t *testing.T) {
 // does not apply it either.)
 func TestUnknownEntryHaltsEveryReplica(t *testing.T) {
 	c := newTestCluster(t, 3)
-	c.apply(&fsm.RegisterNode{Node: fsm.Node{ID: "x", RaftAddr: "r", APIAddr: "a"}})
+	c.apply(&fsm.RegisterNode{Node: fsm.Registration{ID: "x", RaftAddr: "r", APIAddr: "a"}})
 	l := c.leader()
 	hashes := map[string]string{}
 	waitFor(t, "replicas to agree", func() bool {

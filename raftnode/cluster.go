@@ -10,8 +10,8 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
-// Server is one member of the Raft configuration with its registry entry.
-type Server struct {
+// Member is one server of the Raft configuration with its registry entry.
+type Member struct {
 	ID       string
 	RaftAddr string
 	APIAddr  string
@@ -19,17 +19,17 @@ type Server struct {
 	Leader   bool
 }
 
-// Servers lists the Raft configuration, sorted as Raft keeps it.
-func (n *Node) Servers() ([]Server, error) {
+// Members lists the Raft configuration, sorted as Raft keeps it.
+func (n *Node) Members() ([]Member, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return nil, err
 	}
 	_, leaderID := n.raft.LeaderWithID()
-	var out []Server
+	var out []Member
 	for _, s := range f.Configuration().Servers {
-		entry, _ := n.fsm.Node(string(s.ID))
-		out = append(out, Server{
+		entry, _ := n.fsm.Registration(string(s.ID))
+		out = append(out, Member{
 			ID: string(s.ID), RaftAddr: string(s.Address), APIAddr: entry.APIAddr,
 			Suffrage: s.Suffrage.String(), Leader: s.ID == leaderID,
 		})
@@ -66,10 +66,10 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) error
 			return mapRaftError(err)
 		}
 	}
-	if cur, ok := n.fsm.Node(id); ok && cur.RaftAddr == raftAddr && cur.APIAddr == apiAddr {
+	if cur, ok := n.fsm.Registration(id); ok && cur.RaftAddr == raftAddr && cur.APIAddr == apiAddr {
 		return nil
 	}
-	_, err := n.propose(ctx, &fsm.RegisterNode{Node: fsm.Node{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
+	_, err := n.propose(ctx, &fsm.RegisterNode{Node: fsm.Registration{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
 	return err
 }
 
@@ -87,7 +87,7 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 		return ErrNotLeader
 	}
 	if !n.hasServer(id) {
-		if _, ok := n.fsm.Node(id); !ok {
+		if _, ok := n.fsm.Registration(id); !ok {
 			return fmt.Errorf("%w: %q", ErrUnknownServer, id)
 		}
 	} else if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
@@ -163,33 +163,28 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// SetDataset proposes a dataset: one SetDataset entry when it fits
-// MaxEntryBytes, otherwise DatasetPart entries under a fresh upload id and
-// a DatasetCommit. The request id goes on the final entry, so a retried
-// call is answered by de-duplication. When a dataset is already set, or
-// gets set by another upload while this one is under way, no further part
-// is proposed: the final entry alone is, and the FSM answers it Ignored
-// (a commit also drops what this upload staged).
+// SetDataset proposes a dataset as fsm.DatasetCommands cuts it for
+// MaxEntryBytes: one SetDataset entry, or DatasetPart entries under a fresh
+// upload id and a DatasetCommit. The request id goes on the final entry,
+// so a retried call is answered by de-duplication. When a dataset is
+// already set, or gets set by another upload while this one is under way,
+// no further part is proposed: the final entry alone is, and the FSM
+// answers it Ignored (a commit also drops what this upload staged).
 func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, ErrNotLeader
 	}
-	parts := splitChunks(chunks, n.cfg.MaxEntryBytes)
-	if len(parts) <= 1 || n.fsm.Stats().HasDataset {
-		if len(parts) > 1 {
-			chunks = chunks[:1] // ignored by the FSM: a dataset is set already
-		}
-		return n.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
-	}
 	upload := "upload-" + uuid.NewString()
-	for i, part := range parts {
+	cmds := fsm.DatasetCommands(req, params, chunks, upload, n.cfg.MaxEntryBytes)
+	last := len(cmds) - 1
+	for i, c := range cmds[:last] {
 		// The local FSM is the leader's applied state: once it has a
 		// dataset, the rest of the parts could only be ignored.
 		if n.fsm.Stats().HasDataset {
-			n.log.Info("dataset set by another upload; abandoning this one", "upload", upload, "parts_sent", i, "of", len(parts))
+			n.log.Info("dataset set by another upload; abandoning this one", "upload", upload, "parts_sent", i, "of", last)
 			break
 		}
-		r, err := n.Apply(ctx, &fsm.DatasetPart{UploadID: upload, Part: uint32(i), Chunks: part})
+		r, err := n.Apply(ctx, c)
 		if err != nil {
 			return nil, err
 		}
@@ -199,27 +194,7 @@ func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.Dat
 		if r.Ignored {
 			break // a dataset was set before this part applied
 		}
-		n.log.Debug("dataset part applied", "upload", upload, "part", i, "of", len(parts))
+		n.log.Debug("dataset part applied", "upload", upload, "part", i, "of", last)
 	}
-	return n.Apply(ctx, &fsm.DatasetCommit{
-		Header: fsm.Header{Request: req}, UploadID: upload,
-		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params,
-	})
-}
-
-// DatasetEntries returns how many log entries SetDataset proposes for
-// chunks when an entry may take maxEntryBytes (Config.MaxEntryBytes): one
-// SetDataset entry, or the parts and a commit.
-func DatasetEntries(chunks []fsm.Chunk, maxEntryBytes int) int {
-	if parts := len(splitChunks(chunks, maxEntryBytes)); parts > 1 {
-		return parts + 1
-	}
-	return 1
-}
-
-// splitChunks cuts chunks into the parts of an upload, each within
-// maxBytes as the FSM encodes it (see fsm.SplitChunks; a single part also
-// fits one SetDataset entry).
-func splitChunks(chunks []fsm.Chunk, maxBytes int) [][]fsm.Chunk {
-	return fsm.SplitChunks(chunks, maxBytes)
+	return n.Apply(ctx, cmds[last])
 }

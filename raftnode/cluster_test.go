@@ -297,7 +297,7 @@ func TestLargeDatasetIsProposedInParts(t *testing.T) {
 		n.cfg.MaxEntryBytes = 4 << 10
 	}
 	chunks := dataset(3000)
-	if parts := splitChunks(chunks, 4<<10); len(parts) < 5 {
+	if parts := fsm.SplitChunks(chunks, 4<<10); len(parts) < 5 {
 		t.Fatalf("expected several parts, got %d", len(parts))
 	}
 	if r := c.setDataset(fsm.RequestID{Client: uuid.New(), Seq: 7}, params(time.Hour), chunks); r.Code != fsm.CodeOK {
@@ -315,7 +315,7 @@ func TestSplitChunksStaysUnderLimit(t *testing.T) {
 	chunks := dataset(20000)
 	for _, limit := range []int{1 << 10, 64 << 10, 256 << 10} {
 		total := 0
-		for _, part := range splitChunks(chunks, limit) {
+		for _, part := range fsm.SplitChunks(chunks, limit) {
 			total += len(part)
 			enc := fsm.Encode(&fsm.DatasetPart{UploadID: "upload-" + uuid.NewString(), Chunks: part})
 			if len(enc) > limit {
@@ -343,11 +343,11 @@ func TestMembershipChanges(t *testing.T) {
 		t.Fatalf("AddVoter: %v", err)
 	}
 	c.converged()
-	servers, err := leader.Servers()
+	servers, err := leader.Members()
 	if err != nil || len(servers) != 4 {
 		t.Fatalf("servers %+v %v, want 4", servers, err)
 	}
-	if e, ok := n4.FSM().Node("n4"); !ok || e.APIAddr != "api-n4" {
+	if e, ok := n4.FSM().Registration("n4"); !ok || e.APIAddr != "api-n4" {
 		t.Fatalf("registry entry of n4: %+v %v", e, ok)
 	}
 
@@ -359,11 +359,11 @@ func TestMembershipChanges(t *testing.T) {
 	if err := n4.RemoveServer(ctx, leader.ID()); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
-	servers, err = n4.Servers()
+	servers, err = n4.Members()
 	if err != nil || len(servers) != 3 {
 		t.Fatalf("servers after remove %+v %v, want 3", servers, err)
 	}
-	if _, ok := n4.FSM().Node(leader.ID()); ok {
+	if _, ok := n4.FSM().Registration(leader.ID()); ok {
 		t.Fatal("removed node still in the registry")
 	}
 	if err := n4.RemoveServer(ctx, "nope"); !errors.Is(err, ErrUnknownServer) {

@@ -19,7 +19,7 @@ func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
 	}
 	leader := c.leader()
 	big := dataset(20000)
-	parts := len(splitChunks(big, 1<<10))
+	parts := len(fsm.SplitChunks(big, 1<<10))
 	if parts < 100 {
 		t.Fatalf("want many parts, got %d", parts)
 	}

@@ -57,7 +57,7 @@ func adapterLog(n int) [][]byte {
 		case 11:
 			c = &fsm.Leave{Header: h, Group: pick("g0", "g1"), Member: member()}
 		case 12:
-			c = &fsm.RegisterNode{Header: h, Node: fsm.Node{ID: pick("n1", "n2"), RaftAddr: "r", APIAddr: "a"}}
+			c = &fsm.RegisterNode{Header: h, Node: fsm.Registration{ID: pick("n1", "n2"), RaftAddr: "r", APIAddr: "a"}}
 		case 13:
 			c = &fsm.RemoveNode{Header: h, ID: pick("n1", "n2")}
 		case 14:

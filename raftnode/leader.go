@@ -3,11 +3,10 @@ package raftnode
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
-	"github.com/raftmaster/raftmaster/internal/deadline"
+	"github.com/raftmaster/raftmaster/internal/leader"
 )
 
 // watchLeadership drains Raft's leadership notifications promptly (Raft
@@ -69,7 +68,7 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 	n.leaderReady.Store(true)
 	n.log.Info("leader ready")
-	deadline.Ticker{
+	leader.Ticker{
 		FSM: n.fsm,
 		Now: n.now,
 		Propose: func(ctx context.Context, c fsm.Command) error {
@@ -86,33 +85,22 @@ func (n *Node) leaderLoop(ctx context.Context) {
 // log, so this is at most what a fail-over adds to a lease.
 const clockSync = time.Second
 
-// takeOver runs the steps a new leader needs before it serves: a barrier,
-// then the term's clock, which continues FSM time from the log, its own
-// registry entry, and the fail-over grace. It retries until it succeeds or
-// leadership is lost.
+// takeOver runs what a new leader does before it serves: a barrier, so
+// that everything committed by earlier terms is applied, then the take-over
+// shared with the etcd backend (the term's clock, its registry entry, the
+// fail-over grace). It retries until it succeeds or leadership is lost.
 func (n *Node) takeOver(ctx context.Context) bool {
 	steps := []struct {
 		name string
 		run  func() error
 	}{
-		{"barrier", func() error {
-			if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
-				return mapRaftError(err)
-			}
-			// Everything committed is applied: no stamp in the log is
-			// later than the FSM clock.
-			n.clock.Start(n.fsm.Clock(), n.cfg.Clock)
-			return nil
-		}},
-		{"register", func() error {
-			self := fsm.Node{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr}
-			if cur, ok := n.fsm.Node(n.cfg.ID); ok && cur == self {
-				return nil
-			}
-			return n.proposeChecked(ctx, &fsm.RegisterNode{Node: self})
-		}},
-		{"grace", func() error {
-			return n.proposeChecked(ctx, &fsm.LeaderGrace{Grace: n.cfg.FailoverGrace})
+		{"barrier", func() error { return mapRaftError(n.raft.Barrier(n.cfg.ApplyTimeout).Error()) }},
+		{"take-over", func() error {
+			return leader.TakeOver{
+				FSM: n.fsm, Clock: &n.clock, Wall: n.cfg.Clock,
+				Self:  fsm.Registration{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr},
+				Grace: n.cfg.FailoverGrace, Propose: n.propose,
+			}.Run(ctx)
 		}},
 	}
 	for _, step := range steps {
@@ -127,23 +115,10 @@ func (n *Node) takeOver(ctx context.Context) bool {
 				break
 			}
 			n.log.Warn("leader take-over step failed", "step", step.name, "error", err)
-			if !n.IsLeader() || !deadline.Sleep(ctx, 200*time.Millisecond) {
+			if !n.IsLeader() || !leader.Sleep(ctx, 200*time.Millisecond) {
 				return false
 			}
 		}
 	}
 	return true
-}
-
-// proposeChecked proposes c and turns a result other than CodeOK into an
-// error.
-func (n *Node) proposeChecked(ctx context.Context, c fsm.Command) error {
-	r, err := n.propose(ctx, c)
-	if err != nil {
-		return err
-	}
-	if err := r.Err(); err != nil {
-		return fmt.Errorf("%v: %w", c.Type(), err)
-	}
-	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/raftmaster/raftmaster/fsm"
-	"github.com/raftmaster/raftmaster/internal/deadline"
+	"github.com/raftmaster/raftmaster/internal/leader"
 	"go.etcd.io/bbolt"
 )
 
@@ -47,8 +47,8 @@ type Node struct {
 	notify chan bool
 
 	leaderReady atomic.Bool
-	// clock stamps proposals while this node leads (see deadline.Clock).
-	clock deadline.LeaderClock
+	// clock stamps proposals while this node leads (see leader.Clock).
+	clock leader.TermClock
 	// halted is closed once the FSM met an entry it cannot apply and Raft
 	// was stopped.
 	halted    chan struct{}
@@ -237,14 +237,14 @@ func (n *Node) LeaderReady() bool { return n.IsLeader() && n.leaderReady.Load() 
 // Leader returns the current leader's id and its registry entry; ok is
 // false when no leader is known. APIAddr may be empty if the leader has
 // not registered yet.
-func (n *Node) Leader() (fsm.Node, bool) {
+func (n *Node) Leader() (fsm.Registration, bool) {
 	addr, id := n.raft.LeaderWithID()
 	if id == "" {
-		return fsm.Node{}, false
+		return fsm.Registration{}, false
 	}
-	entry, found := n.fsm.Node(string(id))
+	entry, found := n.fsm.Registration(string(id))
 	if !found {
-		entry = fsm.Node{ID: string(id), RaftAddr: string(addr)}
+		entry = fsm.Registration{ID: string(id), RaftAddr: string(addr)}
 	}
 	return entry, true
 }

@@ -159,7 +159,7 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterJoin,
+		Method: http.MethodPost, Path: PathClusterAddVoter,
 		Summary: "Add a voter, or refresh its addresses when it is already a member.",
 		Request: AddVoterRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors),

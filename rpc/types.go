@@ -25,7 +25,7 @@ const (
 	PathAllgatherWatch  = "/v1/allgather/watch"
 	PathStatus          = "/v1/status"
 	PathCluster         = "/v1/cluster"
-	PathClusterJoin     = "/v1/cluster/join"
+	PathClusterAddVoter = "/v1/cluster/join"
 	PathClusterRemove   = "/v1/cluster/remove"
 	PathClusterTransfer = "/v1/cluster/transfer"
 	PathDebugState      = "/v1/debug/state"
@@ -253,7 +253,7 @@ type ClusterResponse struct {
 }
 
 // AddVoterRequest adds a voter (or refreshes its registry entry when it is
-// already a member): POST PathClusterJoin.
+// already a member): POST /v1/cluster/join.
 type AddVoterRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`

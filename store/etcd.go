@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmaster/raftmaster/internal/deadline"
+	"github.com/raftmaster/raftmaster/internal/leader"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -343,7 +343,7 @@ func WatchMasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string,
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, addrPath)
 		if err != nil {
-			if !deadline.Sleep(ctx, time.Second) {
+			if !leader.Sleep(ctx, time.Second) {
 				return
 			}
 			continue

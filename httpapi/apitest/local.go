@@ -48,24 +48,21 @@ func (l *Local) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 	return l.fsm.ApplyEntry(l.idx, fsm.Encode(c)), nil
 }
 
-// SetDataset implements httpapi.Backend with a single SetDataset entry, or parts
-// and a commit when there are more than 10000 chunks.
+// SetDataset implements httpapi.Backend: it applies fsm.DatasetCommands
+// for entries of MaxEntryBytes, as a Raft leader proposes them.
 func (l *Local) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	const per = 10000
-	if len(chunks) <= per {
-		return l.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
-	}
-	upload := uuid.NewString()
-	parts := uint32(0)
-	for lo := 0; lo < len(chunks); lo += per {
-		r, err := l.Apply(ctx, &fsm.DatasetPart{UploadID: upload, Part: parts, Chunks: chunks[lo:min(lo+per, len(chunks))]})
-		if err != nil || r.Code != fsm.CodeOK {
+	cmds := fsm.DatasetCommands(req, params, chunks, uuid.NewString(), MaxEntryBytes)
+	for _, c := range cmds[:len(cmds)-1] {
+		if r, err := l.Apply(ctx, c); err != nil || r.Code != fsm.CodeOK {
 			return r, err
 		}
-		parts++
 	}
-	return l.Apply(ctx, &fsm.DatasetCommit{Header: fsm.Header{Request: req}, UploadID: upload, Parts: parts, NumChunks: uint32(len(chunks)), Params: params})
+	return l.Apply(ctx, cmds[len(cmds)-1])
 }
+
+// MaxEntryBytes is the entry limit of a Local backend's dataset proposals,
+// the Raft node's default.
+const MaxEntryBytes = 256 << 10
 
 // ReadBarrier implements httpapi.Backend; a single replica is always current.
 func (l *Local) ReadBarrier(ctx context.Context) error { return ctx.Err() }

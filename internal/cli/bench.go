@@ -22,7 +22,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
-	"github.com/raftmaster/raftmaster/internal/deadline"
+	"github.com/raftmaster/raftmaster/internal/leader"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/store"
 	"github.com/urfave/cli/v2"
@@ -232,7 +232,7 @@ func (w workload) trainer(ctx context.Context, cl *client.Client, finished *atom
 			pass++
 			continue
 		case errors.Is(err, client.ErrPassAfter):
-			deadline.Sleep(ctx, time.Millisecond)
+			leader.Sleep(ctx, time.Millisecond)
 			continue
 		default:
 			return fmt.Errorf("GetTask(%d): %w", pass, err)

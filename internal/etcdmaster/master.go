@@ -39,7 +39,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
-	"github.com/raftmaster/raftmaster/internal/deadline"
+	"github.com/raftmaster/raftmaster/internal/leader"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -79,7 +79,7 @@ type Master struct {
 
 	mu     sync.Mutex // serialises applies and saves
 	idx    atomic.Uint64
-	clock  deadline.LeaderClock // stamps commands while active
+	clock  leader.TermClock // stamps commands while active
 	active atomic.Bool
 	master atomic.Pointer[rpc.NodeRef] // the active master, from etcd
 
@@ -166,7 +166,7 @@ func (m *Master) run(ctx context.Context) {
 				return
 			}
 			m.log.Warn("campaign failed", "error", err)
-			if !deadline.Sleep(ctx, time.Second) {
+			if !leader.Sleep(ctx, time.Second) {
 				return
 			}
 			continue
@@ -174,7 +174,7 @@ func (m *Master) run(ctx context.Context) {
 		if err := m.takeOver(ctx); err != nil {
 			m.log.Error("take-over failed; giving the lock up", "error", err)
 			m.release()
-			if !deadline.Sleep(ctx, time.Second) {
+			if !leader.Sleep(ctx, time.Second) {
 				return
 			}
 			continue
@@ -216,15 +216,12 @@ func (m *Master) takeOver(ctx context.Context) error {
 			return fmt.Errorf("etcdmaster: state at %s: %w", m.cfg.Store.StatePath, err)
 		}
 	}
-	// Continue FSM time from the saved state (see deadline.Clock).
-	m.clock.Start(m.fsm.Clock(), m.cfg.Clock)
-	self := fsm.Node{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}
-	if cur, ok := m.fsm.Node(self.ID); !ok || cur != self {
-		if _, err := m.applyLocked(ctx, &fsm.RegisterNode{Node: self}); err != nil {
-			return err
-		}
-	}
-	if _, err := m.applyLocked(ctx, &fsm.LeaderGrace{Grace: m.cfg.FailoverGrace}); err != nil {
+	err = leader.TakeOver{
+		FSM: m.fsm, Clock: &m.clock, Wall: m.cfg.Clock,
+		Self: fsm.Registration{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}, Grace: m.cfg.FailoverGrace,
+		Propose: m.applyLocked,
+	}.Run(ctx)
+	if err != nil {
 		return err
 	}
 	m.drainStepDown()
@@ -281,7 +278,7 @@ func (m *Master) serve(ctx context.Context) {
 		}
 		cancel()
 	}()
-	deadline.Ticker{
+	leader.Ticker{
 		FSM: m.fsm,
 		Now: func() int64 { return m.clock.Now(m.fsm.Clock()) },
 		Propose: func(ctx context.Context, c fsm.Command) error {
@@ -379,10 +376,11 @@ func (m *Master) NodeID() string { return m.cfg.ID }
 // FSM implements httpapi.Backend.
 func (m *Master) FSM() *fsm.FSM { return m.fsm }
 
-// SetDataset implements httpapi.Backend with a single SetDataset command: the
-// whole state is one etcd value anyway.
+// SetDataset implements httpapi.Backend with fsm.DatasetCommands without
+// an entry limit, which is a single SetDataset command: the whole state is
+// one etcd value anyway.
 func (m *Master) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	return m.Apply(ctx, &fsm.SetDataset{Header: fsm.Header{Request: req}, Params: params, Chunks: chunks})
+	return m.Apply(ctx, fsm.DatasetCommands(req, params, chunks, "", 0)[0])
 }
 
 // ReadBarrier implements httpapi.Backend: this master is active and etcd

@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Server is a running single-member etcd.
-type Server struct {
+// Etcd is a running single-member etcd.
+type Etcd struct {
 	e *embed.Etcd
 	// Endpoint is the client URL, "http://127.0.0.1:port".
 	Endpoint string
@@ -26,7 +26,7 @@ const MaxRequestBytes = 8 << 20
 
 // Start starts an etcd server in a temporary directory and stops it when
 // the test ends.
-func Start(t testing.TB) *Server {
+func Start(t testing.TB) *Etcd {
 	t.Helper()
 	var lastErr error
 	for range 5 { // free ports can be taken between probe and listen
@@ -41,7 +41,7 @@ func Start(t testing.TB) *Server {
 	return nil
 }
 
-func start(dir string) (*Server, error) {
+func start(dir string) (*Etcd, error) {
 	clientURL, err := freeURL()
 	if err != nil {
 		return nil, err
@@ -73,11 +73,11 @@ func start(dir string) (*Server, error) {
 		e.Close()
 		return nil, fmt.Errorf("etcd did not become ready in 60s")
 	}
-	return &Server{e: e, Endpoint: clientURL.String()}, nil
+	return &Etcd{e: e, Endpoint: clientURL.String()}, nil
 }
 
 // Stop stops the server; it is safe to call twice.
-func (s *Server) Stop() {
+func (s *Etcd) Stop() {
 	if s.e != nil {
 		s.e.Close()
 		s.e = nil

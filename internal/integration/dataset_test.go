@@ -14,7 +14,6 @@ import (
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
-	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/recordio"
 )
 
@@ -64,7 +63,7 @@ func TestManyTrainersSetALargeDataset(t *testing.T) {
 		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 	}
 	// Entries of one upload under the default MaxEntryBytes (256 KiB).
-	oneCopy := raftnode.DatasetEntries(chunks, 256<<10)
+	oneCopy := len(fsm.DatasetCommands(fsm.RequestID{}, fsm.DatasetParams{}, chunks, "upload", 256<<10))
 
 	leader := c.Leader()
 	c.WaitFor("every node registered", time.Minute, func() bool {

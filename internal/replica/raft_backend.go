@@ -84,7 +84,7 @@ func formatContact(d time.Duration) string {
 }
 
 func (b raftBackend) Members(context.Context) ([]rpc.Member, error) {
-	servers, err := b.node.Servers()
+	servers, err := b.node.Members()
 	if err != nil {
 		return nil, b.wireErr(err)
 	}

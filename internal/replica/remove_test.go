@@ -39,7 +39,7 @@ func startSingle(t *testing.T) *Replica {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, registered := s.Node().FSM().Node("n1")
+		_, registered := s.Node().FSM().Registration("n1")
 		if s.Node().LeaderReady() && registered {
 			return s
 		}
@@ -94,7 +94,7 @@ func TestUnknownMemberIsNotFound(t *testing.T) {
 			t.Errorf("POST %s: %d %+v, want 404 %q with a message", tc.path, status, e, rpc.CodeNotFound)
 		}
 	}
-	servers, err := s.Node().Servers()
+	servers, err := s.Node().Members()
 	if err != nil || len(servers) != 1 || servers[0].ID != "n1" || !servers[0].Leader {
 		t.Fatalf("servers %+v, %v; want n1 alone, leading", servers, err)
 	}

@@ -198,7 +198,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 	client := &http.Client{Timeout: 10 * time.Second}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		if cur, ok := node.FSM().Node(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
+		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
 			log.Info("node registered", "id", self.ID)
 			return
 		}
@@ -234,7 +234,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 // leader redirect.
 func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.AddVoterRequest) error {
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+rpc.PathClusterJoin, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+rpc.PathClusterAddVoter, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package deadline
+package leader
 
 import (
 	"sync/atomic"
@@ -33,20 +33,21 @@ func NewClock(fsmNow int64, wall func() time.Time) *Clock {
 // Now returns the FSM time to stamp, in unix nanoseconds.
 func (c *Clock) Now() int64 { return c.base + int64(time.Since(c.start)) }
 
-// LeaderClock holds the Clock of the current leadership term, if any.
-type LeaderClock struct{ p atomic.Pointer[Clock] }
+// TermClock holds the Clock of the current leadership term, if any. Both
+// backends stamp their proposals with it.
+type TermClock struct{ p atomic.Pointer[Clock] }
 
 // Start begins a term at FSM time fsmNow.
-func (l *LeaderClock) Start(fsmNow int64, wall func() time.Time) {
+func (l *TermClock) Start(fsmNow int64, wall func() time.Time) {
 	l.p.Store(NewClock(fsmNow, wall))
 }
 
 // Stop ends the term.
-func (l *LeaderClock) Stop() { l.p.Store(nil) }
+func (l *TermClock) Stop() { l.p.Store(nil) }
 
 // Now returns the term's time, or fsmNow when no term has started (a
 // command proposed then does not move FSM time).
-func (l *LeaderClock) Now(fsmNow int64) int64 {
+func (l *TermClock) Now(fsmNow int64) int64 {
 	if c := l.p.Load(); c != nil {
 		return max(c.Now(), fsmNow)
 	}

@@ -1,4 +1,4 @@
-package deadline
+package leader
 
 import (
 	"context"
@@ -27,7 +27,7 @@ func TestClockIgnoresTheWallClock(t *testing.T) {
 	if got := NewClock(0, func() time.Time { return wall }).Now(); got < wall.UnixNano() || got > wall.UnixNano()+int64(time.Minute) {
 		t.Fatalf("a new cluster's clock starts at %d, want the wall clock %d", got, wall.UnixNano())
 	}
-	var l LeaderClock
+	var l TermClock
 	if got := l.Now(fsmNow); got != fsmNow {
 		t.Fatalf("no term: Now %d, want the FSM time %d", got, fsmNow)
 	}

@@ -1,7 +1,10 @@
-// Package deadline drives the time-based transitions of an FSM on the node
-// that leads: the FSM never reads a clock, so the leader proposes a Tick
-// whenever the FSM's earliest deadline has passed on its own clock.
-package deadline
+// Package leader holds what a node does while it leads, on either backend
+// (a Raft node, an active master of the etcd backend): TakeOver, the steps
+// before it serves; TermClock, the time it stamps into its proposals; and
+// Ticker, which drives the FSM's time-based transitions, since the FSM
+// never reads a clock: the leader proposes a Tick whenever the FSM's
+// earliest deadline has passed on its own clock.
+package leader
 
 import (
 	"context"

@@ -1,0 +1,47 @@
+package leader
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+func TestTakeOver(t *testing.T) {
+	f := fsm.New()
+	var clock TermClock
+	var idx uint64
+	var proposed []fsm.CmdType
+	propose := func(_ context.Context, c fsm.Command) (*fsm.Result, error) {
+		proposed = append(proposed, c.Type())
+		c.Hdr().Now = clock.Now(f.Clock())
+		idx++
+		return f.ApplyEntry(idx, fsm.Encode(c)), nil
+	}
+	self := fsm.Registration{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}
+	wall := time.Unix(1_800_000_000, 0)
+	to := TakeOver{FSM: f, Clock: &clock, Wall: func() time.Time { return wall }, Self: self, Grace: time.Second, Propose: propose}
+	if err := to.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := f.Registration("n1"); !ok || got != self {
+		t.Fatalf("registry entry %+v %v, want %+v", got, ok, self)
+	}
+	if c := f.Clock(); c < wall.UnixNano() || c > wall.UnixNano()+int64(time.Minute) {
+		t.Fatalf("a new cluster's FSM time %d, want it to start at the first leader's wall clock %d", c, wall.UnixNano())
+	}
+	// A second take-over (a later term) registers nothing new.
+	proposed = nil
+	if err := to.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(proposed) != 1 || proposed[0] != fsm.TypeLeaderGrace {
+		t.Fatalf("a leader already registered proposed %v, want only the grace", proposed)
+	}
+	to.Grace = fsm.MaxGrace + time.Second
+	if err := to.Run(context.Background()); !errors.Is(err, fsm.ErrInvalid) {
+		t.Fatalf("a grace the FSM refuses: %v, want ErrInvalid", err)
+	}
+}
