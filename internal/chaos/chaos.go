@@ -37,6 +37,13 @@ type Config struct {
 	// CoverAll injects every kind once, in a seeded order, before drawing
 	// at random.
 	CoverAll bool
+	// Once lists kinds injected exactly once each, besides those drawn from
+	// Faults: as the first fault to start after a seeded moment between a
+	// quarter and half of Duration, so that leaders were elected before it
+	// and there is time for more after it. A kind whose damage a second
+	// dose would only compound (CrashAll against the chaos_broken_votes
+	// build leaves nodes that cannot restart) goes here.
+	Once []FaultKind
 	// OutDir receives the history and the report; empty means a temp dir.
 	OutDir string
 }
@@ -151,10 +158,24 @@ func Run(t testing.TB, cfg Config) Report {
 	deadline := time.Now().Add(cfg.Duration)
 	order := slices.Clone(cfg.Faults)
 	rng.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	for i := 0; time.Now().Before(deadline) || (cfg.CoverAll && i < len(order)); i++ {
+	// Drawn only when asked for, so that every other seed keeps its
+	// schedule.
+	type onceFault struct {
+		at   time.Time
+		kind FaultKind
+	}
+	var once []onceFault
+	for _, k := range cfg.Once {
+		at := time.Now().Add(cfg.Duration/4 + time.Duration(rng.Int64N(int64(cfg.Duration/4)+1)))
+		once = append(once, onceFault{at, k})
+	}
+	slices.SortStableFunc(once, func(a, b onceFault) int { return a.at.Compare(b.at) })
+	for i := 0; time.Now().Before(deadline) || (cfg.CoverAll && i < len(order)) || len(once) > 0; i++ {
 		kind := cfg.Faults[rng.IntN(len(cfg.Faults))]
 		if cfg.CoverAll && i < len(order) {
 			kind = order[i]
+		} else if len(once) > 0 && !time.Now().Before(once[0].at) {
+			kind, once = once[0].kind, once[1:]
 		}
 		hold := time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		quiet := time.Duration(500+rng.IntN(1500)) * time.Millisecond

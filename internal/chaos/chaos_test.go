@@ -120,19 +120,23 @@ func TestChaosExpectViolation(t *testing.T) {
 	}
 	// Faults that take the leader away while requests are in flight, and
 	// restarts that restore from snapshots, are what the variants get wrong.
-	// CHAOS_FAULTS names others for a variant that needs them.
+	// CHAOS_FAULTS names others for a variant that needs them, and
+	// CHAOS_ONCE kinds to inject once per run (Config.Once).
 	faults := []FaultKind{KillLeader, PauseLeader, KillFollower, RollingRestart}
-	if s := os.Getenv("CHAOS_FAULTS"); s != "" {
-		var err error
-		if faults, err = ParseFaults(s); err != nil {
-			t.Fatalf("CHAOS_FAULTS: %v", err)
+	var once []FaultKind
+	for name, dst := range map[string]*[]FaultKind{"CHAOS_FAULTS": &faults, "CHAOS_ONCE": &once} {
+		if s := os.Getenv(name); s != "" {
+			var err error
+			if *dst, err = ParseFaults(s); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
 		}
 	}
 	// "1" takes any violation; other text must be in one, so that a variant
 	// counts as caught only by the check that is meant to catch it.
 	want := os.Getenv("CHAOS_EXPECT_VIOLATION")
 	for seed := uint64(1); seed <= 5; seed++ {
-		rep := Run(t, Config{Seed: seed, Duration: 45 * time.Second, Faults: faults})
+		rep := Run(t, Config{Seed: seed, Duration: 45 * time.Second, Faults: faults, Once: once})
 		report(t, rep)
 		for _, v := range rep.Violations {
 			t.Logf("run %d: violation: %s", seed, firstLines(v, 5))

@@ -44,12 +44,13 @@ var AllFaults = []FaultKind{
 }
 
 // extraFaults are kinds that are not in AllFaults. "make chaos-variants"
-// draws CrashAll for the chaos_broken_votes build, whose lost terms and
-// votes hardly ever matter while nodes restart one at a time: a restarted
-// node relearns the term from the others within a heartbeat, and once it
-// holds an entry of that term Raft's log comparison already refuses a
-// second vote for a candidate that lacks it. A majority restarting
-// together has no one to relearn the term from.
+// injects CrashAll once per run (Config.Once) against the
+// chaos_broken_votes build, whose lost terms and votes hardly ever matter
+// while nodes restart one at a time: a restarted node relearns the term
+// from the others within a heartbeat, and once it holds an entry of that
+// term Raft's log comparison already refuses a second vote for a candidate
+// that lacks it. A majority restarting together has no one to relearn the
+// term from.
 var extraFaults = []FaultKind{CrashAll}
 
 // ParseFaults parses a comma-separated list of fault kinds.
