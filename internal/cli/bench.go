@@ -6,10 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -23,6 +20,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/store"
 	"github.com/urfave/cli/v2"
@@ -99,7 +97,7 @@ func runBench(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	r, err := w.run(ctx, "raft", raft.apis)
+	r, err := w.run(ctx, "raft", raft.apis())
 	raft.stop()
 	if err != nil {
 		return fmt.Errorf("raft backend: %w\n%s", err, raft.logTail())
@@ -112,7 +110,7 @@ func runBench(c *cli.Context) error {
 		if err != nil {
 			return err
 		}
-		r, err := w.run(ctx, "etcd", master.apis)
+		r, err := w.run(ctx, "etcd", master.apis())
 		master.stop()
 		master.cleanup()
 		if err != nil {
@@ -275,40 +273,43 @@ func percentile(d []time.Duration, q float64) string {
 
 // benchServers are the serve processes of one backend.
 type benchServers struct {
-	apis    []string
-	cmds    []*exec.Cmd
-	logs    []string
+	nodes   []*procs.Proc
 	cleanup func()
 }
 
-func startRaftBench(exe, dir string, nodes int) (*benchServers, error) {
-	s := &benchServers{cleanup: func() {}}
-	var peers []string
-	raftAddrs := make([]string, nodes)
-	for i := range nodes {
-		raftAddrs[i] = freeAddr()
-		s.apis = append(s.apis, freeAddr())
-		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, raftAddrs[i]))
+func (s *benchServers) apis() []string {
+	var out []string
+	for _, p := range s.nodes {
+		out = append(out, p.APIAddr)
 	}
+	return out
+}
+
+func startRaftBench(exe, dir string, nodes int) (*benchServers, error) {
+	raftAddrs, apis := make([]string, nodes), make([]string, nodes)
 	for i := range nodes {
-		id := fmt.Sprintf("n%d", i+1)
-		if err := s.start(exe, filepath.Join(dir, "raft-"+id+".log"), "serve", "--node-id", id,
-			"--data-dir", filepath.Join(dir, "raft-"+id), "--raft-addr", raftAddrs[i], "--http-addr", s.apis[i],
-			"--peers", strings.Join(peers, ",")); err != nil {
-			s.stop()
+		var err error
+		if raftAddrs[i], err = procs.FreeAddr(); err != nil {
+			return nil, err
+		}
+		if apis[i], err = procs.FreeAddr(); err != nil {
 			return nil, err
 		}
 	}
-	if err := s.waitReady(); err != nil {
-		s.stop()
-		return nil, err
-	}
-	return s, nil
+	s := &benchServers{nodes: procs.RaftProcs(filepath.Join(dir, "raft"), raftAddrs, apis), cleanup: func() {}}
+	return s, s.start(exe)
 }
 
 func startEtcdBench(exe, dir string, endpoints []string) (*benchServers, error) {
 	prefix := "/raftmaster-bench-" + uuid.NewString()
-	s := &benchServers{apis: []string{freeAddr()}}
+	api, err := procs.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	m := &procs.Proc{ID: "m1", APIAddr: api, LogPath: filepath.Join(dir, "etcd-m1.log"),
+		Args: []string{"serve", "--backend", "etcd", "--node-id", "m1", "--http-addr", api,
+			"--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-prefix", prefix}}
+	s := &benchServers{nodes: []*procs.Proc{m}}
 	s.cleanup = func() {
 		cli, err := store.NewEtcdClient(endpoints, 5*time.Second, 0)
 		if err != nil {
@@ -319,93 +320,33 @@ func startEtcdBench(exe, dir string, endpoints []string) (*benchServers, error) 
 		defer cancel()
 		_, _ = cli.Delete(ctx, prefix+"/", clientv3.WithPrefix())
 	}
-	if err := s.start(exe, filepath.Join(dir, "etcd-m1.log"), "serve", "--backend", "etcd", "--node-id", "m1",
-		"--http-addr", s.apis[0], "--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-prefix", prefix); err != nil {
-		return nil, err
-	}
-	if err := s.waitReady(); err != nil {
-		s.stop()
+	if err := s.start(exe); err != nil {
 		s.cleanup()
 		return nil, err
 	}
 	return s, nil
 }
 
-func (s *benchServers) start(exe, logPath string, args ...string) error {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(exe, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-	}()
-	s.cmds = append(s.cmds, cmd)
-	s.logs = append(s.logs, logPath)
-	return nil
-}
-
-// waitReady waits up to a minute for every server's /readyz.
-func (s *benchServers) waitReady() error {
-	hc := &http.Client{Timeout: time.Second}
-	end := time.Now().Add(time.Minute)
-	for _, a := range s.apis {
-		for {
-			resp, err := hc.Get("http://" + a + "/readyz")
-			if err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					break
-				}
-			}
-			if time.Now().After(end) {
-				return fmt.Errorf("bench server %s not ready after a minute\n%s", a, s.logTail())
-			}
-			time.Sleep(100 * time.Millisecond)
+// start launches the servers and waits up to a minute until they are
+// ready; on failure it stops them.
+func (s *benchServers) start(exe string) error {
+	for _, p := range s.nodes {
+		if err := p.Launch(exe); err != nil {
+			s.stop()
+			return err
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := procs.WaitReady(ctx, s.apis()); err != nil {
+		s.stop()
+		return fmt.Errorf("bench servers: %w\n%s", err, s.logTail())
 	}
 	return nil
 }
 
 // stop sends SIGTERM, then SIGKILL to what still runs after 10s.
-func (s *benchServers) stop() {
-	for _, cmd := range s.cmds {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-	}
-	end := time.Now().Add(10 * time.Second)
-	for _, cmd := range s.cmds {
-		for cmd.Process.Signal(syscall.Signal(0)) == nil && time.Now().Before(end) {
-			time.Sleep(50 * time.Millisecond)
-		}
-		_ = cmd.Process.Kill()
-	}
-}
+func (s *benchServers) stop() { procs.StopAll(s.nodes, 10*time.Second) }
 
 // logTail returns the last lines of every server's log, for errors.
-func (s *benchServers) logTail() string {
-	var b strings.Builder
-	for _, p := range s.logs {
-		data, _ := os.ReadFile(p)
-		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-		fmt.Fprintf(&b, "--- %s\n%s\n", filepath.Base(p), strings.Join(lines[max(0, len(lines)-10):], "\n"))
-	}
-	return b.String()
-}
-
-// freeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago.
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "127.0.0.1:0"
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
+func (s *benchServers) logTail() string { return procs.LogTail(s.nodes, 10) }

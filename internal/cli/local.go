@@ -6,14 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
+	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/urfave/cli/v2"
 )
 
@@ -46,39 +44,26 @@ func runLocal(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	var peers, apis []string
-	for i := 1; i <= n; i++ {
-		peers = append(peers, fmt.Sprintf("n%d=127.0.0.1:%d", i, c.Int("raft-port")+i-1))
-		apis = append(apis, fmt.Sprintf("127.0.0.1:%d", c.Int("http-port")+i-1))
+	var raftAddrs, apis []string
+	for i := range n {
+		raftAddrs = append(raftAddrs, fmt.Sprintf("127.0.0.1:%d", c.Int("raft-port")+i))
+		apis = append(apis, fmt.Sprintf("127.0.0.1:%d", c.Int("http-port")+i))
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	var cmds []*exec.Cmd
+	nodes := procs.RaftProcs(c.String("data-dir"), raftAddrs, apis, c.Args().Slice()...)
 	exited := make(chan string, n)
-	var wg sync.WaitGroup
-	for i := 1; i <= n; i++ {
-		args := []string{"serve",
-			"--node-id", fmt.Sprintf("n%d", i),
-			"--data-dir", filepath.Join(c.String("data-dir"), fmt.Sprintf("n%d", i)),
-			"--raft-addr", strings.TrimPrefix(peers[i-1], fmt.Sprintf("n%d=", i)),
-			"--http-addr", apis[i-1],
-			"--peers", strings.Join(peers, ","),
+	for _, p := range nodes {
+		p.Output = c.App.ErrWriter
+		if err := p.Launch(exe); err != nil {
+			procs.StopAll(nodes, 15*time.Second)
+			return err
 		}
-		cmd := exec.Command(exe, append(args, c.Args().Slice()...)...)
-		cmd.Stdout, cmd.Stderr = c.App.ErrWriter, c.App.ErrWriter
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // Ctrl-C reaches us, we stop them in order
-		if err := cmd.Start(); err != nil {
-			stopAll(cmds)
-			return fmt.Errorf("start n%d: %w", i, err)
-		}
-		cmds = append(cmds, cmd)
-		wg.Add(1)
-		go func(name string) {
-			defer wg.Done()
-			err := cmd.Wait()
-			exited <- fmt.Sprintf("%s exited: %v", name, err)
-		}(fmt.Sprintf("n%d", i))
+		go func() {
+			<-p.Exited()
+			exited <- p.ID + " exited"
+		}()
 	}
 	go announce(ctx, c, apis)
 
@@ -89,19 +74,9 @@ func runLocal(c *cli.Context) error {
 	case msg := <-exited:
 		result = errors.New(msg)
 	}
-	stopAll(cmds)
-	wg.Wait()
+	// Each node hands leadership over and exits.
+	procs.StopAll(nodes, 15*time.Second)
 	return result
-}
-
-// stopAll sends SIGTERM to every process; each hands over leadership and
-// exits.
-func stopAll(cmds []*exec.Cmd) {
-	for _, cmd := range cmds {
-		if cmd.Process != nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
 }
 
 // announce prints the API addresses once every node is ready.

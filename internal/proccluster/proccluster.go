@@ -1,6 +1,8 @@
 // Package proccluster starts clusters of real "raftmaster serve" processes
 // on 127.0.0.1 for integration and fault-injection tests: it builds the
-// binary, picks free ports, and can kill, pause, resume and restart nodes.
+// binary, picks free ports, and can kill, pause, resume and restart nodes,
+// failing the test when it cannot. The processes themselves are
+// internal/procs, which `raftmaster local` and `raftmaster bench` use too.
 package proccluster
 
 import (
@@ -8,20 +10,22 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/raftmaster/raftmaster/rpc"
 )
+
+// Proc is one serve process.
+type Proc = procs.Proc
 
 var (
 	buildOnce sync.Once
@@ -81,12 +85,11 @@ func ModuleRoot() (string, error) {
 // ago.
 func FreePort(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := procs.FreeAddr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // Options configure a cluster.
@@ -101,29 +104,12 @@ type Options struct {
 	Prepare func(procs []*Proc) map[string][]string
 }
 
-// Proc is one serve process.
-type Proc struct {
-	ID       string
-	RaftAddr string // address the node listens on for Raft
-	RaftAdv  string // address other nodes dial
-	APIAddr  string
-	DataDir  string
-	LogPath  string
-	args     []string
-
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
-}
-
 // Cluster is a set of serve processes.
 type Cluster struct {
 	t     testing.TB
 	Bin   string
 	Dir   string
 	Procs []*Proc
-	peers string
 }
 
 // Start builds the binary and starts a bootstrapped cluster. Processes are
@@ -134,28 +120,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 		opts.Nodes = 3
 	}
 	c := &Cluster{t: t, Bin: Binary(t), Dir: t.TempDir()}
-	var peers []string
+	raftAddrs, apiAddrs := make([]string, opts.Nodes), make([]string, opts.Nodes)
 	for i := range opts.Nodes {
-		p := &Proc{
-			ID:       fmt.Sprintf("n%d", i+1),
-			RaftAddr: FreePort(t),
-			APIAddr:  FreePort(t),
-		}
-		p.RaftAdv = p.RaftAddr
-		p.DataDir = filepath.Join(c.Dir, p.ID)
-		p.LogPath = filepath.Join(c.Dir, p.ID+".log")
-		peers = append(peers, p.ID+"="+p.RaftAdv)
-		c.Procs = append(c.Procs, p)
+		raftAddrs[i], apiAddrs[i] = FreePort(t), FreePort(t)
 	}
-	c.peers = strings.Join(peers, ",")
+	c.Procs = procs.RaftProcs(c.Dir, raftAddrs, apiAddrs, append(testServeFlags, opts.Args...)...)
 	var extra map[string][]string
 	if opts.Prepare != nil {
 		extra = opts.Prepare(c.Procs)
 	}
 	for _, p := range c.Procs {
-		p.args = append(c.serveArgs(p), "--peers", c.peers)
-		p.args = append(p.args, opts.Args...)
-		p.args = append(p.args, extra[p.ID]...)
+		p.Args = append(p.Args, extra[p.ID]...)
 		c.launch(p)
 	}
 	t.Cleanup(c.cleanup)
@@ -171,7 +146,7 @@ func StartEtcd(t testing.TB, endpoint string, nodes int, args ...string) *Cluste
 	for i := range nodes {
 		p := &Proc{ID: fmt.Sprintf("m%d", i+1), APIAddr: FreePort(t)}
 		p.LogPath = filepath.Join(c.Dir, p.ID+".log")
-		p.args = append([]string{"serve", "--backend", "etcd", "--etcd-endpoints", endpoint,
+		p.Args = append([]string{"serve", "--backend", "etcd", "--etcd-endpoints", endpoint,
 			"--node-id", p.ID, "--http-addr", p.APIAddr, "--log-level", "info"}, args...)
 		c.Procs = append(c.Procs, p)
 		c.launch(p)
@@ -180,12 +155,10 @@ func StartEtcd(t testing.TB, endpoint string, nodes int, args ...string) *Cluste
 	return c
 }
 
-func (c *Cluster) serveArgs(p *Proc) []string {
-	return []string{"serve", "--node-id", p.ID, "--data-dir", p.DataDir,
-		"--raft-addr", p.RaftAddr, "--raft-advertise", p.RaftAdv, "--http-addr", p.APIAddr,
-		"--heartbeat-timeout", "500ms", "--election-timeout", "1s", "--leader-lease-timeout", "500ms",
-		"--log-level", "info"}
-}
+// testServeFlags are the serve flags of every test node: short Raft
+// timeouts, and logs at info level.
+var testServeFlags = []string{"--heartbeat-timeout", "500ms", "--election-timeout", "1s", "--leader-lease-timeout", "500ms",
+	"--log-level", "info"}
 
 // AddProc starts a new node that joins the cluster through the API
 // addresses in join.
@@ -194,8 +167,9 @@ func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 	p.RaftAdv = p.RaftAddr
 	p.DataDir = filepath.Join(c.Dir, p.ID)
 	p.LogPath = filepath.Join(c.Dir, p.ID+".log")
-	p.args = append(c.serveArgs(p), "--join", strings.Join(join, ","))
-	p.args = append(p.args, extra...)
+	p.Args = append(procs.ServeArgs(p), testServeFlags...)
+	p.Args = append(p.Args, "--join", strings.Join(join, ","))
+	p.Args = append(p.Args, extra...)
 	c.Procs = append(c.Procs, p)
 	c.launch(p)
 	return p
@@ -204,75 +178,19 @@ func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 // launch starts p with its flags followed by extra ones (later flags win).
 func (c *Cluster) launch(p *Proc, extra ...string) {
 	c.t.Helper()
-	logf, err := os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := p.Launch(c.Bin, extra...); err != nil {
 		c.t.Fatal(err)
-	}
-	cmd := exec.Command(c.Bin, append(slices.Clone(p.args), extra...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		c.t.Fatalf("start %s: %v", p.ID, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		logf.Close()
-		close(done)
-	}()
-	p.mu.Lock()
-	p.cmd, p.done, p.paused = cmd, done, false
-	p.mu.Unlock()
-}
-
-// Running reports whether the process is alive.
-func (p *Proc) Running() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.done == nil {
-		return false
-	}
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *Proc) signal(sig syscall.Signal) error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cmd == nil || p.cmd.Process == nil {
-		return fmt.Errorf("%s is not running", p.ID)
-	}
-	return p.cmd.Process.Signal(sig)
-}
-
-// wait waits for the process to exit.
-func (p *Proc) wait(timeout time.Duration) bool {
-	p.mu.Lock()
-	done := p.done
-	p.mu.Unlock()
-	if done == nil {
-		return true
-	}
-	select {
-	case <-done:
-		return true
-	case <-time.After(timeout):
-		return false
 	}
 }
 
 // Kill sends SIGKILL and waits for the process to exit.
 func (c *Cluster) Kill(p *Proc) {
 	c.t.Helper()
-	if p.isPaused() {
-		_ = p.signal(syscall.SIGCONT)
+	if p.Paused() {
+		_ = p.Signal(syscall.SIGCONT)
 	}
-	_ = p.signal(syscall.SIGKILL)
-	if !p.wait(30 * time.Second) {
+	_ = p.Signal(syscall.SIGKILL)
+	if !p.Wait(30 * time.Second) {
 		c.t.Fatalf("%s did not die", p.ID)
 	}
 }
@@ -280,37 +198,24 @@ func (c *Cluster) Kill(p *Proc) {
 // Term sends SIGTERM (graceful: leadership transfer) and waits.
 func (c *Cluster) Term(p *Proc) {
 	c.t.Helper()
-	_ = p.signal(syscall.SIGTERM)
-	if !p.wait(60 * time.Second) {
+	_ = p.Signal(syscall.SIGTERM)
+	if !p.Wait(60 * time.Second) {
 		c.t.Fatalf("%s did not stop after SIGTERM", p.ID)
 	}
 }
 
 // Pause sends SIGSTOP.
 func (c *Cluster) Pause(p *Proc) {
-	if err := p.signal(syscall.SIGSTOP); err == nil {
-		p.mu.Lock()
-		p.paused = true
-		p.mu.Unlock()
+	if err := p.Signal(syscall.SIGSTOP); err == nil {
+		p.SetPaused(true)
 	}
 }
 
 // Resume sends SIGCONT.
 func (c *Cluster) Resume(p *Proc) {
-	if err := p.signal(syscall.SIGCONT); err == nil {
-		p.mu.Lock()
-		p.paused = false
-		p.mu.Unlock()
+	if err := p.Signal(syscall.SIGCONT); err == nil {
+		p.SetPaused(false)
 	}
-}
-
-// Paused reports whether the process was stopped with Pause.
-func (p *Proc) Paused() bool { return p.isPaused() }
-
-func (p *Proc) isPaused() bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.paused
 }
 
 // Restart starts a stopped node again on the same data dir; extra flags
@@ -393,7 +298,7 @@ func (c *Cluster) Leader() *Proc {
 
 func (c *Cluster) currentLeader() *Proc {
 	for _, p := range c.Procs {
-		if !p.Running() || p.isPaused() {
+		if !p.Running() || p.Paused() {
 			continue
 		}
 		st, err := Status(context.Background(), p.APIAddr)
@@ -409,7 +314,7 @@ func (c *Cluster) WaitReady() {
 	c.t.Helper()
 	c.WaitFor("every node ready", 60*time.Second, func() bool {
 		for _, p := range c.Procs {
-			if !p.Running() || p.isPaused() {
+			if !p.Running() || p.Paused() {
 				continue
 			}
 			st, err := Status(context.Background(), p.APIAddr)
@@ -429,7 +334,7 @@ func (c *Cluster) Converged(timeout time.Duration) string {
 	c.WaitFor("replicas to converge", timeout, func() bool {
 		var addrs []string
 		for _, p := range c.Procs {
-			if p.Running() && !p.isPaused() {
+			if p.Running() && !p.Paused() {
 				addrs = append(addrs, p.APIAddr)
 			}
 		}
@@ -473,24 +378,14 @@ func (c *Cluster) Others(p *Proc) []*Proc {
 func (c *Cluster) cleanup() {
 	for _, p := range c.Procs {
 		if p.Running() {
-			if p.isPaused() {
-				_ = p.signal(syscall.SIGCONT)
+			if p.Paused() {
+				_ = p.Signal(syscall.SIGCONT)
 			}
-			_ = p.signal(syscall.SIGKILL)
-			p.wait(10 * time.Second)
+			_ = p.Signal(syscall.SIGKILL)
+			p.Wait(10 * time.Second)
 		}
 	}
 	if c.t.Failed() {
-		for _, p := range c.Procs {
-			b, err := os.ReadFile(p.LogPath)
-			if err != nil {
-				continue
-			}
-			lines := strings.Split(string(b), "\n")
-			if len(lines) > 150 {
-				lines = lines[len(lines)-150:]
-			}
-			c.t.Logf("---- last log lines of %s ----\n%s", p.ID, strings.Join(lines, "\n"))
-		}
+		c.t.Log(procs.LogTail(c.Procs, 150))
 	}
 }

@@ -1,0 +1,240 @@
+// Package procs runs real "raftmaster serve" processes: it describes the
+// nodes of a local cluster, launches them in their own process group,
+// signals and stops them, and waits until they are ready. It is the core
+// that `raftmaster local`, `raftmaster bench` and the tests' clusters
+// (internal/proccluster) are built on.
+package procs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// Proc is one "raftmaster serve" process.
+type Proc struct {
+	ID       string
+	RaftAddr string // address the node listens on for Raft
+	RaftAdv  string // address other nodes dial
+	APIAddr  string
+	DataDir  string
+	// LogPath is where the process's output is appended, unless Output is
+	// set.
+	LogPath string
+	Output  io.Writer
+	// Args are its command line after the binary.
+	Args []string
+
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	done   chan struct{}
+	paused bool
+}
+
+// RaftProcs describes the n nodes n1...nN of a bootstrapped Raft cluster:
+// node i listens for Raft on raftAddrs[i] and for the API on apiAddrs[i],
+// keeps its data in dir/nI and its log in dir/nI.log, and bootstraps with
+// every node as a peer. args are extra serve flags for every node.
+func RaftProcs(dir string, raftAddrs, apiAddrs []string, args ...string) []*Proc {
+	var peers []string
+	for i, a := range raftAddrs {
+		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, a))
+	}
+	procs := make([]*Proc, len(raftAddrs))
+	for i := range raftAddrs {
+		p := &Proc{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddrs[i], RaftAdv: raftAddrs[i], APIAddr: apiAddrs[i]}
+		p.DataDir = filepath.Join(dir, p.ID)
+		p.LogPath = filepath.Join(dir, p.ID+".log")
+		p.Args = append(ServeArgs(p), "--peers", strings.Join(peers, ","))
+		p.Args = append(p.Args, args...)
+		procs[i] = p
+	}
+	return procs
+}
+
+// ServeArgs are the serve flags of p's identity and addresses.
+func ServeArgs(p *Proc) []string {
+	return []string{"serve", "--node-id", p.ID, "--data-dir", p.DataDir,
+		"--raft-addr", p.RaftAddr, "--raft-advertise", p.RaftAdv, "--http-addr", p.APIAddr}
+}
+
+// Launch starts p from bin with its Args followed by extra ones (later
+// flags win). The process gets its own process group, so that a Ctrl-C
+// meant for the parent does not reach it: the parent stops it in order.
+func (p *Proc) Launch(bin string, extra ...string) error {
+	out := p.Output
+	var logf *os.File
+	if out == nil {
+		if err := os.MkdirAll(filepath.Dir(p.LogPath), 0o755); err != nil {
+			return err
+		}
+		var err error
+		if logf, err = os.OpenFile(p.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+			return err
+		}
+		out = logf
+	}
+	cmd := exec.Command(bin, append(slices.Clone(p.Args), extra...)...)
+	cmd.Stdout, cmd.Stderr = out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		if logf != nil {
+			logf.Close()
+		}
+		return fmt.Errorf("start %s: %w", p.ID, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		if logf != nil {
+			logf.Close()
+		}
+		close(done)
+	}()
+	p.mu.Lock()
+	p.cmd, p.done, p.paused = cmd, done, false
+	p.mu.Unlock()
+	return nil
+}
+
+// Running reports whether the process is alive.
+func (p *Proc) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.done == nil {
+		return false
+	}
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Exited returns a channel closed when the process exits.
+func (p *Proc) Exited() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.done
+}
+
+// Signal sends sig to the process.
+func (p *Proc) Signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return fmt.Errorf("%s is not running", p.ID)
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// Wait waits up to timeout for the process to exit and reports whether it
+// did.
+func (p *Proc) Wait(timeout time.Duration) bool {
+	p.mu.Lock()
+	done := p.done
+	p.mu.Unlock()
+	if done == nil {
+		return true
+	}
+	select {
+	case <-done:
+		return true
+	case <-time.After(timeout):
+		return false
+	}
+}
+
+// Paused reports whether the process was stopped with SIGSTOP.
+func (p *Proc) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused
+}
+
+// SetPaused records that the process was stopped (SIGSTOP) or resumed.
+func (p *Proc) SetPaused(v bool) {
+	p.mu.Lock()
+	p.paused = v
+	p.mu.Unlock()
+}
+
+// StopAll sends SIGTERM to every running process (each hands leadership
+// over and exits), waits up to timeout, and kills what still runs.
+func StopAll(procs []*Proc, timeout time.Duration) {
+	for _, p := range procs {
+		if p.Running() {
+			if p.Paused() {
+				_ = p.Signal(syscall.SIGCONT)
+			}
+			_ = p.Signal(syscall.SIGTERM)
+		}
+	}
+	end := time.Now().Add(timeout)
+	for _, p := range procs {
+		if !p.Wait(time.Until(end)) {
+			_ = p.Signal(syscall.SIGKILL)
+			p.Wait(10 * time.Second)
+		}
+	}
+}
+
+// WaitReady waits until every API address answers /readyz, or ctx ends.
+func WaitReady(ctx context.Context, addrs []string) error {
+	hc := &http.Client{Timeout: time.Second}
+	for _, a := range addrs {
+		for {
+			resp, err := hc.Get("http://" + a + rpc.PathReadyz)
+			if err == nil {
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+			}
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%s not ready: %w", a, context.Cause(ctx))
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}
+	return nil
+}
+
+// LogTail returns the last n lines of each process's log file.
+func LogTail(procs []*Proc, n int) string {
+	var b strings.Builder
+	for _, p := range procs {
+		data, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			continue
+		}
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		fmt.Fprintf(&b, "---- last log lines of %s ----\n%s\n", p.ID, strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	}
+	return b.String()
+}
+
+// FreeAddr returns a 127.0.0.1 address with a port that was free a moment
+// ago.
+func FreeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
