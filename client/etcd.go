@@ -104,10 +104,11 @@ func (c *Client) followMaster(hc *http.Client) {
 func FollowEtcdMaster(ctx context.Context, hc *http.Client, endpoints []string, key string, found func(addr string)) {
 	for i := 0; ctx.Err() == nil; i++ {
 		base := etcdURL(endpoints[i%len(endpoints)])
-		addr, rev, err := etcdGet(ctx, hc, base, key)
-		if err == nil {
+		if addr, rev, err := etcdGet(ctx, hc, base, key); err == nil {
 			found(addr)
-			err = etcdWatch(ctx, hc, base, key, rev+1, found)
+			// The watch returns when its stream ends, for whatever
+			// reason: read the key again, from the next endpoint.
+			_ = etcdWatch(ctx, hc, base, key, rev+1, found)
 		}
 		if ctx.Err() == nil && !sleep(ctx, etcdRetryPause) {
 			return
