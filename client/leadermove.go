@@ -19,11 +19,14 @@ import (
 // leaderProbeEvery, who leads; when another node leads and the node being
 // asked does not answer as the leader itself, the attempt is abandoned and
 // the call retried on the new leader with the same request id, so a write
-// that the old leader did apply is not applied twice.
+// that the old leader did apply is not applied twice. A healthy leader
+// answers in milliseconds, so the first probe comes early: a paused or cut
+// off leader is then left about as soon as the others have elected a new
+// one (a few hundred milliseconds with the default Raft timeouts).
 const (
-	leaderProbeAfter   = time.Second
-	leaderProbeEvery   = 500 * time.Millisecond
-	leaderProbeTimeout = 500 * time.Millisecond
+	leaderProbeAfter   = 300 * time.Millisecond
+	leaderProbeEvery   = 150 * time.Millisecond
+	leaderProbeTimeout = 250 * time.Millisecond
 )
 
 // errLeaderMoved is the cause of an attempt abandoned for a new leader.
@@ -75,7 +78,7 @@ func (c *Client) otherLeader(ctx context.Context, current string) string {
 	if st, ok := statuses[current]; ok && st.State == "Leader" && st.Ready {
 		return ""
 	}
-	var currentID string
+	currentID := c.ep.idOf(current)
 	if st, ok := statuses[current]; ok {
 		currentID = st.NodeID
 	}
@@ -123,23 +126,40 @@ func (c *Client) probeAll(ctx context.Context, current string) map[string]rpc.St
 	if !contains(addrs, current) {
 		addrs = append(addrs, current)
 	}
-	var (
-		mu  sync.Mutex
-		res = map[string]rpc.StatusResponse{}
-		wg  sync.WaitGroup
-	)
+	type answer struct {
+		base string
+		st   rpc.StatusResponse
+		err  error
+	}
+	answers := make(chan answer, len(addrs))
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	for _, a := range addrs {
-		wg.Add(1)
 		go func() {
-			defer wg.Done()
-			if st, err := c.staleStatus(ctx, a); err == nil {
-				mu.Lock()
-				res[a] = st
-				mu.Unlock()
-			}
+			st, err := c.staleStatus(pctx, a)
+			answers <- answer{a, st, err}
 		}()
 	}
-	wg.Wait()
+	// The round ends when every other node has answered: the node being
+	// waited on counts only if it answers by then, since a paused or
+	// cut-off node would run every round into its timeout. It is waited
+	// for only when the others name a leader and its own id is unknown,
+	// for that leader could be the same node under another address.
+	res := map[string]rpc.StatusResponse{}
+	idKnown := c.ep.idOf(current) != ""
+	othersLeft, currentLeft, named := len(addrs)-1, true, false
+	for othersLeft > 0 || (currentLeft && named && !idKnown) {
+		a := <-answers
+		if a.base == current {
+			currentLeft = false
+		} else {
+			othersLeft--
+			named = named || (a.err == nil && (a.st.State == "Leader" || a.st.Leader.ID != ""))
+		}
+		if a.err == nil {
+			res[a.base] = a.st
+		}
+	}
 
 	asked := map[string]bool{}
 	for _, a := range addrs {

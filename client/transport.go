@@ -10,10 +10,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/raftmaster/raftmaster/rpc"
@@ -40,6 +42,68 @@ type endpoints struct {
 	addrs  []string
 	next   int
 	leader string
+	// refused holds the nodes ("host:port") that refused a connection, and
+	// when: a killed node. Requests name them (rpc.HeaderUnreachable) for
+	// deadRefusal, so that followers that have not yet noticed a dead
+	// leader wait for the next one instead of redirecting to it.
+	refused map[string]time.Time
+	// ids maps a base URL to the id of the node that answered there.
+	ids map[string]string
+}
+
+// answered records the node id an answer from base carried.
+func (e *endpoints) answered(base, id string) {
+	if id == "" {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.ids == nil {
+		e.ids = make(map[string]string)
+	}
+	e.ids[base] = id
+}
+
+// idOf returns the id of the node last seen answering at base, or "".
+func (e *endpoints) idOf(base string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.ids[base]
+}
+
+// deadRefusal is how long a node that refused a connection is named as
+// unreachable: about as long as followers take to notice a dead leader.
+const deadRefusal = 2 * time.Second
+
+// refusedBy records that base refused a connection.
+func (e *endpoints) refusedBy(base string) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.refused == nil {
+		e.refused = make(map[string]time.Time)
+	}
+	e.refused[u.Host] = time.Now()
+}
+
+// unreachable returns the nodes that refused a connection within
+// deadRefusal, comma separated, and forgets older ones.
+func (e *endpoints) unreachable() string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var out []string
+	for host, at := range e.refused {
+		if time.Since(at) > deadRefusal {
+			delete(e.refused, host)
+			continue
+		}
+		out = append(out, host)
+	}
+	slices.Sort(out)
+	return strings.Join(out, ",")
 }
 
 func (e *endpoints) pick() string {
@@ -239,8 +303,17 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		if reqID != "" {
 			req.Header.Set(rpc.HeaderRequestID, reqID)
 		}
+		if dead := c.ep.unreachable(); dead != "" {
+			req.Header.Set(rpc.HeaderUnreachable, dead)
+		}
 		resp, err := c.hc.Do(req)
+		if err == nil {
+			c.ep.answered(*current.Load(), resp.Header.Get(rpc.HeaderNode))
+		}
 		if err != nil {
+			if errors.Is(err, syscall.ECONNREFUSED) {
+				c.ep.refusedBy(*current.Load())
+			}
 			if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
 				return &attemptError{err: cause, retry: true, moved: true}
 			}

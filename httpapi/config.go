@@ -21,6 +21,7 @@ const (
 	DefaultWatchWait           = 30 * time.Second
 	DefaultMaxDuration         = 24 * time.Hour
 	DefaultFanoutTimeout       = 2 * time.Second
+	DefaultLeaderWait          = 3 * time.Second
 )
 
 // DefaultDatasetParams are 10 chunks a task and 3 failures, as the
@@ -44,6 +45,9 @@ type Config struct {
 	HTTPClient *http.Client
 	// FanoutTimeout bounds each member's status request.
 	FanoutTimeout time.Duration
+	// LeaderWait bounds how long a request that needs the leader waits
+	// for one during an election before it is answered no_leader.
+	LeaderWait time.Duration
 }
 
 // Limits bound requests; the FSM's own limits (package fsm) still apply
@@ -95,6 +99,9 @@ func (c Config) withDefaults() Config {
 	setDefault(&l.MaxChunks, DefaultMaxChunks, fsm.MaxChunks)
 	setDefault(&l.MaxWatchWait, DefaultMaxWatchWait, 1<<62)
 	setDefault(&l.MaxDuration, DefaultMaxDuration, 1<<62)
+	if c.LeaderWait <= 0 {
+		c.LeaderWait = DefaultLeaderWait
+	}
 	if c.FanoutTimeout <= 0 {
 		c.FanoutTimeout = DefaultFanoutTimeout
 	}

@@ -64,6 +64,7 @@ type env struct {
 func testConfig() httpapi.Config {
 	return httpapi.Config{
 		DatasetDefaults: fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute, FailureMax: 2},
+		LeaderWait:      50 * time.Millisecond,
 		Limits: httpapi.Limits{
 			MaxBodyBytes:        8 << 10,
 			MaxDatasetBodyBytes: 64 << 10,

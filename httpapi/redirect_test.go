@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
@@ -85,9 +86,10 @@ func TestFollowerServesStaleReads(t *testing.T) {
 	}
 }
 
-// Without a known leader, or when the leader is unknown to the registry,
-// the answer is 503 no_leader with Retry-After; an unknown outcome is 503
-// unknown_outcome, retryable with the same request id.
+// Without a known leader that serves after LeaderWait, or when the leader
+// is unknown to the registry, the answer is 503 no_leader with
+// Retry-After; an unknown outcome is 503 unknown_outcome, retryable at once
+// with the same request id.
 func TestNoLeaderAndUnknownOutcome(t *testing.T) {
 	cases := []struct {
 		name   string
@@ -100,12 +102,15 @@ func TestNoLeaderAndUnknownOutcome(t *testing.T) {
 		{"leader without API address", httpapi.ErrNotLeader, rpc.NodeRef{ID: "n2"}, true, rpc.CodeNoLeader},
 		{"backend says no leader", httpapi.ErrNoLeader, rpc.NodeRef{}, false, rpc.CodeNoLeader},
 		{"unknown outcome", httpapi.ErrUnknownOutcome, rpc.NodeRef{ID: "local"}, true, rpc.CodeUnknownOutcome},
-		{"not ready", httpapi.ErrNotReady, rpc.NodeRef{ID: "local"}, true, rpc.CodeUnavailable},
+		{"leader not ready", httpapi.ErrNotReady, rpc.NodeRef{ID: "local", APIAddr: "127.0.0.1:1"}, true, rpc.CodeNoLeader},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			e, fake := fakeEnv(t)
 			fake.follower(tc.err, tc.leader, tc.known)
+			fake.mu.Lock()
+			fake.notReady = tc.err == httpapi.ErrNotReady
+			fake.mu.Unlock()
 			for _, req := range []struct{ method, path, body string }{
 				{http.MethodPost, rpc.PathTaskGet, `{"pass":0}`},
 				{http.MethodPost, rpc.PathSaveModel, `{"trainer_id":"t","block_dur":"1s"}`},
@@ -117,12 +122,58 @@ func TestNoLeaderAndUnknownOutcome(t *testing.T) {
 				}
 				r := e.do(req.method, req.path, body)
 				got := wantError(t, r, http.StatusServiceUnavailable, tc.code)
-				if r.header.Get("Retry-After") != "1" {
-					t.Errorf("%s: Retry-After %q", req.path, r.header.Get("Retry-After"))
+				if want := map[bool]string{true: "1", false: ""}[tc.code == rpc.CodeNoLeader]; r.header.Get("Retry-After") != want {
+					t.Errorf("%s: Retry-After %q, want %q", req.path, r.header.Get("Retry-After"), want)
 				}
 				if !rpc.Retryable(rpc.ErrorFromCode(got.Code, got.Message, r.status)) {
 					t.Errorf("%s: %q not retryable", req.path, got.Code)
 				}
+			}
+		})
+	}
+}
+
+// During an election a request waits for the new leader and is then
+// redirected to it, rather than answered no_leader for the client to sleep
+// on; a leader that finishes taking over redirects to itself.
+func TestRequestWaitsForTheNewLeader(t *testing.T) {
+	var fake *fakeBackend
+	cfg := testConfig()
+	cfg.LeaderWait = time.Minute
+	e := newEnv(t, cfg, func(l *localBackend) rpcBackend { fake = newFake(l); return fake }, nil)
+	for _, tc := range []struct {
+		name   string
+		before func()
+		after  func()
+		want   string
+	}{
+		{"follower during an election", func() { fake.follower(httpapi.ErrNotLeader, rpc.NodeRef{}, false) },
+			func() { fake.follower(httpapi.ErrNotLeader, rpc.NodeRef{ID: "n2", APIAddr: "127.0.0.1:9"}, true) },
+			"http://127.0.0.1:9" + rpc.PathTaskGet},
+		{"leader taking over", func() {
+			fake.follower(httpapi.ErrNotReady, rpc.NodeRef{ID: "local", APIAddr: "127.0.0.1:7"}, true)
+			fake.mu.Lock()
+			fake.notReady = true
+			fake.mu.Unlock()
+		}, func() {
+			fake.mu.Lock()
+			fake.notReady = false
+			fake.mu.Unlock()
+		}, "http://127.0.0.1:7" + rpc.PathTaskGet},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.before()
+			done := make(chan response, 1)
+			go func() { done <- e.do(http.MethodPost, rpc.PathTaskGet, []byte(`{"pass":0}`)) }()
+			select {
+			case r := <-done:
+				t.Fatalf("answered %d %s before there was a leader", r.status, r.body)
+			case <-time.After(100 * time.Millisecond):
+			}
+			tc.after()
+			r := <-done
+			if r.status != http.StatusTemporaryRedirect || r.header.Get("Location") != tc.want {
+				t.Fatalf("got %d to %q, want 307 to %s", r.status, r.header.Get("Location"), tc.want)
 			}
 		})
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -45,20 +47,23 @@ func resultError(res *fsm.Result) error {
 	return e
 }
 
-// fail writes err as a JSON error. Backend errors become a redirect to
-// the leader or a 503 with Retry-After; anything unexpected is a 500.
+// fail writes err as a JSON error. A request that needs the leader is
+// redirected to it, waiting for one during an election (see redirect);
+// other backend errors become a 503; anything unexpected is a 500.
 func (s *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var e *rpc.Error
 	switch {
 	case errors.As(err, &e):
-	case errors.Is(err, ErrNotLeader):
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrNotReady):
 		s.redirect(w, r)
 		return
-	case errors.Is(err, ErrNoLeader):
-		e = rpc.Errorf(rpc.CodeNoLeader, "no leader is known; retry")
 	case errors.Is(err, ErrUnknownOutcome), errors.Is(err, context.DeadlineExceeded):
+		// No Retry-After: another node may already lead, and the client
+		// should ask it at once.
 		e = rpc.Errorf(rpc.CodeUnknownOutcome, "the write may or may not have applied; retry with the same request id: %v", err)
-	case errors.Is(err, ErrNotReady), errors.Is(err, context.Canceled):
+		writeJSON(w, http.StatusServiceUnavailable, e)
+		return
+	case errors.Is(err, context.Canceled):
 		e = rpc.Errorf(rpc.CodeUnavailable, "%v", err)
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
@@ -74,19 +79,41 @@ func (s *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, e)
 }
 
-// redirect answers 307 to the same path and query on the leader's API, or
-// 503 no_leader when the leader or its address is not known.
+// redirect answers 307 to the same path and query on the leader's API.
+// During an election, or while the leader takes over, it first waits, up
+// to Config.LeaderWait, for a leader that serves: the client then follows
+// the redirect as soon as there is one, instead of sleeping through a
+// backoff. A leader that became ready here redirects to itself. Only when
+// the wait runs out does it answer 503 no_leader.
 func (s *Handler) redirect(w http.ResponseWriter, r *http.Request) {
-	l, ok := s.b.Leader()
-	if !ok || l.APIAddr == "" || l.ID == s.b.NodeID() {
-		w.Header().Set("Retry-After", "1")
-		writeJSON(w, http.StatusServiceUnavailable, rpc.Errorf(rpc.CodeNoLeader, "this node is not the leader and no leader is known; retry"))
-		return
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.LeaderWait)
+	defer cancel()
+	t := time.NewTicker(leaderPoll)
+	defer t.Stop()
+	unreachable := strings.Split(r.Header.Get(rpc.HeaderUnreachable), ",")
+	for {
+		l, ok := s.b.Leader()
+		serves := l.ID == s.b.NodeID() && s.b.Ready() ||
+			l.ID != s.b.NodeID() && !slices.Contains(unreachable, l.APIAddr)
+		if ok && l.APIAddr != "" && serves {
+			loc := baseURL(l.APIAddr) + r.URL.RequestURI()
+			w.Header().Set("Location", loc)
+			writeJSON(w, http.StatusTemporaryRedirect, rpc.Errorf(rpc.CodeNotLeader, "the leader is %s at %s", l.ID, l.APIAddr))
+			return
+		}
+		select {
+		case <-t.C:
+			continue
+		case <-ctx.Done():
+		}
+		break
 	}
-	loc := baseURL(l.APIAddr) + r.URL.RequestURI()
-	w.Header().Set("Location", loc)
-	writeJSON(w, http.StatusTemporaryRedirect, rpc.Errorf(rpc.CodeNotLeader, "the leader is %s at %s", l.ID, l.APIAddr))
+	w.Header().Set("Retry-After", "1")
+	writeJSON(w, http.StatusServiceUnavailable, rpc.Errorf(rpc.CodeNoLeader, "no leader that serves is known after %v; retry", s.cfg.LeaderWait))
 }
+
+// leaderPoll is how often a request waiting for a leader looks again.
+const leaderPoll = 10 * time.Millisecond
 
 // baseURL turns an API address into a URL prefix: "host:port" means
 // plain HTTP, an address with a scheme is used as it is.

@@ -100,6 +100,7 @@ func methodNotAllowed(method string) handlerFunc {
 // body).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	w.Header().Set(rpc.HeaderNode, h.b.NodeID())
 	rec := &statusRecorder{ResponseWriter: w}
 	h.mux.ServeHTTP(rec, r)
 	if h.log.IsDebug() {

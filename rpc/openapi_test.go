@@ -54,8 +54,12 @@ var openAPIDescription = strings.Join([]string{
 	"",
 	"- **Any node answers.** A request that needs the leader, sent to a node that does not lead, is answered " +
 		"307 Temporary Redirect with Location set to the same path and query on the leader: send it again there, " +
-		"with the same body and headers. A node that knows no leader answers 503 with code `no_leader`.",
-	"- **Retry-After.** Every 503 carries Retry-After (in seconds): retry after it, a write with the same request id.",
+		"with the same body and headers. During an election the node holds the request until a leader serves, up to a few seconds, " +
+		"then redirects; only then does a node that knows no leader answer 503 with code `no_leader`. " +
+		"A client may list in the " + HeaderUnreachable + " header the API addresses that just refused its connections, " +
+		"so that no node redirects it to a dead leader. Every answer names the node that gave it in the " + HeaderNode + " header.",
+	"- **Retry-After.** A 503 `no_leader` or `unavailable` carries Retry-After (in seconds): retry after it. " +
+		"`unknown_outcome` carries none: retry at once, with the same request id.",
 	"- **Request ids.** A write (an operation that takes the " + HeaderRequestID + " header) carries " +
 		"`<client uuid>/<sequence>`: one client id per client process and a new sequence number per request, " +
 		"reused by every retry of that request. The cluster answers a retry with the first outcome and changes nothing, " +

@@ -12,6 +12,16 @@ import (
 // HeaderRequestID carries "<client uuid>/<sequence>" on every write.
 const HeaderRequestID = "X-Raftmaster-Request-Id"
 
+// HeaderNode is set on every answer to the id of the node that answered,
+// so that a client knows which node it talks to under which address.
+const HeaderNode = "X-Raftmaster-Node"
+
+// HeaderUnreachable lists, comma separated, the API addresses ("host:port")
+// that refused the client's connections a moment ago. A node that would
+// redirect to one of them (it still believes that node leads, as followers
+// do until they notice a dead leader) waits for another leader instead.
+const HeaderUnreachable = "X-Raftmaster-Unreachable"
+
 // API paths.
 const (
 	PathDataset         = "/v1/dataset"
