@@ -40,9 +40,12 @@ type Config struct {
 	// Once lists kinds injected exactly once each, besides those drawn from
 	// Faults: as the first fault to start after a seeded moment between a
 	// quarter and half of Duration, so that leaders were elected before it
-	// and there is time for more after it. A kind whose damage a second
-	// dose would only compound (CrashAll against the chaos_broken_votes
-	// build leaves nodes that cannot restart) goes here.
+	// and there is time for more after it. A kind that must not come twice
+	// goes here: against the chaos_broken_votes build, a second CrashAll
+	// finds no node able to start (once terms were reused, Raft's snapshot
+	// store, which orders snapshots by term, restores an old one whose log
+	// entries were already compacted away), which ends the run before the
+	// reused terms show.
 	Once []FaultKind
 	// OutDir receives the history and the report; empty means a temp dir.
 	OutDir string

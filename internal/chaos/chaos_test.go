@@ -136,7 +136,7 @@ func TestChaosExpectViolation(t *testing.T) {
 	// counts as caught only by the check that is meant to catch it.
 	want := os.Getenv("CHAOS_EXPECT_VIOLATION")
 	for seed := uint64(1); seed <= 5; seed++ {
-		rep := Run(t, Config{Seed: seed, Duration: 45 * time.Second, Faults: faults, Once: once})
+		rep := Run(t, Config{Seed: seed, Duration: 45 * time.Second, Faults: faults, Once: once, OutDir: os.Getenv("CHAOS_OUT")})
 		report(t, rep)
 		for _, v := range rep.Violations {
 			t.Logf("run %d: violation: %s", seed, firstLines(v, 5))
@@ -177,5 +177,18 @@ func TestSummary(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+func TestParseFaults(t *testing.T) {
+	got, err := ParseFaults("pause-leader, crash-all,pause-leader")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []FaultKind{PauseLeader, CrashAll, PauseLeader}; !slices.Equal(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	if _, err := ParseFaults("kill-leader,crash-some"); err == nil {
+		t.Error("an unknown kind was accepted")
 	}
 }
