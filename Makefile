@@ -1,6 +1,7 @@
 # raftmaster build, test and run targets. `make help` lists them.
 GO          ?= go
 BIN         := bin/raftmaster
+BENCH_BIN   := bin/raftmaster-bench
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages whose property tests take -rapid.checks.
 RAPID_PKGS  := ./fsm/... ./recordio/...
@@ -8,7 +9,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build test lint bench run demo chaos chaos-variants docker-test fuzz clean
+.PHONY: help build bench-build test lint bench bench-short bench-full run demo chaos chaos-variants docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -33,6 +34,16 @@ lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 bench: ## run the benchmarks (figures, not assertions)
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+bench-build: ## build bin/raftmaster-bench, the side-by-side suite (embeds etcd, so not in bin/raftmaster)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BENCH_BIN) ./cmd/raftmaster-bench
+
+BENCH_OUT ?= bench-out
+bench-short: build bench-build ## raftmaster beside etcd, raw Raft and the etcd backend, short (a few minutes; BENCH_OUT=dir)
+	$(BENCH_BIN) --short --raftmaster $(BIN) --out $(BENCH_OUT)
+
+bench-full: build bench-build ## the full side-by-side run behind the README's figures, into docs/bench (about 30 minutes)
+	$(BENCH_BIN) --raftmaster $(BIN) --out docs/bench
+
 CHAOS_TIME ?= 5m
 CHAOS_RUN  ?= 1m
 chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n replays one seed)
@@ -40,7 +51,8 @@ chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n
 		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos/
 
 chaos-variants: ## prove the fault-injection checks catch deliberately broken builds
-	CHAOS_EXPECT_VIOLATION=1 $(GO) test -count=1 -timeout 30m -tags chaos_broken_client -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
+	CHAOS_EXPECT_VIOLATION=1 CHAOS_FAULTS=lose-answers,kill-leader,pause-leader \
+		$(GO) test -count=1 -timeout 30m -tags chaos_broken_client -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION=1 RAFTMASTER_BUILD_TAGS=chaos_broken_fsm $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION='one leader per term' CHAOS_FAULTS=pause-leader,isolate-leader CHAOS_ONCE=crash-all \
 		RAFTMASTER_BUILD_TAGS=chaos_broken_votes $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
@@ -63,4 +75,4 @@ demo: build ## pack a sample dataset and run three trainers through two passes o
 	./scripts/demo.sh
 
 clean: ## remove build output and local data
-	rm -rf bin data
+	rm -rf bin data bench-out

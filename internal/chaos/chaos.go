@@ -118,7 +118,8 @@ func Run(t testing.TB, cfg Config) Report {
 		},
 	})
 	t.Cleanup(func() { fnet.Close() })
-	inj := &injector{c: c, net: fnet, rng: rng, clock: map[string]string{}, logf: t.Logf}
+	loss := newAnswerLoss(cfg.Seed)
+	inj := &injector{c: c, net: fnet, rng: rng, clock: map[string]string{}, loss: loss, logf: t.Logf}
 	for _, p := range c.Procs {
 		inj.clock[p.ID] = clockFile(clockDir, p.ID)
 	}
@@ -138,7 +139,7 @@ func Run(t testing.TB, cfg Config) Report {
 	}
 
 	rec := history.NewRecorder()
-	w := &workload{addrs: c.APIAddrs(), rec: rec, seed: rng.Uint64(), logf: t.Logf}
+	w := &workload{addrs: c.APIAddrs(), rec: rec, seed: rng.Uint64(), logf: t.Logf, loss: loss}
 	defer w.close()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

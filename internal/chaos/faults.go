@@ -35,12 +35,13 @@ const (
 	ClockForward    FaultKind = "clock-jump-ahead"  // a node's clock jumps forward by seconds or hours; it leads
 	ClockBack       FaultKind = "clock-jump-behind" // a node's clock jumps back by seconds or hours; it leads
 	CrashAll        FaultKind = "crash-all"         // SIGKILL every node at once (a power loss), restart them all
+	LoseAnswers     FaultKind = "lose-answers"      // half the answers to applied writes are lost on the way back
 )
 
 // AllFaults lists every fault kind.
 var AllFaults = []FaultKind{
 	KillLeader, KillFollower, PauseLeader, PauseFollower, CutLinkOneWay, CutLinkBothWays,
-	IsolateLeader, PartitionMajor, RollingRestart, ClockForward, ClockBack,
+	IsolateLeader, PartitionMajor, RollingRestart, ClockForward, ClockBack, LoseAnswers,
 }
 
 // extraFaults are kinds that are not in AllFaults. "make chaos-variants"
@@ -80,6 +81,7 @@ type injector struct {
 	net   *netfault.Net
 	rng   *rand.Rand
 	clock map[string]string // node id -> clock offset file
+	loss  *answerLoss
 	logf  func(string, ...any)
 }
 
@@ -126,6 +128,9 @@ func (in *injector) inject(kind FaultKind) (detail string, heal func()) {
 		}
 		in.net.Partition(side, minority)
 		return fmt.Sprintf("%v | %v", side, minority), in.net.Heal
+	case LoseAnswers:
+		in.loss.on.Store(true)
+		return "half the answers to writes", func() { in.loss.on.Store(false) }
 	case CrashAll:
 		// One after the other, but SIGKILL takes effect at once: no node
 		// runs again before every node is down.

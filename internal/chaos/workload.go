@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -22,6 +23,8 @@ type workload struct {
 	rec   *history.Recorder
 	seed  uint64
 	logf  func(string, ...any)
+	// loss loses answers to writes during a LoseAnswers fault.
+	loss *answerLoss
 
 	mu      sync.Mutex
 	clients []*client.Client
@@ -38,7 +41,10 @@ type actor struct {
 }
 
 func (w *workload) newActor() (*actor, error) {
-	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second))
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 16
+	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second),
+		client.WithHTTPClient(&http.Client{Transport: w.loss.transport(t)}))
 	if err != nil {
 		return nil, err
 	}
