@@ -41,7 +41,7 @@ BENCH_OUT ?= bench-out
 bench-short: build bench-build ## raftmaster beside etcd, raw Raft and the etcd backend, short (a few minutes; BENCH_OUT=dir)
 	$(BENCH_BIN) --short --raftmaster $(BIN) --out $(BENCH_OUT)
 
-bench-full: build bench-build ## the full side-by-side run behind the README's figures, into docs/bench (about 30 minutes)
+bench-full: build bench-build ## the full side-by-side run behind the README's figures, into docs/bench (about 20 minutes on 2 cores)
 	$(BENCH_BIN) --raftmaster $(BIN) --out docs/bench
 
 CHAOS_TIME ?= 5m

@@ -1,0 +1,205 @@
+// Command raftmaster-bench measures raftmaster beside the alternatives in
+// one run: a 3-node raftmaster cluster, a 3-member etcd cluster (etcd Put),
+// raw hashicorp/raft Apply with a no-op FSM on raftmaster's stores and
+// transport, and raftmaster's etcd backend. It starts every system itself
+// on 127.0.0.1 in a temporary directory and removes it afterwards. It is a
+// command of its own because it embeds an etcd server and a raw Raft
+// harness, which the raftmaster binary does not need.
+//
+// Run "raftmaster-bench --help" for the parts and their sizes.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/raftmaster/raftmaster/internal/bench"
+	"github.com/urfave/cli/v2"
+)
+
+func main() {
+	// The bench re-executes itself as etcd members and raw Raft nodes.
+	if bench.IsChild(os.Args) {
+		os.Exit(bench.RunChild(os.Args, os.Stderr))
+	}
+	if err := app().Run(os.Args); err != nil {
+		code := 1
+		var ec cli.ExitCoder
+		if errors.As(err, &ec) {
+			code = ec.ExitCode()
+		}
+		fmt.Fprintf(os.Stderr, "raftmaster-bench: %v\n", err)
+		os.Exit(code)
+	}
+}
+
+func app() *cli.App {
+	def, short := bench.Defaults(), bench.Short()
+	return &cli.App{
+		Name:  "raftmaster-bench",
+		Usage: "compare raftmaster with etcd, raw hashicorp/raft and its own etcd backend, side by side",
+		UsageText: "raftmaster-bench [--short] [--out DIR] [--parts dispatch,growth,...] [flags]\n" +
+			"raftmaster-bench --out docs/bench                 # the full run (about 20 minutes on 2 cores)\n" +
+			"raftmaster-bench --short                          # every figure and ratio in a few minutes\n" +
+			"raftmaster-bench --parts failover --kills 50      # one part, larger",
+		Description: "Starts every system it measures itself, on 127.0.0.1, in a temporary directory, with fsync on:\n" +
+			"  raftmaster    3 `raftmaster serve` processes (Raft backend, default flags)\n" +
+			"  etcd Put      3 etcd members (etcd's embedded server, in child processes of this binary)\n" +
+			"  raw Raft      3 hashicorp/raft nodes with a no-op FSM on raftmaster's stores, transport and timeouts\n" +
+			"                (child processes; the load runs inside the leader: no HTTP, JSON or client)\n" +
+			"  etcd backend  3 `raftmaster serve --backend etcd` masters against a 3-member etcd\n\n" +
+			"Parts (--parts):\n" +
+			"  dispatch   GetTask+TaskFinished through the Go client at each --concurrency, against etcd Put and\n" +
+			"             raw Raft Apply at the same concurrency; ops/s, p50/p99 and the ratios\n" +
+			"  growth     dispatch throughput with datasets of --sizes tasks, Raft and etcd backends\n" +
+			"  failover   --kills leader SIGKILLs under --trainers trainers, per backend; kill → next write, in phases\n" +
+			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result\n" +
+			"  footprint  RSS, snapshot and raft.db sizes with --footprint-tasks tasks half leased; follower catch-up\n\n" +
+			"Progress goes to stderr. The report goes to stdout and, with results.json and PNG charts, to --out.\n" +
+			"The raftmaster binary is --raftmaster, else the raftmaster next to this binary, else bin/raftmaster,\n" +
+			"else one built from the module around the working directory. Figures are medians of --runs runs\n" +
+			"with their min and max; nothing is asserted. The machine's other load shows in them: run it on a\n" +
+			"quiet machine, and compare figures of one run rather than across runs.",
+		HideHelpCommand: true,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "out", Value: def.Out, Usage: "directory for results.md, results.json and the charts"},
+			&cli.StringFlag{Name: "raftmaster", Usage: "the raftmaster binary to measure (default: found or built, see above)"},
+			&cli.BoolFlag{Name: "short", Usage: fmt.Sprintf("the short preset: %s windows, sizes up to 1e5, %d kills, allgather 64 and 1024, footprint of 1e5 tasks",
+				short.Window, short.Kills)},
+			&cli.StringFlag{Name: "parts", Value: strings.Join(def.Parts, ","), Usage: "parts to run, comma separated"},
+			&cli.IntFlag{Name: "runs", Value: def.Runs, Usage: "runs of every figure (median, min, max)"},
+			&cli.DurationFlag{Name: "window", Value: def.Window, Usage: "length of one throughput measurement"},
+			&cli.DurationFlag{Name: "warmup", Value: def.Warmup, Usage: "unmeasured warm-up before each window"},
+			&cli.StringFlag{Name: "concurrency", Value: ints(def.Concurrency), Usage: "concurrent clients of the dispatch comparison"},
+			&cli.StringFlag{Name: "dispatch-tasks", Value: fmt.Sprint(def.DispatchTasks), Usage: "dataset size of the dispatch comparison and of the fail-over load"},
+			&cli.StringFlag{Name: "sizes", Value: ints(def.Sizes), Usage: "dataset sizes (tasks) of the growth part; 1e6 notation works"},
+			&cli.IntFlag{Name: "growth-concurrency", Value: def.GrowthConcurrency, Usage: "trainers of the growth part"},
+			&cli.IntFlag{Name: "kills", Value: def.Kills, Usage: "leader SIGKILLs per backend"},
+			&cli.IntFlag{Name: "trainers", Value: def.Trainers, Usage: "trainers dispatching during the kills"},
+			&cli.DurationFlag{Name: "etcd-ttl", Value: def.EtcdTTL, Usage: "session TTL of the etcd backend's masters (raftmaster's default)"},
+			&cli.StringFlag{Name: "peers", Value: ints(def.Peers), Usage: "allgather group sizes (at most 4096)"},
+			&cli.StringFlag{Name: "footprint-tasks", Value: fmt.Sprint(def.FootprintTasks), Usage: "dataset size of the footprint part"},
+			&cli.DurationFlag{Name: "etcd-compaction", Value: def.EtcdCompaction, Usage: "etcd's periodic auto-compaction retention (0: none)"},
+			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
+			&cli.StringFlag{Name: "replot", Usage: "measure nothing: redraw the charts and results.md of DIR/results.json", TakesFile: true},
+		},
+		Action: run,
+	}
+}
+
+func run(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (see --help)", c.Args().Slice())
+	}
+	if dir := c.String("replot"); dir != "" {
+		md, err := bench.Replot(dir)
+		fmt.Fprint(c.App.Writer, md)
+		return err
+	}
+	cfg := bench.Defaults()
+	if c.Bool("short") {
+		cfg = bench.Short()
+	}
+	// Flags given explicitly override the preset.
+	var err error
+	str := func(name string, set func(string) error) {
+		if err == nil && c.IsSet(name) {
+			if e := set(c.String(name)); e != nil {
+				err = fmt.Errorf("--%s: %w", name, e)
+			}
+		}
+	}
+	list := func(dst *[]int) func(string) error {
+		return func(s string) error { v, e := parseInts(s); *dst = v; return e }
+	}
+	one := func(dst *int) func(string) error {
+		return func(s string) error { v, e := parseInt(s); *dst = v; return e }
+	}
+	if c.IsSet("out") {
+		cfg.Out = c.String("out")
+	}
+	cfg.Raftmaster = c.String("raftmaster")
+	str("parts", func(s string) error { cfg.Parts = splitList(s); return nil })
+	str("concurrency", list(&cfg.Concurrency))
+	str("sizes", list(&cfg.Sizes))
+	str("peers", list(&cfg.Peers))
+	str("dispatch-tasks", one(&cfg.DispatchTasks))
+	str("footprint-tasks", one(&cfg.FootprintTasks))
+	if err != nil {
+		return err
+	}
+	for name, dst := range map[string]*int{"runs": &cfg.Runs, "growth-concurrency": &cfg.GrowthConcurrency, "kills": &cfg.Kills, "trainers": &cfg.Trainers} {
+		if c.IsSet(name) {
+			*dst = c.Int(name)
+		}
+	}
+	for name, dst := range map[string]*time.Duration{"window": &cfg.Window, "warmup": &cfg.Warmup, "etcd-ttl": &cfg.EtcdTTL, "etcd-compaction": &cfg.EtcdCompaction} {
+		if c.IsSet(name) {
+			*dst = c.Duration(name)
+		}
+	}
+	cfg.Keep = c.Bool("keep")
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	_, err = bench.Run(ctx, cfg, c.App.Writer, c.App.ErrWriter)
+	if errors.Is(err, context.Canceled) {
+		return cli.Exit(fmt.Sprintf("raftmaster-bench: interrupted; what was measured is in %s", cfg.Out), 130)
+	}
+	return err
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseInts(s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		v, err := parseInt(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	return out, nil
+}
+
+// parseInt reads 1000, 1_000 or 1e3.
+func parseInt(s string) (int, error) {
+	s = strings.ReplaceAll(strings.TrimSpace(s), "_", "")
+	if v, err := strconv.Atoi(s); err == nil {
+		return v, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f != float64(int(f)) {
+		return 0, fmt.Errorf("%q is not a whole number", s)
+	}
+	return int(f), nil
+}
+
+func ints(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,285 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/bench/etcdmember"
+	"github.com/raftmaster/raftmaster/internal/bench/measure"
+	"github.com/raftmaster/raftmaster/internal/bench/rawraft"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// DispatchResults compares task dispatch with etcd Put and raw Raft Apply.
+type DispatchResults struct {
+	// Tasks is the size of the raftmaster dataset.
+	Tasks int `json:"tasks"`
+	// EntryBytes is the size of a GetTask log entry, the size of the raw
+	// Raft entries and of the etcd values.
+	EntryBytes int           `json:"entry_bytes"`
+	Rows       []DispatchRow `json:"rows"`
+}
+
+// DispatchRow is one concurrency.
+type DispatchRow struct {
+	Concurrency int `json:"concurrency"`
+	// Raftmaster counts GetTask and TaskFinished as one write each (a pair
+	// is two writes, two Raft entries).
+	Raftmaster Series `json:"raftmaster"`
+	EtcdPut    Series `json:"etcd_put"`
+	RawRaft    Series `json:"raw_raft"`
+	// VsEtcd and VsRawRaft are raftmaster's median writes per second over
+	// the other's median operations per second.
+	VsEtcd    float64 `json:"raftmaster_vs_etcd"`
+	VsRawRaft float64 `json:"raftmaster_vs_raw_raft"`
+}
+
+// Series is repeated throughput runs of one system and configuration.
+type Series struct {
+	Runs      []measure.Run   `json:"runs,omitempty"`
+	OpsPerSec measure.Summary `json:"ops_per_sec"`
+	P50       measure.Summary `json:"p50_ms"`
+	P99       measure.Summary `json:"p99_ms"`
+	// Error says why the series is missing or incomplete.
+	Error string `json:"error,omitempty"`
+}
+
+func (s *Series) add(r measure.Run) {
+	s.Runs = append(s.Runs, r)
+	s.OpsPerSec = measure.Runs(s.Runs, func(r measure.Run) float64 { return r.OpsPerSec })
+	s.P50 = measure.Runs(s.Runs, func(r measure.Run) float64 { return r.P50 })
+	s.P99 = measure.Runs(s.Runs, func(r measure.Run) float64 { return r.P99 })
+}
+
+func (s *Series) fail(err error) {
+	if s.Error == "" {
+		s.Error = firstLine(err.Error())
+	}
+}
+
+// ok reports whether the series has figures and no error.
+func (s *Series) ok() bool { return s.Error == "" && len(s.Runs) > 0 }
+
+// getTaskEntryBytes is the size of the log entry of a GetTask with a
+// request id, as a leader proposes it.
+func getTaskEntryBytes() int {
+	return len(fsm.Encode(&fsm.GetTask{Header: fsm.Header{Now: time.Now().UnixNano(),
+		Request: fsm.RequestID{Client: uuid.New(), Seq: 1000}}, Pass: 1}))
+}
+
+func (s *suite) dispatch(ctx context.Context, res *Results) error {
+	cfg := s.cfg
+	out := &DispatchResults{Tasks: cfg.DispatchTasks, EntryBytes: getTaskEntryBytes()}
+	res.Dispatch = out
+	for _, c := range cfg.Concurrency {
+		out.Rows = append(out.Rows, DispatchRow{Concurrency: c})
+	}
+	path, err := s.dataset(cfg.DispatchTasks)
+	if err != nil {
+		return err
+	}
+
+	s.logf("starting a 3-node raftmaster cluster, a 3-member etcd cluster and 3 raw Raft nodes")
+	rm, err := startRaftCluster(ctx, s.bin, s.dir("dispatch", "raftmaster"), 3)
+	if err != nil {
+		return err
+	}
+	defer rm.stop()
+	if _, err := rm.setDataset(path, 10*time.Minute, 5*time.Minute); err != nil {
+		return fmt.Errorf("raftmaster: set dataset: %w", err)
+	}
+	etcd, etcdErr := etcdmember.Start(ctx, s.exe, s.dir("dispatch", "etcd"), 3, cfg.EtcdCompaction)
+	if etcdErr == nil {
+		defer etcd.Stop()
+	}
+	raw, rawErr := rawraft.Start(ctx, s.exe, s.dir("dispatch", "rawraft"), 3)
+	if rawErr == nil {
+		defer raw.Stop()
+	}
+	var pass atomic.Int64
+	value := strings.Repeat("v", out.EntryBytes)
+
+	// The systems take turns within each round, so that a change in the
+	// machine's background load spreads over all of them.
+	for i := range out.Rows {
+		row := &out.Rows[i]
+		c := row.Concurrency
+		for run := range cfg.Runs {
+			systems := []string{"raftmaster", "etcd", "raw"}
+			k := run % len(systems)
+			order := slices.Concat(systems[k:], systems[:k])
+			for _, sys := range order {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				switch sys {
+				case "raftmaster":
+					r, err := s.dispatchRaftmaster(ctx, rm, c, &pass)
+					if err != nil {
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						row.Raftmaster.fail(err)
+						s.logf("raftmaster c=%d: %v\n%s", c, err, rm.logTail())
+						continue
+					}
+					row.Raftmaster.add(r)
+					s.logf("dispatch c=%-3d run %d/%d  raftmaster %8.0f writes/s  p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
+				case "etcd":
+					if etcdErr != nil {
+						row.EtcdPut.fail(etcdErr)
+						continue
+					}
+					r, err := s.dispatchEtcdPut(ctx, etcd.Endpoints, c, value)
+					if err != nil {
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						row.EtcdPut.fail(err)
+						s.logf("etcd c=%d: %v", c, err)
+						continue
+					}
+					row.EtcdPut.add(r)
+					s.logf("dispatch c=%-3d run %d/%d  etcd Put   %8.0f puts/s    p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
+				case "raw":
+					if rawErr != nil {
+						row.RawRaft.fail(rawErr)
+						continue
+					}
+					r, err := raw.Load(ctx, rawraft.LoadRequest{Concurrency: c, EntryBytes: out.EntryBytes, Warmup: cfg.Warmup, Window: cfg.Window})
+					if err != nil {
+						if ctx.Err() != nil {
+							return ctx.Err()
+						}
+						row.RawRaft.fail(err)
+						s.logf("raw raft c=%d: %v", c, err)
+						continue
+					}
+					row.RawRaft.add(r)
+					s.logf("dispatch c=%-3d run %d/%d  raw Raft   %8.0f applies/s p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
+				}
+			}
+		}
+		row.VsEtcd = ratio(row.Raftmaster, row.EtcdPut)
+		row.VsRawRaft = ratio(row.Raftmaster, row.RawRaft)
+		s.logf("dispatch c=%d: raftmaster/etcd %.2fx, raftmaster/raw Raft %.2fx", c, row.VsEtcd, row.VsRawRaft)
+	}
+	return nil
+}
+
+// ratio is a's median throughput over b's, or 0 when either is missing.
+func ratio(a, b Series) float64 {
+	if !a.ok() || !b.ok() || b.OpsPerSec.Median == 0 {
+		return 0
+	}
+	return a.OpsPerSec.Median / b.OpsPerSec.Median
+}
+
+// dispatchRaftmaster runs conc trainers, each with its own client, leasing
+// tasks and reporting them finished as fast as they can.
+func (s *suite) dispatchRaftmaster(ctx context.Context, c *cluster, conc int, pass *atomic.Int64) (measure.Run, error) {
+	clients := make([]*client.Client, conc)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		var err error
+		if clients[i], err = c.newClient(); err != nil {
+			return measure.Run{}, err
+		}
+	}
+	return measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
+		return dispatchPair(ctx, clients[w.ID], pass, w.Record, w.Failed)
+	})
+}
+
+// dispatchPair leases a task of the current pass and reports it finished,
+// recording each of the two writes. Trainers share the pass: one that finds
+// the pass fully leased moves everyone on to the next, and waits there
+// until the others have finished theirs.
+func dispatchPair(ctx context.Context, cl *client.Client, pass *atomic.Int64, record func(t0, t1 time.Time), failed func(time.Time)) error {
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		p := pass.Load()
+		t0 := time.Now()
+		task, err := cl.GetTask(int(p))
+		t1 := time.Now()
+		switch {
+		case err == nil:
+		case errors.Is(err, client.ErrNoMoreAvailable), errors.Is(err, client.ErrPassBefore):
+			pass.CompareAndSwap(p, p+1)
+			continue
+		case errors.Is(err, client.ErrPassAfter):
+			time.Sleep(time.Millisecond)
+			continue
+		default:
+			failed(t1)
+			return fmt.Errorf("GetTask(%d): %w", p, err)
+		}
+		record(t0, t1)
+		err = cl.TaskFinished(task.Meta)
+		t2 := time.Now()
+		if err != nil {
+			failed(t2)
+			return fmt.Errorf("TaskFinished(%d): %w", task.Meta.ID, err)
+		}
+		record(t1, t2)
+		return nil
+	}
+}
+
+// dispatchEtcdPut runs conc clients, each with its own clientv3 connection
+// to every member, writing small values to a key of its own.
+func (s *suite) dispatchEtcdPut(ctx context.Context, endpoints []string, conc int, value string) (measure.Run, error) {
+	clients := make([]*clientv3.Client, conc)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		var err error
+		if clients[i], err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}); err != nil {
+			return measure.Run{}, err
+		}
+	}
+	return measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
+		key := fmt.Sprintf("/bench/put/%d", w.ID)
+		octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		t0 := time.Now()
+		_, err := clients[w.ID].Put(octx, key, value)
+		t1 := time.Now()
+		if err != nil {
+			w.Failed(t1)
+			return fmt.Errorf("etcd put: %w", err)
+		}
+		w.Record(t0, t1)
+		return nil
+	})
+}
+
+// firstLine is the first line of s, for errors in tables.
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

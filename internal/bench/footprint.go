@@ -1,0 +1,361 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/internal/bench/measure"
+	"github.com/raftmaster/raftmaster/internal/bench/rawraft"
+	"github.com/raftmaster/raftmaster/internal/procs"
+)
+
+// FootprintResults is the cost of a large dataset on the Raft backend.
+type FootprintResults struct {
+	Tasks int `json:"tasks"`
+	// Leased is how many tasks were leased (and not finished) when the
+	// sizes were taken: half of the pass.
+	Leased            int             `json:"leased"`
+	SetDatasetSeconds float64         `json:"set_dataset_seconds"`
+	LeaseSeconds      float64         `json:"lease_seconds"`
+	Nodes             []NodeFootprint `json:"nodes"`
+	// CatchUp is a killed follower's restart → its applied index reaches
+	// the leader's.
+	CatchUp     measure.Summary `json:"catch_up_ms"`
+	CatchUpRuns []CatchUp       `json:"catch_up_runs,omitempty"`
+	Error       string          `json:"error,omitempty"`
+}
+
+// NodeFootprint is one serve process.
+type NodeFootprint struct {
+	ID   string `json:"id"`
+	Role string `json:"role"`
+	// RSS before any dataset, with the dataset set, and with half of it
+	// leased; PeakRSS is the process's high-water mark (VmHWM).
+	IdleRSSMB    float64 `json:"idle_rss_mb"`
+	DatasetRSSMB float64 `json:"dataset_rss_mb"`
+	LeasedRSSMB  float64 `json:"leased_rss_mb"`
+	PeakRSSMB    float64 `json:"peak_rss_mb"`
+	// SnapshotBytes is the newest snapshot on disk, taken at
+	// SnapshotIndex; AppliedIndex is the node's when the sizes were taken.
+	SnapshotBytes int64  `json:"snapshot_bytes"`
+	SnapshotIndex uint64 `json:"snapshot_index"`
+	AppliedIndex  uint64 `json:"applied_index"`
+	RaftDBBytes   int64  `json:"raft_db_bytes"`
+}
+
+// CatchUp is one restart of a killed follower.
+type CatchUp struct {
+	Node string  `json:"node"`
+	Ms   float64 `json:"ms"`
+	// Index is the leader's applied index the follower had to reach.
+	Index uint64 `json:"index"`
+}
+
+func (s *suite) footprint(ctx context.Context, res *Results) error {
+	cfg := s.cfg
+	n := cfg.FootprintTasks
+	out := &FootprintResults{Tasks: n, Leased: n / 2}
+	res.Footprint = out
+	path, err := s.dataset(n)
+	if err != nil {
+		return err
+	}
+	c, err := startRaftCluster(ctx, s.bin, s.dir("footprint"), 3)
+	if err != nil {
+		return err
+	}
+	defer c.stop()
+	out.Nodes = make([]NodeFootprint, len(c.procs))
+	rss := func(set func(*NodeFootprint, float64)) {
+		for i, p := range c.procs {
+			out.Nodes[i].ID = p.ID
+			if st, err := procStatus(p); err == nil {
+				set(&out.Nodes[i], st["VmRSS"])
+				out.Nodes[i].PeakRSSMB = st["VmHWM"]
+			}
+		}
+	}
+	rss(func(nf *NodeFootprint, v float64) { nf.IdleRSSMB = v })
+
+	d, err := c.setDataset(path, 24*time.Hour, 30*time.Minute)
+	out.SetDatasetSeconds = d.Seconds()
+	if err != nil {
+		return fmt.Errorf("set dataset of %d tasks: %w", n, err)
+	}
+	s.logf("footprint: set a dataset of %d tasks in %s", n, d.Round(time.Millisecond))
+	time.Sleep(time.Second)
+	rss(func(nf *NodeFootprint, v float64) { nf.DatasetRSSMB = v })
+
+	start := time.Now()
+	if err := s.leaseHalf(ctx, c, out.Leased); err != nil {
+		return fmt.Errorf("leasing: %w", err)
+	}
+	out.LeaseSeconds = time.Since(start).Seconds()
+	s.logf("footprint: leased %d tasks in %s (%.0f/s)", out.Leased, time.Since(start).Round(time.Second), float64(out.Leased)/out.LeaseSeconds)
+	time.Sleep(2 * time.Second)
+	rss(func(nf *NodeFootprint, v float64) { nf.LeasedRSSMB = v })
+	s.waitSnapshots(ctx, c)
+	rss(func(*NodeFootprint, float64) {}) // the peaks, after the snapshots
+	for i, p := range c.procs {
+		nf := &out.Nodes[i]
+		if st, err := c.status(ctx, p.APIAddr, 5*time.Second); err == nil {
+			nf.Role = strings.ToLower(st.State)
+			nf.AppliedIndex = st.AppliedIndex
+		}
+		nf.SnapshotBytes, nf.SnapshotIndex = newestSnapshot(p.DataDir)
+		if fi, err := os.Stat(filepath.Join(p.DataDir, "raft.db")); err == nil {
+			nf.RaftDBBytes = fi.Size()
+		}
+		s.logf("footprint: %s (%s) RSS %.0f MB idle, %.0f MB with the dataset, %.0f MB half leased (peak %.0f MB); snapshot %.1f MB at index %d of %d; raft.db %.1f MB",
+			nf.ID, nf.Role, nf.IdleRSSMB, nf.DatasetRSSMB, nf.LeasedRSSMB, nf.PeakRSSMB, float64(nf.SnapshotBytes)/1e6, nf.SnapshotIndex, nf.AppliedIndex, float64(nf.RaftDBBytes)/1e6)
+	}
+
+	var ms []float64
+	for run := range cfg.Runs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		cu, err := s.catchUp(ctx, c, run)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			out.Error = firstLine(err.Error())
+			s.logf("footprint: catch-up: %v\n%s", err, c.logTail())
+			break
+		}
+		out.CatchUpRuns = append(out.CatchUpRuns, cu)
+		ms = append(ms, cu.Ms)
+		s.logf("footprint: follower %s restarted and reached index %d in %.0f ms (run %d/%d)", cu.Node, cu.Index, cu.Ms, run+1, cfg.Runs)
+	}
+	out.CatchUp = measure.Of(ms)
+	return nil
+}
+
+// waitSnapshots waits until every node has a snapshot of the state as
+// leased, give or take the entries between two snapshots: raft takes one
+// when it finds more than SnapshotThreshold new entries, checking every
+// 30 to 60 s.
+func (s *suite) waitSnapshots(ctx context.Context, c *cluster) {
+	_, st, err := c.leader(ctx)
+	if err != nil || st.AppliedIndex <= rawraft.SnapshotThreshold {
+		return
+	}
+	want := st.AppliedIndex - rawraft.SnapshotThreshold
+	s.logf("footprint: waiting for every node's snapshot to reach index %d (raft checks every 30 to 60 s)", want)
+	deadline := time.Now().Add(2*rawraft.SnapshotInterval + 15*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		all := true
+		for _, p := range c.procs {
+			if _, idx := newestSnapshot(p.DataDir); idx < want {
+				all = false
+			}
+		}
+		if all {
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// leaseHalf leases target tasks of pass 0 with 64 trainers, none of which
+// reports any finished, printing the progress every 5 s.
+func (s *suite) leaseHalf(ctx context.Context, c *cluster, target int) error {
+	var leased, issued atomic.Int64
+	const trainers = 64
+	errs := make([]error, trainers)
+	var wg sync.WaitGroup
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(5 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				s.logf("footprint: %d/%d tasks leased", leased.Load(), target)
+			}
+		}
+	}()
+	defer close(done)
+	for i := range trainers {
+		cl, err := c.newClient()
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer cl.Close()
+			for ctx.Err() == nil && issued.Add(1) <= int64(target) {
+				if _, err := cl.GetTask(0); err != nil {
+					if !errors.Is(err, client.ErrNoMoreAvailable) {
+						errs[i] = err
+					}
+					return
+				}
+				leased.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return errors.Join(errs...)
+}
+
+// catchUp kills a follower, restarts it on its data and times its restart
+// until its applied index reaches the leader's.
+func (s *suite) catchUp(ctx context.Context, c *cluster, run int) (CatchUp, error) {
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := c.waitWhole(wctx); err != nil {
+		return CatchUp{}, err
+	}
+	leader, _, err := c.leader(wctx)
+	if err != nil {
+		return CatchUp{}, err
+	}
+	var followers []*procs.Proc
+	for _, p := range c.procs {
+		if p != leader {
+			followers = append(followers, p)
+		}
+	}
+	f := followers[run%len(followers)]
+	if _, _, err := c.kill(f); err != nil {
+		return CatchUp{}, err
+	}
+	st, err := c.status(wctx, leader.APIAddr, 5*time.Second)
+	if err != nil {
+		return CatchUp{}, err
+	}
+	start := time.Now()
+	if err := c.restart(f); err != nil {
+		return CatchUp{}, err
+	}
+	for {
+		fs, err := c.status(wctx, f.APIAddr, time.Second)
+		if err == nil && fs.AppliedIndex >= st.AppliedIndex {
+			return CatchUp{Node: f.ID, Ms: measure.Millis(time.Since(start)), Index: st.AppliedIndex}, nil
+		}
+		select {
+		case <-wctx.Done():
+			return CatchUp{}, fmt.Errorf("%s did not catch up: %w", f.ID, context.Cause(wctx))
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// procStatus reads the memory fields of the serve process of p from
+// /proc/PID/status, in megabytes.
+func procStatus(p *procs.Proc) (map[string]float64, error) {
+	pid, err := findPID(p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	out := map[string]float64{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || !strings.HasPrefix(k, "Vm") {
+			continue
+		}
+		fields := strings.Fields(v)
+		if len(fields) == 2 && fields[1] == "kB" {
+			if kb, err := strconv.ParseFloat(fields[0], 64); err == nil {
+				out[k] = kb / 1024
+			}
+		}
+	}
+	return out, sc.Err()
+}
+
+// findPID finds the child of this process whose command line is p's:
+// procs.Proc does not expose its pid, but its data dir (or API address) is
+// unique to it.
+func findPID(p *procs.Proc) (int, error) {
+	key := p.DataDir
+	if key == "" {
+		key = p.APIAddr
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	me := os.Getpid()
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil || !containsArg(cmdline, key) {
+			continue
+		}
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses.
+		rest := stat[bytes.LastIndexByte(stat, ')')+1:]
+		fields := strings.Fields(string(rest))
+		if len(fields) > 1 && fields[1] == strconv.Itoa(me) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no process of %s found", p.ID)
+}
+
+func containsArg(cmdline []byte, arg string) bool {
+	for _, a := range bytes.Split(cmdline, []byte{0}) {
+		if string(a) == arg {
+			return true
+		}
+	}
+	return false
+}
+
+// newestSnapshot returns the size and index of the newest snapshot in a
+// node's data dir (raft's file snapshot store: snapshots/ID/meta.json).
+func newestSnapshot(dataDir string) (int64, uint64) {
+	dirs, _ := filepath.Glob(filepath.Join(dataDir, "snapshots", "*", "meta.json"))
+	var size int64
+	var index uint64
+	for _, m := range dirs {
+		if strings.HasSuffix(filepath.Dir(m), ".tmp") {
+			continue // a snapshot being written
+		}
+		b, err := os.ReadFile(m)
+		if err != nil {
+			continue
+		}
+		var meta struct {
+			Index uint64
+			Size  int64
+		}
+		if json.Unmarshal(b, &meta) == nil && meta.Index >= index {
+			index, size = meta.Index, meta.Size
+		}
+	}
+	return size, index
+}

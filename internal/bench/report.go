@@ -1,0 +1,298 @@
+package bench
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/raftmaster/raftmaster/internal/bench/measure"
+	"github.com/raftmaster/raftmaster/internal/bench/rawraft"
+	"github.com/raftmaster/raftmaster/raftnode"
+)
+
+// systems describes what each measured system is and what one of its
+// operations includes.
+func systems(cfg Config) []System {
+	ttl := cfg.EtcdTTL
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	compaction := "no auto-compaction"
+	if cfg.EtcdCompaction > 0 {
+		compaction = "periodic auto-compaction every " + cfg.EtcdCompaction.String()
+	}
+	return []System{
+		{Name: "raftmaster",
+			Setup: fmt.Sprintf("3 `raftmaster serve` processes, Raft backend, default flags: heartbeat %v, election timeout %v, "+
+				"leader lease %v, raft-boltdb/v2 (NoFreelistSync, fsync on), TCP transport, a snapshot every 8,192 entries",
+				raftnode.DefaultHeartbeatTimeout, raftnode.DefaultElectionTimeout, raftnode.DefaultLeaderLeaseTimeout),
+			Includes: "Go client (one per trainer) → HTTP/JSON → leader → request de-duplication and the FSM → " +
+				"Raft Apply (fsync, replication to a quorum) → answer. GetTask and TaskFinished are one write each"},
+		{Name: "etcd Put",
+			Setup: "3 etcd v3.7.3 members (go.etcd.io/etcd/server/v3/embed), one child process each, etcd's defaults " +
+				"(fsync on, snapshot every 10,000 entries, 1.5 MiB requests, 2 GiB quota), " + compaction,
+			Includes: "clientv3 (one per worker, all three endpoints, gRPC) → Put of a value the size of a GetTask entry " +
+				"to the worker's own key → etcd Raft (a follower forwards to the leader), WAL fsync, MVCC/bbolt → answer"},
+		{Name: "raw Raft",
+			Setup: fmt.Sprintf("3 hashicorp/raft v1.7.3 nodes, one child process each, no-op FSM, raft-boltdb/v2 (NoFreelistSync, fsync on), "+
+				"TCP transport (pool %d), raftmaster's timeouts (heartbeat %v, election %v, lease %v), snapshot every %d entries",
+				rawraft.TransportPool, rawraft.HeartbeatTimeout, rawraft.ElectionTimeout, rawraft.LeaderLeaseTimeout, rawraft.SnapshotThreshold),
+			Includes: "raft.Apply of an entry the size of a GetTask command, called in the leader's own process: " +
+				"batching, fsync, replication to a quorum, no-op apply. No HTTP, JSON, client, de-duplication or FSM"},
+		{Name: "etcd backend",
+			Setup: "3 `raftmaster serve --backend etcd` masters (one active, two standbys) against a 3-member etcd cluster as above, " +
+				"session TTL " + ttl.String(),
+			Includes: "Go client → HTTP/JSON → active master → FSM on a working copy → the whole state, gzipped, saved to etcd " +
+				"in a lock-guarded transaction → answer"},
+	}
+}
+
+// Markdown renders the results as a report.
+func Markdown(r *Results) string {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	p("# raftmaster-bench\n\n")
+	preset := "full run (defaults)"
+	if r.Config.Short {
+		preset = "short run (--short)"
+	}
+	p("%s, %s, took %s. %d CPUs (%s), %s, %s; load average %s at the start, %s at the end.\n",
+		r.Started.Format("2006-01-02 15:04 MST"), preset, (time.Duration(r.Seconds) * time.Second).String(),
+		r.Host.CPUs, r.Host.OS, r.Host.GoVersion, r.Host.Raftmaster, r.Host.Load, r.Host.LoadEnd)
+	p("Everything ran on 127.0.0.1 of this one machine, started by the bench in a temporary directory, fsync on. ")
+	p("Throughput figures are the median of %d runs of %s (after %s of warm-up) with (min–max); ", r.Config.Runs, r.Config.Window, r.Config.Warmup)
+	p("latencies are per-run percentiles, summarised the same way. Clients are closed loops: each waits for its answer before sending again.\n\n")
+
+	p("## Systems\n\n| system | setup | one operation includes |\n| --- | --- | --- |\n")
+	for _, s := range r.Systems {
+		p("| %s | %s | %s |\n", s.Name, s.Setup, s.Includes)
+	}
+	p("\n")
+
+	if d := r.Dispatch; d != nil {
+		p("## 1. Dispatch: raftmaster beside etcd Put and raw Raft Apply\n\n")
+		p("raftmaster: GetTask then TaskFinished through the Go client, on a dataset of %d one-chunk tasks; every answered GetTask or TaskFinished is one write "+
+			"(a pair is two writes, two Raft entries). etcd Put values and raw Raft entries are %d bytes, the size of a GetTask log entry.\n\n", d.Tasks, d.EntryBytes)
+		p("| clients | raftmaster writes/s | p50 ms | p99 ms | etcd Put/s | p50 ms | p99 ms | raw Raft Apply/s | p50 ms | p99 ms | raftmaster / etcd | raftmaster / raw Raft |\n")
+		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, row := range d.Rows {
+			p("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", row.Concurrency,
+				series(row.Raftmaster, 0), sum(row.Raftmaster.P50, 2), sum(row.Raftmaster.P99, 2),
+				series(row.EtcdPut, 0), sum(row.EtcdPut.P50, 2), sum(row.EtcdPut.P99, 2),
+				series(row.RawRaft, 0), sum(row.RawRaft.P50, 2), sum(row.RawRaft.P99, 2),
+				ratioText(row.VsEtcd), ratioText(row.VsRawRaft))
+		}
+		p("\n")
+	}
+
+	if g := r.Growth; g != nil {
+		p("## 2. Cost growth: dispatch throughput against dataset size\n\n")
+		p("%d trainers, GetTask then TaskFinished, one-chunk tasks; a fresh cluster (and, for the etcd backend, a fresh etcd) per size. "+
+			"\"set\" is the time to set the dataset; \"etcd state\" is the etcd backend's saved state after the runs "+
+			"(the gzipped FSM snapshot, which every write rewrites whole).\n\n", g.Concurrency)
+		p("| tasks | raft backend writes/s | p50 ms | p99 ms | set | etcd backend writes/s | p50 ms | p99 ms | set | etcd state | raft / etcd backend |\n")
+		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, row := range g.Rows {
+			state := "–"
+			if row.Etcd.StateBytes > 0 {
+				state = fmt.Sprintf("%s (%s raw)", size(int64(row.Etcd.StateBytes)), size(row.Etcd.StateRawBytes))
+			}
+			p("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", count(row.Tasks),
+				cell(row.Raft), sum(row.Raft.P50, 2), sum(row.Raft.P99, 2), secs(row.Raft.SetDatasetSeconds),
+				cell(row.Etcd), sum(row.Etcd.P50, 2), sum(row.Etcd.P99, 2), secs(row.Etcd.SetDatasetSeconds), state,
+				ratioText(ratio(row.Raft.Series, row.Etcd.Series)))
+		}
+		p("\n")
+	}
+
+	if f := r.Failover; f != nil {
+		p("## 3. Fail-over: SIGKILL of the leader under load\n\n")
+		p("%d trainers dispatch (GetTask, TaskFinished) on a dataset of %d tasks while the leader (the active master of the etcd backend) "+
+			"is killed with SIGKILL; after each kill the node is restarted on its data and the cluster is whole again before the next. "+
+			"Total is the kill → the next write acknowledged to any trainer (after the killed process was reaped). "+
+			"Phases come from polling the survivors' `GET /v1/status?stale` every %.0f ms, so a phase shorter than that may read 0.\n\n",
+			f.Trainers, f.Tasks, f.PollMillis)
+		p("| backend | kills | phase | p50 ms | p99 ms | min ms | max ms |\n| --- | ---: | --- | ---: | ---: | ---: | ---: |\n")
+		for _, fb := range []struct {
+			name string
+			b    *FailoverBackend
+		}{{"raft backend", f.Raft}, {"etcd backend", f.Etcd}} {
+			if fb.b == nil {
+				continue
+			}
+			if fb.b.Error != "" && len(fb.b.Kills) == 0 {
+				p("| %s | 0 | failed: %s | | | | |\n", fb.name, esc(fb.b.Error))
+				continue
+			}
+			kills := fmt.Sprint(len(fb.b.Kills))
+			if fb.b.Failed > 0 {
+				kills += fmt.Sprintf(" (%d without a write in 2 min)", fb.b.Failed)
+			}
+			if fb.b.Errors > 0 {
+				kills += fmt.Sprintf(" (%d trainer calls failed after the client's retries)", fb.b.Errors)
+			}
+			for _, ph := range []struct {
+				name string
+				d    measure.Distribution
+			}{
+				{"**kill → next acknowledged write**", fb.b.Total},
+				{"kill → a survivor names a new leader", fb.b.NewLeader},
+				{"→ that leader reports ready (take-over)", fb.b.TakeOver},
+				{"→ next acknowledged write (client rediscovery)", fb.b.Rediscovery},
+			} {
+				p("| %s | %s | %s | %s | %s | %s | %s |\n", fb.name, kills, ph.name, num(ph.d.P50, 0), num(ph.d.P99, 0), num(ph.d.Min, 0), num(ph.d.Max, 0))
+				kills = ""
+			}
+			if fb.b.Error != "" {
+				p("| %s | | stopped early: %s | | | | |\n", fb.name, esc(fb.b.Error))
+			}
+		}
+		p("\n<details><summary>Every kill</summary>\n\n| backend | # | killed | new leader | total ms | new leader ms | take-over ms | rediscovery ms |\n| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
+		for _, fb := range []struct {
+			name string
+			b    *FailoverBackend
+		}{{"raft backend", f.Raft}, {"etcd backend", f.Etcd}} {
+			if fb.b == nil {
+				continue
+			}
+			for i, k := range fb.b.Kills {
+				if k.Error != "" {
+					p("| %s | %d | %s | | %s | | | |\n", fb.name, i+1, k.Node, esc(k.Error))
+					continue
+				}
+				p("| %s | %d | %s | %s | %.0f | %.0f | %.0f | %.0f |\n", fb.name, i+1, k.Node, k.NewLeader, k.TotalMs, k.NewLeaderMs, k.TakeOverMs, k.RediscoveryMs)
+			}
+		}
+		p("\n</details>\n\n")
+	}
+
+	if a := r.Allgather; a != nil {
+		p("## 4. Allgather\n\n")
+		p("One group per run on the 3-node Raft cluster: members join through the HTTP API (%d joins in flight, sent to the leader), "+
+			"and each member then long-polls its watch on node i mod 3, so all three replicas serve results. "+
+			"Completion is the last join's acknowledgement → the last member's complete result; each result carries every member's data.\n\n", joinWorkers)
+		p("| peers | last join → last result, ms | first join → last join acknowledged, ms |\n| ---: | ---: | ---: |\n")
+		for _, row := range a.Rows {
+			if row.Error != "" && len(row.Runs) == 0 {
+				p("| %d | failed: %s | |\n", row.Peers, esc(row.Error))
+				continue
+			}
+			p("| %d | %s | %s |\n", row.Peers, sum(row.Completion, 1), sum(row.Joins, 0))
+		}
+		p("\n")
+	}
+
+	if fp := r.Footprint; fp != nil {
+		p("## 5. Footprint of a large dataset (Raft backend)\n\n")
+		p("A dataset of %s one-chunk tasks, set in %s, then %s of them leased (GetTask by 64 trainers, none finished: half-way through the pass) in %s. "+
+			"RSS from /proc/PID/status; the snapshot is the newest on disk.\n\n",
+			count(fp.Tasks), secs(fp.SetDatasetSeconds), count(fp.Leased), secs(fp.LeaseSeconds))
+		p("| node | role | RSS idle MB | RSS with dataset MB | RSS half leased MB | peak RSS MB | snapshot MB (at index) | applied index | raft.db MB |\n")
+		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, n := range fp.Nodes {
+			p("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f (%d) | %d | %.1f |\n", n.ID, n.Role, n.IdleRSSMB, n.DatasetRSSMB, n.LeasedRSSMB, n.PeakRSSMB,
+				float64(n.SnapshotBytes)/1e6, n.SnapshotIndex, n.AppliedIndex, float64(n.RaftDBBytes)/1e6)
+		}
+		p("\nA killed follower restarted on its data and reached the leader's applied index in %s ms (median (min–max) of %d restarts).\n",
+			sum(fp.CatchUp, 0), fp.CatchUp.N)
+		if fp.Error != "" {
+			p("Stopped early: %s\n", esc(fp.Error))
+		}
+		p("\n")
+	}
+
+	if len(r.Errors) > 0 {
+		p("## Errors\n\n")
+		for part, e := range r.Errors {
+			p("- %s: %s\n", part, esc(firstLine(e)))
+		}
+		p("\n")
+	}
+	if len(r.Charts) > 0 {
+		p("## Charts\n\n")
+		for _, c := range r.Charts {
+			p("![%s](%s)\n\n", strings.TrimSuffix(c, ".png"), c)
+		}
+	}
+	return b.String()
+}
+
+// series renders a throughput median with its range, or the error.
+func series(s Series, digits int) string {
+	if !s.ok() {
+		if s.Error != "" {
+			return "failed: " + esc(s.Error)
+		}
+		return "–"
+	}
+	return sum(s.OpsPerSec, digits)
+}
+
+// cell renders a cost-growth cell: throughput, or the status that stopped it.
+func cell(c GrowthCell) string {
+	if c.Status != "ok" && len(c.Runs) == 0 {
+		return esc(c.Status)
+	}
+	out := sum(c.OpsPerSec, 0)
+	if c.Status != "ok" {
+		out += " (then " + esc(c.Status) + ")"
+	}
+	return out
+}
+
+// sum renders "median (min–max)".
+func sum(s measure.Summary, digits int) string {
+	if s.N == 0 {
+		return "–"
+	}
+	if s.N == 1 || s.Min == s.Max {
+		return num(s.Median, digits)
+	}
+	return fmt.Sprintf("%s (%s–%s)", num(s.Median, digits), num(s.Min, digits), num(s.Max, digits))
+}
+
+func num(v float64, digits int) string {
+	if math.IsNaN(v) {
+		return "–"
+	}
+	return fmt.Sprintf("%.*f", digits, v)
+}
+
+func ratioText(r float64) string {
+	if r == 0 {
+		return "–"
+	}
+	return fmt.Sprintf("%.2fx", r)
+}
+
+func secs(s float64) string {
+	if s == 0 {
+		return "–"
+	}
+	return (time.Duration(s * float64(time.Second))).Round(10 * time.Millisecond).String()
+}
+
+// size writes a byte count in kB or MB.
+func size(n int64) string {
+	if n < 1e6 {
+		return fmt.Sprintf("%.1f kB", float64(n)/1e3)
+	}
+	return fmt.Sprintf("%.1f MB", float64(n)/1e6)
+}
+
+// count writes 1000000 as 1,000,000.
+func count(n int) string {
+	s := fmt.Sprint(n)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// esc keeps a message from breaking a table row.
+func esc(s string) string { return strings.ReplaceAll(firstLine(s), "|", "\\|") }
