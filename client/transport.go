@@ -75,6 +75,13 @@ func (e *endpoints) idOf(base string) string {
 // unreachable: about as long as followers take to notice a dead leader.
 const deadRefusal = 2 * time.Second
 
+// count returns how many addresses the client rotates through.
+func (e *endpoints) count() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.addrs)
+}
+
 // refusedBy records that base refused a connection.
 func (e *endpoints) refusedBy(base string) {
 	u, err := url.Parse(base)
@@ -191,6 +198,7 @@ type attemptError struct {
 	retry      bool          // the call may be sent again with the same request id
 	retryAfter time.Duration // what the server asked for, if anything
 	moved      bool          // abandoned for a new leader, which is already the hint
+	refused    bool          // the node refused the connection: it is not running
 }
 
 // do performs c, following redirects and retrying retryable failures with
@@ -216,6 +224,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		budget = c.retry
 	}
 	start := time.Now()
+	refusals := 0 // attempts refused in a row
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return c.ctxErr(ctx)
@@ -243,6 +252,18 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		wait := rand.N(min(backoffMax, backoffMin<<min(attempt, 10)) + 1)
 		if ae.retryAfter > 0 {
 			wait = max(wait, min(ae.retryAfter, backoffMax))
+		}
+		if ae.refused {
+			refusals++
+		} else {
+			refusals = 0
+		}
+		if ae.refused && refusals < c.ep.count() {
+			// A killed node: ask the next one at once. It holds the call
+			// until a leader serves (naming this node as unreachable),
+			// so there is nothing to back off from, unless every node
+			// refuses.
+			wait = 0
 		}
 		elapsed := time.Since(start)
 		if elapsed >= budget {
@@ -313,6 +334,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		if err != nil {
 			if errors.Is(err, syscall.ECONNREFUSED) {
 				c.ep.refusedBy(*current.Load())
+				return &attemptError{err: err, retry: true, refused: true}
 			}
 			if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
 				return &attemptError{err: cause, retry: true, moved: true}

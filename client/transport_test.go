@@ -501,3 +501,33 @@ func TestSlowLeaderUnderAnotherAddressIsKept(t *testing.T) {
 		t.Fatalf("the slow leader got %d attempts, want 1", n)
 	}
 }
+
+// TestRefusedNodeIsNamedUnreachable: a node that refuses connections (a
+// killed leader) is named in the header of the next attempts, so that a
+// follower that still believes it leads waits for the next leader instead
+// of redirecting there.
+func TestRefusedNodeIsNamedUnreachable(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // nothing listens there any more: connections are refused
+	local := apitest.NewLocal()
+	var named atomic.Value
+	ts := startServer(t, local, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if v := r.Header.Get(rpc.HeaderUnreachable); v != "" {
+				named.Store(v)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c := newClient(t, client.WithAddrs(dead, ts.URL))
+	if _, err := c.RequestSaveModel("t", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := named.Load().(string); got != dead {
+		t.Fatalf("the live node was told %q is unreachable, want %q", got, dead)
+	}
+}
