@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"maps"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -34,6 +36,54 @@ type group struct {
 	overdue       bool
 	members       []member
 	dataSize      int
+
+	// Derived from members, never encoded: rebuilt on restore, so no
+	// snapshot or hash sees them.
+
+	// index maps a member id to its slot in members. It is only looked
+	// up, never ranged over, and has one entry per member (at most
+	// numPeers, which MaxPeers bounds).
+	index map[uuid.UUID]int32
+	// gathered is, once the group is complete, every member's data in
+	// join order, shared by every watch of this completion. Data does not
+	// change after completion (a re-join keeps the completed data, a
+	// leave only marks the member gone), so it stays valid until the
+	// group is forgotten or closed, and goes with it.
+	gathered *Gathered
+}
+
+// Gathered is the data of one completion of a group: every member's data
+// in join order. The FSM builds it once, when the last member joins, and
+// every watch of that completion shares it: it never changes, and it is
+// dropped with the group. It holds pointers to the members' data, not
+// copies, and at most one encoding of them (Encoded).
+type Gathered struct {
+	data [][]byte
+
+	once    sync.Once
+	encoded []byte
+}
+
+// Data returns every member's data in join order. The slice is shared:
+// read it, never modify it.
+func (g *Gathered) Data() [][]byte { return g.data }
+
+// Encoded returns encode(Data()), computed by the first call and shared by
+// every later one, so that the watches of a completion encode its data
+// once between them. Every caller must pass the same encoding; the result
+// is shared too and must not be modified.
+func (g *Gathered) Encoded(encode func(data [][]byte) []byte) []byte {
+	g.once.Do(func() { g.encoded = encode(g.data) })
+	return g.encoded
+}
+
+// gather returns the Gathered of a complete group's members.
+func gather(members []member) *Gathered {
+	data := make([][]byte, len(members))
+	for i, m := range members {
+		data[i] = m.data
+	}
+	return &Gathered{data: data}
 }
 
 type member struct {
@@ -43,8 +93,64 @@ type member struct {
 	left bool   // left after completion; its data stays in the result
 }
 
+// find returns the slot of member id, or -1.
 func (g *group) find(id uuid.UUID) int {
-	return slices.IndexFunc(g.members, func(m member) bool { return m.id == id })
+	if i, ok := g.index[id]; ok {
+		return int(i)
+	}
+	return -1
+}
+
+// derive rebuilds what is derived from the members: the index and, for a
+// complete group, the gathered data. A duplicate member id keeps the
+// later slot, which check reports.
+func (g *group) derive() {
+	g.index = make(map[uuid.UUID]int32, len(g.members))
+	for i, m := range g.members {
+		g.index[m.id] = int32(i)
+	}
+	g.gathered = nil
+	if g.status == groupComplete {
+		g.gathered = gather(g.members)
+	}
+}
+
+// clone returns a copy of g that later applies to g do not change.
+// Member data and the gathered data are immutable and shared.
+func (g *group) clone() *group {
+	c := *g
+	c.members = slices.Clone(g.members)
+	c.index = maps.Clone(g.index)
+	return &c
+}
+
+// groupChange is what an apply changed for the allgather watches: one
+// member's slot, or, with member uuid.Nil (never a member's id: Join
+// refuses it), the outcome of the whole group (it completed, timed out,
+// turned overdue, closed or was forgotten). The FSM takes the changes
+// after each apply to wake only the watches they concern; they are not
+// state.
+type groupChange struct {
+	group  string
+	member uuid.UUID
+}
+
+// changedGroup records that the outcome of group id changed for every
+// member.
+func (s *state) changedGroup(id string) {
+	s.changes = append(s.changes, groupChange{group: id})
+}
+
+// changedMember records that member's slot in group id changed.
+func (s *state) changedMember(id string, member uuid.UUID) {
+	s.changes = append(s.changes, groupChange{group: id, member: member})
+}
+
+// takeChanges returns the changes recorded since the last call.
+func (s *state) takeChanges() []groupChange {
+	c := s.changes
+	s.changes = nil
+	return c
 }
 
 // active counts the members that have not left.
@@ -94,8 +200,10 @@ func (s *state) join(c *Join) *Result {
 		if timeout == 0 {
 			timeout = DefaultTimeout
 		}
-		g = &group{numPeers: c.NumPeers, timeout: timeout, deadline: s.clock + int64(timeout), failOnTimeout: c.FailOnTimeout}
+		g = &group{numPeers: c.NumPeers, timeout: timeout, deadline: s.clock + int64(timeout), failOnTimeout: c.FailOnTimeout,
+			index: make(map[uuid.UUID]int32)}
 		s.groups[c.Group] = g
+		s.changedGroup(c.Group) // new, or a timed-out group started afresh
 	}
 	if g.overdue {
 		// An overdue group is kept while members keep arriving.
@@ -113,14 +221,18 @@ func (s *state) join(c *Join) *Result {
 		g.members[i].data = c.Data
 		g.members[i].gen = gen
 	default:
+		g.index[c.Member] = int32(len(g.members))
 		g.members = append(g.members, member{id: c.Member, data: c.Data, gen: gen})
 		g.dataSize += len(c.Data)
 		if len(g.members) == g.numPeers {
 			g.status = groupComplete
 			g.overdue = false
 			g.deadline = s.clock + int64(g.timeout)
+			g.gathered = gather(g.members)
+			s.changedGroup(c.Group)
 		}
 	}
+	s.changedMember(c.Group, c.Member)
 	s.updateGroupDeadline()
 	return &Result{Generation: gen}
 }
@@ -137,11 +249,18 @@ func (s *state) leave(c *Leave) *Result {
 	if g.status == groupComplete {
 		g.members[i].left = true
 	} else {
+		// The members after the slot move up one rank.
 		g.dataSize -= len(g.members[i].data)
 		g.members = slices.Delete(g.members, i, i+1)
+		delete(g.index, c.Member)
+		for j := i; j < len(g.members); j++ {
+			g.index[g.members[j].id] = int32(j)
+		}
 	}
+	s.changedMember(c.Group, c.Member)
 	if g.active() == 0 {
 		delete(s.groups, c.Group) // the last member out closes the group
+		s.changedGroup(c.Group)
 	}
 	s.updateGroupDeadline()
 	return &Result{}
@@ -170,6 +289,7 @@ func (s *state) expireGroups() {
 		default:
 			delete(s.groups, id)
 		}
+		s.changedGroup(id)
 	}
 	s.updateGroupDeadline()
 }

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -233,5 +236,380 @@ func TestAllGatherDataLimit(t *testing.T) {
 	h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 100, Data: big}) // a replacement fits
 	if g, _ := h.f.Group("g"); len(g.Members) != MaxGroupData/MaxMemberData {
 		t.Fatalf("group has %d members", len(g.Members))
+	}
+}
+
+// checkIndex fails the test unless group id's member index maps exactly
+// its members to their slots.
+func checkIndex(t interface{ Fatalf(string, ...any) }, f *FSM, id string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	g := f.s.groups[id]
+	if g == nil {
+		return
+	}
+	if len(g.index) != len(g.members) {
+		t.Fatalf("group %s: index of %d entries for %d members", id, len(g.index), len(g.members))
+	}
+	for i, m := range g.members {
+		if j, ok := g.index[m.id]; !ok || int(j) != i {
+			t.Fatalf("group %s: member %s in slot %d, index says %d (%v)", id, m.id, i, j, ok)
+		}
+	}
+}
+
+// fired reports whether ch is closed (nil never fires).
+func fired(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+func TestAllGatherIndex(t *testing.T) {
+	runScenarios(t, []scenario{
+		{"leave before completion shifts the ranks", func(h *harness) {
+			g1 := h.join(1, 4, "a")
+			h.join(2, 4, "b")
+			g3 := h.join(3, 4, "c")
+			h.ok(&Leave{Group: "g", Member: memberID(2)}) // 3 moves up to rank 1
+			checkIndex(h.t, h.f, "g")
+			h.watch(2, 1, WatchClosed)
+			h.watch(3, g3, WatchPending)
+			h.watch(1, g1, WatchPending)
+			g1 = h.join(1, 4, "a2") // a re-join keeps its slot
+			checkIndex(h.t, h.f, "g")
+			g2 := h.join(2, 4, "b2") // back, at the end
+			h.ok(&Leave{Group: "g", Member: memberID(1)})
+			h.watch(1, g1, WatchClosed)
+			checkIndex(h.t, h.f, "g")
+			g1 = h.join(1, 4, "a3")
+			g4 := h.join(4, 4, "d")
+			checkIndex(h.t, h.f, "g")
+			want := []string{"c", "b2", "a3", "d"}
+			for rank, m := range []struct {
+				n   byte
+				gen uint64
+			}{{3, g3}, {2, g2}, {1, g1}, {4, g4}} {
+				h.wantData(h.watch(m.n, m.gen, WatchComplete), rank, want...)
+			}
+			h.watch(9, g4, WatchClosed) // a stranger is not found
+		}},
+		{"re-join and leave after completion keep the slots", func(h *harness) {
+			h.join(1, 3, "a")
+			g2 := h.join(2, 3, "b")
+			h.join(3, 3, "c")
+			g1 := h.join(1, 3, "ignored")
+			h.ok(&Leave{Group: "g", Member: memberID(3)})
+			checkIndex(h.t, h.f, "g")
+			h.wantData(h.watch(1, g1, WatchComplete), 0, "a", "b", "c")
+			h.wantData(h.watch(2, g2, WatchComplete), 1, "a", "b", "c")
+		}},
+	})
+}
+
+// TestAllGatherIndexRestored: a restored state rebuilds the index and the
+// gathered data, which the snapshot does not hold, and the snapshot bytes
+// are those of before.
+func TestAllGatherIndexRestored(t *testing.T) {
+	h := newHarness(t)
+	h.join(1, 3, "a")
+	h.join(2, 3, "b")
+	h.join(3, 3, "c")
+	h.fails(&Join{Group: "g", Member: memberID(4), NumPeers: 3}, ErrGroupMismatch) // a stranger after completion
+	h.ok(&Join{Group: "open", Member: memberID(5), NumPeers: 3, Data: []byte("e")})
+	h.ok(&Join{Group: "open", Member: memberID(6), NumPeers: 3, Data: []byte("f")})
+	h.ok(&Leave{Group: "open", Member: memberID(5)})
+	before := h.f.SnapshotBytes()
+	f := restored(t, before)
+	if !bytes.Equal(f.SnapshotBytes(), before) {
+		t.Fatalf("the restored state encodes differently")
+	}
+	for _, id := range []string{"g", "open"} {
+		checkIndex(t, f, id)
+	}
+	var gathered *Gathered
+	for n, rank := range map[byte]int{1: 0, 2: 1, 3: 2} {
+		g, _ := f.Group("g")
+		w := f.Watch("g", memberID(n), g.Members[rank].Generation)
+		if w.Status != WatchComplete || w.Rank != rank || len(w.Data) != 3 || string(w.Data[rank]) != string([]byte{"abc"[rank]}) {
+			t.Fatalf("member %d after restore: %+v", n, w)
+		}
+		if gathered != nil && w.Gathered != gathered {
+			t.Fatalf("the restored completion is gathered more than once")
+		}
+		gathered = w.Gathered
+	}
+	if g, _ := f.Group("open"); f.Watch("open", memberID(6), g.Members[0].Generation).Status != WatchPending {
+		t.Fatalf("open group's member after restore: %+v", g)
+	}
+}
+
+// TestGatheredEncodedOnce: every watch of a completion shares one
+// Gathered, whose encoding is computed once; re-joins and leaves after
+// completion keep it, and a new completion of the same group id, after
+// the group closed, gets a new one.
+func TestGatheredEncodedOnce(t *testing.T) {
+	h := newHarness(t)
+	g1 := h.join(1, 2, "a")
+	g2 := h.join(2, 2, "b")
+	w1, w2 := h.watch(1, g1, WatchComplete), h.watch(2, g2, WatchComplete)
+	if w1.Gathered == nil || w1.Gathered != w2.Gathered {
+		t.Fatalf("the watches of one completion do not share its data")
+	}
+	calls := 0
+	encode := func(data [][]byte) []byte {
+		calls++
+		return bytes.Join(data, []byte(","))
+	}
+	for _, w := range []WatchResult{w1, w2, w1} {
+		if got := string(w.Gathered.Encoded(encode)); got != "a,b" || calls != 1 {
+			t.Fatalf("encoded %q after %d encodings, want \"a,b\" after 1", got, calls)
+		}
+	}
+	g1 = h.join(1, 2, "ignored") // a re-join after completion
+	h.ok(&Leave{Group: "g", Member: memberID(2)})
+	if w := h.watch(1, g1, WatchComplete); w.Gathered != w1.Gathered {
+		t.Fatalf("a re-join or leave after completion replaced the gathered data")
+	}
+	h.ok(&Leave{Group: "g", Member: memberID(1)}) // the group closes
+	g1 = h.join(1, 2, "c")
+	g2 = h.join(2, 2, "d")
+	w := h.watch(2, g2, WatchComplete)
+	if w.Gathered == w1.Gathered || string(w.Gathered.Encoded(encode)) != "c,d" || calls != 2 {
+		t.Fatalf("a new completion kept the old data: %q", w.Gathered.Encoded(encode))
+	}
+	h.wantData(h.watch(1, g1, WatchComplete), 0, "c", "d")
+	h.advance(time.Minute) // past the retention: the group and its data go
+	h.tick()
+	if h.f.Watch("g", memberID(1), g1).Status != WatchClosed || len(h.f.Groups()) != 0 {
+		t.Fatalf("complete group kept after its retention")
+	}
+}
+
+// TestWatchWaitWakesOnlyItsGroup: a wait on a member of group "g" is not
+// woken by other groups, task commands or ticks, nor by other members'
+// joins that leave its answer pending; it is woken by its own member's
+// changes and by the group's outcome. Nothing is left registered once the
+// waits are released.
+func TestWatchWaitWakesOnlyItsGroup(t *testing.T) {
+	h := newHarness(t)
+	g1 := h.join(1, 3, "a")
+	res, w := h.f.WatchWait("g", memberID(1), g1)
+	if res.Status != WatchPending || w == nil {
+		t.Fatalf("WatchWait %+v %v, want pending with a wait", res, w)
+	}
+	quiet := func(what string) {
+		t.Helper()
+		if fired(w.Group) || fired(w.Member) {
+			t.Fatalf("%s woke a watch of another group or member", what)
+		}
+	}
+	h.ok(&Join{Group: "other", Member: memberID(1), NumPeers: 1, Data: []byte("x")})
+	quiet("a join that completes another group")
+	h.ok(&Join{Group: "other2", Member: memberID(2), NumPeers: 2})
+	h.ok(&Leave{Group: "other2", Member: memberID(2)})
+	quiet("a join and a leave of another group")
+	h.ok(&SetDataset{Chunks: []Chunk{{Path: "p", Offset: 0, Records: 1}}, Params: defaultParams})
+	h.ok(&GetTask{Pass: 0})
+	h.tick()
+	h.ok(&LeaderGrace{Grace: time.Second})
+	quiet("task commands, ticks and a leader's grace")
+	g2 := h.join(2, 3, "b")
+	quiet("another member's join to the same open group")
+
+	// The member's own changes wake it.
+	g1 = h.join(1, 3, "a2")
+	if !fired(w.Member) || fired(w.Group) {
+		t.Fatalf("the member's re-join did not wake its watch")
+	}
+	w.Release()
+	res, w = h.f.WatchWait("g", memberID(1), g1)
+	if res.Status != WatchPending {
+		t.Fatalf("after the re-join: %+v", res)
+	}
+	_, w2 := h.f.WatchWait("g", memberID(2), g2)
+	h.join(3, 3, "c")
+	if !fired(w.Group) || !fired(w2.Group) {
+		t.Fatalf("completion did not wake every watch of the group")
+	}
+	w.Release()
+	w2.Release()
+	if res, w := h.f.WatchWait("g", memberID(1), g1); res.Status != WatchComplete || w != nil {
+		t.Fatalf("a final answer came with a wait: %+v %v", res, w)
+	}
+
+	// A replica that has not applied the join yet wakes on any entry.
+	res, w = h.f.WatchWait("later", memberID(1), h.f.s.nextGen+1)
+	if res.Status != WatchPending {
+		t.Fatalf("a join not applied yet: %+v", res)
+	}
+	h.tick()
+	if !fired(w.Group) {
+		t.Fatalf("a watch ahead of the log was not woken by the next entry")
+	}
+	w.Release()
+
+	// Leaves and the timeout wake the group's watches; a restore wakes all.
+	g5 := h.ok(&Join{Group: "t", Member: memberID(5), NumPeers: 3, Timeout: time.Second}).Generation
+	g6 := h.ok(&Join{Group: "t", Member: memberID(6), NumPeers: 3}).Generation
+	_, w5 := h.f.WatchWait("t", memberID(5), g5)
+	_, w6 := h.f.WatchWait("t", memberID(6), g6)
+	h.ok(&Leave{Group: "t", Member: memberID(5)})
+	if !fired(w5.Member) || fired(w6.Member) || fired(w6.Group) {
+		t.Fatalf("a leave woke the wrong watches")
+	}
+	w5.Release()
+	h.advance(time.Second)
+	h.tick()
+	if !fired(w6.Group) {
+		t.Fatalf("turning overdue did not wake the group's watch")
+	}
+	w6.Release()
+	res, w6 = h.f.WatchWait("t", memberID(6), g6)
+	if !res.Overdue || w6 == nil {
+		t.Fatalf("overdue watch: %+v", res)
+	}
+	if err := h.f.Restore(readCloser(h.f.SnapshotBytes())); err != nil {
+		t.Fatal(err)
+	}
+	if !fired(w6.Group) {
+		t.Fatalf("a restore did not wake the watch")
+	}
+	w6.Release()
+	w6.Release() // twice does nothing
+	h.f.notifyMu.Lock()
+	left := len(h.f.waits)
+	h.f.notifyMu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d groups still registered after every wait was released", left)
+	}
+}
+
+// TestWatchWaitReleaseDropsEntries: waits that end without a change, as
+// a long poll whose wait runs out, leave nothing behind.
+func TestWatchWaitReleaseDropsEntries(t *testing.T) {
+	h := newHarness(t)
+	g1 := h.join(1, 2, "a")
+	var waits []*Wait
+	for range 3 {
+		_, w := h.f.WatchWait("g", memberID(1), g1)
+		waits = append(waits, w)
+	}
+	if waits[0].Group != waits[2].Group || waits[0].Member != waits[2].Member {
+		t.Fatalf("waits on one member do not share their channels")
+	}
+	for _, w := range waits {
+		w.Release()
+	}
+	h.f.notifyMu.Lock()
+	left := len(h.f.waits)
+	h.f.notifyMu.Unlock()
+	if left != 0 {
+		t.Fatalf("%d groups still registered after every wait was released", left)
+	}
+}
+
+// TestRestoreRefusesDuplicateMember: the index is rebuilt from the
+// members on restore, and a member twice in one group is refused rather
+// than indexed once.
+func TestRestoreRefusesDuplicateMember(t *testing.T) {
+	h := newHarness(t)
+	h.join(1, 3, "a")
+	h.join(2, 3, "b")
+	s := h.f.s.clone()
+	s.groups["g"].members[1].id = memberID(1)
+	var b bytes.Buffer
+	if err := encodeState(&b, s); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, b.Bytes())
+}
+
+// TestWatchWaitConcurrent: watches that wait with WatchWait while joins,
+// re-joins, other groups' entries, ticks and restores are applied all see
+// their group complete, with their rank, and leave nothing registered.
+// Run with -race, it also checks the locking.
+func TestWatchWaitConcurrent(t *testing.T) {
+	const groups, peers = 4, 16
+	f := New()
+	var index uint64
+	now := t0
+	apply := func(c Command) *Result {
+		c.Hdr().Now = now
+		index++
+		return f.ApplyEntry(index, Encode(c))
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, groups*peers*2)
+	parked := make(chan struct{})
+	watch := func(group string, n byte, gen uint64) {
+		defer wg.Done()
+		for first := true; ; first = false {
+			res, w := f.WatchWait(group, memberID(n), gen)
+			if first {
+				parked <- struct{}{} // the next entry comes after this look
+			}
+			switch res.Status {
+			case WatchComplete:
+				if string(res.Data[res.Rank]) != group+string([]byte{n}) {
+					errs <- fmt.Errorf("group %s member %d: rank %d holds %q", group, n, res.Rank, res.Data[res.Rank])
+				}
+				return
+			case WatchReconnected:
+				return // a later join of the member watches on
+			case WatchPending:
+			default:
+				errs <- fmt.Errorf("group %s member %d: %v", group, n, res.Err())
+				return
+			}
+			select {
+			case <-w.Group:
+			case <-w.Member:
+			}
+			w.Release()
+		}
+	}
+	for n := range byte(peers) {
+		for g := range groups {
+			group := fmt.Sprintf("g%d", g)
+			r := apply(&Join{Group: group, Member: memberID(n + 1), NumPeers: peers, Data: []byte(group + string([]byte{n + 1}))})
+			wg.Add(1)
+			go watch(group, n+1, r.Generation)
+			<-parked
+			if n%3 == 0 {
+				// A re-join: the first join's watch sees it reconnected.
+				r = apply(&Join{Group: group, Member: memberID(n + 1), NumPeers: peers, Data: []byte(group + string([]byte{n + 1}))})
+				wg.Add(1)
+				go watch(group, n+1, r.Generation)
+				<-parked
+			}
+		}
+		apply(&Join{Group: "solo", Member: memberID(n + 1), NumPeers: 1})
+		now += int64(time.Second)
+		apply(&Tick{})
+		if n == peers/2 {
+			if err := f.Restore(readCloser(f.SnapshotBytes())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("watches still waiting on complete groups: a wake-up was lost")
+	}
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	f.notifyMu.Lock()
+	defer f.notifyMu.Unlock()
+	if len(f.waits) != 0 {
+		t.Fatalf("%d groups still registered after every watch ended", len(f.waits))
 	}
 }

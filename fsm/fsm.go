@@ -21,6 +21,9 @@ type FSM struct {
 
 	notifyMu sync.Mutex
 	changed  chan struct{} // closed after the next apply, when non-nil
+	// waits are the allgather long polls waiting, by group (wait.go).
+	// They are not state: no snapshot or hash sees them.
+	waits map[string]*groupWaiters
 
 	halted   chan struct{} // closed when the FSM halts
 	haltErr  error         // why; set before halted is closed, under mu
@@ -57,11 +60,12 @@ func (f *FSM) ApplyEntry(index uint64, data []byte) *Result {
 	default:
 		r = f.s.apply(c)
 	}
+	changes := f.s.takeChanges()
 	if index > f.applied.Load() {
 		f.applied.Store(index)
 	}
 	f.mu.Unlock()
-	f.notify()
+	f.notify(changes)
 	return r
 }
 
@@ -82,7 +86,8 @@ func (f *FSM) HaltErr() error {
 }
 
 // Changed returns a channel that is closed after the next applied entry or
-// restore. Long polls wait on it and then query again.
+// restore. Long polls wait on it and then query again; the allgather watch
+// waits on WatchWait instead, which wakes it only for its group.
 func (f *FSM) Changed() <-chan struct{} {
 	f.notifyMu.Lock()
 	defer f.notifyMu.Unlock()
@@ -92,10 +97,15 @@ func (f *FSM) Changed() <-chan struct{} {
 	return f.changed
 }
 
-func (f *FSM) notify() {
+// notify wakes what waits on the next apply, and the watches of the groups
+// and members in changes.
+func (f *FSM) notify(changes []groupChange) {
 	f.notifyMu.Lock()
 	ch := f.changed
 	f.changed = nil
+	for _, c := range changes {
+		f.wakeLocked(c)
+	}
 	f.notifyMu.Unlock()
 	if ch != nil {
 		close(ch)
@@ -136,7 +146,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.s = s
 	f.mu.Unlock()
-	f.notify()
+	f.notifyAll()
 	return nil
 }
 

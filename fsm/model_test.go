@@ -607,6 +607,8 @@ func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
 	for _, mb := range g.members {
 		data = append(data, mb.data)
 	}
+	checkIndex(t, f, id)
+	var gathered *Gathered // one for every watch of the completion
 	for rank, mb := range g.members {
 		want := WatchResult{Status: WatchPending, Overdue: g.overdue}
 		switch {
@@ -617,7 +619,17 @@ func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
 		case g.status == "complete":
 			want = WatchResult{Status: WatchComplete, Data: data, Rank: rank}
 		}
-		if got := f.Watch(id, mb.id, mb.gen); !reflect.DeepEqual(got, want) {
+		got := f.Watch(id, mb.id, mb.gen)
+		if (got.Gathered != nil) != (got.Status == WatchComplete) || (got.Gathered != nil && !reflect.DeepEqual(got.Gathered.Data(), got.Data)) {
+			t.Fatalf("group %s member %d: watch %+v, gathered data does not go with it", id, rank, got)
+		}
+		if gathered == nil {
+			gathered = got.Gathered
+		} else if got.Gathered != nil && got.Gathered != gathered {
+			t.Fatalf("group %s member %d: the watches of one completion gather its data apart", id, rank)
+		}
+		got.Gathered = nil
+		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("group %s member %d: watch %+v, model says %+v", id, rank, got, want)
 		}
 		if old := f.Watch(id, mb.id, mb.gen-1); !mb.left && old.Status != WatchReconnected {

@@ -199,7 +199,9 @@ const (
 // WatchResult is the state of one member's join.
 type WatchResult struct {
 	Status WatchStatus
-	// Data is every member's data in join order, when complete.
+	// Data is every member's data in join order, when complete:
+	// Gathered.Data(), shared by every watch of the completion, so read
+	// it and never modify it.
 	Data [][]byte
 	// Rank is the member's index in Data.
 	Rank int
@@ -207,6 +209,9 @@ type WatchResult struct {
 	// has passed its timeout without filling up: the seed's
 	// ErrAllGatherTimeoutExceeded notice. The group stays open.
 	Overdue bool
+	// Gathered is, when complete, the completion Data belongs to: the
+	// same pointer for every watch of it, with a memo for its encoding.
+	Gathered *Gathered
 }
 
 // Err returns the allgather error of a final status, or nil.
@@ -226,14 +231,41 @@ func (w WatchResult) Err() error {
 // group. Generations are handed out in log order, so a replica whose
 // counter is below gen has not applied that join yet: it answers
 // WatchPending rather than judge the member from a state that predates
-// its join.
+// its join. It costs the same whatever the group's size: the member is
+// looked up by id, and a complete group's data is gathered once.
 func (f *FSM) Watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if gen > f.s.nextGen {
+	return f.s.watch(groupID, memberID, gen)
+}
+
+// WatchWait is Watch for a long poll: with a pending answer it returns a
+// Wait whose channels say when to look again, with a final one a nil Wait.
+// The Wait wakes only for what may change this answer (the group's
+// outcome, this member's slot), not for every applied entry. The caller
+// must Release it once it stops waiting on it.
+func (f *FSM) WatchWait(groupID string, memberID uuid.UUID, gen uint64) (WatchResult, *Wait) {
+	// The read lock keeps out every apply from the look to the
+	// registration, and an apply notifies only after it released its
+	// write lock: a change after the look closes what is registered.
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	res := f.s.watch(groupID, memberID, gen)
+	switch {
+	case res.Status != WatchPending:
+		return res, nil // final: nothing to wait for
+	case gen > f.s.nextGen:
+		// The join is not applied here yet: any entry may be the one.
+		return res, &Wait{Group: f.Changed()}
+	}
+	return res, f.waitGroup(groupID, memberID)
+}
+
+func (s *state) watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult {
+	if gen > s.nextGen {
 		return WatchResult{Status: WatchPending}
 	}
-	g := f.s.groups[groupID]
+	g := s.groups[groupID]
 	if g == nil {
 		return WatchResult{Status: WatchClosed}
 	}
@@ -251,11 +283,7 @@ func (f *FSM) Watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult 
 	case g.status == groupOpen:
 		return WatchResult{Status: WatchPending, Overdue: g.overdue}
 	}
-	data := make([][]byte, len(g.members))
-	for j, m := range g.members {
-		data[j] = m.data
-	}
-	return WatchResult{Status: WatchComplete, Data: data, Rank: i}
+	return WatchResult{Status: WatchComplete, Data: g.gathered.data, Rank: i, Gathered: g.gathered}
 }
 
 // Registrations returns the node registry sorted by id.

@@ -35,9 +35,7 @@ func (s *state) clone() *state {
 	}
 	c.groups = make(map[string]*group, len(s.groups))
 	for _, id := range sortedKeys(s.groups) {
-		g := *s.groups[id]
-		g.members = slices.Clone(g.members)
-		c.groups[id] = &g
+		c.groups[id] = s.groups[id].clone()
 	}
 	c.nodes = maps.Clone(s.nodes)
 	c.dedup = newDedupTable()
@@ -300,6 +298,7 @@ func decodeState(b []byte) (*state, error) {
 			g.members = append(g.members, m)
 			g.dataSize += len(m.data)
 		}
+		g.derive() // the index and the gathered data are not encoded
 		s.groups[id] = g
 	}
 	s.updateGroupDeadline()

@@ -26,6 +26,10 @@ type state struct {
 	groups        map[string]*group
 	nextGen       uint64
 	groupDeadline int64 // earliest group deadline, 0 when there are no groups
+	// changes lists what the current apply changed for allgather watches,
+	// for the FSM to wake them (takeChanges). Apply never reads it, and
+	// it is not encoded: it is not part of the replicated state.
+	changes []groupChange
 
 	nodes map[string]Registration
 

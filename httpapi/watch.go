@@ -64,7 +64,8 @@ func (s *Handler) parseWatch(q url.Values) (watchQuery, error) {
 // pending (fsm.FSM.Watch), so no final answer comes from a state that
 // predates the join. It returns when the join's outcome is final, when the
 // group turns overdue (unless the caller has seen that), or "pending" when
-// the wait runs out.
+// the wait runs out. It wakes only when its group's outcome or its
+// member's slot changes (fsm.FSM.WatchWait), not for every applied entry.
 func (s *Handler) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	wq, err := s.parseWatch(r.URL.Query())
 	if err != nil {
@@ -82,31 +83,83 @@ func (s *Handler) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	timer := time.NewTimer(wq.wait)
 	defer timer.Stop()
 	for {
-		// Take the channel before looking, so no change goes unnoticed.
-		changed := f.Changed()
-		res := f.Watch(wq.group, wq.member, wq.gen)
+		// WatchWait looks and registers the wait under one read lock of
+		// the FSM, so no change goes unnoticed.
+		res, wait := f.WatchWait(wq.group, wq.member, wq.gen)
 		switch {
 		case res.Status == fsm.WatchComplete:
-			writeJSON(w, http.StatusOK, rpc.WatchResponse{Status: rpc.WatchComplete, Data: rawData(res.Data), Rank: res.Rank})
+			wait.Release()
+			writeWatchComplete(w, res)
 			return nil
 		case res.Status == fsm.WatchPending && res.Overdue && !wq.seenOverdue:
+			wait.Release()
 			writeJSON(w, http.StatusOK, rpc.WatchResponse{Status: rpc.WatchPending, Overdue: true})
 			return nil
 		case res.Status != fsm.WatchPending:
+			wait.Release()
 			return rpc.Errorf(fsm.CodeOf(res.Err()).String(), "group %q member %s generation %d: %v", wq.group, wq.member, wq.gen, res.Err())
 		}
 		if s.watchWaiting != nil {
 			s.watchWaiting()
 		}
 		select {
-		case <-changed:
+		case <-wait.Group:
+		case <-wait.Member:
 		case <-timer.C:
+			wait.Release()
 			writeJSON(w, http.StatusOK, rpc.WatchResponse{Status: rpc.WatchPending, Overdue: res.Overdue})
 			return nil
 		case <-r.Context().Done():
+			wait.Release()
 			return rpc.Errorf(rpc.CodeUnavailable, "watch cancelled: %v", r.Context().Err())
 		}
+		wait.Release()
 	}
+}
+
+// watchCompletePrefix starts a complete watch response, up to its data.
+var watchCompletePrefix = func() []byte {
+	status, _ := json.Marshal(rpc.WatchComplete) // a constant string
+	return []byte(`{"status":` + string(status) + `,"data":`)
+}()
+
+// writeWatchComplete writes the complete answer: byte for byte the JSON of
+// rpc.WatchResponse{Status: complete, Data, Rank}, as writeJSON would
+// write it. The data array is encoded once per completion of the group,
+// memoized in its fsm.Gathered and shared by all its watches; only the
+// rank that follows it is each watch's own. So answering n watches of a
+// group of n members costs n writes of the array, not n encodings of it.
+func writeWatchComplete(w http.ResponseWriter, res fsm.WatchResult) {
+	if res.Gathered == nil || len(res.Data) == 0 {
+		writeJSON(w, http.StatusOK, rpc.WatchResponse{Status: rpc.WatchComplete, Data: rawData(res.Data), Rank: res.Rank})
+		return
+	}
+	data := res.Gathered.Encoded(encodeWatchData)
+	suffix := strconv.AppendInt([]byte(`,"rank":`), int64(res.Rank), 10)
+	suffix = append(suffix, "}\n"...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(watchCompletePrefix)+len(data)+len(suffix)))
+	w.WriteHeader(http.StatusOK)
+	for _, b := range [][]byte{watchCompletePrefix, data, suffix} {
+		if _, err := w.Write(b); err != nil {
+			return // the caller went away
+		}
+	}
+}
+
+// encodeWatchData encodes the data array of a complete watch response as
+// json.Marshal encodes rpc.WatchResponse.Data. Its size is bounded by the
+// group's data (fsm.MaxGroupData): each member's value compacted, where a
+// byte takes at most six (an HTML-escaped character), plus a comma.
+func encodeWatchData(data [][]byte) []byte {
+	b, err := json.Marshal(rawData(data))
+	if err != nil {
+		// rawData makes every element valid JSON; keep the answer
+		// well-formed all the same.
+		return []byte("[]")
+	}
+	return b
 }
 
 // rawData turns member data into JSON values. Data that is not valid JSON

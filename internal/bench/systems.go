@@ -229,24 +229,42 @@ func (c *cluster) setDataset(path string, lease time.Duration, budget time.Durat
 // logTail is the end of every node's log, for error reports.
 func (c *cluster) logTail() string { return procs.LogTail(c.procs, 15) }
 
+// getJSON GETs url and decodes a 200 answer into v.
 func getJSON(ctx context.Context, hc *http.Client, url string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := getBody(ctx, hc, url)
 	if err != nil {
 		return err
+	}
+	return json.Unmarshal(body, v)
+}
+
+// maxBody bounds the answers the benchmark reads.
+const maxBody = 64 << 20
+
+// getBody GETs url and returns the body of a 200 answer.
+func getBody(ctx context.Context, hc *http.Client, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return err
+	// Read into a buffer of the announced size: a large answer (an
+	// allgather result) is then read without growing and copying.
+	var buf bytes.Buffer
+	if n := resp.ContentLength; n > 0 && n <= maxBody {
+		buf.Grow(int(n) + bytes.MinRead)
+	}
+	if _, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBody)); err != nil {
+		return nil, err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(body))
+		return nil, fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(buf.Bytes()))
 	}
-	return json.Unmarshal(body, v)
+	return buf.Bytes(), nil
 }
 
 // raftmasterBinary finds the raftmaster binary to run: path when given;
