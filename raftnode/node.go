@@ -57,6 +57,11 @@ type Node struct {
 	closeOnce sync.Once
 }
 
+// LogCacheEntries is how many of the latest log entries a node keeps in
+// memory (raft.LogCache) for replication: a few batches of appends, so that
+// a follower that keeps up is sent entries without reading the log store.
+const LogCacheEntries = 1024
+
 // New opens the stores in cfg.DataDir, starts Raft and, with a peer list
 // and no existing state, bootstraps the cluster.
 func New(cfg Config) (*Node, error) {
@@ -104,7 +109,15 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: read state: %w", err)
 	}
-	n.raft, err = raft.NewRaft(rc, raftFSM{n.fsm}, n.store, stableStore(n.store), snaps, n.trans)
+	// The leader sends followers the entries it has just written; the
+	// cache serves them from memory instead of a read and decode from
+	// the log store for every append.
+	logs, err := raft.NewLogCache(LogCacheEntries, n.store)
+	if err != nil {
+		n.closeStores()
+		return nil, fmt.Errorf("raftnode: log cache: %w", err)
+	}
+	n.raft, err = raft.NewRaft(rc, raftFSM{n.fsm}, logs, stableStore(n.store), snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)

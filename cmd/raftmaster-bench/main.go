@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -87,6 +88,7 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "peers", Value: ints(def.Peers), Usage: "allgather group sizes (at most 4096)"},
 			&cli.StringFlag{Name: "footprint-tasks", Value: fmt.Sprint(def.FootprintTasks), Usage: "dataset size of the footprint part"},
 			&cli.DurationFlag{Name: "etcd-compaction", Value: def.EtcdCompaction, Usage: "etcd's periodic auto-compaction retention (0: none)"},
+			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the clients and load generators) to `FILE`; serve's --pprof-addr profiles the servers", TakesFile: true},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
 			&cli.StringFlag{Name: "replot", Usage: "measure nothing: redraw the charts and results.md of DIR/results.json", TakesFile: true},
 		},
@@ -102,6 +104,17 @@ func run(c *cli.Context) error {
 		md, err := bench.Replot(dir)
 		fmt.Fprint(c.App.Writer, md)
 		return err
+	}
+	if path := c.String("cpuprofile"); path != "" {
+		f, err := os.Create(path)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	cfg := bench.Defaults()
 	if c.Bool("short") {

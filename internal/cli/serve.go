@@ -70,6 +70,7 @@ func serveCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "trailing-logs", Usage: "log entries kept after a snapshot, for followers to catch up from", Value: 10240, EnvVars: env("trailing-logs")},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info", EnvVars: env("log-level")},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON", EnvVars: env("log-json")},
+			&cli.StringFlag{Name: "pprof-addr", Usage: "serve Go's CPU, heap and goroutine profiles (/debug/pprof/) on this address, apart from the API; off when empty. Keep it on 127.0.0.1: profiles reveal internals", EnvVars: env("pprof-addr")},
 			&cli.DurationFlag{Name: "test-clock-offset", Hidden: true, Usage: "offset this node's clock (fault-injection tests)", EnvVars: env("test-clock-offset")},
 			&cli.StringFlag{Name: "test-clock-file", Hidden: true, Usage: "read a clock offset (a Go duration) from this file, re-read as it changes (fault-injection tests)"},
 			&cli.StringFlag{Name: "test-raft-dial", Hidden: true, Usage: "id=addr,...: dial these peers at these addresses (fault-injection proxies)"},
@@ -179,6 +180,11 @@ func runServe(c *cli.Context) error {
 	cfg, err := replicaConfig(c)
 	if err != nil {
 		return err
+	}
+	if addr := c.String("pprof-addr"); addr != "" {
+		if err := servePprof(addr, cfg.Logger); err != nil {
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
 	}
 	var r *replica.Replica
 	switch c.String("backend") {

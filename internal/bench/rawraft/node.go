@@ -1,6 +1,6 @@
 // Package rawraft is the raw-Raft baseline of raftmaster-bench: a cluster of
 // hashicorp/raft nodes with a no-op FSM, on the stores and transport that
-// raftmaster uses (raft-boltdb/v2 with NoFreelistSync, the file snapshot
+// raftmaster uses (raft-boltdb/v2 with NoFreelistSync behind raft.LogCache, the file snapshot
 // store keeping two snapshots, the TCP transport with a pool of 4) and the
 // Raft timeouts of raftmaster's defaults. Each node is a child process of
 // the bench binary (Main); the parent (Cluster) starts them, finds the
@@ -160,7 +160,13 @@ func start(id, dir, addr, peerList string, logger hclog.Logger) (*node, error) {
 		store.Close()
 		return nil, err
 	}
-	r, err := raft.NewRaft(rc, noopFSM{}, store, store, snaps, trans)
+	logs, err := raft.NewLogCache(raftnode.LogCacheEntries, store)
+	if err != nil {
+		trans.Close()
+		store.Close()
+		return nil, err
+	}
+	r, err := raft.NewRaft(rc, noopFSM{}, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		store.Close()
