@@ -100,10 +100,14 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 	etcd, etcdErr := etcdmember.Start(ctx, s.exe, s.dir("dispatch", "etcd"), 3, cfg.EtcdCompaction)
 	if etcdErr == nil {
 		defer etcd.Stop()
+	} else {
+		s.logf("etcd did not start; its figures will be missing: %v", etcdErr)
 	}
 	raw, rawErr := rawraft.Start(ctx, s.exe, s.dir("dispatch", "rawraft"), 3)
 	if rawErr == nil {
 		defer raw.Stop()
+	} else {
+		s.logf("raw Raft did not start; its figures will be missing: %v", rawErr)
 	}
 	var pass atomic.Int64
 	value := strings.Repeat("v", out.EntryBytes)
