@@ -21,6 +21,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/chaos/netfault"
 	"github.com/raftmaster/raftmaster/internal/chaos/timeline"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/recordio"
 )
 
@@ -94,8 +95,13 @@ func Run(t testing.TB, cfg Config) Report {
 	var fnet *netfault.Net
 	c := proccluster.Start(t, proccluster.Options{
 		Nodes: cfg.Nodes,
+		// The shipped Raft timeouts, so that the unavailability measured
+		// is what a deployment with default flags sees.
 		Args: []string{"--chunks-per-task", "1", "--failover-grace", grace.String(),
-			"--snapshot-threshold", "200", "--snapshot-interval", "1s", "--trailing-logs", "100"},
+			"--snapshot-threshold", "200", "--snapshot-interval", "1s", "--trailing-logs", "100",
+			"--heartbeat-timeout", raftnode.DefaultHeartbeatTimeout.String(),
+			"--election-timeout", raftnode.DefaultElectionTimeout.String(),
+			"--leader-lease-timeout", raftnode.DefaultLeaderLeaseTimeout.String()},
 		Prepare: func(procs []*proccluster.Proc) map[string][]string {
 			targets := map[string]string{}
 			for _, p := range procs {
