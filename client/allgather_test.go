@@ -211,7 +211,7 @@ func TestAllgatherRejoinAndLeave(t *testing.T) {
 	if r := receive(t, w3); r.Err != client.ErrClosed {
 		t.Fatalf("watcher after Leave got %+v, want ErrClosed", r)
 	}
-	if gi, ok := local.FSM().Group("g"); ok {
+	if gi, ok := local.FSM().Group(fsm.DefaultJob, "g"); ok {
 		t.Fatalf("group still there after its last member left: %+v", gi)
 	}
 }

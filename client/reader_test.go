@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -111,7 +112,7 @@ func TestReaderStopsRenewingLostLease(t *testing.T) {
 	if n := requests.get(rpc.PathTaskRenew); n != 1 {
 		t.Fatalf("%d renewals, want 1: the first one lost the lease", n)
 	}
-	if st := local.FSM().Stats(); st.Pass != 1 {
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Pass != 1 {
 		t.Fatalf("pass %d, want 1: the task was finished", st.Pass)
 	}
 }
@@ -226,7 +227,7 @@ func TestStartGetRecordsDoesNotWaitForReport(t *testing.T) {
 	if got != records {
 		t.Fatalf("pass 1: read %d records, want %d", got, records)
 	}
-	if st := local.FSM().Stats(); st.Pass != 2 {
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Pass != 2 {
 		t.Fatalf("pass %d, want 2", st.Pass)
 	}
 }

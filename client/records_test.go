@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -77,7 +78,7 @@ func TestNextRecord(t *testing.T) {
 			t.Errorf("pass %d: %d distinct records, want %d", p, len(seen[p]), total)
 		}
 	}
-	if st := local.FSM().Stats(); st.Pass != passes || st.Failed != 0 {
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Pass != passes || st.Failed != 0 {
 		t.Errorf("state after the passes: pass %d, %d failed tasks; want pass %d, none failed", st.Pass, st.Failed, passes)
 	}
 }
@@ -146,7 +147,7 @@ func TestClientIndexing(t *testing.T) {
 		t.Fatalf("request carried globs %q, %d chunks, %d chunks per task; want chunks only, 3 per task",
 			req.Globs, len(req.Chunks), req.ChunksPerTask)
 	}
-	st := local.FSM().Stats()
+	st := local.FSM().Stats(fsm.DefaultJob)
 	if st.Chunks != len(req.Chunks) || resp.Chunks != len(req.Chunks) || resp.Ignored {
 		t.Fatalf("dataset has %d chunks, response %+v; want %d", st.Chunks, resp, len(req.Chunks))
 	}
@@ -218,7 +219,7 @@ func TestReadErrorFailsTask(t *testing.T) {
 	if chunkErrs != 1 {
 		t.Fatalf("%d chunk errors, want 1", chunkErrs)
 	}
-	if st := local.FSM().Stats(); st.Failed != 1 || st.Done != 0 {
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Failed != 1 || st.Done != 0 {
 		t.Fatalf("%d tasks failed and %d done, want 1 and 0", st.Failed, st.Done)
 	}
 }
@@ -253,7 +254,7 @@ func TestStartGetRecordsAgain(t *testing.T) {
 	if len(got) != 50 {
 		t.Fatalf("read %d distinct records after the restart, want 50", len(got))
 	}
-	if st := local.FSM().Stats(); st.Pass != 1 {
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Pass != 1 {
 		t.Fatalf("pass %d, want 1", st.Pass)
 	}
 }

@@ -60,7 +60,7 @@ func TestRedirect(t *testing.T) {
 	if followerHits.total() != 1 || leaderHits.total() != 1 {
 		t.Fatalf("follower served %v, leader %v; want one request each", followerHits.String(), leaderHits.String())
 	}
-	if holder, _, ok := leader.FSM().SaveModelHolder(); !ok || holder != "trainer-0" {
+	if holder, _, ok := leader.FSM().SaveModelHolder(fsm.DefaultJob); !ok || holder != "trainer-0" {
 		t.Fatalf("leader's save-model holder %q, %v; want trainer-0", holder, ok)
 	}
 	// The client remembers the leader: no more redirects.
@@ -186,7 +186,7 @@ func TestRetrySameRequestID(t *testing.T) {
 			if task.Meta != first.Task.Meta || len(task.Chunks) != len(first.Task.Chunks) {
 				t.Fatalf("retry returned %+v, the first attempt leased %+v", task.Meta, first.Task.Meta)
 			}
-			if st := local.FSM().Stats(); st.Pending != 1 {
+			if st := local.FSM().Stats(fsm.DefaultJob); st.Pending != 1 {
 				t.Fatalf("%d pending tasks, want 1", st.Pending)
 			}
 			// A new call gets a new request id and a new task.
@@ -441,7 +441,7 @@ func TestConcurrentRetriesOfASharedClient(t *testing.T) {
 		}
 		leased[tasks[i].Meta.ID] = true
 	}
-	if st := local.FSM().Stats(); st.Pending != writers {
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Pending != writers {
 		t.Fatalf("%d tasks leased, want %d: a retry was applied twice", st.Pending, writers)
 	}
 }

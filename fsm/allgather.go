@@ -131,19 +131,24 @@ func (g *group) clone() *group {
 // after each apply to wake only the watches they concern; they are not
 // state.
 type groupChange struct {
-	group  string
-	member uuid.UUID
+	job, group string
+	member     uuid.UUID
 }
 
 // changedGroup records that the outcome of group id changed for every
 // member.
-func (s *state) changedGroup(id string) {
-	s.changes = append(s.changes, groupChange{group: id})
+func (s *job) changedGroup(id string) {
+	s.changes = append(s.changes, groupChange{job: s.name, group: id})
 }
 
 // changedMember records that member's slot in group id changed.
-func (s *state) changedMember(id string, member uuid.UUID) {
-	s.changes = append(s.changes, groupChange{group: id, member: member})
+func (s *job) changedMember(id string, member uuid.UUID) {
+	s.changes = append(s.changes, groupChange{job: s.name, group: id, member: member})
+}
+
+// groupBytes is the size estimate of group id (limits.go).
+func groupBytes(id string, g *group) int64 {
+	return estGroup + int64(len(id)) + estMember*int64(len(g.members)) + int64(g.dataSize)
 }
 
 // takeChanges returns the changes recorded since the last call.
@@ -164,16 +169,12 @@ func (g *group) active() int {
 	return n
 }
 
-func (s *state) join(c *Join) *Result {
-	g := s.groups[c.Group]
+func (s *job) join(c *Join) *Result {
+	old := s.groups[c.Group]
+	g := old
 	if g != nil && g.status == groupTimedOut {
 		// A join after a timeout starts the rendezvous afresh.
 		g = nil
-	}
-	if g == nil && len(s.groups) >= MaxGroups {
-		if _, exists := s.groups[c.Group]; !exists {
-			return errResult(invalidf("too many allgather groups (%d)", MaxGroups))
-		}
 	}
 	if g != nil && g.numPeers != c.NumPeers {
 		return errResult(ErrGroupMismatch)
@@ -185,14 +186,29 @@ func (s *state) join(c *Join) *Result {
 	if g != nil && g.status == groupComplete && i < 0 {
 		return errResult(ErrGroupMismatch)
 	}
-	if g != nil && g.status == groupOpen {
-		size := g.dataSize + len(c.Data)
-		if i >= 0 {
-			size -= len(g.members[i].data)
+	// What the group holds after the join.
+	members, size := 1, len(c.Data)
+	if g != nil {
+		members, size = len(g.members), g.dataSize
+		switch {
+		case g.status == groupComplete: // a re-join changes no data
+		case i >= 0:
+			size += len(c.Data) - len(g.members[i].data)
+		default:
+			members++
+			size += len(c.Data)
 		}
-		if size > MaxGroupData {
-			return errResult(invalidf("group %q: data exceeds %d bytes", c.Group, MaxGroupData))
-		}
+	}
+	if g != nil && g.status == groupOpen && size > MaxGroupData {
+		return errResult(invalidf("group %q: data exceeds %d bytes", c.Group, MaxGroupData))
+	}
+	var oldBytes, oldData int64
+	if old != nil {
+		oldBytes, oldData = groupBytes(c.Group, old), int64(old.dataSize)
+	}
+	if err := s.checkJoin(c.Group, old == nil, int64(size)-oldData,
+		estGroup+int64(len(c.Group))+estMember*int64(members)+int64(size)-oldBytes); err != nil {
+		return errResult(err)
 	}
 	// Validated: from here on the command takes effect.
 	if g == nil {
@@ -234,10 +250,25 @@ func (s *state) join(c *Join) *Result {
 	}
 	s.changedMember(c.Group, c.Member)
 	s.updateGroupDeadline()
+	s.account(groupBytes(c.Group, g) - oldBytes)
+	s.groupData += int64(g.dataSize) - oldData
 	return &Result{Generation: gen}
 }
 
-func (s *state) leave(c *Leave) *Result {
+// checkJoin checks a join against the job's limits: whether it adds a
+// group, and how much it adds to the job's group data and size estimate.
+func (s *job) checkJoin(id string, newGroup bool, data, bytes int64) error {
+	l := s.effectiveLimits()
+	if newGroup && len(s.groups) >= l.MaxJobGroups {
+		return limitf("max_job_groups", int64(l.MaxJobGroups), "job %q would have %d allgather groups", s.name, len(s.groups)+1)
+	}
+	if total := s.groupData + data; data > 0 && total > l.MaxJobGroupData {
+		return limitf("max_job_group_data", l.MaxJobGroupData, "job %q would hold %d bytes of allgather data (group %q)", s.name, total, id)
+	}
+	return s.room(bytes)
+}
+
+func (s *job) leave(c *Leave) *Result {
 	g := s.groups[c.Group]
 	if g == nil {
 		return &Result{Ignored: true}
@@ -246,6 +277,7 @@ func (s *state) leave(c *Leave) *Result {
 	if i < 0 || g.members[i].left {
 		return &Result{Ignored: true}
 	}
+	oldBytes, oldData := groupBytes(c.Group, g), g.dataSize
 	if g.status == groupComplete {
 		g.members[i].left = true
 	} else {
@@ -258,8 +290,10 @@ func (s *state) leave(c *Leave) *Result {
 		}
 	}
 	s.changedMember(c.Group, c.Member)
+	s.account(groupBytes(c.Group, g) - oldBytes)
+	s.groupData += int64(g.dataSize - oldData)
 	if g.active() == 0 {
-		delete(s.groups, c.Group) // the last member out closes the group
+		s.dropGroup(c.Group) // the last member out closes the group
 		s.changedGroup(c.Group)
 	}
 	s.updateGroupDeadline()
@@ -270,7 +304,7 @@ func (s *state) leave(c *Leave) *Result {
 // timeout fails (failOnTimeout) or becomes overdue; an overdue group that
 // got no join for AbandonedGroupTimeout, and a complete or timed-out group
 // past its retention, are forgotten.
-func (s *state) expireGroups() {
+func (s *job) expireGroups() {
 	if s.groupDeadline == 0 || s.groupDeadline > s.clock {
 		return
 	}
@@ -287,14 +321,22 @@ func (s *state) expireGroups() {
 			g.overdue = true
 			g.deadline = s.clock + int64(AbandonedGroupTimeout)
 		default:
-			delete(s.groups, id)
+			s.dropGroup(id)
 		}
 		s.changedGroup(id)
 	}
 	s.updateGroupDeadline()
 }
 
-func (s *state) updateGroupDeadline() {
+// dropGroup forgets group id.
+func (s *job) dropGroup(id string) {
+	g := s.groups[id]
+	s.account(-groupBytes(id, g))
+	s.groupData -= int64(g.dataSize)
+	delete(s.groups, id)
+}
+
+func (s *job) updateGroupDeadline() {
 	s.groupDeadline = 0
 	for _, id := range sortedKeys(s.groups) {
 		if d := s.groups[id].deadline; s.groupDeadline == 0 || d < s.groupDeadline {

@@ -20,7 +20,7 @@ func (h *harness) join(n byte, numPeers int, data string) uint64 {
 // watch fails the test unless member n's join gen sees status.
 func (h *harness) watch(n byte, gen uint64, status WatchStatus) WatchResult {
 	h.t.Helper()
-	w := h.f.Watch("g", memberID(n), gen)
+	w := h.f.Watch(DefaultJob, "g", memberID(n), gen)
 	if w.Status != status {
 		h.t.Fatalf("member %d generation %d: status %d, want %d", n, gen, w.Status, status)
 	}
@@ -94,13 +94,13 @@ func TestAllGather(t *testing.T) {
 			if w := h.watch(1, g1, WatchTimedOut); !errors.Is(w.Err(), ErrAllGatherTimeoutExceeded) {
 				h.t.Fatalf("watch error %v, want ErrAllGatherTimeoutExceeded", w.Err())
 			}
-			if g, _ := h.f.Group("g"); g.Status != "timed_out" {
+			if g, _ := h.f.Group(DefaultJob, "g"); g.Status != "timed_out" {
 				h.t.Fatalf("group %+v, want timed_out", g)
 			}
 			h.advance(5 * time.Second) // the timed-out group is forgotten
 			h.tick()
-			if len(h.f.Groups()) != 0 {
-				h.t.Fatalf("timed-out group not forgotten: %+v", h.f.Groups())
+			if len(h.f.Groups(DefaultJob)) != 0 {
+				h.t.Fatalf("timed-out group not forgotten: %+v", h.f.Groups(DefaultJob))
 			}
 		}},
 		{"timeout leaves the group open and overdue", func(h *harness) {
@@ -118,7 +118,7 @@ func TestAllGather(t *testing.T) {
 					h.t.Fatalf("watch %+v after the timeout, want pending and overdue", w)
 				}
 			}
-			if g, _ := h.f.Group("g"); g.Status != "open" || !g.Overdue || g.Deadline != h.now+int64(AbandonedGroupTimeout) {
+			if g, _ := h.f.Group(DefaultJob, "g"); g.Status != "open" || !g.Overdue || g.Deadline != h.now+int64(AbandonedGroupTimeout) {
 				h.t.Fatalf("group %+v, want open, overdue, kept for AbandonedGroupTimeout", g)
 			}
 			// A late member still completes it, for every member.
@@ -126,7 +126,7 @@ func TestAllGather(t *testing.T) {
 			g3 := h.join(3, 3, "c")
 			h.wantData(h.watch(1, g1, WatchComplete), 0, "a", "b", "c")
 			h.wantData(h.watch(3, g3, WatchComplete), 2, "a", "b", "c")
-			if g, _ := h.f.Group("g"); g.Overdue {
+			if g, _ := h.f.Group(DefaultJob, "g"); g.Overdue {
 				h.t.Fatalf("complete group %+v still overdue", g)
 			}
 		}},
@@ -148,7 +148,7 @@ func TestAllGather(t *testing.T) {
 		{"a replica that has not applied the join waits", func(h *harness) {
 			g1 := h.join(1, 2, "a")
 			behind := New() // a follower, or a leader before its barrier
-			if w := behind.Watch("g", memberID(1), g1); w.Status != WatchPending {
+			if w := behind.Watch(DefaultJob, "g", memberID(1), g1); w.Status != WatchPending {
 				h.t.Fatalf("a replica without the join answers %+v, want pending", w)
 			}
 			h.ok(&Leave{Group: "g", Member: memberID(1)})
@@ -159,7 +159,7 @@ func TestAllGather(t *testing.T) {
 			h.advance(time.Minute)
 			h.tick()
 			g2 := h.ok(&Join{Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("b")}).Generation
-			g, _ := h.f.Group("g")
+			g, _ := h.f.Group(DefaultJob, "g")
 			if g.Status != "open" || g.NumPeers != 2 || len(g.Members) != 1 || g.Timeout != DefaultTimeout {
 				h.t.Fatalf("group %+v, want a fresh open group of 2 with the default timeout", g)
 			}
@@ -181,7 +181,7 @@ func TestAllGather(t *testing.T) {
 			h.fails(&Join{Group: "g", Member: memberID(1), NumPeers: 3}, ErrGroupMismatch)
 			h.join(2, 2, "b")
 			h.fails(&Join{Group: "g", Member: memberID(3), NumPeers: 2}, ErrGroupMismatch)
-			if g, _ := h.f.Group("g"); len(g.Members) != 2 || g.Status != "complete" {
+			if g, _ := h.f.Group(DefaultJob, "g"); len(g.Members) != 2 || g.Status != "complete" {
 				h.t.Fatalf("group %+v changed by mismatched joins", g)
 			}
 		}},
@@ -192,8 +192,8 @@ func TestAllGather(t *testing.T) {
 			h.watch(1, g1, WatchClosed)
 			h.wantData(h.watch(2, g2, WatchComplete), 1, "a", "b")
 			h.ok(&Leave{Group: "g", Member: memberID(2)})
-			if len(h.f.Groups()) != 0 {
-				h.t.Fatalf("group not closed: %+v", h.f.Groups())
+			if len(h.f.Groups(DefaultJob)) != 0 {
+				h.t.Fatalf("group not closed: %+v", h.f.Groups(DefaultJob))
 			}
 			if w := h.watch(2, g2, WatchClosed); !errors.Is(w.Err(), ErrClosed) {
 				h.t.Fatalf("watch error %v, want ErrClosed", w.Err())
@@ -202,20 +202,20 @@ func TestAllGather(t *testing.T) {
 		{"last member out of an open group", func(h *harness) {
 			h.join(1, 2, "a")
 			h.ok(&Leave{Group: "g", Member: memberID(1)})
-			if len(h.f.Groups()) != 0 {
-				h.t.Fatalf("group not closed: %+v", h.f.Groups())
+			if len(h.f.Groups(DefaultJob)) != 0 {
+				h.t.Fatalf("group not closed: %+v", h.f.Groups(DefaultJob))
 			}
 		}},
 		{"complete group is forgotten after retention", func(h *harness) {
 			h.join(1, 1, "a")
 			h.advance(time.Minute - 1)
 			h.tick()
-			if len(h.f.Groups()) != 1 {
+			if len(h.f.Groups(DefaultJob)) != 1 {
 				h.t.Fatalf("group forgotten early")
 			}
 			h.advance(1)
 			h.tick()
-			if len(h.f.Groups()) != 0 {
+			if len(h.f.Groups(DefaultJob)) != 0 {
 				h.t.Fatalf("group kept after retention")
 			}
 		}},
@@ -234,20 +234,21 @@ func TestAllGatherDataLimit(t *testing.T) {
 		t.Fatalf("join beyond MaxGroupData: %v, want CodeInvalid", r.Code)
 	}
 	h.ok(&Join{Group: "g", Member: memberID(1), NumPeers: 100, Data: big}) // a replacement fits
-	if g, _ := h.f.Group("g"); len(g.Members) != MaxGroupData/MaxMemberData {
+	if g, _ := h.f.Group(DefaultJob, "g"); len(g.Members) != MaxGroupData/MaxMemberData {
 		t.Fatalf("group has %d members", len(g.Members))
 	}
 }
 
 // checkIndex fails the test unless group id's member index maps exactly
 // its members to their slots.
-func checkIndex(t interface{ Fatalf(string, ...any) }, f *FSM, id string) {
+func checkIndex(t interface{ Fatalf(string, ...any) }, f *FSM, job, id string) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	g := f.s.groups[id]
-	if g == nil {
+	j := f.s.jobs[job]
+	if j == nil || j.groups[id] == nil {
 		return
 	}
+	g := j.groups[id]
 	if len(g.index) != len(g.members) {
 		t.Fatalf("group %s: index of %d entries for %d members", id, len(g.index), len(g.members))
 	}
@@ -275,19 +276,19 @@ func TestAllGatherIndex(t *testing.T) {
 			h.join(2, 4, "b")
 			g3 := h.join(3, 4, "c")
 			h.ok(&Leave{Group: "g", Member: memberID(2)}) // 3 moves up to rank 1
-			checkIndex(h.t, h.f, "g")
+			checkIndex(h.t, h.f, DefaultJob, "g")
 			h.watch(2, 1, WatchClosed)
 			h.watch(3, g3, WatchPending)
 			h.watch(1, g1, WatchPending)
 			g1 = h.join(1, 4, "a2") // a re-join keeps its slot
-			checkIndex(h.t, h.f, "g")
+			checkIndex(h.t, h.f, DefaultJob, "g")
 			g2 := h.join(2, 4, "b2") // back, at the end
 			h.ok(&Leave{Group: "g", Member: memberID(1)})
 			h.watch(1, g1, WatchClosed)
-			checkIndex(h.t, h.f, "g")
+			checkIndex(h.t, h.f, DefaultJob, "g")
 			g1 = h.join(1, 4, "a3")
 			g4 := h.join(4, 4, "d")
-			checkIndex(h.t, h.f, "g")
+			checkIndex(h.t, h.f, DefaultJob, "g")
 			want := []string{"c", "b2", "a3", "d"}
 			for rank, m := range []struct {
 				n   byte
@@ -303,7 +304,7 @@ func TestAllGatherIndex(t *testing.T) {
 			h.join(3, 3, "c")
 			g1 := h.join(1, 3, "ignored")
 			h.ok(&Leave{Group: "g", Member: memberID(3)})
-			checkIndex(h.t, h.f, "g")
+			checkIndex(h.t, h.f, DefaultJob, "g")
 			h.wantData(h.watch(1, g1, WatchComplete), 0, "a", "b", "c")
 			h.wantData(h.watch(2, g2, WatchComplete), 1, "a", "b", "c")
 		}},
@@ -328,12 +329,12 @@ func TestAllGatherIndexRestored(t *testing.T) {
 		t.Fatalf("the restored state encodes differently")
 	}
 	for _, id := range []string{"g", "open"} {
-		checkIndex(t, f, id)
+		checkIndex(t, f, DefaultJob, id)
 	}
 	var gathered *Gathered
 	for n, rank := range map[byte]int{1: 0, 2: 1, 3: 2} {
-		g, _ := f.Group("g")
-		w := f.Watch("g", memberID(n), g.Members[rank].Generation)
+		g, _ := f.Group(DefaultJob, "g")
+		w := f.Watch(DefaultJob, "g", memberID(n), g.Members[rank].Generation)
 		if w.Status != WatchComplete || w.Rank != rank || len(w.Data) != 3 || string(w.Data[rank]) != string([]byte{"abc"[rank]}) {
 			t.Fatalf("member %d after restore: %+v", n, w)
 		}
@@ -342,7 +343,7 @@ func TestAllGatherIndexRestored(t *testing.T) {
 		}
 		gathered = w.Gathered
 	}
-	if g, _ := f.Group("open"); f.Watch("open", memberID(6), g.Members[0].Generation).Status != WatchPending {
+	if g, _ := f.Group(DefaultJob, "open"); f.Watch(DefaultJob, "open", memberID(6), g.Members[0].Generation).Status != WatchPending {
 		t.Fatalf("open group's member after restore: %+v", g)
 	}
 }
@@ -384,7 +385,7 @@ func TestGatheredEncodedOnce(t *testing.T) {
 	h.wantData(h.watch(1, g1, WatchComplete), 0, "c", "d")
 	h.advance(time.Minute) // past the retention: the group and its data go
 	h.tick()
-	if h.f.Watch("g", memberID(1), g1).Status != WatchClosed || len(h.f.Groups()) != 0 {
+	if h.f.Watch(DefaultJob, "g", memberID(1), g1).Status != WatchClosed || len(h.f.Groups(DefaultJob)) != 0 {
 		t.Fatalf("complete group kept after its retention")
 	}
 }
@@ -397,7 +398,7 @@ func TestGatheredEncodedOnce(t *testing.T) {
 func TestWatchWaitWakesOnlyItsGroup(t *testing.T) {
 	h := newHarness(t)
 	g1 := h.join(1, 3, "a")
-	res, w := h.f.WatchWait("g", memberID(1), g1)
+	res, w := h.f.WatchWait(DefaultJob, "g", memberID(1), g1)
 	if res.Status != WatchPending || w == nil {
 		t.Fatalf("WatchWait %+v %v, want pending with a wait", res, w)
 	}
@@ -426,23 +427,23 @@ func TestWatchWaitWakesOnlyItsGroup(t *testing.T) {
 		t.Fatalf("the member's re-join did not wake its watch")
 	}
 	w.Release()
-	res, w = h.f.WatchWait("g", memberID(1), g1)
+	res, w = h.f.WatchWait(DefaultJob, "g", memberID(1), g1)
 	if res.Status != WatchPending {
 		t.Fatalf("after the re-join: %+v", res)
 	}
-	_, w2 := h.f.WatchWait("g", memberID(2), g2)
+	_, w2 := h.f.WatchWait(DefaultJob, "g", memberID(2), g2)
 	h.join(3, 3, "c")
 	if !fired(w.Group) || !fired(w2.Group) {
 		t.Fatalf("completion did not wake every watch of the group")
 	}
 	w.Release()
 	w2.Release()
-	if res, w := h.f.WatchWait("g", memberID(1), g1); res.Status != WatchComplete || w != nil {
+	if res, w := h.f.WatchWait(DefaultJob, "g", memberID(1), g1); res.Status != WatchComplete || w != nil {
 		t.Fatalf("a final answer came with a wait: %+v %v", res, w)
 	}
 
 	// A replica that has not applied the join yet wakes on any entry.
-	res, w = h.f.WatchWait("later", memberID(1), h.f.s.nextGen+1)
+	res, w = h.f.WatchWait(DefaultJob, "later", memberID(1), h.f.s.nextGen+1)
 	if res.Status != WatchPending {
 		t.Fatalf("a join not applied yet: %+v", res)
 	}
@@ -455,8 +456,8 @@ func TestWatchWaitWakesOnlyItsGroup(t *testing.T) {
 	// Leaves and the timeout wake the group's watches; a restore wakes all.
 	g5 := h.ok(&Join{Group: "t", Member: memberID(5), NumPeers: 3, Timeout: time.Second}).Generation
 	g6 := h.ok(&Join{Group: "t", Member: memberID(6), NumPeers: 3}).Generation
-	_, w5 := h.f.WatchWait("t", memberID(5), g5)
-	_, w6 := h.f.WatchWait("t", memberID(6), g6)
+	_, w5 := h.f.WatchWait(DefaultJob, "t", memberID(5), g5)
+	_, w6 := h.f.WatchWait(DefaultJob, "t", memberID(6), g6)
 	h.ok(&Leave{Group: "t", Member: memberID(5)})
 	if !fired(w5.Member) || fired(w6.Member) || fired(w6.Group) {
 		t.Fatalf("a leave woke the wrong watches")
@@ -468,7 +469,7 @@ func TestWatchWaitWakesOnlyItsGroup(t *testing.T) {
 		t.Fatalf("turning overdue did not wake the group's watch")
 	}
 	w6.Release()
-	res, w6 = h.f.WatchWait("t", memberID(6), g6)
+	res, w6 = h.f.WatchWait(DefaultJob, "t", memberID(6), g6)
 	if !res.Overdue || w6 == nil {
 		t.Fatalf("overdue watch: %+v", res)
 	}
@@ -495,7 +496,7 @@ func TestWatchWaitReleaseDropsEntries(t *testing.T) {
 	g1 := h.join(1, 2, "a")
 	var waits []*Wait
 	for range 3 {
-		_, w := h.f.WatchWait("g", memberID(1), g1)
+		_, w := h.f.WatchWait(DefaultJob, "g", memberID(1), g1)
 		waits = append(waits, w)
 	}
 	if waits[0].Group != waits[2].Group || waits[0].Member != waits[2].Member {
@@ -520,7 +521,7 @@ func TestRestoreRefusesDuplicateMember(t *testing.T) {
 	h.join(1, 3, "a")
 	h.join(2, 3, "b")
 	s := h.f.s.clone()
-	s.groups["g"].members[1].id = memberID(1)
+	s.jobs[DefaultJob].groups["g"].members[1].id = memberID(1)
 	var b bytes.Buffer
 	if err := encodeState(&b, s); err != nil {
 		t.Fatal(err)
@@ -548,7 +549,7 @@ func TestWatchWaitConcurrent(t *testing.T) {
 	watch := func(group string, n byte, gen uint64) {
 		defer wg.Done()
 		for first := true; ; first = false {
-			res, w := f.WatchWait(group, memberID(n), gen)
+			res, w := f.WatchWait(DefaultJob, group, memberID(n), gen)
 			if first {
 				parked <- struct{}{} // the next entry comes after this look
 			}

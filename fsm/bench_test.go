@@ -56,7 +56,7 @@ func (bf *benchFSM) mustApply(b *testing.B, c Command) *Result {
 // lease leases up to k tasks of the current pass and returns the encoded
 // TaskFinished of each.
 func (bf *benchFSM) lease(b *testing.B, k int) [][]byte {
-	get := Encode(&GetTask{Header: Header{Now: t0}, Pass: bf.f.Pass()})
+	get := Encode(&GetTask{Header: Header{Now: t0}, Pass: bf.f.Pass(DefaultJob)})
 	var out [][]byte
 	for range k {
 		r := bf.apply(get)
@@ -81,7 +81,7 @@ func BenchmarkGetTask(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for done := 0; done < b.N; {
-				get := Encode(&GetTask{Header: Header{Now: t0}, Pass: bf.f.Pass()})
+				get := Encode(&GetTask{Header: Header{Now: t0}, Pass: bf.f.Pass(DefaultJob)})
 				for ; done < b.N && len(leased) < benchBatch; done++ {
 					r := bf.apply(get)
 					if r.Task == nil {

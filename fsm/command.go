@@ -33,11 +33,15 @@ const (
 	TypeRegisterNode
 	TypeRemoveNode
 	TypeLeaderGrace
+	TypeCreateJob
+	TypeDeleteJob
+	TypeSetLimits
 	numTypes
 )
 
 // commands registers every command type: its name, how to decode it, its
-// limits and its effect. Decode, validate and apply look a type up here
+// limits, its effect and, for a command addressed to a job, whether it
+// creates the job. Decode, validate and apply look a type up here
 // and nowhere else, so a type cannot be decodable yet unhandled.
 //
 // To add a command:
@@ -46,7 +50,9 @@ const (
 //  2. declare its struct, embedding Header, with Type, encode and decode
 //     (below), and its limits as a validate method (validate.go);
 //  3. add its row here;
-//  4. write its apply function, a method of *state next to the state it
+//  4. write its apply function, a method of *state (register) for a
+//     cluster-wide command, or of *job (registerJob) for a command
+//     addressed to the job its header names, next to the state it
 //     changes.
 //
 // If its answer grants something for a time, also say in
@@ -58,36 +64,53 @@ const (
 // it is a method of the command only so that validate.go keeps every limit
 // in one file.
 var commands = [numTypes]cmdSpec{
-	TypeSetDataset:       register("SetDataset", (*SetDataset).validate, (*state).setDataset),
-	TypeDatasetPart:      register("DatasetPart", (*DatasetPart).validate, (*state).datasetPart),
-	TypeDatasetCommit:    register("DatasetCommit", (*DatasetCommit).validate, (*state).datasetCommit),
-	TypeGetTask:          register("GetTask", (*GetTask).validate, (*state).getTask),
-	TypeTaskFinished:     register("TaskFinished", (*TaskFinished).validate, (*state).taskFinished),
-	TypeTaskFailed:       register("TaskFailed", (*TaskFailed).validate, (*state).taskFailed),
-	TypeRenewLease:       register("RenewLease", (*RenewLease).validate, (*state).renewLease),
+	TypeSetDataset:       registerJob("SetDataset", (*SetDataset).validate, (*job).setDataset, creates),
+	TypeDatasetPart:      registerJob("DatasetPart", (*DatasetPart).validate, (*job).datasetPart, creates),
+	TypeDatasetCommit:    registerJob("DatasetCommit", (*DatasetCommit).validate, (*job).datasetCommit, !creates),
+	TypeGetTask:          registerJob("GetTask", (*GetTask).validate, (*job).getTask, !creates),
+	TypeTaskFinished:     registerJob("TaskFinished", (*TaskFinished).validate, (*job).taskFinished, !creates),
+	TypeTaskFailed:       registerJob("TaskFailed", (*TaskFailed).validate, (*job).taskFailed, !creates),
+	TypeRenewLease:       registerJob("RenewLease", (*RenewLease).validate, (*job).renewLease, !creates),
 	TypeTick:             register("Tick", (*Tick).validate, (*state).tick),
-	TypeRequestSaveModel: register("RequestSaveModel", (*RequestSaveModel).validate, (*state).requestSaveModel),
-	TypeJoin:             register("Join", (*Join).validate, (*state).join),
-	TypeLeave:            register("Leave", (*Leave).validate, (*state).leave),
+	TypeRequestSaveModel: registerJob("RequestSaveModel", (*RequestSaveModel).validate, (*job).requestSaveModel, creates),
+	TypeJoin:             registerJob("Join", (*Join).validate, (*job).join, creates),
+	TypeLeave:            registerJob("Leave", (*Leave).validate, (*job).leave, !creates),
 	TypeRegisterNode:     register("RegisterNode", (*RegisterNode).validate, (*state).registerNode),
 	TypeRemoveNode:       register("RemoveNode", (*RemoveNode).validate, (*state).removeNode),
 	TypeLeaderGrace:      register("LeaderGrace", (*LeaderGrace).validate, (*state).leaderGrace),
+	TypeCreateJob:        registerJob("CreateJob", (*CreateJob).validate, (*job).createJob, creates),
+	TypeDeleteJob:        registerJob("DeleteJob", (*DeleteJob).validate, (*job).deleteJob, !creates),
+	TypeSetLimits:        register("SetLimits", (*SetLimits).validate, (*state).setLimits),
 }
 
+// creates marks, in registerJob, a command that creates the job it
+// addresses when the job does not exist.
+const creates = true
+
 // cmdSpec is one row of commands. Its functions take the Command
-// interface; register builds them from functions of the concrete type.
+// interface; register and registerJob build them from functions of the
+// concrete type.
 type cmdSpec struct {
 	name string
 	// new returns an empty command for Decode to fill.
 	new func() Command
 	// validate checks the command against the limits, whatever the state.
 	validate func(Command) error
-	// apply changes the state; it runs after validate and the clock update.
+	// apply changes the state; it runs after validate and the clock
+	// update. It is nil for a command addressed to a job.
 	apply func(*state, Command) *Result
+	// applyJob changes the job the command addresses; it is nil for a
+	// cluster-wide command.
+	applyJob func(*job, Command) *Result
+	// creates makes a job that does not exist when the command is not
+	// rejected; otherwise the command answers as an empty job would.
+	creates bool
+	// jobScoped is set for the rows of registerJob.
+	jobScoped bool
 }
 
-// register builds the row of command type *C. A nil validate or apply
-// leaves the row's function nil, for TestCommandTable to find.
+// register builds the row of cluster-wide command type *C. A nil validate
+// or apply leaves the row's function nil, for TestCommandTable to find.
 func register[C any, P interface {
 	*C
 	Command
@@ -100,6 +123,20 @@ func register[C any, P interface {
 	}
 	if apply != nil {
 		spec.apply = func(s *state, c Command) *Result { return apply(s, c.(P)) }
+	}
+	return spec
+}
+
+// registerJob builds the row of command type *C, which is addressed to the
+// job its header names.
+func registerJob[C any, P interface {
+	*C
+	Command
+}](name string, validate func(P) error, apply func(*job, P) *Result, creates bool) cmdSpec {
+	spec := register[C, P](name, validate, nil)
+	spec.jobScoped, spec.creates = true, creates
+	if apply != nil {
+		spec.applyJob = func(j *job, c Command) *Result { return apply(j, c.(P)) }
 	}
 	return spec
 }
@@ -120,8 +157,10 @@ func (t CmdType) String() string {
 	return fmt.Sprintf("CmdType(%d)", uint8(t))
 }
 
-// commandVersion is the first byte of every encoded command.
-const commandVersion = 1
+// commandVersion is the first byte of every encoded command. Version 2
+// added Header.Job after the request id; version 1 entries, written before
+// jobs existed, still decode, addressed to DefaultJob.
+const commandVersion = 2
 
 // RequestID identifies a client request for de-duplication: a client id and
 // a sequence number the client never reuses for a different request. The
@@ -134,13 +173,17 @@ type RequestID struct {
 // IsZero reports whether r is the zero RequestID.
 func (r RequestID) IsZero() bool { return r.Client == uuid.Nil && r.Seq == 0 }
 
-// Header is carried by every command: the proposer's clock and the request
-// id of the client call that caused it.
+// Header is carried by every command: the proposer's clock, the request
+// id of the client call that caused it and the job it addresses.
 type Header struct {
 	// Now is the proposing leader's time in unix nanoseconds.
 	Now int64
 	// Request de-duplicates client retries.
 	Request RequestID
+	// Job names the job a job's command addresses; "" means DefaultJob.
+	// It must be empty on a cluster-wide command (Tick, RegisterNode,
+	// RemoveNode, LeaderGrace, SetLimits).
+	Job string
 }
 
 // Hdr returns the header, so callers can stamp Now and the request id.
@@ -298,6 +341,27 @@ type LeaderGrace struct {
 	Grace time.Duration
 }
 
+// CreateJob creates the job its header names, empty. Creating a job that
+// exists is ignored.
+type CreateJob struct {
+	Header
+}
+
+// DeleteJob deletes the job its header names, which must be named
+// explicitly (not ""), with everything it holds: its dataset, tasks,
+// uploads, save-model lease and allgather groups, whose watches then answer
+// ErrClosed. An unknown job is answered ErrUnknownJob. A job created again
+// under the name starts from nothing; DefaultJob may be deleted too.
+type DeleteJob struct {
+	Header
+}
+
+// SetLimits replaces the cluster-wide limits record.
+type SetLimits struct {
+	Header
+	Limits Limits
+}
+
 // Type implementations.
 func (*SetDataset) Type() CmdType       { return TypeSetDataset }
 func (*DatasetPart) Type() CmdType      { return TypeDatasetPart }
@@ -313,9 +377,12 @@ func (*Leave) Type() CmdType            { return TypeLeave }
 func (*RegisterNode) Type() CmdType     { return TypeRegisterNode }
 func (*RemoveNode) Type() CmdType       { return TypeRemoveNode }
 func (*LeaderGrace) Type() CmdType      { return TypeLeaderGrace }
+func (*CreateJob) Type() CmdType        { return TypeCreateJob }
+func (*DeleteJob) Type() CmdType        { return TypeDeleteJob }
+func (*SetLimits) Type() CmdType        { return TypeSetLimits }
 
 // Encode returns the log-entry form of c: a version byte, the type byte, the
-// header and the payload.
+// header (Now, the request id, the job) and the payload.
 func Encode(c Command) []byte {
 	e := &encoder{buf: make([]byte, 0, 64)}
 	e.byte(commandVersion)
@@ -324,6 +391,7 @@ func Encode(c Command) []byte {
 	e.varint(h.Now)
 	e.uuid(h.Request.Client)
 	e.uvarint(h.Request.Seq)
+	e.string(h.Job)
 	c.encode(e)
 	return e.buf
 }
@@ -337,11 +405,13 @@ var errUnknownType = fmt.Errorf("%w: unknown ignorable command type", ErrInvalid
 // apply it; the FSM halts instead (see FSM.Halted).
 var ErrUnsupported = errors.New("log entry from a newer version")
 
-// Decode parses a log entry written by Encode.
+// Decode parses a log entry written by Encode, or by a version 1 encoder
+// (no job: DefaultJob's).
 func Decode(b []byte) (Command, error) {
 	d := &decoder{buf: b}
-	if v := d.byte(); d.err == nil && v != commandVersion {
-		return nil, fmt.Errorf("%w: command version %d, this replica knows %d", ErrUnsupported, v, commandVersion)
+	v := d.byte()
+	if d.err == nil && (v < 1 || v > commandVersion) {
+		return nil, fmt.Errorf("%w: command version %d, this replica knows 1 to %d", ErrUnsupported, v, commandVersion)
 	}
 	t := CmdType(d.byte())
 	if d.err != nil {
@@ -359,6 +429,9 @@ func Decode(b []byte) (Command, error) {
 	h.Now = d.varint()
 	h.Request.Client = d.uuid()
 	h.Request.Seq = d.uvarint()
+	if v >= 2 {
+		h.Job = d.string()
+	}
 	c.decode(d)
 	if err := d.done(); err != nil {
 		return nil, invalidf("%v: %v", t, err)
@@ -518,3 +591,29 @@ func (c *RemoveNode) encode(e *encoder)  { e.string(c.ID) }
 func (c *RemoveNode) decode(d *decoder)  { c.ID = d.string() }
 func (c *LeaderGrace) encode(e *encoder) { e.varint(int64(c.Grace)) }
 func (c *LeaderGrace) decode(d *decoder) { c.Grace = time.Duration(d.varint()) }
+func (c *CreateJob) encode(*encoder)     {}
+func (c *CreateJob) decode(*decoder)     {}
+func (c *DeleteJob) encode(*encoder)     {}
+func (c *DeleteJob) decode(*decoder)     {}
+
+func (c *SetLimits) encode(e *encoder) {
+	l := &c.Limits
+	e.int(l.MaxJobs)
+	e.int(l.MaxJobTasks)
+	e.int(l.MaxJobChunks)
+	e.int(l.MaxJobGroups)
+	e.varint(l.MaxJobGroupData)
+	e.varint(l.MaxStateBytes)
+	e.varint(int64(l.JobTTL))
+}
+
+func (c *SetLimits) decode(d *decoder) {
+	l := &c.Limits
+	l.MaxJobs = d.int()
+	l.MaxJobTasks = d.int()
+	l.MaxJobChunks = d.int()
+	l.MaxJobGroups = d.int()
+	l.MaxJobGroupData = d.varint()
+	l.MaxStateBytes = d.varint()
+	l.JobTTL = time.Duration(d.varint())
+}

@@ -37,8 +37,9 @@ func TestCommandTable(t *testing.T) {
 		if spec.validate == nil {
 			t.Errorf("%s has no validator", spec.name)
 		}
-		if spec.apply == nil {
-			t.Errorf("%s has no apply function", spec.name)
+		if (spec.apply == nil) == (spec.applyJob == nil) || spec.jobScoped != (spec.applyJob != nil) ||
+			(spec.creates && !spec.jobScoped) {
+			t.Errorf("%s has no apply function, or both, or a job's flags without a job's", spec.name)
 		}
 		c := spec.new()
 		if c == nil || c.Type() != typ {

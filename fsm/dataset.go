@@ -6,6 +6,25 @@ type dataset struct {
 	params DatasetParams
 	paths  []string
 	chunks []chunkRef
+	// bytes is the size estimate of the dataset and its tasks (derived).
+	bytes int64
+}
+
+// newDataset returns the dataset of params, paths and chunks, with its size
+// estimate.
+func newDataset(params DatasetParams, paths []string, chunks []chunkRef) *dataset {
+	d := &dataset{params: params, paths: paths, chunks: chunks}
+	d.bytes = pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks())
+	return d
+}
+
+// pathBytes is the size estimate of a path table.
+func pathBytes(paths []string) int64 {
+	var n int64
+	for _, p := range paths {
+		n += estPath + int64(len(p))
+	}
+	return n
 }
 
 // chunkRef is a chunk with its path interned: 16 bytes each.
@@ -22,6 +41,7 @@ type upload struct {
 	chunks    []chunkRef
 	parts     uint32
 	touched   int64 // FSM time of the last part
+	pathBytes int64 // pathBytes(paths) (derived)
 }
 
 func (u *upload) add(chunks []Chunk) {
@@ -31,9 +51,38 @@ func (u *upload) add(chunks []Chunk) {
 			p = uint32(len(u.paths))
 			u.pathIndex[c.Path] = p
 			u.paths = append(u.paths, c.Path)
+			u.pathBytes += estPath + int64(len(c.Path))
 		}
 		u.chunks = append(u.chunks, chunkRef{offset: c.Offset, path: p, records: c.Records})
 	}
+}
+
+// size is the size estimate of upload id.
+func (u *upload) size(id string) int64 {
+	return estUpload + int64(len(id)) + u.pathBytes + estChunk*int64(len(u.chunks))
+}
+
+// cost returns how much adding chunks would grow the size estimate of u,
+// without adding them.
+func (u *upload) cost(chunks []Chunk) int64 {
+	n := estChunk * int64(len(chunks))
+	var added map[string]bool
+	last := ""
+	for i, c := range chunks {
+		if i > 0 && c.Path == last {
+			continue // the chunks of one file usually come together
+		}
+		last = c.Path
+		if _, ok := u.pathIndex[c.Path]; ok || added[c.Path] {
+			continue
+		}
+		if added == nil {
+			added = make(map[string]bool)
+		}
+		added[c.Path] = true
+		n += estPath + int64(len(c.Path))
+	}
+	return n
 }
 
 func newUpload() *upload { return &upload{pathIndex: make(map[string]uint32)} }
@@ -55,24 +104,42 @@ func (d *dataset) taskChunks(i int) []Chunk {
 	return out
 }
 
-// install makes d the dataset and starts pass 0.
-func (s *state) install(d *dataset) {
-	s.ds = d
-	s.setTasks(d.numTasks())
+// checkDataset checks a dataset that is about to be installed against the
+// job's limits, with freed the size estimate it frees (an upload's).
+func (s *job) checkDataset(d *dataset, freed int64) error {
+	l := s.effectiveLimits()
+	if n := len(d.chunks); n > l.MaxJobChunks {
+		return limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would have %d chunks", s.name, n)
+	}
+	if n := d.numTasks(); n > l.MaxJobTasks {
+		return limitf("max_job_tasks", int64(l.MaxJobTasks), "job %q would have %d tasks", s.name, n)
+	}
+	return s.room(d.bytes - freed)
 }
 
-func (s *state) setDataset(c *SetDataset) *Result {
+// install makes d the dataset and starts pass 0.
+func (s *job) install(d *dataset) {
+	s.ds = d
+	s.setTasks(d.numTasks())
+	s.account(d.bytes)
+}
+
+func (s *job) setDataset(c *SetDataset) *Result {
 	if s.ds != nil {
 		return &Result{Ignored: true}
 	}
 	u := newUpload()
 	u.chunks = make([]chunkRef, 0, len(c.Chunks)) // the dataset keeps it
 	u.add(c.Chunks)
-	s.install(&dataset{params: c.Params, paths: u.paths, chunks: u.chunks})
+	d := newDataset(c.Params, u.paths, u.chunks)
+	if err := s.checkDataset(d, 0); err != nil {
+		return errResult(err)
+	}
+	s.install(d)
 	return &Result{}
 }
 
-func (s *state) datasetPart(c *DatasetPart) *Result {
+func (s *job) datasetPart(c *DatasetPart) *Result {
 	if s.ds != nil {
 		return &Result{Ignored: true}
 	}
@@ -84,8 +151,19 @@ func (s *state) datasetPart(c *DatasetPart) *Result {
 		return errResult(invalidf("too many dataset uploads in progress (%d)", MaxUploads))
 	case u != nil && c.Part != u.parts:
 		return errResult(invalidf("upload %q: part %d out of order, want %d", c.UploadID, c.Part, u.parts))
-	case u != nil && len(u.chunks)+len(c.Chunks) > MaxChunks:
-		return errResult(invalidf("upload %q: more than %d chunks", c.UploadID, MaxChunks))
+	}
+	l := s.effectiveLimits()
+	if n := s.staged + len(c.Chunks); n > l.MaxJobChunks {
+		return errResult(limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would stage %d chunks", s.name, n))
+	}
+	var grow int64
+	if u == nil {
+		grow = newUpload().size(c.UploadID) + newUpload().cost(c.Chunks)
+	} else {
+		grow = u.cost(c.Chunks)
+	}
+	if err := s.room(grow); err != nil {
+		return errResult(err)
 	}
 	if u == nil {
 		u = newUpload()
@@ -94,13 +172,17 @@ func (s *state) datasetPart(c *DatasetPart) *Result {
 	u.add(c.Chunks)
 	u.parts++
 	u.touched = s.clock
+	s.staged += len(c.Chunks)
+	s.account(grow)
 	return &Result{}
 }
 
-func (s *state) datasetCommit(c *DatasetCommit) *Result {
+func (s *job) datasetCommit(c *DatasetCommit) *Result {
 	u := s.uploads[c.UploadID]
 	if s.ds != nil {
-		delete(s.uploads, c.UploadID)
+		if u != nil {
+			s.dropUpload(c.UploadID)
+		}
 		return &Result{Ignored: true}
 	}
 	switch {
@@ -112,16 +194,31 @@ func (s *state) datasetCommit(c *DatasetCommit) *Result {
 	case len(u.chunks) == 0:
 		return errResult(invalidf("upload %q: no chunks", c.UploadID))
 	}
-	delete(s.uploads, c.UploadID)
-	s.install(&dataset{params: c.Params, paths: u.paths, chunks: u.chunks})
+	d := newDataset(c.Params, u.paths, u.chunks)
+	if err := s.checkDataset(d, u.size(c.UploadID)); err != nil {
+		return errResult(err)
+	}
+	s.dropUpload(c.UploadID)
+	s.install(d)
 	return &Result{}
 }
 
+// dropUpload forgets upload id.
+func (s *job) dropUpload(id string) {
+	u := s.uploads[id]
+	s.staged -= len(u.chunks)
+	s.account(-u.size(id))
+	delete(s.uploads, id)
+}
+
 // expireUploads drops staged uploads that went idle.
-func (s *state) expireUploads() {
+func (s *job) expireUploads() {
+	if len(s.uploads) == 0 {
+		return
+	}
 	for _, id := range sortedKeys(s.uploads) {
 		if s.clock-s.uploads[id].touched >= int64(UploadIdleTimeout) {
-			delete(s.uploads, id)
+			s.dropUpload(id)
 		}
 	}
 }

@@ -21,7 +21,7 @@ func commit(id string, parts, numChunks uint32) *DatasetCommit {
 func leasedChunks(h *harness) []Chunk {
 	h.t.Helper()
 	var out []Chunk
-	for range h.f.Stats().Tasks {
+	for range h.f.Stats(DefaultJob).Tasks {
 		out = append(out, h.ok(&GetTask{Pass: 0}).Task.Chunks...)
 	}
 	return out
@@ -33,11 +33,11 @@ func TestDataset(t *testing.T) {
 		{"set dataset is honoured once", func(h *harness) {
 			h.setDataset(3, defaultParams)
 			h.getTask(0)
-			before := h.f.Stats()
+			before := h.f.Stats(DefaultJob)
 			h.ignored(&SetDataset{Params: withParams(func(p *DatasetParams) { p.ChunksPerTask = 3 }), Chunks: testChunks(9)})
 			h.ignored(part("late", 0, all))
 			h.ignored(commit("late", 1, 6))
-			if st := h.f.Stats(); st.Tasks != before.Tasks || st.Chunks != 3 || st.Params != defaultParams || st.Pending != 1 {
+			if st := h.f.Stats(DefaultJob); st.Tasks != before.Tasks || st.Chunks != 3 || st.Params != defaultParams || st.Pending != 1 {
 				h.t.Fatalf("second dataset changed the queue: %+v", st)
 			}
 		}},
@@ -45,12 +45,12 @@ func TestDataset(t *testing.T) {
 			h.ok(part("u", 0, all[:2]))
 			h.ok(part("u", 1, nil))
 			h.ok(part("u", 2, all[2:]))
-			if st := h.f.Stats(); st.Uploads != 1 || st.HasDataset {
+			if st := h.f.Stats(DefaultJob); st.Uploads != 1 || st.HasDataset {
 				h.t.Fatalf("stats %+v, want one staged upload and no dataset", st)
 			}
 			h.fails(&GetTask{Pass: 0}, ErrNoDataset)
 			h.ok(commit("u", 3, 6))
-			if st := h.f.Stats(); st.Uploads != 0 || st.Tasks != 6 || st.Params != defaultParams {
+			if st := h.f.Stats(DefaultJob); st.Uploads != 0 || st.Tasks != 6 || st.Params != defaultParams {
 				h.t.Fatalf("stats %+v, want the committed dataset", st)
 			}
 			if got := leasedChunks(h); !slices.Equal(got, all) {
@@ -63,7 +63,7 @@ func TestDataset(t *testing.T) {
 			h.ok(part("a", 1, all[1:3]))
 			h.ok(commit("b", 1, 3))
 			h.ignored(commit("a", 2, 3)) // a dataset is set; a is dropped
-			if st := h.f.Stats(); st.Uploads != 0 || st.Chunks != 3 {
+			if st := h.f.Stats(DefaultJob); st.Uploads != 0 || st.Chunks != 3 {
 				h.t.Fatalf("stats %+v, want upload b as the dataset", st)
 			}
 			if got := leasedChunks(h); !slices.Equal(got, all[3:]) {
@@ -104,12 +104,12 @@ func TestDataset(t *testing.T) {
 			}
 			h.advance(UploadIdleTimeout - 1)
 			h.tick()
-			if h.f.Stats().Uploads != 1 {
+			if h.f.Stats(DefaultJob).Uploads != 1 {
 				h.t.Fatalf("upload dropped before it was idle for %v", UploadIdleTimeout)
 			}
 			h.advance(1)
 			h.tick()
-			if h.f.Stats().Uploads != 0 {
+			if h.f.Stats(DefaultJob).Uploads != 0 {
 				h.t.Fatalf("idle upload not dropped")
 			}
 			h.rejects(commit("u", 2, 2))
@@ -139,23 +139,23 @@ func TestLeaderGrace(t *testing.T) {
 					h.t.Fatalf("task %d deadline %d, want %d", m.ID, ts.Deadline, limit)
 				}
 			}
-			if _, d, ok := h.f.SaveModelHolder(); !ok || d != limit {
+			if _, d, ok := h.f.SaveModelHolder(DefaultJob); !ok || d != limit {
 				h.t.Fatalf("save lease ends %d (%v), want %d", d, ok, limit)
 			}
-			if g, _ := h.f.Group("g"); g.Deadline != limit {
+			if g, _ := h.f.Group(DefaultJob, "g"); g.Deadline != limit {
 				h.t.Fatalf("group deadline %d, want %d", g.Deadline, limit)
 			}
 			h.advance(10*time.Second - 1)
 			h.tick()
-			if st := h.f.Stats(); st.Pending != 2 || st.SaveHolder != "a" || st.Groups != 1 {
+			if st := h.f.Stats(DefaultJob); st.Pending != 2 || st.SaveHolder != "a" || st.Groups != 1 {
 				h.t.Fatalf("stats %+v: something expired during the grace", st)
 			}
 			h.advance(1)
 			h.tick()
-			if st := h.f.Stats(); st.Pending != 0 || st.SaveHolder != "" {
+			if st := h.f.Stats(DefaultJob); st.Pending != 0 || st.SaveHolder != "" {
 				h.t.Fatalf("stats %+v: leases outlived the grace", st)
 			}
-			if g, _ := h.f.Group("g"); g.Status != "timed_out" {
+			if g, _ := h.f.Group(DefaultJob, "g"); g.Status != "timed_out" {
 				h.t.Fatalf("group %+v, want timed out after the grace", g)
 			}
 		}},
@@ -165,12 +165,12 @@ func TestLeaderGrace(t *testing.T) {
 			h.ok(&LeaderGrace{Grace: time.Minute})
 			h.advance(time.Minute - 1)
 			h.tick()
-			if h.f.Stats().Uploads != 1 {
+			if h.f.Stats(DefaultJob).Uploads != 1 {
 				h.t.Fatalf("upload dropped during the grace")
 			}
 			h.advance(1)
 			h.tick()
-			if h.f.Stats().Uploads != 0 {
+			if h.f.Stats(DefaultJob).Uploads != 0 {
 				h.t.Fatalf("upload outlived the grace")
 			}
 		}},

@@ -38,6 +38,7 @@ type dedupEntry struct {
 	epoch   int
 	gen     uint64
 	clock   int64
+	job     uint64 // the seq of the job the command ran on, 0 for none
 }
 
 func newDedupTable() dedupTable {
@@ -72,34 +73,46 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 // result replays the first outcome for command c. An answer that grants
 // something for a time is replayed as true only while it still holds at
 // the FSM time of the retry, which is the later of the clock and c's
-// stamp: a retried save-model request answers whether the caller holds
-// the lease now, a retried GetTask or RenewLease whose lease has ended
-// answers ErrStaleEpoch. Anything else is replayed as it was.
+// stamp, in the job c addresses: a retried save-model request answers
+// whether the caller holds the lease now, a retried GetTask or RenewLease
+// whose lease has ended, or whose job was deleted (and maybe created
+// again) since, answers ErrStaleEpoch. Anything else is replayed as it
+// was.
 func (e *dedupEntry) result(c Command, s *state) *Result {
 	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
 	now := max(s.clock, c.Hdr().Now)
+	j := s.jobs[jobName(c.Hdr().Job)]
+	// held reports whether the lease of task id under epoch, granted in
+	// the entry's job, is still held.
+	held := func(id, epoch int) (int32, bool) {
+		if j == nil || j.seq != e.job {
+			return 0, false
+		}
+		return j.leaseHeld(id, epoch, now)
+	}
 	switch c := c.(type) {
 	case *RequestSaveModel:
-		r.Granted = s.save.holder == c.TrainerID && s.save.deadline > now
+		r.Granted = j != nil && j.save.holder == c.TrainerID && j.save.deadline > now
 	case *GetTask:
 		if e.code != CodeOK {
 			break
 		}
-		if i, held := s.leaseHeld(e.taskID, e.epoch, now); held {
-			r.Task = s.taskOf(i, now)
+		if i, ok := held(e.taskID, e.epoch); ok {
+			r.Task = j.taskOf(i, now)
 		} else {
 			r.Code = CodeStaleEpoch
 		}
 	case *RenewLease:
-		if _, held := s.leaseHeld(c.Meta.ID, c.Meta.Epoch, now); e.code == CodeOK && !held {
+		if _, ok := held(c.Meta.ID, c.Meta.Epoch); e.code == CodeOK && !ok {
 			r.Code = CodeStaleEpoch
 		}
 	}
 	return r
 }
 
-// record remembers the outcome r of a new request.
-func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64) {
+// record remembers the outcome r, in the job numbered job, of a new
+// request.
+func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, job uint64) {
 	c := t.clients[req.Client]
 	if c == nil {
 		c = &dedupClient{id: req.Client}
@@ -110,7 +123,7 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64) {
 	}
 	t.pushBack(c)
 	c.lastSeen = now
-	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock}
+	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock, job: job}
 	if r.Task != nil {
 		e.taskID, e.epoch = r.Task.Meta.ID, r.Task.Meta.Epoch
 	}

@@ -136,17 +136,17 @@ func TestDedup(t *testing.T) {
 			h.setDataset(2, defaultParams)
 			h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
 			h.ok(withRequest(&Tick{}, 2, 1))
-			if n := h.f.Stats().DedupClients; n != 2 {
+			if n := h.f.Stats(DefaultJob).DedupClients; n != 2 {
 				h.t.Fatalf("%d dedup clients, want 2", n)
 			}
 			h.advance(DedupWindow)
 			h.tick()
-			if n := h.f.Stats().DedupClients; n != 2 {
+			if n := h.f.Stats(DefaultJob).DedupClients; n != 2 {
 				h.t.Fatalf("%d dedup clients at the end of the window, want 2", n)
 			}
 			h.advance(1)
 			h.tick()
-			if n := h.f.Stats().DedupClients; n != 0 {
+			if n := h.f.Stats(DefaultJob).DedupClients; n != 0 {
 				h.t.Fatalf("%d dedup clients after the window, want 0", n)
 			}
 			// Forgotten: a retry this late is applied again.

@@ -1,6 +1,7 @@
-// Package fsm is raftmaster's deterministic replicated state machine: the
-// task queue of the data dispatcher, the save-model lease, allgather groups
-// and the node registry. Every replica applies the same Raft log through
+// Package fsm is raftmaster's deterministic replicated state machine: for
+// each of many jobs, the task queue of the data dispatcher, the save-model
+// lease and allgather groups; and, shared by the cluster, the node
+// registry, the de-duplication table and the replicated limits. Every replica applies the same Raft log through
 // FSM.ApplyEntry and reaches byte-identical state. The package depends on
 // the standard library and github.com/google/uuid only: raftnode adapts
 // the FSM to hashicorp/raft, and a test keeps it that way.
@@ -40,7 +41,10 @@
 // # Encoding
 //
 // A command is a version byte, a type byte, the header (Now, client id,
-// sequence number) and a payload of varints and length-prefixed strings.
+// sequence number, job) and a payload of varints and length-prefixed
+// strings. Version 2 added the job, a length-prefixed string after the
+// sequence number; version 1 entries, written before jobs existed, still
+// decode, addressed to DefaultJob.
 // Each type is registered once, in one ordered table (commands in
 // command.go): its number, its name, its constructor for Decode, its
 // validator of the limits and its apply function. Decode, validation and
@@ -56,8 +60,56 @@
 // stops, rather than skip the entry and diverge from the replicas that
 // apply it. Bytes of a known command that do not decode, and commands
 // outside the limits (limits.go; Now must lie between 1970 and 2116, so
-// that no deadline overflows), are answered with CodeInvalid and change
-// nothing on every replica alike.
+// that no deadline overflows; a job name must be a DNS label), are
+// answered with CodeInvalid and change nothing on every replica alike.
+//
+// # Jobs
+//
+// One quorum serves many jobs. Each job has its own dataset and task
+// queue, passes, uploads, save-model lease and allgather groups; the FSM
+// clock, the LeaderGrace limit, the node registry, the de-duplication
+// table and the allgather generation counter are the cluster's, so
+// generations are unique across jobs (a watch of a deleted job's join
+// never matches a join of the job created again). A job's name is a DNS
+// label: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with
+// a letter or digit. Every job's command names its job in Header.Job; ""
+// is DefaultJob ("default"), so commands written before jobs existed, and
+// clients that know no jobs, address the default job. The cluster-wide
+// commands (Tick, RegisterNode, RemoveNode, LeaderGrace, SetLimits) name
+// none.
+//
+// No job exists at first. SetDataset, DatasetPart, RequestSaveModel and
+// Join create the job they address; CreateJob creates it empty (an
+// existing job is ignored). Every other command to a job that does not
+// exist is answered as an empty job answers it, which is how the default
+// job behaved before it held anything: GetTask, TaskFinished, TaskFailed
+// and RenewLease answer ErrNoDataset, DatasetCommit an unknown upload,
+// Leave is ignored. A command that is rejected creates nothing.
+//
+// DeleteJob deletes its job, named explicitly, with everything it holds;
+// the watches of its groups answer ErrClosed. An unknown job answers
+// ErrUnknownJob. The default job may be deleted too: it then starts empty,
+// like any job created again, whose first dataset counts afresh. A retried
+// GetTask or RenewLease whose job was deleted and created again since
+// answers ErrStaleEpoch.
+//
+// A job's last activity is the FSM time of the last command addressed to
+// it that was not rejected (a duplicate changes nothing, so it does not
+// count). When Limits.JobTTL is positive, a Tick deletes every job that
+// has no task lease out, no save-model holder and no allgather group, and
+// whose last activity is JobTTL old, after expiring what is due; its
+// Result.Collected names them, for the node to log. NextDeadline includes
+// the earliest such collection. LeaderGrace does not move it.
+//
+// # Limits
+//
+// SetLimits replaces the cluster's Limits record (a zero field is its
+// default, limits.go): MaxJobs, and per job MaxJobTasks, MaxJobChunks,
+// MaxJobGroups and MaxJobGroupData, MaxStateBytes on a size estimate of
+// the whole state computed from content sizes, and JobTTL. A command that
+// would pass a limit is answered CodeLimit (ErrLimitExceeded), whose
+// message names the limit, and changes nothing. The fixed limits of
+// limits.go remain ceilings that no record may raise.
 //
 // A dataset too large for one entry is proposed in DatasetPart entries
 // cut by SplitChunks, which measures each part with this encoding.
@@ -112,15 +164,15 @@
 // id order with its failure count reset. When every task has failed the
 // pass does not end, and GetTask answers ErrAllTaskFailed.
 //
-// Tick expires what is due at the clock: each pending lease counts as a
-// failure (re-dispatch or fail, as the original's timeout check), an
-// expired save-model lease is released, open allgather groups time out,
-// finished groups past their retention are forgotten, and idle uploads are
-// dropped.
+// Tick expires what is due at the clock, in every job: each pending lease
+// counts as a failure (re-dispatch or fail, as the original's timeout
+// check), an expired save-model lease is released, open allgather groups
+// time out, finished groups past their retention are forgotten, and idle
+// uploads are dropped; then jobs idle for JobTTL are deleted.
 //
 // LeaderGrace{Grace} is proposed by a new leader: every deadline before
-// clock+Grace (task leases, the save-model lease, allgather groups, idle
-// uploads) moves to clock+Grace, so that trainers are not punished for an
+// clock+Grace (task leases, the save-model leases, allgather groups, idle
+// uploads, in every job) moves to clock+Grace, so that trainers are not punished for an
 // interval without a leader. A task lease granted or renewed before
 // clock+Grace ends no earlier either: pending leases then always end in the
 // order they were granted, which keeps every dispatch O(1).
@@ -151,7 +203,7 @@
 // starts it afresh. Complete and timed-out groups are forgotten after
 // another timeout.
 //
-// Watch(group, member, gen) never judges a join from a state that predates
+// Watch(job, group, member, gen) never judges a join from a state that predates
 // it: generations are handed out in log order, so a replica whose counter
 // is below gen (a follower behind, a new leader before its barrier)
 // answers WatchPending, and a watch there waits, instead of answering
@@ -190,9 +242,12 @@
 //
 // # Snapshots
 //
-// Snapshot copies the task array (32 bytes a task, no pointers) and the
-// small tables and shares the immutable chunk list; Snapshot.WriteTo
-// streams the versioned encoding while ApplyEntry goes on. Restore decodes into a fresh
-// state, checks that every task is in exactly one queue and that the
-// limits and the other invariants Apply keeps hold, and swaps it in.
+// Snapshot copies the task arrays (32 bytes a task, no pointers) and the
+// small tables and shares the immutable chunk lists; Snapshot.WriteTo
+// streams the versioned encoding while ApplyEntry goes on: version 3 writes
+// the cluster's part, then every job in name order. Versions 1 and 2,
+// written before jobs existed, restore as the default job. Restore decodes
+// into a fresh state, checks in every job that every task is in exactly
+// one queue and that the limits and the other invariants Apply keeps hold,
+// and swaps it in.
 package fsm

@@ -43,6 +43,13 @@ var (
 	// ErrInvalid means the command is malformed or out of limits. It is
 	// rejected and changes no state.
 	ErrInvalid = errors.New("invalid command")
+
+	// ErrLimitExceeded means the command would take a job or the cluster
+	// past one of the replicated Limits. It is rejected and changes no
+	// state; its message names the limit.
+	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrUnknownJob means the job named does not exist.
+	ErrUnknownJob = errors.New("unknown job")
 )
 
 // Code is the stable identifier of a command outcome, used on the wire.
@@ -63,6 +70,8 @@ const (
 	CodeAllGatherTimeout
 	CodeGroupMismatch
 	CodeInvalid
+	CodeLimit
+	CodeUnknownJob
 	numCodes
 )
 
@@ -83,6 +92,8 @@ var codeTable = [numCodes]struct {
 	CodeAllGatherTimeout: {"allgather_timeout", ErrAllGatherTimeoutExceeded},
 	CodeGroupMismatch:    {"group_mismatch", ErrGroupMismatch},
 	CodeInvalid:          {"invalid", ErrInvalid},
+	CodeLimit:            {"limit_exceeded", ErrLimitExceeded},
+	CodeUnknownJob:       {"unknown_job", ErrUnknownJob},
 }
 
 // String returns the code's stable wire name, such as "pass_before".
@@ -128,4 +139,17 @@ func ParseCode(name string) (Code, bool) {
 // invalidf returns an ErrInvalid with a message.
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+// limitError is an ErrLimitExceeded whose text is its message alone, which
+// names the limit: "limit max_job_tasks (1000) exceeded: ...".
+type limitError struct{ msg string }
+
+func (e *limitError) Error() string { return e.msg }
+func (e *limitError) Unwrap() error { return ErrLimitExceeded }
+
+// limitf returns the ErrLimitExceeded of limit name, whose value is limit,
+// with a message saying what the command would have done.
+func limitf(name string, limit int64, format string, args ...any) error {
+	return &limitError{msg: fmt.Sprintf("limit %s (%d) exceeded: %s", name, limit, fmt.Sprintf(format, args...))}
 }

@@ -57,15 +57,15 @@ func TestConcurrentQueries(t *testing.T) {
 					return
 				case <-f.Changed():
 				}
-				f.Stats()
-				f.Task(1)
-				f.Groups()
-				f.Group("g")
-				f.Watch("g", memberID(1), 1)
+				f.Stats(DefaultJob)
+				f.Task(DefaultJob, 1)
+				f.Groups(DefaultJob)
+				f.Group(DefaultJob, "g")
+				f.Watch(DefaultJob, "g", memberID(1), 1)
 				f.Registrations()
 				f.RegistrationByRaftAddr("r:1")
 				f.NextDeadline()
-				f.SaveModelHolder()
+				f.SaveModelHolder(DefaultJob)
 				f.StateHash()
 			}
 		}()
@@ -94,7 +94,7 @@ func TestRestoreRefuses(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"bad magic", append([]byte("XXXXX"), good[5:]...)},
-		{"newer version", append([]byte(snapshotMagic+"\x03"), good[6:]...)},
+		{"newer version", append([]byte(snapshotMagic+"\x04"), good[6:]...)},
 		{"version 0", append([]byte(snapshotMagic+"\x00"), good[6:]...)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing byte", append(append([]byte{}, good...), 0)},
@@ -110,20 +110,20 @@ func TestRestoreRefuses(t *testing.T) {
 		{"clock before 1970", func(s *state) { s.clock = -1 }},
 		{"clock after 2116", func(s *state) { s.clock = maxNow + 1 }},
 		{"grace too long", func(s *state) { s.graceUntil = s.clock + int64(MaxGrace) + 1 }},
-		{"tasks without dataset", func(s *state) { s.ds = nil }},
-		{"negative pass", func(s *state) { s.pass = -1 }},
-		{"pending without deadline", func(s *state) { s.tasks[s.queues[qPending].head].deadline = 0 }},
-		{"pending out of order", func(s *state) { s.tasks[s.queues[qPending].head].deadline = s.clock + int64(time.Hour) }},
-		{"lease beyond any new lease", func(s *state) { s.tasks[s.queues[qPending].tail].deadline = s.clock + int64(time.Hour) }},
-		{"pass epoch after epoch", func(s *state) { s.tasks[0].passEpoch = s.tasks[0].epoch + 1 }},
-		{"lease deadline without holder", func(s *state) { s.save.holder = "" }},
-		{"open group with a member gone", func(s *state) { s.groups["g"].members[0].left = true }},
-		{"complete group short of members", func(s *state) { s.groups["g"].status = groupComplete }},
-		{"group without active member", func(s *state) { s.groups["done"].members[0].left = true }},
-		{"member generation from the future", func(s *state) { s.groups["g"].members[0].gen = s.nextGen + 1 }},
-		{"group numPeers 0", func(s *state) { s.groups["g"].numPeers = 0 }},
+		{"tasks without dataset", func(s *state) { dj(s).ds = nil }},
+		{"negative pass", func(s *state) { dj(s).pass = -1 }},
+		{"pending without deadline", func(s *state) { dj(s).tasks[dj(s).queues[qPending].head].deadline = 0 }},
+		{"pending out of order", func(s *state) { dj(s).tasks[dj(s).queues[qPending].head].deadline = s.clock + int64(time.Hour) }},
+		{"lease beyond any new lease", func(s *state) { dj(s).tasks[dj(s).queues[qPending].tail].deadline = s.clock + int64(time.Hour) }},
+		{"pass epoch after epoch", func(s *state) { dj(s).tasks[0].passEpoch = dj(s).tasks[0].epoch + 1 }},
+		{"lease deadline without holder", func(s *state) { dj(s).save.holder = "" }},
+		{"open group with a member gone", func(s *state) { dj(s).groups["g"].members[0].left = true }},
+		{"complete group short of members", func(s *state) { dj(s).groups["g"].status = groupComplete }},
+		{"group without active member", func(s *state) { dj(s).groups["done"].members[0].left = true }},
+		{"member generation from the future", func(s *state) { dj(s).groups["g"].members[0].gen = s.nextGen + 1 }},
+		{"group numPeers 0", func(s *state) { dj(s).groups["g"].numPeers = 0 }},
 		{"empty node id", func(s *state) { s.nodes["n1"] = Registration{ID: ""} }},
-		{"bad upload path", func(s *state) { s.uploads["u"].paths[0] = "" }},
+		{"bad upload path", func(s *state) { dj(s).uploads["u"].paths[0] = "" }},
 		{"too many dedup entries", func(s *state) {
 			c := s.dedup.head
 			for len(c.entries) <= DedupPerClient {
@@ -157,3 +157,6 @@ func wantRefused(t *testing.T, b []byte) {
 		t.Fatalf("a refused Restore changed the state")
 	}
 }
+
+// dj returns the default job of s.
+func dj(s *state) *job { return s.jobs[DefaultJob] }

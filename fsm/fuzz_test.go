@@ -2,14 +2,17 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"reflect"
 	"testing"
 	"time"
 )
 
-// setupLog builds the state the fuzz targets start from: a staged upload,
-// a dataset with pending, done and todo tasks, an open and a complete
-// allgather group, a save-model lease, a node and remembered requests.
+// setupLog builds the state the fuzz targets start from: in the default
+// job a staged upload, a dataset with pending, done and todo tasks, an
+// open and a complete allgather group and a save-model lease; a node and
+// remembered requests; a second job with a dataset, a lease and a group;
+// an empty job.
 func setupLog() [][]byte {
 	req := func(seq uint64) Header { return Header{Now: t0, Request: RequestID{Client: clientID(1), Seq: seq}} }
 	now := Header{Now: t0}
@@ -26,6 +29,10 @@ func setupLog() [][]byte {
 		&Join{Header: now, Group: "done", Member: memberID(1), NumPeers: 1, Data: []byte("b")},
 		&RequestSaveModel{Header: req(5), TrainerID: "t0", BlockDur: time.Minute},
 		&RegisterNode{Header: now, Node: Registration{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1"}},
+		&SetDataset{Header: Header{Now: t0, Job: "job-b"}, Params: defaultParams, Chunks: testChunks(3)},
+		&GetTask{Header: Header{Now: t0, Job: "job-b"}},
+		&Join{Header: Header{Now: t0, Job: "job-b"}, Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("b")},
+		&CreateJob{Header: Header{Now: t0, Job: "empty"}},
 	}
 	var log [][]byte
 	for _, c := range cmds {
@@ -54,6 +61,11 @@ func seedCommands() []Command {
 		&RegisterNode{Header: later, Node: Registration{ID: "n2", RaftAddr: "r:2", APIAddr: "a:2"}},
 		&RemoveNode{Header: later, ID: "n1"},
 		&LeaderGrace{Header: later, Grace: time.Minute},
+		&CreateJob{Header: Header{Now: t0 + int64(time.Second), Job: "job-c"}},
+		&DeleteJob{Header: Header{Now: t0 + int64(time.Second), Job: "job-b"}},
+		&SetLimits{Header: later, Limits: Limits{MaxJobs: 3, MaxJobGroups: 1, JobTTL: time.Minute}},
+		&GetTask{Header: Header{Now: t0 + int64(time.Second), Job: "job-b"}},
+		&Join{Header: Header{Now: t0 + int64(time.Second), Job: "job-b"}, Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("c")},
 	}
 }
 
@@ -78,16 +90,20 @@ func FuzzApply(f *testing.F) {
 	log := setupLog()
 	base := applyLog(log).SnapshotBytes()
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := Decode(b); errors.Is(err, ErrUnsupported) {
+			return // it halts the FSM, which TestInvalidCommands covers
+		}
 		fsm := restored(t, base)
 		r := fsm.ApplyEntry(uint64(len(log)+1), b)
-		if r.Code >= numCodes || (r.Code == CodeInvalid && r.Message == "") {
+		if r.Code >= numCodes || (r.rejected() && r.Message == "") {
 			t.Fatalf("bad result %+v", r)
 		}
 		after := fsm.SnapshotBytes()
-		if r.Code == CodeInvalid && !bytes.Equal(after, base) {
-			t.Fatalf("invalid entry (%s) changed the state", r.Message)
+		if r.rejected() && !bytes.Equal(after, base) {
+			t.Fatalf("rejected entry (%s) changed the state", r.Message)
 		}
-		if c, err := Decode(b); err == nil && !c.Hdr().Request.IsZero() && r.Code != CodeInvalid {
+		checkEstimate(t, fsm)
+		if c, err := Decode(b); err == nil && !c.Hdr().Request.IsZero() && !r.rejected() {
 			again := fsm.ApplyEntry(uint64(len(log)+2), b)
 			if !again.Duplicate || again.Code != r.Code || !bytes.Equal(after, fsm.SnapshotBytes()) {
 				t.Fatalf("replayed entry: %+v after %+v", again, r)
@@ -112,10 +128,13 @@ func FuzzRestore(f *testing.F) {
 		if fsm.Restore(readCloser(b)) != nil {
 			return
 		}
-		st := fsm.Stats()
-		if st.Todo+st.Pending+st.Done+st.Failed != st.Tasks || st.HasDataset != (st.Tasks > 0) {
-			t.Fatalf("restored queues do not hold the tasks: %+v", st)
+		for _, j := range fsm.Jobs() {
+			st := fsm.Stats(j.Name)
+			if st.Todo+st.Pending+st.Done+st.Failed != st.Tasks || st.HasDataset != (st.Tasks > 0) {
+				t.Fatalf("restored queues do not hold the tasks: %+v", st)
+			}
 		}
+		checkEstimate(t, fsm)
 		checkRoundTrip(t, fsm)
 		for i, c := range seedCommands() {
 			c.Hdr().Now = max(c.Hdr().Now, fsm.Clock())

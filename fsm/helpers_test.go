@@ -131,7 +131,7 @@ func (h *harness) fail(m TaskMeta)   { h.t.Helper(); h.ok(&TaskFailed{Meta: m}) 
 // and failure count.
 func (h *harness) wantTask(id int, queue string, epoch, failures int) TaskState {
 	h.t.Helper()
-	ts, err := h.f.Task(id)
+	ts, err := h.f.Task(DefaultJob, id)
 	if err != nil {
 		h.t.Fatalf("Task(%d): %v", id, err)
 	}

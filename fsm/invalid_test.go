@@ -164,6 +164,7 @@ func header(t CmdType) *encoder {
 	e.varint(t0)
 	e.uuid(clientID(0))
 	e.uvarint(0)
+	e.string("") // the job
 	return e
 }
 

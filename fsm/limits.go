@@ -9,7 +9,9 @@ import (
 // ones first; these make sure that no command, whatever its origin, can grow
 // the state without bound.
 const (
-	// MaxChunks bounds the chunks of one dataset.
+	// MaxChunks bounds the chunks of one dataset, and of one job's
+	// staged uploads together; it is the ceiling of Limits.MaxJobChunks and
+	// MaxJobTasks.
 	MaxChunks = 1 << 26
 	// MaxPathLen bounds a chunk's file path.
 	MaxPathLen = 4096
@@ -17,7 +19,7 @@ const (
 	MaxTaskTimeout = 7 * 24 * time.Hour
 	// MaxFailureMax bounds a dataset's failureMax.
 	MaxFailureMax = 1 << 20
-	// MaxUploads bounds the dataset uploads staged at once.
+	// MaxUploads bounds the dataset uploads a job stages at once.
 	MaxUploads = 8
 	// UploadIdleTimeout drops a staged upload that got no part for this long.
 	UploadIdleTimeout = 10 * time.Minute
@@ -34,7 +36,8 @@ const (
 	MaxMemberData = 1 << 20
 	// MaxGroupData bounds the data of all members of a group together.
 	MaxGroupData = 64 << 20
-	// MaxGroups bounds the allgather groups that exist at once.
+	// MaxGroups bounds the allgather groups of a job: the ceiling of
+	// Limits.MaxJobGroups.
 	MaxGroups = 1 << 14
 	// MaxGroupTimeout bounds an allgather group's timeout.
 	MaxGroupTimeout = 7 * 24 * time.Hour
@@ -58,6 +61,129 @@ const (
 	// DedupWindow forgets a client not seen for this long in FSM time.
 	DedupWindow = 30 * time.Minute
 )
+
+// Jobs and their replicated limits (Limits, set by SetLimits). A limit of
+// 0 in the record means its default here; no limit may be set above its
+// ceiling.
+const (
+	// MaxJobNameLen bounds a job name, a DNS label.
+	MaxJobNameLen = 63
+	// DefaultJob is the job of a command that names none: every command
+	// written before jobs existed, and every client that knows no jobs.
+	DefaultJob = "default"
+
+	// DefaultMaxJobs is the default of Limits.MaxJobs.
+	DefaultMaxJobs = 1024
+	// MaxJobsCeiling is the ceiling of Limits.MaxJobs.
+	MaxJobsCeiling = 1 << 16
+	// DefaultMaxJobTasks is the default of Limits.MaxJobTasks: the
+	// ceiling, so that a cluster without limits set accepts every dataset
+	// it accepted before jobs existed. MaxStateBytes bounds the sum.
+	DefaultMaxJobTasks = MaxChunks
+	// DefaultMaxJobChunks is the default of Limits.MaxJobChunks, the
+	// ceiling as well.
+	DefaultMaxJobChunks = MaxChunks
+	// DefaultMaxJobGroups is the default of Limits.MaxJobGroups, the
+	// ceiling as well.
+	DefaultMaxJobGroups = MaxGroups
+	// DefaultMaxJobGroupData is the default of Limits.MaxJobGroupData.
+	DefaultMaxJobGroupData = 256 << 20
+	// MaxJobGroupDataCeiling is the ceiling of Limits.MaxJobGroupData: every
+	// group of a job full.
+	MaxJobGroupDataCeiling = MaxGroups * MaxGroupData
+	// DefaultMaxStateBytes is the default of Limits.MaxStateBytes.
+	DefaultMaxStateBytes = 4 << 30
+	// MaxStateBytesCeiling is the ceiling of Limits.MaxStateBytes.
+	MaxStateBytesCeiling = 1 << 50
+	// MaxJobTTL is the ceiling of Limits.JobTTL.
+	MaxJobTTL = 365 * 24 * time.Hour
+)
+
+// The state's size estimate (Limits.MaxStateBytes, JobInfo.Bytes,
+// Stats.StateBytes) is computed from content sizes alone, the same on every
+// replica: per job estJob plus its name; per task estTask; per chunk
+// estChunk; per distinct file path estPath plus its bytes, in the dataset
+// and in each upload; per upload estUpload plus its id; the save-model
+// holder's id; per allgather group estGroup plus its id, and per member
+// estMember plus its data. It approximates memory, it does not measure it.
+const (
+	estJob    = 512
+	estTask   = 32
+	estChunk  = 16
+	estPath   = 32
+	estUpload = 128
+	estGroup  = 256
+	estMember = 64
+)
+
+// Limits are the replicated, cluster-wide limits on jobs, set by
+// SetLimits (the leader proposes its configuration after taking over). A
+// zero field means the built-in default (DefaultMaxJobs, ...; JobTTL 0 is
+// off). A command that would go past a limit is rejected with
+// ErrLimitExceeded (CodeLimit), whose message names the limit, and changes
+// nothing. Lowering a limit below what exists removes nothing: it refuses
+// growth from then on.
+type Limits struct {
+	// MaxJobs bounds the jobs that exist at once.
+	MaxJobs int `json:"max_jobs"`
+	// MaxJobTasks bounds the tasks of a job's dataset.
+	MaxJobTasks int `json:"max_job_tasks"`
+	// MaxJobChunks bounds the chunks of a job's dataset, and the chunks its
+	// staged uploads hold together.
+	MaxJobChunks int `json:"max_job_chunks"`
+	// MaxJobGroups bounds the allgather groups of a job.
+	MaxJobGroups int `json:"max_job_groups"`
+	// MaxJobGroupData bounds the member data of all allgather groups of a
+	// job together, in bytes.
+	MaxJobGroupData int64 `json:"max_job_group_data"`
+	// MaxStateBytes bounds the estimated size of the whole state (see
+	// JobInfo.Bytes), in bytes.
+	MaxStateBytes int64 `json:"max_state_bytes"`
+	// JobTTL, when positive, deletes a job (Tick) that has no task lease
+	// out, no save-model holder and no allgather group, and that no
+	// command addressed for JobTTL of FSM time.
+	JobTTL time.Duration `json:"job_ttl"`
+}
+
+// Effective returns l with every zero field replaced by its default.
+func (l Limits) Effective() Limits {
+	def := func(v, d int64) int64 {
+		if v == 0 {
+			return d
+		}
+		return v
+	}
+	return Limits{
+		MaxJobs:         int(def(int64(l.MaxJobs), DefaultMaxJobs)),
+		MaxJobTasks:     int(def(int64(l.MaxJobTasks), DefaultMaxJobTasks)),
+		MaxJobChunks:    int(def(int64(l.MaxJobChunks), DefaultMaxJobChunks)),
+		MaxJobGroups:    int(def(int64(l.MaxJobGroups), DefaultMaxJobGroups)),
+		MaxJobGroupData: def(l.MaxJobGroupData, DefaultMaxJobGroupData),
+		MaxStateBytes:   def(l.MaxStateBytes, DefaultMaxStateBytes),
+		JobTTL:          l.JobTTL,
+	}
+}
+
+// validate checks every field against zero and its ceiling.
+func (l Limits) validate() error {
+	for _, f := range []struct {
+		name     string
+		v, limit int64
+	}{
+		{"max_jobs", int64(l.MaxJobs), MaxJobsCeiling},
+		{"max_job_tasks", int64(l.MaxJobTasks), MaxChunks},
+		{"max_job_chunks", int64(l.MaxJobChunks), MaxChunks},
+		{"max_job_groups", int64(l.MaxJobGroups), MaxGroups},
+		{"max_job_group_data", l.MaxJobGroupData, MaxJobGroupDataCeiling},
+		{"max_state_bytes", l.MaxStateBytes, MaxStateBytesCeiling},
+		{"job_ttl", int64(l.JobTTL), int64(MaxJobTTL)},
+	} {
+		if f.v < 0 || f.v > f.limit {
+			return invalidf("limit %s %d out of range [0, %d]", f.name, f.v, f.limit)
+		}
+	}
+	return nil
+}
 
 // maxNow bounds Header.Now (it falls in the year 2116), so that the clock
 // plus any duration the limits allow cannot overflow int64.

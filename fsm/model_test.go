@@ -14,22 +14,37 @@ import (
 // documentation with plain slices and maps: no intrusive lists, no
 // incremental counters, no snapshot code. The property tests apply every
 // entry to both and compare results and queries. It reuses validate and
-// Decode: the limits are covered by the table tests.
+// Decode: the fixed limits are covered by the table tests, and of the
+// replicated Limits it models the counts and JobTTL, not the size
+// estimate.
 type model struct {
 	clock   int64
+	graceTo int64 // no task lease granted before it ends earlier
+	nextGen uint64
+	nodes   map[string]Registration
+	clients []*modelClient // least recently used first
+	limits  Limits
+	jobs    map[string]*modelJob
+	jobSeq  uint64 // numbers the jobs created
+	ranOn   uint64 // the seq of the job the last command ran on
+}
+
+// modelJob is one job of the model. It embeds the model, as a job embeds
+// its cluster, so that its methods read the clock and the generations.
+type modelJob struct {
+	*model
+	seq                     uint64
+	createdAt, lastActivity int64
+
 	ds      *modelDataset
 	pass    int
 	tasks   []modelTask
 	todo    []int // task indexes in dispatch order
 	pending []int // by deadline, ties in arrival order
 	uploads map[string]*modelUpload
-	graceTo int64 // no task lease granted before it ends earlier
 	holder  string
 	saveEnd int64
 	groups  map[string]*modelGroup
-	nextGen uint64
-	nodes   map[string]Registration
-	clients []*modelClient // least recently used first
 }
 
 type modelDataset struct {
@@ -77,15 +92,22 @@ type modelSeen struct {
 	seq uint64
 	typ CmdType
 	r   Result
+	job uint64 // the seq of the job the request ran on
 }
 
 func newModel() *model {
-	return &model{uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, nodes: map[string]Registration{}}
+	return &model{nodes: map[string]Registration{}, jobs: map[string]*modelJob{}}
+}
+
+func (m *model) newJob() *modelJob {
+	return &modelJob{model: m, createdAt: m.clock, lastActivity: m.clock,
+		uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}}
 }
 
 var (
 	invalidResult = Result{Code: CodeInvalid}
 	ignoredResult = Result{Ignored: true}
+	limitResult   = Result{Code: CodeLimit}
 )
 
 func codeResult(err error) Result { return Result{Code: CodeOf(err)} }
@@ -108,7 +130,8 @@ func (m *model) apply(b []byte) Result {
 				}
 				r := s.r
 				r.Duplicate = true
-				return m.replay(c, r)
+				r.Collected = nil // collected once, by the first
+				return m.replay(c, r, s.job)
 			}
 		}
 		if req.Seq <= cl.floor {
@@ -118,7 +141,7 @@ func (m *model) apply(b []byte) Result {
 	before := m.clock
 	m.clock = max(m.clock, c.Hdr().Now)
 	r := m.dispatch(c)
-	if r.Code == CodeInvalid {
+	if r.Code == CodeInvalid || r.Code == CodeLimit {
 		m.clock = before
 		return r
 	}
@@ -132,19 +155,21 @@ func (m *model) apply(b []byte) Result {
 }
 
 // replay adjusts a replayed answer that grants something for a time to
-// what still holds at the retry's FSM time.
-func (m *model) replay(c Command, r Result) Result {
+// what still holds at the retry's FSM time, in the job the retry
+// addresses, if that is still the job (seq) the first answer came from.
+func (m *model) replay(c Command, r Result, seq uint64) Result {
 	now := max(m.clock, c.Hdr().Now)
+	j := m.jobs[jobName(c.Hdr().Job)]
 	held := func(meta TaskMeta) (*modelTask, bool) {
-		if m.ds == nil || meta.ID < 1 || meta.ID > len(m.tasks) {
+		if j == nil || j.seq != seq || j.ds == nil || meta.ID < 1 || meta.ID > len(j.tasks) {
 			return nil, false
 		}
-		t := &m.tasks[meta.ID-1]
+		t := &j.tasks[meta.ID-1]
 		return t, t.queue == "pending" && t.epoch == meta.Epoch && t.deadline > now
 	}
 	switch c := c.(type) {
 	case *RequestSaveModel:
-		r.Granted = m.holder == c.TrainerID && m.saveEnd > now
+		r.Granted = j != nil && j.holder == c.TrainerID && j.saveEnd > now
 	case *GetTask:
 		if r.Code != CodeOK {
 			break
@@ -185,14 +210,83 @@ func (m *model) remember(req RequestID, typ CmdType, r Result) {
 		cl.floor = max(cl.floor, cl.seen[0].seq)
 		cl.seen = cl.seen[1:]
 	}
-	cl.seen = append(cl.seen, modelSeen{seq: req.Seq, typ: typ, r: r})
+	cl.seen = append(cl.seen, modelSeen{seq: req.Seq, typ: typ, r: r, job: m.ranOn})
 }
 
 func (m *model) dispatch(c Command) Result {
+	m.ranOn = 0
+	switch c := c.(type) {
+	case *Tick:
+		return m.tick()
+	case *RegisterNode:
+		if _, ok := m.nodes[c.Node.ID]; !ok && len(m.nodes) >= MaxNodes {
+			return invalidResult
+		}
+		m.nodes[c.Node.ID] = c.Node
+		return Result{}
+	case *RemoveNode:
+		if _, ok := m.nodes[c.ID]; !ok {
+			return ignoredResult
+		}
+		delete(m.nodes, c.ID)
+		return Result{}
+	case *LeaderGrace:
+		m.grace(c.Grace)
+		return Result{}
+	case *SetLimits:
+		m.limits = c.Limits
+		return Result{}
+	}
+	name := jobName(c.Hdr().Job)
+	j := m.jobs[name]
+	exists := j != nil
+	creates := false
+	switch c.(type) {
+	case *SetDataset, *DatasetPart, *RequestSaveModel, *Join, *CreateJob:
+		creates = true
+	}
+	if !exists {
+		if creates && len(m.jobs) >= m.limits.Effective().MaxJobs {
+			return limitResult
+		}
+		j = m.newJob()
+	}
+	var r Result
+	switch c := c.(type) {
+	case *CreateJob:
+		if exists {
+			r = ignoredResult
+		}
+	case *DeleteJob:
+		if !exists {
+			return codeResult(ErrUnknownJob)
+		}
+		delete(m.jobs, name)
+		return Result{}
+	default:
+		r = j.dispatch(c)
+	}
+	if r.Code == CodeInvalid || r.Code == CodeLimit {
+		return r
+	}
+	if creates && !exists {
+		m.jobSeq++
+		j.seq = m.jobSeq
+		m.jobs[name] = j
+	}
+	j.lastActivity = m.clock
+	m.ranOn = j.seq
+	return r
+}
+
+func (m *modelJob) dispatch(c Command) Result {
 	switch c := c.(type) {
 	case *SetDataset:
 		if m.ds != nil {
 			return ignoredResult
+		}
+		if r, ok := m.checkDataset(c.Params, len(c.Chunks)); !ok {
+			return r
 		}
 		m.install(c.Params, c.Chunks)
 	case *DatasetPart:
@@ -207,8 +301,6 @@ func (m *model) dispatch(c Command) Result {
 		return m.fail(c.Meta)
 	case *RenewLease:
 		return m.renew(c.Meta)
-	case *Tick:
-		m.tick()
 	case *RequestSaveModel:
 		if m.holder != "" && m.holder != c.TrainerID && m.saveEnd > m.clock {
 			return Result{}
@@ -219,23 +311,20 @@ func (m *model) dispatch(c Command) Result {
 		return m.join(c)
 	case *Leave:
 		return m.leave(c)
-	case *RegisterNode:
-		if _, ok := m.nodes[c.Node.ID]; !ok && len(m.nodes) >= MaxNodes {
-			return invalidResult
-		}
-		m.nodes[c.Node.ID] = c.Node
-	case *RemoveNode:
-		if _, ok := m.nodes[c.ID]; !ok {
-			return ignoredResult
-		}
-		delete(m.nodes, c.ID)
-	case *LeaderGrace:
-		m.grace(c.Grace)
 	}
 	return Result{}
 }
 
-func (m *model) install(p DatasetParams, chunks []Chunk) {
+// checkDataset checks a dataset of n chunks against the job limits.
+func (m *modelJob) checkDataset(p DatasetParams, n int) (Result, bool) {
+	l := m.limits.Effective()
+	if n > l.MaxJobChunks || (n+p.ChunksPerTask-1)/p.ChunksPerTask > l.MaxJobTasks {
+		return limitResult, false
+	}
+	return Result{}, true
+}
+
+func (m *modelJob) install(p DatasetParams, chunks []Chunk) {
 	m.ds = &modelDataset{params: p, chunks: chunks}
 	m.tasks = make([]modelTask, (len(chunks)+p.ChunksPerTask-1)/p.ChunksPerTask)
 	m.todo = nil
@@ -245,16 +334,22 @@ func (m *model) install(p DatasetParams, chunks []Chunk) {
 	}
 }
 
-func (m *model) part(c *DatasetPart) Result {
+func (m *modelJob) part(c *DatasetPart) Result {
 	if m.ds != nil {
 		return ignoredResult
 	}
 	u := m.uploads[c.UploadID]
+	staged := 0
+	for _, u := range m.uploads {
+		staged += len(u.chunks)
+	}
 	switch {
 	case u == nil && (c.Part != 0 || len(m.uploads) >= MaxUploads):
 		return invalidResult
 	case u != nil && c.Part != u.parts:
 		return invalidResult
+	case staged+len(c.Chunks) > m.limits.Effective().MaxJobChunks:
+		return limitResult
 	case u == nil:
 		u = &modelUpload{}
 		m.uploads[c.UploadID] = u
@@ -265,7 +360,7 @@ func (m *model) part(c *DatasetPart) Result {
 	return Result{}
 }
 
-func (m *model) commit(c *DatasetCommit) Result {
+func (m *modelJob) commit(c *DatasetCommit) Result {
 	u := m.uploads[c.UploadID]
 	if m.ds != nil {
 		delete(m.uploads, c.UploadID)
@@ -274,12 +369,15 @@ func (m *model) commit(c *DatasetCommit) Result {
 	if u == nil || u.parts != c.Parts || len(u.chunks) != int(c.NumChunks) || len(u.chunks) == 0 {
 		return invalidResult
 	}
+	if r, ok := m.checkDataset(c.Params, len(u.chunks)); !ok {
+		return r
+	}
 	delete(m.uploads, c.UploadID)
 	m.install(c.Params, u.chunks)
 	return Result{}
 }
 
-func (m *model) getTask(pass int) Result {
+func (m *modelJob) getTask(pass int) Result {
 	switch {
 	case m.ds == nil:
 		return codeResult(ErrNoDataset)
@@ -304,7 +402,7 @@ func (m *model) getTask(pass int) Result {
 		Pass: m.pass, Lease: time.Duration(t.deadline - m.clock)}}
 }
 
-func (m *model) count(queue string) int {
+func (m *modelJob) count(queue string) int {
 	n := 0
 	for _, t := range m.tasks {
 		if t.queue == queue {
@@ -315,7 +413,7 @@ func (m *model) count(queue string) int {
 }
 
 // addPending puts task i after every pending task due no later than it.
-func (m *model) addPending(i int) {
+func (m *modelJob) addPending(i int) {
 	m.tasks[i].queue = "pending"
 	at := len(m.pending)
 	for at > 0 && m.tasks[m.pending[at-1]].deadline > m.tasks[i].deadline {
@@ -325,12 +423,12 @@ func (m *model) addPending(i int) {
 }
 
 // unpend removes task i from pending.
-func (m *model) unpend(i int) {
+func (m *modelJob) unpend(i int) {
 	m.pending = slices.DeleteFunc(m.pending, func(j int) bool { return j == i })
 }
 
 // lookup returns the task of meta, or the error Result for a bad id.
-func (m *model) lookup(meta TaskMeta) (*modelTask, Result, bool) {
+func (m *modelJob) lookup(meta TaskMeta) (*modelTask, Result, bool) {
 	if m.ds == nil {
 		return nil, codeResult(ErrNoDataset), false
 	}
@@ -340,7 +438,7 @@ func (m *model) lookup(meta TaskMeta) (*modelTask, Result, bool) {
 	return &m.tasks[meta.ID-1], Result{}, true
 }
 
-func (m *model) finish(meta TaskMeta) Result {
+func (m *modelJob) finish(meta TaskMeta) Result {
 	t, r, ok := m.lookup(meta)
 	if !ok {
 		return r
@@ -362,7 +460,7 @@ func (m *model) finish(meta TaskMeta) Result {
 	return Result{}
 }
 
-func (m *model) fail(meta TaskMeta) Result {
+func (m *modelJob) fail(meta TaskMeta) Result {
 	t, r, ok := m.lookup(meta)
 	if !ok {
 		return r
@@ -375,7 +473,7 @@ func (m *model) fail(meta TaskMeta) Result {
 	return Result{}
 }
 
-func (m *model) failTask(i int) {
+func (m *modelJob) failTask(i int) {
 	m.unpend(i)
 	t := &m.tasks[i]
 	t.failures++
@@ -387,7 +485,7 @@ func (m *model) failTask(i int) {
 	m.todo = append(m.todo, i)
 }
 
-func (m *model) renew(meta TaskMeta) Result {
+func (m *modelJob) renew(meta TaskMeta) Result {
 	t, r, ok := m.lookup(meta)
 	if !ok {
 		return r
@@ -401,7 +499,7 @@ func (m *model) renew(meta TaskMeta) Result {
 	return Result{}
 }
 
-func (m *model) nextPass() {
+func (m *modelJob) nextPass() {
 	if len(m.todo) != 0 || len(m.pending) != 0 || m.count("done") == 0 {
 		return
 	}
@@ -414,7 +512,22 @@ func (m *model) nextPass() {
 	}
 }
 
-func (m *model) tick() {
+// tick expires what is due in every job, then collects the idle jobs.
+func (m *model) tick() Result {
+	var r Result
+	for _, name := range sortedKeys(m.jobs) {
+		j := m.jobs[name]
+		j.tick()
+		if ttl := m.limits.JobTTL; ttl > 0 && len(j.pending) == 0 && j.holder == "" && len(j.groups) == 0 &&
+			m.clock-j.lastActivity >= int64(ttl) {
+			delete(m.jobs, name)
+			r.Collected = append(r.Collected, name)
+		}
+	}
+	return r
+}
+
+func (m *modelJob) tick() {
 	expired := false
 	for len(m.pending) > 0 && m.tasks[m.pending[0]].deadline <= m.clock {
 		m.failTask(m.pending[0])
@@ -448,6 +561,12 @@ func (m *model) tick() {
 func (m *model) grace(d time.Duration) {
 	limit := m.clock + int64(d)
 	m.graceTo = max(m.graceTo, limit)
+	for _, j := range m.jobs {
+		j.grace(limit)
+	}
+}
+
+func (m *modelJob) grace(limit int64) {
 	for _, i := range m.pending {
 		m.tasks[i].deadline = max(m.tasks[i].deadline, limit)
 	}
@@ -462,7 +581,7 @@ func (m *model) grace(d time.Duration) {
 	}
 }
 
-func (m *model) join(c *Join) Result {
+func (m *modelJob) join(c *Join) Result {
 	g := m.groups[c.Group]
 	if g != nil && g.status == "timed_out" {
 		g = nil
@@ -472,12 +591,32 @@ func (m *model) join(c *Join) Result {
 		i = slices.IndexFunc(g.members, func(mb modelMember) bool { return mb.id == c.Member })
 	}
 	switch {
-	case g == nil && m.groups[c.Group] == nil && len(m.groups) >= MaxGroups:
-		return invalidResult
 	case g != nil && g.numPeers != c.NumPeers:
 		return codeResult(ErrGroupMismatch)
 	case g != nil && g.status == "complete" && i < 0:
 		return codeResult(ErrGroupMismatch)
+	case g == nil && m.groups[c.Group] == nil && len(m.groups) >= m.limits.Effective().MaxJobGroups:
+		return limitResult
+	}
+	// The job's group data after the join.
+	before := m.groupData()
+	data := before
+	switch {
+	case g == nil:
+		if old := m.groups[c.Group]; old != nil {
+			for _, mb := range old.members {
+				data -= len(mb.data)
+			}
+		}
+		data += len(c.Data)
+	case g.status == "complete":
+	case i >= 0:
+		data += len(c.Data) - len(g.members[i].data)
+	default:
+		data += len(c.Data)
+	}
+	if data > before && int64(data) > m.limits.Effective().MaxJobGroupData {
+		return limitResult
 	}
 	if g == nil {
 		timeout := c.Timeout
@@ -505,7 +644,18 @@ func (m *model) join(c *Join) Result {
 	return Result{Generation: m.nextGen}
 }
 
-func (m *model) leave(c *Leave) Result {
+// groupData is the member data of every group of the job.
+func (m *modelJob) groupData() int {
+	n := 0
+	for _, g := range m.groups {
+		for _, mb := range g.members {
+			n += len(mb.data)
+		}
+	}
+	return n
+}
+
+func (m *modelJob) leave(c *Leave) Result {
 	g := m.groups[c.Group]
 	if g == nil {
 		return ignoredResult
@@ -528,17 +678,22 @@ func (m *model) leave(c *Leave) Result {
 // nextDeadline is what FSM.NextDeadline should answer.
 func (m *model) nextDeadline() (int64, bool) {
 	var ds []int64
-	if len(m.pending) > 0 {
-		ds = append(ds, m.tasks[m.pending[0]].deadline)
-	}
-	if m.holder != "" {
-		ds = append(ds, m.saveEnd)
-	}
-	for _, g := range m.groups {
-		ds = append(ds, g.deadline)
-	}
-	for _, u := range m.uploads {
-		ds = append(ds, u.touched+int64(UploadIdleTimeout))
+	for _, j := range m.jobs {
+		if len(j.pending) > 0 {
+			ds = append(ds, j.tasks[j.pending[0]].deadline)
+		}
+		if j.holder != "" {
+			ds = append(ds, j.saveEnd)
+		}
+		for _, g := range j.groups {
+			ds = append(ds, g.deadline)
+		}
+		for _, u := range j.uploads {
+			ds = append(ds, u.touched+int64(UploadIdleTimeout))
+		}
+		if d, ok := j.collectAt(); ok {
+			ds = append(ds, d)
+		}
 	}
 	if len(ds) == 0 {
 		return 0, false
@@ -546,45 +701,36 @@ func (m *model) nextDeadline() (int64, bool) {
 	return slices.Min(ds), true
 }
 
+// collectAt is when JobTTL collects the job if nothing happens before.
+func (m *modelJob) collectAt() (int64, bool) {
+	if ttl := m.limits.JobTTL; ttl > 0 && len(m.pending) == 0 && m.holder == "" && len(m.groups) == 0 {
+		return m.lastActivity + int64(ttl), true
+	}
+	return 0, false
+}
+
 // check compares every query of f with the model.
 func (m *model) check(t *rapid.T, f *FSM) {
-	st := f.Stats()
-	if st.Clock != m.clock || st.Pass != m.pass || st.HasDataset != (m.ds != nil) || st.Tasks != len(m.tasks) {
-		t.Fatalf("stats %+v, model clock %d pass %d tasks %d", st, m.clock, m.pass, len(m.tasks))
+	var jobs []JobInfo
+	for _, name := range sortedKeys(m.jobs) {
+		jobs = append(jobs, m.jobs[name].info(name))
 	}
-	if st.Uploads != len(m.uploads) || st.Groups != len(m.groups) || st.Nodes != len(m.nodes) || st.DedupClients != len(m.clients) {
-		t.Fatalf("stats %+v, model has %d uploads %d groups %d nodes %d clients",
-			st, len(m.uploads), len(m.groups), len(m.nodes), len(m.clients))
+	got := f.Jobs()
+	for i := range got {
+		got[i].Bytes = 0 // the estimate is not modelled
 	}
-	for i, mt := range m.tasks {
-		ts, _ := f.Task(i + 1)
-		want := TaskState{Meta: TaskMeta{ID: i + 1, Epoch: mt.epoch}, Queue: mt.queue, Failures: mt.failures}
-		if mt.queue == "pending" {
-			want.Deadline = mt.deadline
+	if !reflect.DeepEqual(got, append([]JobInfo{}, jobs...)) {
+		t.Fatalf("jobs %+v, model says %+v", got, jobs)
+	}
+	if got := f.Limits(); got != m.limits.Effective() {
+		t.Fatalf("limits %+v, model says %+v", got, m.limits.Effective())
+	}
+	for _, name := range propJobs {
+		j := m.jobs[jobName(name)]
+		if j == nil {
+			j = m.newJob() // an unknown job answers as an empty one
 		}
-		if ts != want {
-			t.Fatalf("task %+v, model says %+v", ts, want)
-		}
-	}
-	holder, end, ok := f.SaveModelHolder()
-	if live := m.holder != "" && m.saveEnd > m.clock; ok != live || (live && (holder != m.holder || end != m.saveEnd)) {
-		t.Fatalf("save-model holder %q until %d (%v), model says %q until %d", holder, end, ok, m.holder, m.saveEnd)
-	}
-	var groups []GroupInfo
-	for _, id := range sortedKeys(m.groups) {
-		g := m.groups[id]
-		gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: g.status, Timeout: g.timeout, Deadline: g.deadline,
-			FailOnTimeout: g.failOnTimeout, Overdue: g.overdue}
-		for _, mb := range g.members {
-			gi.Members = append(gi.Members, MemberInfo{ID: mb.id, Generation: mb.gen, DataLen: len(mb.data), Left: mb.left})
-		}
-		groups = append(groups, gi)
-	}
-	if got := f.Groups(); !reflect.DeepEqual(got, append([]GroupInfo{}, groups...)) {
-		t.Fatalf("groups %+v, model says %+v", got, groups)
-	}
-	for _, id := range sortedKeys(m.groups) {
-		m.checkWatches(t, f, id)
+		j.check(t, f, name)
 	}
 	var nodes []Registration
 	for _, id := range sortedKeys(m.nodes) {
@@ -599,15 +745,90 @@ func (m *model) check(t *rapid.T, f *FSM) {
 	}
 }
 
+// info is what FSM.Job should answer of the job, but its size estimate.
+func (m *modelJob) info(name string) JobInfo {
+	ji := JobInfo{Name: name, CreatedAt: m.createdAt, LastActivity: m.lastActivity, HasDataset: m.ds != nil,
+		Pass: m.pass, Tasks: len(m.tasks), Todo: len(m.todo), Pending: len(m.pending),
+		Done: m.count("done"), Failed: m.count("failed"), Uploads: len(m.uploads), Groups: len(m.groups)}
+	if m.holder != "" && m.saveEnd > m.clock {
+		ji.SaveHolder, ji.SaveDeadline = m.holder, m.saveEnd
+	}
+	ji.CollectAt, _ = m.collectAt()
+	return ji
+}
+
+// check compares every query of job name with the model's job.
+func (m *modelJob) check(t *rapid.T, f *FSM, name string) {
+	st := f.Stats(name)
+	if st.Job != jobName(name) || st.Clock != m.clock || st.Pass != m.pass || st.HasDataset != (m.ds != nil) || st.Tasks != len(m.tasks) {
+		t.Fatalf("job %q: stats %+v, model clock %d pass %d tasks %d", name, st, m.clock, m.pass, len(m.tasks))
+	}
+	if st.Uploads != len(m.uploads) || st.Groups != len(m.groups) || st.Nodes != len(m.nodes) ||
+		st.DedupClients != len(m.clients) || st.Jobs != len(m.jobs) {
+		t.Fatalf("job %q: stats %+v, model has %d uploads %d groups %d nodes %d clients %d jobs",
+			name, st, len(m.uploads), len(m.groups), len(m.nodes), len(m.clients), len(m.jobs))
+	}
+	if f.Pass(name) != m.pass {
+		t.Fatalf("job %q: pass %d, model says %d", name, f.Pass(name), m.pass)
+	}
+	for i, mt := range m.tasks {
+		ts, _ := f.Task(name, i+1)
+		want := TaskState{Meta: TaskMeta{ID: i + 1, Epoch: mt.epoch}, Queue: mt.queue, Failures: mt.failures}
+		if mt.queue == "pending" {
+			want.Deadline = mt.deadline
+		}
+		if ts != want {
+			t.Fatalf("job %q: task %+v, model says %+v", name, ts, want)
+		}
+	}
+	if _, err := f.Task(name, len(m.tasks)+1); (m.ds == nil) != errors.Is(err, ErrNoDataset) || err == nil {
+		t.Fatalf("job %q: task past the last: %v", name, err)
+	}
+	holder, end, ok := f.SaveModelHolder(name)
+	if live := m.holder != "" && m.saveEnd > m.clock; ok != live || (live && (holder != m.holder || end != m.saveEnd)) {
+		t.Fatalf("job %q: save-model holder %q until %d (%v), model says %q until %d", name, holder, end, ok, m.holder, m.saveEnd)
+	}
+	var groups []GroupInfo
+	for _, id := range sortedKeys(m.groups) {
+		g := m.groups[id]
+		gi := GroupInfo{ID: id, NumPeers: g.numPeers, Status: g.status, Timeout: g.timeout, Deadline: g.deadline,
+			FailOnTimeout: g.failOnTimeout, Overdue: g.overdue}
+		for _, mb := range g.members {
+			gi.Members = append(gi.Members, MemberInfo{ID: mb.id, Generation: mb.gen, DataLen: len(mb.data), Left: mb.left})
+		}
+		groups = append(groups, gi)
+		if got, ok := f.Group(name, id); !ok || !reflect.DeepEqual(got, gi) {
+			t.Fatalf("job %q: group %+v, model says %+v", name, got, gi)
+		}
+	}
+	if got := f.Groups(name); !reflect.DeepEqual(got, append([]GroupInfo{}, groups...)) {
+		t.Fatalf("job %q: groups %+v, model says %+v", name, got, groups)
+	}
+	for _, id := range sortedKeys(m.groups) {
+		m.checkWatches(t, f, name, id)
+	}
+	for _, id := range []string{"g0", "g1"} {
+		if m.groups[id] != nil {
+			continue
+		}
+		if _, ok := f.Group(name, id); ok {
+			t.Fatalf("job %q: group %s exists, not in the model", name, id)
+		}
+		if w := f.Watch(name, id, memberID(1), m.nextGen); m.nextGen > 0 && w.Status != WatchClosed {
+			t.Fatalf("job %q: a watch on group %s the model does not have sees %+v", name, id, w)
+		}
+	}
+}
+
 // checkWatches compares what each member of group id sees, under its own
 // generation and under an older one, with the model.
-func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
+func (m *modelJob) checkWatches(t *rapid.T, f *FSM, job, id string) {
 	g := m.groups[id]
 	var data [][]byte
 	for _, mb := range g.members {
 		data = append(data, mb.data)
 	}
-	checkIndex(t, f, id)
+	checkIndex(t, f, jobName(job), id)
 	var gathered *Gathered // one for every watch of the completion
 	for rank, mb := range g.members {
 		want := WatchResult{Status: WatchPending, Overdue: g.overdue}
@@ -619,7 +840,7 @@ func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
 		case g.status == "complete":
 			want = WatchResult{Status: WatchComplete, Data: data, Rank: rank}
 		}
-		got := f.Watch(id, mb.id, mb.gen)
+		got := f.Watch(job, id, mb.id, mb.gen)
 		if (got.Gathered != nil) != (got.Status == WatchComplete) || (got.Gathered != nil && !reflect.DeepEqual(got.Gathered.Data(), got.Data)) {
 			t.Fatalf("group %s member %d: watch %+v, gathered data does not go with it", id, rank, got)
 		}
@@ -632,10 +853,10 @@ func (m *model) checkWatches(t *rapid.T, f *FSM, id string) {
 		if !reflect.DeepEqual(got, want) {
 			t.Fatalf("group %s member %d: watch %+v, model says %+v", id, rank, got, want)
 		}
-		if old := f.Watch(id, mb.id, mb.gen-1); !mb.left && old.Status != WatchReconnected {
+		if old := f.Watch(job, id, mb.id, mb.gen-1); !mb.left && old.Status != WatchReconnected {
 			t.Fatalf("group %s member %d: an older join sees %v", id, rank, old.Status)
 		}
-		if later := f.Watch(id, mb.id, m.nextGen+1); later.Status != WatchPending || later.Overdue {
+		if later := f.Watch(job, id, mb.id, m.nextGen+1); later.Status != WatchPending || later.Overdue {
 			t.Fatalf("group %s member %d: a join not applied yet sees %+v", id, rank, later)
 		}
 	}

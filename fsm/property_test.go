@@ -23,8 +23,16 @@ const propClients = 2
 var propKinds = []string{
 	"get", "finish", "tick", "get", "finish", "fail", "renew", "get", "tick",
 	"dataset", "part", "part", "commit", "save", "join", "join", "join", "leave",
-	"grace", "node", "retry", "retry", "reuse", "garbage", "mutate",
+	"grace", "node", "create", "delete", "limits", "retry", "retry", "reuse", "garbage", "mutate",
 }
+
+// propMutable is how many of propKinds, from the first, name a command
+// that "mutate" may damage.
+const propMutable = 23
+
+// propJobs are the jobs the generator addresses: "" and DefaultJob are the
+// same job.
+var propJobs = []string{"", DefaultJob, "job-b"}
 
 // propClockSteps are the leader clock's moves between entries: mostly
 // forward, sometimes backwards (a new leader with a slower clock), rarely
@@ -77,12 +85,12 @@ func (g *propGen) draw(t *rapid.T) []byte {
 		req := rapid.SampledFrom(g.sent).Draw(t, "reused").Hdr().Request
 		return Encode(&RemoveNode{ID: "n0", Header: Header{Now: g.now, Request: req}})
 	case kind == "garbage":
-		return supported(rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(t, "garbage"))
+		return modelled(supported(rapid.SliceOfN(rapid.Byte(), 0, 16).Draw(t, "garbage")))
 	case kind == "mutate":
-		b := g.encode(t, g.command(t, rapid.SampledFrom(propKinds[:20]).Draw(t, "mutated")))
+		b := g.encode(t, g.command(t, rapid.SampledFrom(propKinds[:propMutable]).Draw(t, "mutated")))
 		i := rapid.IntRange(0, len(b)-1).Draw(t, "at")
 		b[i] ^= rapid.Byte().Filter(func(x byte) bool { return x != 0 }).Draw(t, "xor")
-		return supported(b)
+		return modelled(supported(b))
 	}
 	return g.encode(t, g.command(t, kind))
 }
@@ -93,6 +101,18 @@ func (g *propGen) draw(t *rapid.T) []byte {
 func supported(b []byte) []byte {
 	if _, err := Decode(b); errors.Is(err, ErrUnsupported) {
 		return append([]byte{commandVersion, byte(TypeTick)}, b...)
+	}
+	return b
+}
+
+// modelled returns b, or, when b is a SetLimits that bounds the state's
+// size estimate, which the model does not compute, b without that bound.
+func modelled(b []byte) []byte {
+	if c, err := Decode(b); err == nil {
+		if l, ok := c.(*SetLimits); ok && l.Limits.MaxStateBytes != 0 {
+			l.Limits.MaxStateBytes = 0
+			return Encode(l)
+		}
 	}
 	return b
 }
@@ -110,10 +130,29 @@ func (g *propGen) encode(t *rapid.T, c Command) []byte {
 	return Encode(c)
 }
 
+// command draws a command of kind, addressed to one of propJobs when it
+// is a job's.
 func (g *propGen) command(t *rapid.T, kind string) Command {
+	job := rapid.SampledFrom(propJobs).Draw(t, "job")
+	c := g.jobCommand(t, kind, job)
+	if lookup(c.Type()).jobScoped {
+		c.Hdr().Job = job
+	}
+	return c
+}
+
+// upload returns upload id of job, or nil.
+func (g *propGen) upload(job, id string) *upload {
+	if j := g.f.s.jobs[jobName(job)]; j != nil {
+		return j.uploads[id]
+	}
+	return nil
+}
+
+func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 	switch kind {
 	case "get":
-		return &GetTask{Pass: max(-1, g.f.Pass()+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta"))}
+		return &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta"))}
 	case "finish":
 		return &TaskFinished{Meta: g.meta(t)}
 	case "fail":
@@ -125,14 +164,14 @@ func (g *propGen) command(t *rapid.T, kind string) Command {
 	case "part":
 		id := rapid.SampledFrom([]string{"u0", "u1"}).Draw(t, "upload")
 		n := rapid.IntRange(0, 3).Draw(t, "part")
-		if u := g.f.s.uploads[id]; u != nil && rapid.IntRange(0, 4).Draw(t, "inOrder") > 0 {
+		if u := g.upload(job, id); u != nil && rapid.IntRange(0, 4).Draw(t, "inOrder") > 0 {
 			n = int(u.parts)
 		}
 		return &DatasetPart{UploadID: id, Part: uint32(n), Chunks: propChunks(t, 0, 3)}
 	case "commit":
 		id := rapid.SampledFrom([]string{"u0", "u1"}).Draw(t, "upload")
 		var parts, chunks uint32
-		if u := g.f.s.uploads[id]; u != nil {
+		if u := g.upload(job, id); u != nil {
 			parts, chunks = u.parts, uint32(len(u.chunks))
 		}
 		parts += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "partsOff"))
@@ -169,6 +208,21 @@ func (g *propGen) command(t *rapid.T, kind string) Command {
 		}
 		port := rapid.IntRange(1, 3).Draw(t, "port")
 		return &RegisterNode{Node: Registration{ID: id, RaftAddr: fmt.Sprint("r:", port), APIAddr: fmt.Sprint("a:", port)}}
+	case "create":
+		return &CreateJob{}
+	case "delete":
+		return &DeleteJob{}
+	case "limits":
+		// Small limits that the generated commands reach; zero, the
+		// default, first, so that rapid shrinks towards it.
+		return &SetLimits{Limits: Limits{
+			MaxJobs:         rapid.SampledFrom([]int{0, 1, 2}).Draw(t, "maxJobs"),
+			MaxJobTasks:     rapid.SampledFrom([]int{0, 2}).Draw(t, "maxJobTasks"),
+			MaxJobChunks:    rapid.SampledFrom([]int{0, 3}).Draw(t, "maxJobChunks"),
+			MaxJobGroups:    rapid.SampledFrom([]int{0, 1}).Draw(t, "maxJobGroups"),
+			MaxJobGroupData: rapid.SampledFrom([]int64{0, 4}).Draw(t, "maxJobGroupData"),
+			JobTTL:          rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 5 * time.Minute}).Draw(t, "jobTTL"),
+		}}
 	}
 	return &Tick{}
 }
@@ -211,7 +265,7 @@ func sameResult(a, b *Result) bool {
 		return false
 	}
 	return a.Code == b.Code && a.Granted == b.Granted && a.Generation == b.Generation &&
-		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate
+		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate && slices.Equal(a.Collected, b.Collected)
 }
 
 // TestPropertyReplicasAgree: two replicas fed the same log give the same
@@ -296,13 +350,14 @@ func TestPropertySnapshotReplay(t *testing.T) {
 
 // TestPropertyInvariants checks after every entry that every task is in
 // exactly one queue, that none is created or lost, that pending tasks have
-// deadlines, that the pass and the clock never decrease, and that results
-// and queries agree with the reference model.
+// deadlines, that the pass and the clock never decrease while a job
+// lives, that the size estimate kept by apply is the one computed from
+// scratch, and that results and queries agree with the reference model.
 func TestPropertyInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := newPropGen()
 		m := newModel()
-		var prev Stats
+		prev := map[string]Stats{}
 		for range rapid.IntRange(propMaxSteps/4, propMaxSteps).Draw(t, "steps") {
 			before := g.f.SnapshotBytes()
 			b, got := g.step(t)
@@ -310,49 +365,83 @@ func TestPropertyInvariants(t *testing.T) {
 			if !sameResult(got, &want) {
 				t.Fatalf("entry %d: got %+v, model says %+v", g.index, got, want)
 			}
-			if got.Code == CodeInvalid || got.Duplicate {
+			if got.Code == CodeInvalid || got.Code == CodeLimit || got.Duplicate {
 				if !bytes.Equal(before, g.f.SnapshotBytes()) {
 					t.Fatalf("entry %d: a rejected or replayed command changed the state", g.index)
 				}
 			}
-			prev = checkInvariants(t, g.f, prev)
+			if c, _ := Decode(b); len(got.Collected) > 0 || (got.Code == CodeOK && c != nil && c.Type() == TypeDeleteJob) {
+				clear(prev) // a job deleted, and maybe created again: it starts afresh
+			}
+			for _, job := range propJobs[1:] {
+				prev[job] = checkInvariants(t, g.f, job, prev[job])
+			}
+			checkEstimate(t, g.f)
 			m.check(t, g.f)
 		}
 	})
 }
 
-// checkInvariants checks the task queues of f against the previous stats
-// and returns the new ones.
-func checkInvariants(t *rapid.T, f *FSM, prev Stats) Stats {
-	st := f.Stats()
+// checkEstimate fails unless every job's size estimate, and the state's,
+// are what estimate computes from scratch.
+func checkEstimate(t interface{ Fatalf(string, ...any) }, f *FSM) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var total int64
+	for _, name := range sortedKeys(f.s.jobs) {
+		j := f.s.jobs[name]
+		want := j.estimate()
+		var data int64
+		staged := 0
+		for _, id := range sortedKeys(j.groups) {
+			data += int64(j.groups[id].dataSize)
+		}
+		for _, id := range sortedKeys(j.uploads) {
+			staged += len(j.uploads[id].chunks)
+		}
+		if j.bytes != want || j.groupData != data || j.staged != staged {
+			t.Fatalf("job %q: estimate %d, group data %d, staged %d; from scratch %d, %d, %d",
+				name, j.bytes, j.groupData, j.staged, want, data, staged)
+		}
+		total += want
+	}
+	if f.s.bytes != total {
+		t.Fatalf("state estimate %d, the jobs' add up to %d", f.s.bytes, total)
+	}
+}
+
+// checkInvariants checks the task queues of job in f against the previous
+// stats and returns the new ones.
+func checkInvariants(t *rapid.T, f *FSM, job string, prev Stats) Stats {
+	st := f.Stats(job)
 	if st.Pass < prev.Pass || st.Clock < prev.Clock {
-		t.Fatalf("pass %d or clock %d went back from %d, %d", st.Pass, st.Clock, prev.Pass, prev.Clock)
+		t.Fatalf("job %q: pass %d or clock %d went back from %d, %d", job, st.Pass, st.Clock, prev.Pass, prev.Clock)
 	}
 	if prev.HasDataset && (!st.HasDataset || st.Tasks != prev.Tasks) {
-		t.Fatalf("tasks went from %d to %d", prev.Tasks, st.Tasks)
+		t.Fatalf("job %q: tasks went from %d to %d", job, prev.Tasks, st.Tasks)
 	}
 	if st.HasDataset != (st.Tasks > 0) {
-		t.Fatalf("dataset %v with %d tasks", st.HasDataset, st.Tasks)
+		t.Fatalf("job %q: dataset %v with %d tasks", job, st.HasDataset, st.Tasks)
 	}
 	counts := map[string]int{}
 	for id := 1; id <= st.Tasks; id++ {
-		ts, err := f.Task(id)
+		ts, err := f.Task(job, id)
 		if err != nil || ts.Meta.ID != id {
-			t.Fatalf("Task(%d) = %+v, %v", id, ts, err)
+			t.Fatalf("job %q: Task(%d) = %+v, %v", job, id, ts, err)
 		}
 		counts[ts.Queue]++
 		if (ts.Queue == "pending") != (ts.Deadline != 0) {
-			t.Fatalf("task %d in %s with deadline %d", id, ts.Queue, ts.Deadline)
+			t.Fatalf("job %q: task %d in %s with deadline %d", job, id, ts.Queue, ts.Deadline)
 		}
 	}
 	want := map[string]int{"todo": st.Todo, "pending": st.Pending, "done": st.Done, "failed": st.Failed}
 	for q, n := range want {
 		if counts[q] != n {
-			t.Fatalf("%d tasks in %s, stats say %d", counts[q], q, n)
+			t.Fatalf("job %q: %d tasks in %s, stats say %d", job, counts[q], q, n)
 		}
 	}
 	if st.Todo+st.Pending+st.Done+st.Failed != st.Tasks || len(counts) > 4 {
-		t.Fatalf("queues %v do not hold the %d tasks", counts, st.Tasks)
+		t.Fatalf("job %q: queues %v do not hold the %d tasks", job, counts, st.Tasks)
 	}
 	return st
 }

@@ -7,8 +7,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// Stats summarises the state. Computing it is O(1) in the number of tasks.
+// Stats summarises one job and the cluster. Computing it is O(1) in the
+// number of tasks.
 type Stats struct {
+	// Job is the job the other job fields describe; an unknown job's are
+	// those of an empty job.
+	Job          string        `json:"job"`
 	Clock        int64         `json:"clock"`
 	HasDataset   bool          `json:"has_dataset"`
 	Pass         int           `json:"pass"`
@@ -23,32 +27,109 @@ type Stats struct {
 	SaveHolder   string        `json:"save_holder,omitempty"`
 	SaveDeadline int64         `json:"save_deadline,omitempty"`
 	Groups       int           `json:"groups"`
-	Nodes        int           `json:"nodes"`
-	DedupClients int           `json:"dedup_clients"`
-	AppliedIndex uint64        `json:"applied_index"`
+	// Jobs counts the jobs, StateBytes is the size estimate of the whole
+	// state (Limits.MaxStateBytes).
+	Jobs         int    `json:"jobs"`
+	StateBytes   int64  `json:"state_bytes"`
+	Nodes        int    `json:"nodes"`
+	DedupClients int    `json:"dedup_clients"`
+	AppliedIndex uint64 `json:"applied_index"`
 }
 
-// Stats returns counts per queue, the pass, the lease holder and table
-// sizes.
-func (f *FSM) Stats() Stats {
+// Stats returns the counts per queue, the pass, the lease holder and the
+// table sizes of job ("" is DefaultJob), and the cluster's table sizes.
+func (f *FSM) Stats(job string) Stats {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := f.s
 	st := Stats{
-		Clock: s.clock, HasDataset: s.ds != nil, Pass: s.pass, Tasks: len(s.tasks),
-		Todo: s.queues[qTodo].n, Pending: s.queues[qPending].n,
-		Done: s.queues[qDone].n, Failed: s.queues[qFailed].n,
-		Uploads: len(s.uploads), Groups: len(s.groups), Nodes: len(s.nodes),
-		DedupClients: s.dedup.n, AppliedIndex: f.applied.Load(),
+		Job: jobName(job), Clock: s.clock, Jobs: len(s.jobs), StateBytes: s.bytes,
+		Nodes: len(s.nodes), DedupClients: s.dedup.n, AppliedIndex: f.applied.Load(),
 	}
-	if s.ds != nil {
-		st.Chunks = len(s.ds.chunks)
-		st.Params = s.ds.params
+	j := s.jobs[st.Job]
+	if j == nil {
+		return st
 	}
-	if s.save.holder != "" && s.save.deadline > s.clock {
-		st.SaveHolder, st.SaveDeadline = s.save.holder, s.save.deadline
+	st.HasDataset, st.Pass, st.Tasks = j.ds != nil, j.pass, len(j.tasks)
+	st.Todo, st.Pending, st.Done, st.Failed = j.queues[qTodo].n, j.queues[qPending].n, j.queues[qDone].n, j.queues[qFailed].n
+	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
+	if j.ds != nil {
+		st.Chunks = len(j.ds.chunks)
+		st.Params = j.ds.params
 	}
+	st.SaveHolder, st.SaveDeadline, _ = j.saveHolder()
 	return st
+}
+
+// JobInfo describes one job.
+type JobInfo struct {
+	Name string `json:"name"`
+	// CreatedAt and LastActivity are the FSM times of the job's creation
+	// and of the last command addressed to it that was not rejected.
+	CreatedAt    int64 `json:"created_at"`
+	LastActivity int64 `json:"last_activity"`
+	HasDataset   bool  `json:"has_dataset"`
+	Pass         int   `json:"pass"`
+	Tasks        int   `json:"tasks"`
+	Todo         int   `json:"todo"`
+	Pending      int   `json:"pending"`
+	Done         int   `json:"done"`
+	Failed       int   `json:"failed"`
+	Uploads      int   `json:"uploads"`
+	Groups       int   `json:"groups"`
+	// SaveHolder holds the save-model lease until SaveDeadline.
+	SaveHolder   string `json:"save_holder,omitempty"`
+	SaveDeadline int64  `json:"save_deadline,omitempty"`
+	// Bytes is the job's size estimate (Limits.MaxStateBytes).
+	Bytes int64 `json:"bytes"`
+	// CollectAt is when JobTTL deletes the job unless a command addresses
+	// it first; zero while JobTTL is off or the job holds a task lease, a
+	// save-model holder or an allgather group.
+	CollectAt int64 `json:"collect_at,omitempty"`
+}
+
+func (s *job) info() JobInfo {
+	ji := JobInfo{
+		Name: s.name, CreatedAt: s.createdAt, LastActivity: s.lastActivity, HasDataset: s.ds != nil,
+		Pass: s.pass, Tasks: len(s.tasks),
+		Todo: s.queues[qTodo].n, Pending: s.queues[qPending].n, Done: s.queues[qDone].n, Failed: s.queues[qFailed].n,
+		Uploads: len(s.uploads), Groups: len(s.groups), Bytes: s.bytes,
+	}
+	ji.SaveHolder, ji.SaveDeadline, _ = s.saveHolder()
+	ji.CollectAt, _ = s.ttlDeadline()
+	return ji
+}
+
+// Jobs returns every job, sorted by name.
+func (f *FSM) Jobs() []JobInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	names := sortedKeys(f.s.jobs)
+	out := make([]JobInfo, 0, len(names))
+	for _, name := range names {
+		out = append(out, f.s.jobs[name].info())
+	}
+	return out
+}
+
+// Job returns the job named name ("" is DefaultJob), and false when it
+// does not exist.
+func (f *FSM) Job(name string) (JobInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j := f.s.jobs[jobName(name)]
+	if j == nil {
+		return JobInfo{}, false
+	}
+	return j.info(), true
+}
+
+// Limits returns the limits in effect: the replicated record with every
+// zero field replaced by its default.
+func (f *FSM) Limits() Limits {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.effectiveLimits()
 }
 
 // Clock returns the FSM time in unix nanoseconds.
@@ -58,20 +139,24 @@ func (f *FSM) Clock() int64 {
 	return f.s.clock
 }
 
-// Pass returns the current pass.
-func (f *FSM) Pass() int {
+// Pass returns the current pass of job ("" is DefaultJob); 0 for an
+// unknown job.
+func (f *FSM) Pass(job string) int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.s.pass
+	if j := f.s.jobs[jobName(job)]; j != nil {
+		return j.pass
+	}
+	return 0
 }
 
-// NextDeadline returns the earliest FSM time at which a Tick has work: a
-// task lease, the save-model lease, an allgather group or a staged upload
-// falls due. It is false when nothing is waiting.
+// NextDeadline returns the earliest FSM time at which a Tick has work: in
+// some job a task lease, the save-model lease, an allgather group or a
+// staged upload falls due, or the job is idle for JobTTL. It is false when
+// nothing is waiting.
 func (f *FSM) NextDeadline() (int64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := f.s
 	var best int64
 	ok := false
 	consider := func(d int64) {
@@ -79,28 +164,44 @@ func (f *FSM) NextDeadline() (int64, bool) {
 			best, ok = d, true
 		}
 	}
-	if d, has := s.earliestTaskDeadline(); has {
-		consider(d)
-	}
-	if s.save.holder != "" {
-		consider(s.save.deadline)
-	}
-	if s.groupDeadline != 0 {
-		consider(s.groupDeadline)
-	}
-	for _, id := range sortedKeys(s.uploads) {
-		consider(s.uploads[id].touched + int64(UploadIdleTimeout))
+	for _, name := range sortedKeys(f.s.jobs) {
+		s := f.s.jobs[name]
+		if d, has := s.earliestTaskDeadline(); has {
+			consider(d)
+		}
+		if s.save.holder != "" {
+			consider(s.save.deadline)
+		}
+		if s.groupDeadline != 0 {
+			consider(s.groupDeadline)
+		}
+		for _, id := range sortedKeys(s.uploads) {
+			consider(s.uploads[id].touched + int64(UploadIdleTimeout))
+		}
+		if d, has := s.ttlDeadline(); has {
+			consider(d)
+		}
 	}
 	return best, ok
 }
 
-// SaveModelHolder returns the trainer holding the save-model lease and the
-// lease's end, or false when nobody holds it at the FSM clock.
-func (f *FSM) SaveModelHolder() (string, int64, bool) {
+// SaveModelHolder returns the trainer holding the save-model lease of job
+// ("" is DefaultJob) and the lease's end, or false when nobody holds it at
+// the FSM clock.
+func (f *FSM) SaveModelHolder(job string) (string, int64, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	l := f.s.save
-	if l.holder == "" || l.deadline <= f.s.clock {
+	if j := f.s.jobs[jobName(job)]; j != nil {
+		return j.saveHolder()
+	}
+	return "", 0, false
+}
+
+// saveHolder returns the save-model holder and its lease's end, or false
+// when nobody holds it at the FSM clock.
+func (s *job) saveHolder() (string, int64, bool) {
+	l := s.save
+	if l.holder == "" || l.deadline <= s.clock {
 		return "", 0, false
 	}
 	return l.holder, l.deadline, true
@@ -114,15 +215,20 @@ type TaskState struct {
 	Deadline int64    `json:"deadline,omitempty"`
 }
 
-// Task returns the state of task id.
-func (f *FSM) Task(id int) (TaskState, error) {
+// Task returns the state of task id of job ("" is DefaultJob). An unknown
+// job answers ErrNoDataset, as an empty one does.
+func (f *FSM) Task(job string, id int) (TaskState, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	i, err := f.s.taskIndex(id)
+	j := f.s.jobs[jobName(job)]
+	if j == nil {
+		return TaskState{}, ErrNoDataset
+	}
+	i, err := j.taskIndex(id)
 	if err != nil {
 		return TaskState{}, err
 	}
-	t := f.s.tasks[i]
+	t := j.tasks[i]
 	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: int(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
 	if t.queue == qPending {
 		ts.Deadline = t.deadline
@@ -161,23 +267,32 @@ func groupInfo(id string, g *group) GroupInfo {
 	return gi
 }
 
-// Groups returns every allgather group, sorted by id.
-func (f *FSM) Groups() []GroupInfo {
+// Groups returns every allgather group of job ("" is DefaultJob), sorted
+// by id.
+func (f *FSM) Groups(job string) []GroupInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	ids := sortedKeys(f.s.groups)
+	j := f.s.jobs[jobName(job)]
+	if j == nil {
+		return []GroupInfo{}
+	}
+	ids := sortedKeys(j.groups)
 	out := make([]GroupInfo, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, groupInfo(id, f.s.groups[id]))
+		out = append(out, groupInfo(id, j.groups[id]))
 	}
 	return out
 }
 
-// Group returns one allgather group.
-func (f *FSM) Group(id string) (GroupInfo, bool) {
+// Group returns one allgather group of job ("" is DefaultJob).
+func (f *FSM) Group(job, id string) (GroupInfo, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	g, ok := f.s.groups[id]
+	j := f.s.jobs[jobName(job)]
+	if j == nil {
+		return GroupInfo{}, false
+	}
+	g, ok := j.groups[id]
 	if !ok {
 		return GroupInfo{}, false
 	}
@@ -228,29 +343,32 @@ func (w WatchResult) Err() error {
 }
 
 // Watch returns the state of the join with generation gen of member in
-// group. Generations are handed out in log order, so a replica whose
+// group of job ("" is DefaultJob). Generations are handed out in log order, so a replica whose
 // counter is below gen has not applied that join yet: it answers
 // WatchPending rather than judge the member from a state that predates
 // its join. It costs the same whatever the group's size: the member is
-// looked up by id, and a complete group's data is gathered once.
-func (f *FSM) Watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult {
+// looked up by id, and a complete group's data is gathered once. A
+// deleted job's members see WatchClosed.
+func (f *FSM) Watch(job, groupID string, memberID uuid.UUID, gen uint64) WatchResult {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.s.watch(groupID, memberID, gen)
+	return f.s.watch(jobName(job), groupID, memberID, gen)
 }
 
 // WatchWait is Watch for a long poll: with a pending answer it returns a
 // Wait whose channels say when to look again, with a final one a nil Wait.
 // The Wait wakes only for what may change this answer (the group's
-// outcome, this member's slot), not for every applied entry. The caller
-// must Release it once it stops waiting on it.
-func (f *FSM) WatchWait(groupID string, memberID uuid.UUID, gen uint64) (WatchResult, *Wait) {
+// outcome, this member's slot, the job's deletion), not for every applied
+// entry, nor for any other job's group of the same id. The caller must
+// Release it once it stops waiting on it.
+func (f *FSM) WatchWait(job, groupID string, memberID uuid.UUID, gen uint64) (WatchResult, *Wait) {
+	job = jobName(job)
 	// The read lock keeps out every apply from the look to the
 	// registration, and an apply notifies only after it released its
 	// write lock: a change after the look closes what is registered.
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	res := f.s.watch(groupID, memberID, gen)
+	res := f.s.watch(job, groupID, memberID, gen)
 	switch {
 	case res.Status != WatchPending:
 		return res, nil // final: nothing to wait for
@@ -258,14 +376,18 @@ func (f *FSM) WatchWait(groupID string, memberID uuid.UUID, gen uint64) (WatchRe
 		// The join is not applied here yet: any entry may be the one.
 		return res, &Wait{Group: f.Changed()}
 	}
-	return res, f.waitGroup(groupID, memberID)
+	return res, f.waitGroup(job, groupID, memberID)
 }
 
-func (s *state) watch(groupID string, memberID uuid.UUID, gen uint64) WatchResult {
+func (s *state) watch(job, groupID string, memberID uuid.UUID, gen uint64) WatchResult {
 	if gen > s.nextGen {
 		return WatchResult{Status: WatchPending}
 	}
-	g := s.groups[groupID]
+	j := s.jobs[job]
+	if j == nil {
+		return WatchResult{Status: WatchClosed}
+	}
+	g := j.groups[groupID]
 	if g == nil {
 		return WatchResult{Status: WatchClosed}
 	}

@@ -16,7 +16,7 @@ func (h *harness) requestSave(trainer string, d time.Duration) bool {
 
 func (h *harness) wantHolder(trainer string) {
 	h.t.Helper()
-	got, _, ok := h.f.SaveModelHolder()
+	got, _, ok := h.f.SaveModelHolder(DefaultJob)
 	if got != trainer || ok != (trainer != "") {
 		h.t.Fatalf("save-model holder %q (%v), want %q", got, ok, trainer)
 	}
@@ -36,7 +36,7 @@ func TestSaveModel(t *testing.T) {
 			if !h.requestSave("a", 10*time.Second) {
 				h.t.Fatalf("holder's re-request refused")
 			}
-			if _, d, _ := h.f.SaveModelHolder(); d != h.now+int64(10*time.Second) {
+			if _, d, _ := h.f.SaveModelHolder(DefaultJob); d != h.now+int64(10*time.Second) {
 				h.t.Fatalf("re-request did not move the lease end")
 			}
 			h.advance(10*time.Second - 1)
@@ -90,7 +90,7 @@ func TestNodeRegistry(t *testing.T) {
 			}
 			h.ok(&RemoveNode{ID: "n2"})
 			h.ignored(&RemoveNode{ID: "n2"})
-			if _, ok := h.f.Registration("n2"); ok || h.f.Stats().Nodes != 1 {
+			if _, ok := h.f.Registration("n2"); ok || h.f.Stats(DefaultJob).Nodes != 1 {
 				h.t.Fatalf("n2 not removed")
 			}
 		}},

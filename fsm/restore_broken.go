@@ -4,10 +4,14 @@ package fsm
 
 // afterRestore is deliberately wrong in this build: it forgets the lease of
 // the first pending task, moving it to done as if it had been finished, so a
-// replica restored from a snapshot loses that task for the pass.
+// replica restored from a snapshot loses that task for the pass, in every
+// job.
 func afterRestore(s *state) {
-	if i := s.queues[qPending].head; i >= 0 {
-		s.unlink(i)
-		s.pushBack(qDone, i)
+	for _, name := range sortedKeys(s.jobs) {
+		j := s.jobs[name]
+		if i := j.queues[qPending].head; i >= 0 {
+			j.unlink(i)
+			j.pushBack(qDone, i)
+		}
 	}
 }

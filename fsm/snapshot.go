@@ -12,30 +12,25 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
-// Version 2 added the groups' timeout mode; version 1 snapshots are still
-// read, their groups failing on timeout as they then did.
+// Version 3 holds many jobs: the cluster's part, then every job in name
+// order. Version 2 added the groups' timeout mode. Versions 1 and 2, one
+// job's worth of state, are still read as DefaultJob (the job exists when
+// it holds anything), version 1's groups failing on timeout as they then
+// did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
-// parts (the dataset, member data) are shared; the task array is copied in
-// one memcpy because it holds no pointers.
+// parts (the datasets, member data) are shared; the task arrays are copied
+// in one memcpy each because they hold no pointers.
 func (s *state) clone() *state {
 	c := *s
-	c.tasks = slices.Clone(s.tasks)
-	c.uploads = make(map[string]*upload, len(s.uploads))
-	for _, id := range sortedKeys(s.uploads) {
-		u := s.uploads[id]
-		c.uploads[id] = &upload{
-			paths: u.paths[:len(u.paths):len(u.paths)], chunks: u.chunks[:len(u.chunks):len(u.chunks)],
-			parts: u.parts, touched: u.touched,
-		}
-	}
-	c.groups = make(map[string]*group, len(s.groups))
-	for _, id := range sortedKeys(s.groups) {
-		c.groups[id] = s.groups[id].clone()
+	c.changes = nil
+	c.jobs = make(map[string]*job, len(s.jobs))
+	for _, name := range sortedKeys(s.jobs) {
+		c.jobs[name] = s.jobs[name].clone(&c)
 	}
 	c.nodes = maps.Clone(s.nodes)
 	c.dedup = newDedupTable()
@@ -46,6 +41,27 @@ func (s *state) clone() *state {
 		c.dedup.n++
 	}
 	return &c
+}
+
+// clone returns a copy of the job, in cluster c, that later applies cannot
+// change.
+func (s *job) clone(c *state) *job {
+	j := *s
+	j.state = c
+	j.tasks = slices.Clone(s.tasks)
+	j.uploads = make(map[string]*upload, len(s.uploads))
+	for _, id := range sortedKeys(s.uploads) {
+		u := s.uploads[id]
+		j.uploads[id] = &upload{
+			paths: u.paths[:len(u.paths):len(u.paths)], chunks: u.chunks[:len(u.chunks):len(u.chunks)],
+			parts: u.parts, touched: u.touched, pathBytes: u.pathBytes,
+		}
+	}
+	j.groups = make(map[string]*group, len(s.groups))
+	for _, id := range sortedKeys(s.groups) {
+		j.groups[id] = s.groups[id].clone()
+	}
+	return &j
 }
 
 // snapWriter streams an encoding to w in blocks.
@@ -68,18 +84,67 @@ func (sw *snapWriter) flush() {
 	sw.e.reset()
 }
 
-// encodeState writes the whole state in the versioned snapshot format. Every
-// map is written in key order, so equal states give equal bytes.
+// encodeState writes the whole state in the versioned snapshot format:
+// the cluster's part, then every job in name order. Every map is written in
+// key order, so equal states give equal bytes.
 func encodeState(w io.Writer, s *state) error {
 	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 4<<10)}} // grows to a block
 	e := &sw.e
 	e.raw([]byte(snapshotMagic))
 	e.uvarint(snapshotVersion)
 	e.varint(s.clock)
-	e.int(s.pass)
 	e.uvarint(s.nextGen)
 	e.varint(s.graceUntil)
+	e.uvarint(s.jobSeq)
+	(&SetLimits{Limits: s.limits}).encode(e)
 
+	e.uvarint(uint64(len(s.nodes)))
+	for _, id := range sortedKeys(s.nodes) {
+		n := s.nodes[id]
+		e.string(n.ID)
+		e.string(n.RaftAddr)
+		e.string(n.APIAddr)
+	}
+
+	e.uvarint(uint64(s.dedup.n))
+	for c := s.dedup.head; c != nil; c = c.next {
+		e.uuid(c.id)
+		e.varint(c.lastSeen)
+		e.uvarint(c.floor)
+		e.uvarint(uint64(len(c.entries)))
+		for _, en := range c.entries {
+			e.uvarint(en.seq)
+			e.byte(byte(en.typ))
+			e.byte(byte(en.code))
+			e.bool(en.ignored)
+			e.bool(en.granted)
+			e.int(en.taskID)
+			e.int(en.epoch)
+			e.uvarint(en.gen)
+			e.varint(en.clock)
+			e.uvarint(en.job)
+		}
+		sw.flushIfFull()
+	}
+
+	e.uvarint(uint64(len(s.jobs)))
+	for _, name := range sortedKeys(s.jobs) {
+		j := s.jobs[name]
+		e.string(name)
+		e.uvarint(j.seq)
+		e.varint(j.createdAt)
+		e.varint(j.lastActivity)
+		e.int(j.pass)
+		encodeJob(sw, j)
+	}
+	sw.flush()
+	return sw.err
+}
+
+// encodeJob writes a job's dataset, tasks, queues, uploads, save-model
+// lease and groups, as versions 1 and 2 wrote the whole state's.
+func encodeJob(sw *snapWriter, s *job) {
+	e := &sw.e
 	e.bool(s.ds != nil)
 	if s.ds != nil {
 		s.ds.params.encode(e)
@@ -138,36 +203,6 @@ func encodeState(w io.Writer, s *state) error {
 			sw.flushIfFull()
 		}
 	}
-
-	e.uvarint(uint64(len(s.nodes)))
-	for _, id := range sortedKeys(s.nodes) {
-		n := s.nodes[id]
-		e.string(n.ID)
-		e.string(n.RaftAddr)
-		e.string(n.APIAddr)
-	}
-
-	e.uvarint(uint64(s.dedup.n))
-	for c := s.dedup.head; c != nil; c = c.next {
-		e.uuid(c.id)
-		e.varint(c.lastSeen)
-		e.uvarint(c.floor)
-		e.uvarint(uint64(len(c.entries)))
-		for _, en := range c.entries {
-			e.uvarint(en.seq)
-			e.byte(byte(en.typ))
-			e.byte(byte(en.code))
-			e.bool(en.ignored)
-			e.bool(en.granted)
-			e.int(en.taskID)
-			e.int(en.epoch)
-			e.uvarint(en.gen)
-			e.varint(en.clock)
-		}
-		sw.flushIfFull()
-	}
-	sw.flush()
-	return sw.err
 }
 
 // writeChunkRefs writes chunks with delta-coded offsets.
@@ -202,8 +237,9 @@ func readChunkRefs(d *decoder, npaths int) []chunkRef {
 	return chunks
 }
 
-// decodeState reads a snapshot written by encodeState and checks its
-// invariants, so a damaged snapshot is refused rather than half-applied.
+// decodeState reads a snapshot written by encodeState, or by versions 1
+// and 2, and checks its invariants, so a damaged snapshot is refused rather
+// than half-applied.
 func decodeState(b []byte) (*state, error) {
 	if len(b) < len(snapshotMagic) || string(b[:len(snapshotMagic)]) != snapshotMagic {
 		return nil, errors.New("fsm snapshot: bad magic")
@@ -215,10 +251,62 @@ func decodeState(b []byte) (*state, error) {
 	}
 	s := newState()
 	s.clock = d.varint()
-	s.pass = d.int()
-	s.nextGen = d.uvarint()
-	s.graceUntil = d.varint()
+	if version < 3 {
+		// One job's worth of state, the cluster's fields among it.
+		j := s.newJob(DefaultJob)
+		j.pass = d.int()
+		s.nextGen = d.uvarint()
+		s.graceUntil = d.varint()
+		decodeJob(d, j, version)
+		// The default job is job 1, whether it holds anything or not, so
+		// that the remembered requests of its commands name it.
+		s.jobSeq = 1
+		if j.ds != nil || len(j.uploads) != 0 || j.save.holder != "" || len(j.groups) != 0 || j.pass != 0 {
+			j.seq = 1
+			s.jobs[j.name] = j
+		}
+		decodeNodes(d, s)
+		decodeDedup(d, s, version)
+	} else {
+		s.nextGen = d.uvarint()
+		s.graceUntil = d.varint()
+		s.jobSeq = d.uvarint()
+		var l SetLimits
+		l.decode(d)
+		s.limits = l.Limits
+		decodeNodes(d, s)
+		decodeDedup(d, s, version)
+		keys := keyOrder{d: d, what: "job"}
+		for range d.length(1) {
+			j := s.newJob(keys.next(d.string()))
+			j.seq = d.uvarint()
+			j.createdAt = d.varint()
+			j.lastActivity = d.varint()
+			j.pass = d.int()
+			decodeJob(d, j, version)
+			if d.err != nil {
+				break
+			}
+			s.jobs[j.name] = j
+		}
+	}
+	if err := d.done(); err != nil {
+		return nil, fmt.Errorf("fsm snapshot: %w", err)
+	}
+	for _, name := range sortedKeys(s.jobs) {
+		j := s.jobs[name]
+		j.recount()
+		s.bytes += j.bytes
+	}
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("fsm snapshot: %w", err)
+	}
+	afterRestore(s)
+	return s, nil
+}
 
+// decodeJob reads what encodeJob wrote into the empty job s.
+func decodeJob(d *decoder, s *job, version uint64) {
 	if d.bool() {
 		ds := &dataset{}
 		ds.params.decode(d)
@@ -226,6 +314,9 @@ func decodeState(b []byte) (*state, error) {
 		ds.chunks = readChunkRefs(d, len(ds.paths))
 		if d.err == nil && (validateParams(ds.params) != nil || len(ds.chunks) == 0) {
 			d.fail(errors.New("bad dataset"))
+		}
+		if d.err == nil {
+			ds = newDataset(ds.params, ds.paths, ds.chunks)
 		}
 		s.ds = ds
 	}
@@ -277,6 +368,7 @@ func decodeState(b []byte) (*state, error) {
 		for i, p := range u.paths {
 			u.pathIndex[p] = uint32(i)
 		}
+		u.pathBytes = pathBytes(u.paths)
 		s.uploads[id] = u
 	}
 
@@ -301,21 +393,33 @@ func decodeState(b []byte) (*state, error) {
 		g.derive() // the index and the gathered data are not encoded
 		s.groups[id] = g
 	}
-	s.updateGroupDeadline()
+}
 
-	keys = keyOrder{d: d, what: "node"}
+func decodeNodes(d *decoder, s *state) {
+	keys := keyOrder{d: d, what: "node"}
 	for range d.length(1) {
 		n := Registration{ID: keys.next(d.string()), RaftAddr: d.string(), APIAddr: d.string()}
 		s.nodes[n.ID] = n
 	}
+}
 
+// decodeDedup reads the de-duplication table. Before version 3 an entry
+// names no job: an entry of a job's command ran on the default job, job 1.
+func decodeDedup(d *decoder, s *state, version uint64) {
 	for range d.length(1) {
 		c := &dedupClient{id: uuid.UUID(d.uuid()), lastSeen: d.varint(), floor: d.uvarint()}
 		for range d.length(1) {
-			c.entries = append(c.entries, dedupEntry{
+			e := dedupEntry{
 				seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()),
 				ignored: d.bool(), granted: d.bool(), taskID: d.int(), epoch: d.int(), gen: d.uvarint(), clock: d.varint(),
-			})
+			}
+			switch {
+			case version >= 3:
+				e.job = d.uvarint()
+			case lookup(e.typ) != nil && lookup(e.typ).jobScoped:
+				e.job = 1
+			}
+			c.entries = append(c.entries, e)
 		}
 		if d.err != nil {
 			break
@@ -328,14 +432,6 @@ func decodeState(b []byte) (*state, error) {
 		s.dedup.pushBack(c)
 		s.dedup.n++
 	}
-	if err := d.done(); err != nil {
-		return nil, fmt.Errorf("fsm snapshot: %w", err)
-	}
-	if err := s.check(); err != nil {
-		return nil, fmt.Errorf("fsm snapshot: %w", err)
-	}
-	afterRestore(s)
-	return s, nil
 }
 
 // keyOrder checks that map keys arrive in the strictly ascending order
@@ -355,15 +451,61 @@ func (k *keyOrder) next(key string) string {
 }
 
 // check verifies the invariants that apply maintains and that the queues
-// alone do not show, so that Restore refuses a snapshot that no log could
-// have produced instead of running into it later.
+// alone do not show, in the cluster's part and in every job, so that
+// Restore refuses a snapshot that no log could have produced instead of
+// running into it later.
 func (s *state) check() error {
 	switch {
 	case s.clock < 0 || s.clock > maxNow || s.graceUntil < 0 || s.graceUntil > s.clock+int64(MaxGrace):
 		return fmt.Errorf("clock %d or grace %d out of range", s.clock, s.graceUntil)
+	case len(s.jobs) > MaxJobsCeiling || len(s.nodes) > MaxNodes || s.dedup.n > DedupMaxClients:
+		return errors.New("a table exceeds its limit")
+	}
+	if err := s.limits.validate(); err != nil {
+		return err
+	}
+	for _, name := range sortedKeys(s.jobs) {
+		if err := s.jobs[name].check(); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+	}
+	for _, id := range sortedKeys(s.nodes) {
+		if err := validate(&RegisterNode{Node: s.nodes[id]}); err != nil {
+			return err
+		}
+	}
+	seqs := make(map[uint64]bool, len(s.jobs))
+	for _, name := range sortedKeys(s.jobs) {
+		j := s.jobs[name]
+		if j.seq == 0 || j.seq > s.jobSeq || seqs[j.seq] {
+			return fmt.Errorf("job %q: number %d of %d, or twice", name, j.seq, s.jobSeq)
+		}
+		seqs[j.seq] = true
+	}
+	for c := s.dedup.head; c != nil; c = c.next {
+		if len(c.entries) > DedupPerClient {
+			return fmt.Errorf("dedup client %s: %d entries", c.id, len(c.entries))
+		}
+		for _, e := range c.entries {
+			if e.job > s.jobSeq {
+				return fmt.Errorf("dedup client %s: job %d of %d", c.id, e.job, s.jobSeq)
+			}
+		}
+	}
+	return nil
+}
+
+// check verifies the invariants of one job.
+func (s *job) check() error {
+	if err := validateJobName(s.name); err != nil {
+		return err
+	}
+	switch {
+	case s.createdAt < 0 || s.lastActivity < s.createdAt || s.lastActivity > s.clock:
+		return fmt.Errorf("created at %d, last active at %d, clock %d", s.createdAt, s.lastActivity, s.clock)
 	case s.pass < 0 || (s.ds == nil && (s.pass != 0 || len(s.tasks) != 0)):
 		return fmt.Errorf("pass %d and %d tasks without a dataset", s.pass, len(s.tasks))
-	case len(s.uploads) > MaxUploads || len(s.groups) > MaxGroups || len(s.nodes) > MaxNodes || s.dedup.n > DedupMaxClients:
+	case len(s.uploads) > MaxUploads || len(s.groups) > MaxGroups || s.staged > MaxChunks:
 		return errors.New("a table exceeds its limit")
 	case (s.save.holder == "") != (s.save.deadline == 0) || len(s.save.holder) > MaxIDLen:
 		return errors.New("bad save-model lease")
@@ -396,16 +538,6 @@ func (s *state) check() error {
 		}
 		if err := s.groups[id].check(s.nextGen); err != nil {
 			return fmt.Errorf("group %q: %w", id, err)
-		}
-	}
-	for _, id := range sortedKeys(s.nodes) {
-		if err := validate(&RegisterNode{Node: s.nodes[id]}); err != nil {
-			return err
-		}
-	}
-	for c := s.dedup.head; c != nil; c = c.next {
-		if len(c.entries) > DedupPerClient {
-			return fmt.Errorf("dedup client %s: %d entries", c.id, len(c.entries))
 		}
 	}
 	return nil

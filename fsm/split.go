@@ -13,9 +13,10 @@ import (
 //
 // The DatasetPart entry of each run, as Encode writes it with its header,
 // its path table and every chunk, takes at most maxEntryBytes bytes,
-// whatever its header, its upload id (up to MaxIDLen bytes) and its part
-// number, so that any proposer can use the runs; about 560 bytes of each
-// entry are kept for the largest of them. Each run is as long as the limit
+// whatever its header (with a job name of up to MaxJobNameLen bytes), its
+// upload id (up to MaxIDLen bytes) and its part number, so that any
+// proposer can use the runs; about 620 bytes of each entry are kept for
+// the largest of them. Each run is as long as the limit
 // allows: with the next chunk, its entry would exceed maxEntryBytes.
 // A chunk whose entry alone exceeds maxEntryBytes gets a run of its own,
 // for the caller to propose or refuse. A SetDataset entry of the same
@@ -50,7 +51,8 @@ func SplitChunks(chunks []Chunk, maxEntryBytes int) [][]Chunk {
 func largestPart(chunks []Chunk) *DatasetPart {
 	return &DatasetPart{
 		// A negative Now is invalid, but it is the longest varint.
-		Header:   Header{Now: math.MinInt64, Request: RequestID{Client: uuid.Max, Seq: math.MaxUint64}},
+		Header: Header{Now: math.MinInt64, Request: RequestID{Client: uuid.Max, Seq: math.MaxUint64},
+			Job: strings.Repeat("j", MaxJobNameLen)},
 		UploadID: strings.Repeat("u", MaxIDLen),
 		Part:     math.MaxUint32,
 		Chunks:   chunks,
@@ -145,27 +147,28 @@ func (z *partSizer) uvarintLen(n int) int {
 	return z.e.len()
 }
 
-// DatasetCommands returns the commands that set a dataset of chunks with
-// params, each of whose log entries stays within maxEntryBytes: one
+// DatasetCommands returns the commands that set the dataset of job ("" is
+// DefaultJob) to chunks with params, each of whose log entries stays
+// within maxEntryBytes: one
 // SetDataset when the chunks fit one entry (or maxEntryBytes is 0, for a
 // store without an entry limit), otherwise a DatasetPart per run of
 // SplitChunks under uploadID and a DatasetCommit. The request id goes on
 // the last command, so that a retried call is answered by
 // de-duplication. Every proposer of a dataset proposes these, in order.
-func DatasetCommands(req RequestID, params DatasetParams, chunks []Chunk, uploadID string, maxEntryBytes int) []Command {
+func DatasetCommands(job string, req RequestID, params DatasetParams, chunks []Chunk, uploadID string, maxEntryBytes int) []Command {
 	var parts [][]Chunk
 	if maxEntryBytes > 0 {
 		parts = SplitChunks(chunks, maxEntryBytes)
 	}
 	if len(parts) <= 1 {
-		return []Command{&SetDataset{Header: Header{Request: req}, Params: params, Chunks: chunks}}
+		return []Command{&SetDataset{Header: Header{Request: req, Job: job}, Params: params, Chunks: chunks}}
 	}
 	cmds := make([]Command, 0, len(parts)+1)
 	for i, p := range parts {
-		cmds = append(cmds, &DatasetPart{UploadID: uploadID, Part: uint32(i), Chunks: p})
+		cmds = append(cmds, &DatasetPart{Header: Header{Job: job}, UploadID: uploadID, Part: uint32(i), Chunks: p})
 	}
 	return append(cmds, &DatasetCommit{
-		Header: Header{Request: req}, UploadID: uploadID,
+		Header: Header{Request: req, Job: job}, UploadID: uploadID,
 		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params,
 	})
 }

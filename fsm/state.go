@@ -6,26 +6,37 @@ import (
 	"time"
 )
 
-// state is the whole replicated state. It is only touched by apply (under
-// the FSM's write lock) and by read-only queries (under its read lock).
+// state is the whole replicated state: what the cluster shares (the
+// clock, the allgather generation counter, the limits, the node registry,
+// the de-duplication table) and its jobs. It is only touched by apply
+// (under the FSM's write lock) and by read-only queries (under its read
+// lock).
 type state struct {
 	// clock is the FSM time: the largest Now of any applied command.
 	clock int64
 
-	ds      *dataset
-	pass    int
-	tasks   []task
-	queues  [numQueues]list
-	uploads map[string]*upload
 	// graceUntil is the latest LeaderGrace limit: no task lease granted
-	// or renewed before it ends earlier.
+	// or renewed before it ends earlier, in any job.
 	graceUntil int64
 
-	save saveLease
+	// nextGen numbers allgather joins across every job, so that a
+	// generation names one join of one job for ever, even across a
+	// delete and a re-create.
+	nextGen uint64
 
-	groups        map[string]*group
-	nextGen       uint64
-	groupDeadline int64 // earliest group deadline, 0 when there are no groups
+	// limits is the record SetLimits set, zero fields meaning defaults.
+	limits Limits
+
+	// jobs holds every job by name; it is only ranged over through
+	// sortedKeys.
+	jobs map[string]*job
+	// jobSeq numbers the jobs in creation order (job.seq), so that a job
+	// deleted and created again under its name is told apart.
+	jobSeq uint64
+	// bytes is the state's size estimate: the sum of the jobs' (derived,
+	// not encoded).
+	bytes int64
+
 	// changes lists what the current apply changed for allgather watches,
 	// for the FSM to wake them (takeChanges). Apply never reads it, and
 	// it is not encoded: it is not part of the replicated state.
@@ -36,24 +47,69 @@ type state struct {
 	dedup dedupTable
 }
 
+// job is the state of one job: its dataset and task queue, its uploads,
+// its save-model lease and its allgather groups. It embeds the cluster it
+// belongs to, so that its methods reach the clock, graceUntil, nextGen and
+// the limits as before jobs existed.
+type job struct {
+	*state
+
+	name string
+	// seq is the job's number among every job ever created (state.jobSeq),
+	// 0 while it is not among the jobs.
+	seq uint64
+	// createdAt and lastActivity are the FSM times of the job's creation
+	// and of the last command addressed to it that was not rejected.
+	createdAt, lastActivity int64
+
+	ds      *dataset
+	pass    int
+	tasks   []task
+	queues  [numQueues]list
+	uploads map[string]*upload
+
+	save saveLease
+
+	groups        map[string]*group
+	groupDeadline int64 // earliest group deadline, 0 when there are no groups
+
+	// Derived, never encoded: rebuilt on restore (recount).
+
+	// bytes is the job's size estimate (limits.go).
+	bytes int64
+	// groupData is the member data of every group together.
+	groupData int64
+	// staged is the number of chunks the uploads hold together.
+	staged int
+}
+
 func newState() *state {
-	s := &state{
+	return &state{
+		jobs:  make(map[string]*job),
+		nodes: make(map[string]Registration),
+		dedup: newDedupTable(),
+	}
+}
+
+// newJob returns an empty job of cluster s, not yet among its jobs.
+func (s *state) newJob(name string) *job {
+	j := &job{
+		state: s, name: name, createdAt: s.clock, lastActivity: s.clock,
 		uploads: make(map[string]*upload),
 		groups:  make(map[string]*group),
-		nodes:   make(map[string]Registration),
-		dedup:   newDedupTable(),
 	}
-	for q := range s.queues {
-		s.queues[q] = emptyList()
+	for q := range j.queues {
+		j.queues[q] = emptyList()
 	}
-	return s
+	j.bytes = j.estimate()
+	return j
 }
 
 // Result is the outcome of applying one command.
 type Result struct {
 	// Code is CodeOK or the error's code.
 	Code Code
-	// Message details a CodeInvalid rejection.
+	// Message details a CodeInvalid or CodeLimit rejection.
 	Message string
 	// Task is the leased task of a successful GetTask.
 	Task *Task
@@ -71,13 +127,19 @@ type Result struct {
 	// Clock is the FSM time at which the command took effect (for a
 	// duplicate, the first time). Zero for a rejected command.
 	Clock int64
+	// Collected names, sorted, the jobs a Tick deleted because they were
+	// idle for Limits.JobTTL, for the node to log.
+	Collected []string
 }
 
-// Err returns the result as an error: nil, a sentinel, or ErrInvalid
-// wrapped with the message.
+// Err returns the result as an error: nil, a sentinel, or ErrInvalid or
+// ErrLimitExceeded with the message.
 func (r *Result) Err() error {
-	if r.Code == CodeInvalid && r.Message != "" {
+	switch {
+	case r.Code == CodeInvalid && r.Message != "":
 		return invalidf("%s", r.Message)
+	case r.Code == CodeLimit && r.Message != "":
+		return &limitError{msg: r.Message}
 	}
 	return r.Code.Err()
 }
@@ -97,8 +159,11 @@ type Task struct {
 
 func errResult(err error) *Result {
 	r := &Result{Code: CodeOf(err)}
-	if r.Code == CodeInvalid {
+	switch r.Code {
+	case CodeInvalid:
 		r.Message = trimInvalid(err.Error())
+	case CodeLimit:
+		r.Message = err.Error()
 	}
 	return r
 }
@@ -112,8 +177,13 @@ func trimInvalid(msg string) string {
 	return msg
 }
 
-// apply applies one decoded command. A command that fails validation is
-// rejected with CodeInvalid and leaves the state exactly as it was.
+// rejected reports whether r rejects its command: such a command changed
+// nothing, and is not remembered for de-duplication.
+func (r *Result) rejected() bool { return r.Code == CodeInvalid || r.Code == CodeLimit }
+
+// apply applies one decoded command. A command that fails validation, or
+// would go past a limit, is rejected with CodeInvalid or CodeLimit and
+// leaves the state exactly as it was.
 func (s *state) apply(c Command) *Result {
 	if err := validate(c); err != nil {
 		return errResult(err)
@@ -131,41 +201,85 @@ func (s *state) apply(c Command) *Result {
 	if h.Now > s.clock {
 		s.clock = h.Now
 	}
-	r := s.dispatch(c)
-	if r.Code == CodeInvalid {
+	r, seq := s.dispatch(c)
+	if r.rejected() {
 		// Handlers validate before they mutate, so only the clock moved.
 		s.clock = before
 		return r
 	}
 	r.Clock = s.clock
 	if dedupOn {
-		s.dedup.record(h.Request, c.Type(), r, s.clock)
+		s.dedup.record(h.Request, c.Type(), r, s.clock, seq)
 	}
 	s.dedup.expire(s.clock)
 	return r
 }
 
-// dispatch runs c's apply function, from its row in commands.
-func (s *state) dispatch(c Command) *Result {
-	if spec := lookup(c.Type()); spec != nil {
-		return spec.apply(s, c)
+// dispatch runs c's apply function, from its row in commands. A command
+// addressed to a job runs on that job. A job that does not exist runs it
+// on a new, empty job, which joins the jobs only when the row creates jobs
+// and the command is not rejected: so a command that does not create
+// answers as it would on an empty job (GetTask: ErrNoDataset; Leave:
+// ignored). It returns the seq of the job the command ran on, 0 for none.
+func (s *state) dispatch(c Command) (*Result, uint64) {
+	spec := lookup(c.Type())
+	switch {
+	case spec == nil:
+		return errResult(invalidf("unhandled command %v", c.Type())), 0
+	case spec.applyJob == nil:
+		return spec.apply(s, c), 0
 	}
-	return errResult(invalidf("unhandled command %v", c.Type()))
+	name := jobName(c.Hdr().Job)
+	j := s.jobs[name]
+	if j == nil {
+		if spec.creates {
+			if err := s.roomForJob(name); err != nil {
+				return errResult(err), 0
+			}
+		}
+		j = s.newJob(name)
+	}
+	r := spec.applyJob(j, c)
+	if r.rejected() {
+		return r, 0
+	}
+	if spec.creates && s.jobs[name] == nil {
+		s.addJob(j)
+	}
+	j.lastActivity = s.clock
+	return r, j.seq
 }
 
-// tick expires every deadline that is due at the current clock.
+// tick expires every deadline that is due at the current clock, in every
+// job, and then deletes the jobs idle for JobTTL.
 func (s *state) tick(*Tick) *Result {
-	s.expireTasks()
-	s.expireSaveLease()
-	s.expireGroups()
-	s.expireUploads()
-	return &Result{}
+	r := &Result{}
+	for _, name := range sortedKeys(s.jobs) {
+		j := s.jobs[name]
+		j.expireTasks()
+		j.expireSaveLease()
+		j.expireGroups()
+		j.expireUploads()
+		if j.idleExpired() {
+			s.dropJob(j)
+			r.Collected = append(r.Collected, name)
+		}
+	}
+	return r
 }
 
 // leaderGrace moves every deadline before clock+grace to clock+grace.
 func (s *state) leaderGrace(c *LeaderGrace) *Result {
 	limit := s.clock + int64(c.Grace)
 	s.graceUntil = max(s.graceUntil, limit)
+	for _, name := range sortedKeys(s.jobs) {
+		s.jobs[name].leaderGrace(limit)
+	}
+	return &Result{}
+}
+
+// leaderGrace moves every deadline of the job before limit to limit.
+func (s *job) leaderGrace(limit int64) {
 	for i := s.queues[qPending].head; i >= 0; i = s.tasks[i].next {
 		if s.tasks[i].deadline >= limit {
 			break // pending is sorted by deadline
@@ -186,7 +300,6 @@ func (s *state) leaderGrace(c *LeaderGrace) *Result {
 			u.touched = limit - int64(UploadIdleTimeout)
 		}
 	}
-	return &Result{}
 }
 
 func (s *state) registerNode(c *RegisterNode) *Result {

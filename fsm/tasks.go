@@ -37,7 +37,7 @@ type list struct {
 
 func emptyList() list { return list{head: -1, tail: -1} }
 
-func (s *state) pushBack(q queueID, i int32) {
+func (s *job) pushBack(q queueID, i int32) {
 	l := &s.queues[q]
 	t := &s.tasks[i]
 	t.queue, t.prev, t.next = q, l.tail, -1
@@ -50,7 +50,7 @@ func (s *state) pushBack(q queueID, i int32) {
 	l.n++
 }
 
-func (s *state) unlink(i int32) {
+func (s *job) unlink(i int32) {
 	t := &s.tasks[i]
 	l := &s.queues[t.queue]
 	if t.prev >= 0 {
@@ -70,7 +70,7 @@ func (s *state) unlink(i int32) {
 // insertPending puts task i into pending, which is kept sorted by deadline
 // (ties in arrival order). A new deadline is leaseEnd, which no pending
 // deadline exceeds, so the scan from the tail stops at once.
-func (s *state) insertPending(i int32) {
+func (s *job) insertPending(i int32) {
 	l := &s.queues[qPending]
 	d := s.tasks[i].deadline
 	after := l.tail
@@ -99,12 +99,12 @@ func (s *state) insertPending(i int32) {
 // the task timeout, but not before the end of the last LeaderGrace. The
 // clock never runs backwards and the timeout is fixed, so it is never
 // before any pending deadline.
-func (s *state) leaseEnd() int64 {
+func (s *job) leaseEnd() int64 {
 	return max(s.clock+int64(s.ds.params.TaskTimeout), s.graceUntil)
 }
 
 // taskIndex checks a task id against the dataset.
-func (s *state) taskIndex(id int) (int32, error) {
+func (s *job) taskIndex(id int) (int32, error) {
 	if s.ds == nil {
 		return 0, ErrNoDataset
 	}
@@ -115,7 +115,7 @@ func (s *state) taskIndex(id int) (int32, error) {
 }
 
 // taskOf builds the leased view of pending task i as seen at FSM time now.
-func (s *state) taskOf(i int32, now int64) *Task {
+func (s *job) taskOf(i int32, now int64) *Task {
 	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}, Pass: s.pass}
 	t.Chunks = s.ds.taskChunks(int(i))
 	t.Lease = time.Duration(s.tasks[i].deadline - now)
@@ -124,7 +124,7 @@ func (s *state) taskOf(i int32, now int64) *Task {
 
 // leaseHeld returns task id's index when it is pending under epoch and
 // its lease has not ended at FSM time now.
-func (s *state) leaseHeld(id, epoch int, now int64) (int32, bool) {
+func (s *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
 	i, err := s.taskIndex(id)
 	if err != nil {
 		return 0, false
@@ -137,7 +137,7 @@ func (s *state) leaseHeld(id, epoch int, now int64) (int32, bool) {
 // for a later pass is waiting for this one to end; if a task of this pass
 // came back (its lease expired or it failed), it gets that task rather than
 // ErrPassAfter, so that a pass whose trainer died never stalls.
-func (s *state) getTask(c *GetTask) *Result {
+func (s *job) getTask(c *GetTask) *Result {
 	if s.ds == nil {
 		return errResult(ErrNoDataset)
 	}
@@ -163,7 +163,7 @@ func (s *state) getTask(c *GetTask) *Result {
 	return &Result{Task: s.taskOf(i, s.clock)}
 }
 
-func (s *state) taskFinished(c *TaskFinished) *Result {
+func (s *job) taskFinished(c *TaskFinished) *Result {
 	m := c.Meta
 	i, err := s.taskIndex(m.ID)
 	if err != nil {
@@ -196,7 +196,7 @@ func (s *state) taskFinished(c *TaskFinished) *Result {
 	return &Result{}
 }
 
-func (s *state) taskFailed(c *TaskFailed) *Result {
+func (s *job) taskFailed(c *TaskFailed) *Result {
 	m := c.Meta
 	i, err := s.taskIndex(m.ID)
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *state) taskFailed(c *TaskFailed) *Result {
 
 // failTask counts a failure of pending task i and re-queues it, or sets it
 // aside once it has failed more than failureMax times.
-func (s *state) failTask(i int32) {
+func (s *job) failTask(i int32) {
 	s.unlink(i)
 	t := &s.tasks[i]
 	t.failures++
@@ -224,7 +224,7 @@ func (s *state) failTask(i int32) {
 	s.pushBack(qTodo, i)
 }
 
-func (s *state) renewLease(c *RenewLease) *Result {
+func (s *job) renewLease(c *RenewLease) *Result {
 	m := c.Meta
 	i, err := s.taskIndex(m.ID)
 	if err != nil {
@@ -241,7 +241,7 @@ func (s *state) renewLease(c *RenewLease) *Result {
 }
 
 // expireTasks fails every pending task whose lease is due.
-func (s *state) expireTasks() {
+func (s *job) expireTasks() {
 	if s.ds == nil {
 		return
 	}
@@ -259,7 +259,7 @@ func (s *state) expireTasks() {
 // pending and at least one was done. Every task goes back to todo in id
 // order with its failure count reset. If every task failed the pass stays,
 // and GetTask answers ErrAllTaskFailed, as in the original master.
-func (s *state) maybeNextPass() {
+func (s *job) maybeNextPass() {
 	if s.queues[qTodo].n != 0 || s.queues[qPending].n != 0 || s.queues[qDone].n == 0 {
 		return
 	}
@@ -276,7 +276,7 @@ func (s *state) maybeNextPass() {
 }
 
 // setTasks creates n tasks in todo for a new dataset.
-func (s *state) setTasks(n int) {
+func (s *job) setTasks(n int) {
 	s.tasks = make([]task, n)
 	for q := range s.queues {
 		s.queues[q] = emptyList()
@@ -288,7 +288,7 @@ func (s *state) setTasks(n int) {
 }
 
 // earliestTaskDeadline returns the deadline of the first pending lease.
-func (s *state) earliestTaskDeadline() (int64, bool) {
+func (s *job) earliestTaskDeadline() (int64, bool) {
 	if h := s.queues[qPending].head; h >= 0 {
 		return s.tasks[h].deadline, true
 	}

@@ -36,7 +36,7 @@ func TestTaskQueue(t *testing.T) {
 		}},
 		{"chunks per task", func(h *harness) {
 			h.setDataset(5, withParams(func(p *DatasetParams) { p.ChunksPerTask = 2 }))
-			if st := h.f.Stats(); st.Tasks != 3 || st.Chunks != 5 || st.Todo != 3 {
+			if st := h.f.Stats(DefaultJob); st.Tasks != 3 || st.Chunks != 5 || st.Todo != 3 {
 				h.t.Fatalf("stats %+v, want 3 tasks of 5 chunks", st)
 			}
 			want := testChunks(5)
@@ -54,8 +54,8 @@ func TestTaskQueue(t *testing.T) {
 			h.fails(&GetTask{Pass: 1}, ErrPassAfter)
 			h.finish(a)
 			h.finish(b)
-			if h.f.Pass() != 1 {
-				h.t.Fatalf("pass %d, want 1", h.f.Pass())
+			if h.f.Pass(DefaultJob) != 1 {
+				h.t.Fatalf("pass %d, want 1", h.f.Pass(DefaultJob))
 			}
 			h.fails(&GetTask{Pass: 0}, ErrPassBefore)
 			if m := h.getTask(1); m != (TaskMeta{ID: 1, Epoch: 2}) {
@@ -78,8 +78,8 @@ func TestTaskQueue(t *testing.T) {
 			}
 			h.fails(&GetTask{Pass: 1}, ErrPassAfter)
 			h.finish(r.Task.Meta)
-			if h.f.Pass() != 1 {
-				h.t.Fatalf("pass %d, want 1: pass 0 is done", h.f.Pass())
+			if h.f.Pass(DefaultJob) != 1 {
+				h.t.Fatalf("pass %d, want 1: pass 0 is done", h.f.Pass(DefaultJob))
 			}
 			if r := h.ok(&GetTask{Pass: 1}); r.Task.Pass != 1 {
 				h.t.Fatalf("task %+v, want one of pass 1", r.Task)
@@ -100,7 +100,7 @@ func TestTaskQueue(t *testing.T) {
 			h.fails(&GetTask{Pass: 0}, ErrNoMoreAvailable)
 			h.fail(b)
 			h.fails(&GetTask{Pass: 0}, ErrAllTaskFailed)
-			if st := h.f.Stats(); st.Failed != 2 || st.Pass != 0 {
+			if st := h.f.Stats(DefaultJob); st.Failed != 2 || st.Pass != 0 {
 				h.t.Fatalf("stats %+v, want 2 failed in pass 0", st)
 			}
 		}},
@@ -170,8 +170,8 @@ func TestTaskQueue(t *testing.T) {
 			h.ignored(&TaskFinished{Meta: m3}) // no longer pending
 			h.fails(&TaskFinished{Meta: TaskMeta{ID: m2.ID, Epoch: 5}}, ErrStaleEpoch)
 			h.finish(TaskMeta{ID: m2.ID}) // epoch 0 means any lease
-			if h.f.Pass() != 1 {
-				h.t.Fatalf("pass %d, want 1", h.f.Pass())
+			if h.f.Pass(DefaultJob) != 1 {
+				h.t.Fatalf("pass %d, want 1", h.f.Pass(DefaultJob))
 			}
 		}},
 		{"late finish from an earlier pass is ignored", func(h *harness) {
@@ -226,7 +226,7 @@ func TestTaskQueue(t *testing.T) {
 			h.fail(c)
 			// Nothing todo or pending, one done: the next pass starts with
 			// every task, the failed ones included, in id order.
-			if st := h.f.Stats(); st.Pass != 1 || st.Todo != 3 || st.Failed != 0 || st.Done != 0 {
+			if st := h.f.Stats(DefaultJob); st.Pass != 1 || st.Todo != 3 || st.Failed != 0 || st.Done != 0 {
 				h.t.Fatalf("stats %+v, want pass 1 with 3 todo", st)
 			}
 			for id := 1; id <= 3; id++ {
@@ -242,7 +242,7 @@ func TestTaskQueue(t *testing.T) {
 			h.finish(a)
 			h.advance(time.Minute)
 			h.tick()
-			if st := h.f.Stats(); st.Pass != 1 || st.Todo != 2 {
+			if st := h.f.Stats(DefaultJob); st.Pass != 1 || st.Todo != 2 {
 				h.t.Fatalf("stats %+v, want pass 1 after %+v timed out", st, b)
 			}
 		}},

@@ -11,12 +11,21 @@ import (
 // the header's, then its type's (its validator in commands). A command
 // that fails is rejected before anything changes.
 func validate(c Command) error {
-	if now := c.Hdr().Now; now < 0 || now > maxNow {
+	h := c.Hdr()
+	if now := h.Now; now < 0 || now > maxNow {
 		return invalidf("timestamp %d out of range [0, %d]", now, maxNow)
 	}
 	spec := lookup(c.Type())
 	if spec == nil {
 		return invalidf("unknown command type %v", c.Type())
+	}
+	switch {
+	case !spec.jobScoped && h.Job != "":
+		return invalidf("%v is cluster-wide, but names job %q", c.Type(), truncate(h.Job))
+	case h.Job != "":
+		if err := validateJobName(h.Job); err != nil {
+			return err
+		}
 	}
 	return spec.validate(c)
 }
@@ -99,6 +108,20 @@ func (c *RegisterNode) validate() error {
 
 func (c *RemoveNode) validate() error  { return validateID("node id", c.ID) }
 func (c *LeaderGrace) validate() error { return validateDuration("grace", c.Grace, 0, MaxGrace) }
+
+// validate accepts every CreateJob: the header names the job.
+func (c *CreateJob) validate() error { return nil }
+
+// validate refuses a DeleteJob that names no job, so that deleting
+// DefaultJob is always asked for by name.
+func (c *DeleteJob) validate() error {
+	if c.Job == "" {
+		return invalidf("DeleteJob names no job; name %q to delete the default job", DefaultJob)
+	}
+	return nil
+}
+
+func (c *SetLimits) validate() error { return c.Limits.validate() }
 
 func validateID(what, id string) error {
 	if id == "" {

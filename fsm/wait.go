@@ -17,11 +17,15 @@ type Wait struct {
 	Member <-chan struct{}
 
 	f      *FSM
-	group  string
+	key    string // waitKey(job, group)
 	member uuid.UUID
 	gw     *groupWaiters
 	mw     *memberWaiters
 }
+
+// waitKey is the key of job's group id among the waits. A job name holds
+// no '/', so the key names one group of one job.
+func waitKey(job, id string) string { return job + "/" + id }
 
 // groupWaiters are the long polls waiting on one group. The entry exists
 // while someone waits: it is created by the first WatchWait, dropped when
@@ -39,17 +43,18 @@ type memberWaiters struct {
 	n  int
 }
 
-// waitGroup registers a wait on member of group id.
-func (f *FSM) waitGroup(id string, member uuid.UUID) *Wait {
+// waitGroup registers a wait on member of group id of job.
+func (f *FSM) waitGroup(job, id string, member uuid.UUID) *Wait {
+	key := waitKey(job, id)
 	f.notifyMu.Lock()
 	defer f.notifyMu.Unlock()
 	if f.waits == nil {
 		f.waits = make(map[string]*groupWaiters)
 	}
-	gw := f.waits[id]
+	gw := f.waits[key]
 	if gw == nil {
 		gw = &groupWaiters{ch: make(chan struct{}), byMember: make(map[uuid.UUID]*memberWaiters)}
-		f.waits[id] = gw
+		f.waits[key] = gw
 	}
 	mw := gw.byMember[member]
 	if mw == nil {
@@ -58,7 +63,7 @@ func (f *FSM) waitGroup(id string, member uuid.UUID) *Wait {
 	}
 	gw.n++
 	mw.n++
-	return &Wait{Group: gw.ch, Member: mw.ch, f: f, group: id, member: member, gw: gw, mw: mw}
+	return &Wait{Group: gw.ch, Member: mw.ch, f: f, key: key, member: member, gw: gw, mw: mw}
 }
 
 // Release ends the wait; the channels may still be read. Calling it more
@@ -72,7 +77,7 @@ func (w *Wait) Release() {
 	defer f.notifyMu.Unlock()
 	gw, mw := w.gw, w.mw
 	w.gw, w.mw = nil, nil
-	if f.waits[w.group] != gw {
+	if f.waits[w.key] != gw {
 		return // woken: the entry is gone already
 	}
 	if gw.byMember[w.member] == mw {
@@ -81,13 +86,14 @@ func (w *Wait) Release() {
 		}
 	}
 	if gw.n--; gw.n == 0 {
-		delete(f.waits, w.group)
+		delete(f.waits, w.key)
 	}
 }
 
 // wakeLocked wakes the waits that change c concerns; f.notifyMu is held.
 func (f *FSM) wakeLocked(c groupChange) {
-	gw := f.waits[c.group]
+	key := waitKey(c.job, c.group)
+	gw := f.waits[key]
 	if gw == nil {
 		return
 	}
@@ -95,7 +101,7 @@ func (f *FSM) wakeLocked(c groupChange) {
 		// Every wait on the group holds gw.ch; the member entries go
 		// with the group entry.
 		close(gw.ch)
-		delete(f.waits, c.group)
+		delete(f.waits, key)
 		return
 	}
 	if mw := gw.byMember[c.member]; mw != nil {
@@ -107,11 +113,10 @@ func (f *FSM) wakeLocked(c groupChange) {
 // notifyAll wakes every wait, after a restore replaced the whole state.
 func (f *FSM) notifyAll() {
 	f.notifyMu.Lock()
-	ids := sortedKeys(f.waits)
-	f.notifyMu.Unlock()
-	changes := make([]groupChange, len(ids))
-	for i, id := range ids {
-		changes[i] = groupChange{group: id}
+	for _, key := range sortedKeys(f.waits) {
+		close(f.waits[key].ch)
+		delete(f.waits, key)
 	}
-	f.notify(changes)
+	f.notifyMu.Unlock()
+	f.notify(nil)
 }

@@ -39,7 +39,7 @@ func TestSetDatasetFromGlobs(t *testing.T) {
 	if out != want {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
-	st := e.local.FSM().Stats()
+	st := e.local.FSM().Stats(fsm.DefaultJob)
 	wantParams := fsm.DatasetParams{ChunksPerTask: 3, TaskTimeout: time.Minute, FailureMax: 2}
 	if st.Chunks != nchunks || st.Tasks != want.Tasks || st.Params != wantParams {
 		t.Fatalf("stats %+v", st)
@@ -74,7 +74,7 @@ func TestSetDatasetFromChunks(t *testing.T) {
 	if want := (rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}); out != want {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
-	st := e.local.FSM().Stats()
+	st := e.local.FSM().Stats(fsm.DefaultJob)
 	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true}); st.Params != want {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
 	}
@@ -90,7 +90,7 @@ func TestDatasetDefaults(t *testing.T) {
 	}
 	e := newEnv(t, cfg, nil, nil)
 	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: []rpc.Chunk{{Path: "/a", Records: 1}}}, nil)
-	if got := e.local.FSM().Stats().Params; got != httpapi.DefaultDatasetParams {
+	if got := e.local.FSM().Stats(fsm.DefaultJob).Params; got != httpapi.DefaultDatasetParams {
 		t.Fatalf("params %+v, want %+v", got, httpapi.DefaultDatasetParams)
 	}
 	bad := testConfig()

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"net/http"
 
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -27,7 +28,7 @@ func (s *Handler) handleStatus(w http.ResponseWriter, r *http.Request) error {
 // status is this node's status with the state summary and the build.
 func (s *Handler) status() rpc.StatusResponse {
 	st := s.b.Status()
-	st.FSM = StatsFromFSM(s.b.FSM().Stats())
+	st.FSM = StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob))
 	st.Version = version.String()
 	return st
 }
@@ -46,7 +47,7 @@ func (s *Handler) handleCluster(w http.ResponseWriter, r *http.Request) error {
 		return readError(err)
 	}
 	s.probeMembers(ctx, members)
-	out := rpc.ClusterResponse{Members: members, FSM: StatsFromFSM(s.b.FSM().Stats()), Groups: GroupsFromFSM(s.b.FSM().Groups())}
+	out := rpc.ClusterResponse{Members: members, FSM: StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob)), Groups: GroupsFromFSM(s.b.FSM().Groups(fsm.DefaultJob))}
 	if l, ok := s.b.Leader(); ok {
 		out.Leader = l
 	}

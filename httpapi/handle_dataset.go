@@ -50,7 +50,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 			return datasetError(err)
 		}
 	}
-	if st := s.b.FSM().Stats(); st.HasDataset {
+	if st := s.b.FSM().Stats(fsm.DefaultJob); st.HasDataset {
 		writeJSON(w, http.StatusOK, ignoredDataset(st))
 		return nil
 	}
@@ -65,7 +65,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	if err := s.b.ReadBarrier(ctx); err != nil {
 		return readError(err)
 	}
-	if st := s.b.FSM().Stats(); st.HasDataset {
+	if st := s.b.FSM().Stats(fsm.DefaultJob); st.HasDataset {
 		writeJSON(w, http.StatusOK, ignoredDataset(st))
 		return nil
 	}
@@ -95,7 +95,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	}
 	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask)}
 	if res.Ignored {
-		out = ignoredDataset(s.b.FSM().Stats())
+		out = ignoredDataset(s.b.FSM().Stats(fsm.DefaultJob))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

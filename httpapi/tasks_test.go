@@ -47,7 +47,7 @@ func TestTaskLifecycle(t *testing.T) {
 	if rr.Ignored {
 		t.Error("finish ignored")
 	}
-	ts, err := e.local.FSM().Task(2)
+	ts, err := e.local.FSM().Task(fsm.DefaultJob, 2)
 	if err != nil || ts.Queue != "done" {
 		t.Errorf("task 2: %+v %v", ts, err)
 	}
@@ -72,7 +72,7 @@ func TestGetTaskDedup(t *testing.T) {
 	if c.Task.Meta.ID == a.Task.Meta.ID {
 		t.Fatalf("a new request id got the same task %+v", c.Task.Meta)
 	}
-	if st := e.local.FSM().Stats(); st.Pending != 2 {
+	if st := e.local.FSM().Stats(fsm.DefaultJob); st.Pending != 2 {
 		t.Errorf("%d pending tasks, want 2", st.Pending)
 	}
 }
@@ -121,7 +121,7 @@ func TestAllgatherJoinLeave(t *testing.T) {
 	if !lr.Ignored {
 		t.Error("second leave not ignored")
 	}
-	gs := e.local.FSM().Groups()
+	gs := e.local.FSM().Groups(fsm.DefaultJob)
 	if len(gs) != 1 || gs[0].NumPeers != 2 || !gs[0].Members[0].Left {
 		t.Errorf("groups %+v", gs)
 	}

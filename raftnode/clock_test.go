@@ -37,7 +37,7 @@ func (c *testCluster) waitExpired(m fsm.TaskMeta) {
 	c.t.Helper()
 	waitFor(c.t, "the dead trainer's lease to expire on every replica", func() bool {
 		for _, n := range c.nodes {
-			ts, err := n.FSM().Task(m.ID)
+			ts, err := n.FSM().Task(fsm.DefaultJob, m.ID)
 			if err != nil || ts.Queue != "todo" || ts.Failures != 1 {
 				return false
 			}

@@ -175,12 +175,12 @@ func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.Dat
 		return nil, ErrNotLeader
 	}
 	upload := "upload-" + uuid.NewString()
-	cmds := fsm.DatasetCommands(req, params, chunks, upload, n.cfg.MaxEntryBytes)
+	cmds := fsm.DatasetCommands(fsm.DefaultJob, req, params, chunks, upload, n.cfg.MaxEntryBytes)
 	last := len(cmds) - 1
 	for i, c := range cmds[:last] {
 		// The local FSM is the leader's applied state: once it has a
 		// dataset, the rest of the parts could only be ignored.
-		if n.fsm.Stats().HasDataset {
+		if n.fsm.Stats(fsm.DefaultJob).HasDataset {
 			n.log.Info("dataset set by another upload; abandoning this one", "upload", upload, "parts_sent", i, "of", last)
 			break
 		}

@@ -202,7 +202,7 @@ func TestClusterAppliesOnLeaderAndReplicates(t *testing.T) {
 	}
 	c.converged()
 	for _, n := range c.nodes {
-		if st := n.FSM().Stats(); st.Pending != 1 || st.Nodes < 1 {
+		if st := n.FSM().Stats(fsm.DefaultJob); st.Pending != 1 || st.Nodes < 1 {
 			t.Fatalf("%s: stats %+v, want 1 pending task and the leader registered", n.ID(), st)
 		}
 	}
@@ -217,7 +217,7 @@ func TestLeaderTicksExpireLeases(t *testing.T) {
 	}
 	id := r.Task.Meta.ID
 	waitFor(t, "the expired lease to go back to todo", func() bool {
-		ts, err := c.leader().FSM().Task(id)
+		ts, err := c.leader().FSM().Task(fsm.DefaultJob, id)
 		return err == nil && ts.Queue == "todo" && ts.Failures == 1
 	})
 }
@@ -244,12 +244,12 @@ func TestFailoverKeepsStateAndGraceExtendsLeases(t *testing.T) {
 	if leader == old {
 		t.Fatal("old leader still leads")
 	}
-	ts, err := leader.FSM().Task(r.Task.Meta.ID)
+	ts, err := leader.FSM().Task(fsm.DefaultJob, r.Task.Meta.ID)
 	if err != nil || ts.Queue != "pending" || ts.Meta != r.Task.Meta {
 		t.Fatalf("task after failover: %+v %v, want pending %+v", ts, err, r.Task.Meta)
 	}
 	c.apply(&fsm.TaskFinished{Meta: r.Task.Meta})
-	if st := c.leader().FSM().Stats(); st.Done != 1 {
+	if st := c.leader().FSM().Stats(fsm.DefaultJob); st.Done != 1 {
 		t.Fatalf("stats %+v, want 1 done", st)
 	}
 }
@@ -286,7 +286,7 @@ func TestRestartFromSnapshot(t *testing.T) {
 	}
 	c.nodes[idx] = restarted
 	c.converged()
-	if st := restarted.FSM().Stats(); st.Done != 20 || st.Pending != 5 {
+	if st := restarted.FSM().Stats(fsm.DefaultJob); st.Done != 20 || st.Pending != 5 {
 		t.Fatalf("restarted stats %+v, want 20 done and 5 pending", st)
 	}
 }
@@ -305,7 +305,7 @@ func TestLargeDatasetIsProposedInParts(t *testing.T) {
 	}
 	c.converged()
 	for _, n := range c.nodes {
-		if st := n.FSM().Stats(); st.Chunks != 3000 || st.Tasks != 3000 || st.Uploads != 0 {
+		if st := n.FSM().Stats(fsm.DefaultJob); st.Chunks != 3000 || st.Tasks != 3000 || st.Uploads != 0 {
 			t.Fatalf("%s: %+v", n.ID(), st)
 		}
 	}

@@ -35,7 +35,7 @@ func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
 		done <- outcome{r, err}
 	}()
 	// Once the big upload is staging, a small dataset wins in one entry.
-	waitFor(t, "the upload to start", func() bool { return leader.FSM().Stats().Uploads == 1 })
+	waitFor(t, "the upload to start", func() bool { return leader.FSM().Stats(fsm.DefaultJob).Uploads == 1 })
 	small, err := leader.SetDataset(context.Background(), fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10))
 	if err != nil || small.Code != fsm.CodeOK || small.Ignored {
 		t.Fatalf("small dataset: %+v, %v", small, err)
@@ -49,7 +49,7 @@ func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
 	if o.err != nil || o.r.Code != fsm.CodeOK || !o.r.Ignored {
 		t.Fatalf("big upload: %+v, %v; want Ignored", o.r, o.err)
 	}
-	st := leader.FSM().Stats()
+	st := leader.FSM().Stats(fsm.DefaultJob)
 	if st.Chunks != 10 || st.Uploads != 0 {
 		t.Fatalf("stats %+v, want the small dataset and nothing staged", st)
 	}

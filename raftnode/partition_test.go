@@ -104,7 +104,7 @@ func TestIsolatedLeaderIsReplaced(t *testing.T) {
 	}
 
 	leader := c.leaderOtherThan(old)
-	if ts, err := leader.FSM().Task(first.Meta.ID); err != nil || ts.Queue != "pending" {
+	if ts, err := leader.FSM().Task(fsm.DefaultJob, first.Meta.ID); err != nil || ts.Queue != "pending" {
 		t.Fatalf("acknowledged lease after the partition: %+v, %v", ts, err)
 	}
 	if _, err := leader.Apply(ctx, &fsm.TaskFinished{Meta: first.Meta}); err != nil {
@@ -121,7 +121,7 @@ func TestIsolatedLeaderIsReplaced(t *testing.T) {
 	}
 	// One task done, one leased by the new leader; the isolated leader's
 	// GetTask never happened.
-	if st := old.FSM().Stats(); st.Done != 1 || st.Pending != 1 || st.Todo != 3 {
+	if st := old.FSM().Stats(fsm.DefaultJob); st.Done != 1 || st.Pending != 1 || st.Todo != 3 {
 		t.Fatalf("old leader's state after the heal: %+v, want 1 done, 1 pending, 3 todo", st)
 	}
 }
@@ -184,12 +184,12 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 		snap, err := strconv.ParseUint(leader.Raft().Stats()["last_snapshot_index"], 10, 64)
 		return err == nil && snap > behind+cfgTrailing
 	})
-	if lagging.FSM().Stats().Done != 0 {
+	if lagging.FSM().Stats(fsm.DefaultJob).Done != 0 {
 		t.Fatal("the cut-off follower applied entries")
 	}
 	net.heal()
 	c.converged()
-	if st := lagging.FSM().Stats(); st.Done != 200 {
+	if st := lagging.FSM().Stats(fsm.DefaultJob); st.Done != 200 {
 		t.Fatalf("follower after catching up: %+v, want 200 done", st)
 	}
 }

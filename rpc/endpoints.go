@@ -76,7 +76,7 @@ var Endpoints = []Endpoint{
 		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client. " +
 			"The first dataset counts; later requests are answered with ignored set and change nothing.",
 		Request: SetDatasetRequest{}, Response: SetDatasetResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors),
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,
@@ -107,13 +107,13 @@ var Endpoints = []Endpoint{
 		Method: http.MethodPost, Path: PathSaveModel,
 		Summary: "Ask for the save-model lease: granted to one trainer at a time, for block_dur.",
 		Request: SaveModelRequest{}, Response: SaveModelResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors),
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathAllgatherJoin,
 		Summary: "Join an allgather group with a JSON value; watch (" + PathAllgatherWatch + ") the generation it returns for the outcome.",
 		Request: JoinRequest{}, Response: JoinResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeGroupMismatch),
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeGroupMismatch, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathAllgatherLeave,

@@ -22,6 +22,8 @@ const (
 	CodeAllGatherTimeout = "allgather_timeout"
 	CodeGroupMismatch    = "group_mismatch"
 	CodeInvalid          = "invalid" // 400: malformed or out of limits; nothing changed
+	CodeLimit            = "limit_exceeded"
+	CodeUnknownJob       = "unknown_job"
 
 	CodeNotLeader      = "not_leader"      // 307 to the leader, or 503 when unknown
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
@@ -67,6 +69,12 @@ var (
 	// ErrInvalid means the request is malformed or out of limits; nothing
 	// changed.
 	ErrInvalid = errors.New("invalid command")
+	// ErrLimitExceeded means the request would take a job or the cluster
+	// past one of its configured limits, which the message names; nothing
+	// changed.
+	ErrLimitExceeded = errors.New("limit exceeded")
+	// ErrUnknownJob means the job named does not exist.
+	ErrUnknownJob = errors.New("unknown job")
 )
 
 // sentinels maps the codes that have a sentinel error to it.
@@ -83,6 +91,8 @@ var sentinels = map[string]error{
 	CodeAllGatherTimeout: ErrAllGatherTimeoutExceeded,
 	CodeGroupMismatch:    ErrGroupMismatch,
 	CodeInvalid:          ErrInvalid,
+	CodeLimit:            ErrLimitExceeded,
+	CodeUnknownJob:       ErrUnknownJob,
 }
 
 // Sentinel returns the sentinel error of an outcome code, or nil when the
@@ -123,7 +133,7 @@ func HTTPStatus(code string) int {
 	switch code {
 	case CodeInvalid:
 		return http.StatusBadRequest
-	case CodeUnknownTask, CodeNotFound:
+	case CodeUnknownTask, CodeUnknownJob, CodeNotFound:
 		return http.StatusNotFound
 	case CodeTooLarge:
 		return http.StatusRequestEntityTooLarge

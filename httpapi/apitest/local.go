@@ -51,7 +51,7 @@ func (l *Local) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 // SetDataset implements httpapi.Backend: it applies fsm.DatasetCommands
 // for entries of MaxEntryBytes, as a Raft leader proposes them.
 func (l *Local) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	cmds := fsm.DatasetCommands(req, params, chunks, uuid.NewString(), MaxEntryBytes)
+	cmds := fsm.DatasetCommands(fsm.DefaultJob, req, params, chunks, uuid.NewString(), MaxEntryBytes)
 	for _, c := range cmds[:len(cmds)-1] {
 		if r, err := l.Apply(ctx, c); err != nil || r.Code != fsm.CodeOK {
 			return r, err
@@ -72,7 +72,7 @@ func (l *Local) Leader() (rpc.NodeRef, bool) { return rpc.NodeRef{ID: l.ID, APIA
 
 // Status implements httpapi.Backend.
 func (l *Local) Status() rpc.StatusResponse {
-	st := l.fsm.Stats()
+	st := l.fsm.Stats(fsm.DefaultJob)
 	return rpc.StatusResponse{
 		NodeID: l.ID, APIAddr: l.API, State: "Leader", Leader: rpc.NodeRef{ID: l.ID, APIAddr: l.API},
 		Term: 1, LastIndex: st.AppliedIndex, CommitIndex: st.AppliedIndex, AppliedIndex: st.AppliedIndex,

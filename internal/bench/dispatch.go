@@ -159,7 +159,16 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 						row.RawRaft.fail(rawErr)
 						continue
 					}
-					r, err := raw.Load(ctx, rawraft.LoadRequest{Concurrency: c, EntryBytes: out.EntryBytes, Warmup: cfg.Warmup, Window: cfg.Window})
+					load := rawraft.LoadRequest{Concurrency: c, EntryBytes: out.EntryBytes, Warmup: cfg.Warmup, Window: cfg.Window}
+					r, err := raw.Load(ctx, load)
+					if err != nil && ctx.Err() == nil {
+						// The baseline has no client to retry on the next
+						// leader: a leader change under load (the machine
+						// stalled past an election timeout) fails the run.
+						// Run it again, on whichever node leads now.
+						s.logf("raw raft c=%d: %v; running again", c, err)
+						r, err = raw.Load(ctx, load)
+					}
 					if err != nil {
 						if ctx.Err() != nil {
 							return ctx.Err()
@@ -175,7 +184,7 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 		}
 		row.VsEtcd = ratio(row.Raftmaster, row.EtcdPut)
 		row.VsRawRaft = ratio(row.Raftmaster, row.RawRaft)
-		s.logf("dispatch c=%d: raftmaster/etcd %.2fx, raftmaster/raw Raft %.2fx", c, row.VsEtcd, row.VsRawRaft)
+		s.logf("dispatch c=%d: raftmaster/etcd %s, raftmaster/raw Raft %s", c, ratioText(row.VsEtcd), ratioText(row.VsRawRaft))
 	}
 	return nil
 }

@@ -380,7 +380,7 @@ func (m *Master) FSM() *fsm.FSM { return m.fsm }
 // an entry limit, which is a single SetDataset command: the whole state is
 // one etcd value anyway.
 func (m *Master) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	return m.Apply(ctx, fsm.DatasetCommands(req, params, chunks, "", 0)[0])
+	return m.Apply(ctx, fsm.DatasetCommands(fsm.DefaultJob, req, params, chunks, "", 0)[0])
 }
 
 // ReadBarrier implements httpapi.Backend: this master is active and etcd

@@ -108,7 +108,7 @@ func TestStandbyTakesOverWithTheState(t *testing.T) {
 	}
 	// b has a's state: the pending task, and the dedup memory of the
 	// GetTask, so a retry returns the same task instead of a new one.
-	st := b.FSM().Stats()
+	st := b.FSM().Stats(fsm.DefaultJob)
 	if st.Pending != 1 || st.Todo != 1 {
 		t.Fatalf("after the hand-over: %+v, want 1 pending and 1 todo", st)
 	}
@@ -130,7 +130,7 @@ func TestDeposedMasterStepsDown(t *testing.T) {
 	waitFor(t, "a to be active", a.Active)
 	b := startMaster(t, e.Endpoint, "b")
 	mustApply(t, a, dataset())
-	acked := a.FSM().Stats()
+	acked := a.FSM().Stats(fsm.DefaultJob)
 
 	if _, err := a.st.Client().Revoke(context.Background(), a.st.Lease()); err != nil {
 		t.Fatal(err)
@@ -143,7 +143,7 @@ func TestDeposedMasterStepsDown(t *testing.T) {
 	if a.Active() {
 		t.Fatal("deposed master still active")
 	}
-	if got := a.FSM().Stats(); got.Pending != acked.Pending || got.Todo != acked.Todo {
+	if got := a.FSM().Stats(fsm.DefaultJob); got.Pending != acked.Pending || got.Todo != acked.Todo {
 		t.Fatalf("the deposed master published an unsaved command: %+v, want %+v", got, acked)
 	}
 	select {
@@ -151,7 +151,7 @@ func TestDeposedMasterStepsDown(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("deposed master did not report its lost session")
 	}
-	got := b.FSM().Stats()
+	got := b.FSM().Stats(fsm.DefaultJob)
 	if got.Todo != acked.Todo || got.Pending != acked.Pending {
 		t.Fatalf("new master has %+v, want the acknowledged %+v", got, acked)
 	}
@@ -197,7 +197,7 @@ func TestStateTooLargeForEtcd(t *testing.T) {
 		t.Fatalf("a refused command changed the state (or the master stepped down)")
 	}
 	mustApply(t, m, dataset())
-	if !m.FSM().Stats().HasDataset {
+	if !m.FSM().Stats(fsm.DefaultJob).HasDataset {
 		t.Fatal("the next command was not applied")
 	}
 }

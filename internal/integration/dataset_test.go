@@ -63,7 +63,7 @@ func TestManyTrainersSetALargeDataset(t *testing.T) {
 		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 	}
 	// Entries of one upload under the default MaxEntryBytes (256 KiB).
-	oneCopy := len(fsm.DatasetCommands(fsm.RequestID{}, fsm.DatasetParams{}, chunks, "upload", 256<<10))
+	oneCopy := len(fsm.DatasetCommands(fsm.DefaultJob, fsm.RequestID{}, fsm.DatasetParams{}, chunks, "upload", 256<<10))
 
 	leader := c.Leader()
 	c.WaitFor("every node registered", time.Minute, func() bool {

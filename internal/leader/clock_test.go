@@ -71,7 +71,7 @@ func TestTickerSyncsFSMTime(t *testing.T) {
 		clock.Store(int64(now))
 		waitUntil(t, func() bool { return f.Clock() == int64(now) })
 	}
-	if _, _, held := f.SaveModelHolder(); !held {
+	if _, _, held := f.SaveModelHolder(fsm.DefaultJob); !held {
 		t.Fatal("a sync tick expired a lease that was not due")
 	}
 }

@@ -50,12 +50,12 @@ func TestTickerExpiresALease(t *testing.T) {
 	clock.Store(int64(lease) - 1)
 	// Wake the ticker with an unrelated apply; it must not tick early.
 	apply(&fsm.RequestSaveModel{TrainerID: "t", BlockDur: time.Hour}, 0)
-	if st := f.Stats(); st.Pending != 1 {
+	if st := f.Stats(fsm.DefaultJob); st.Pending != 1 {
 		t.Fatalf("lease expired early: %+v", st)
 	}
 	clock.Store(int64(lease))
-	waitUntil(t, func() bool { return f.Stats().Todo == 1 })
-	if st := f.Stats(); st.Pending != 0 || ticks.Load() == 0 {
+	waitUntil(t, func() bool { return f.Stats(fsm.DefaultJob).Todo == 1 })
+	if st := f.Stats(fsm.DefaultJob); st.Pending != 0 || ticks.Load() == 0 {
 		t.Fatalf("after the deadline: %+v, %d ticks", st, ticks.Load())
 	}
 }
