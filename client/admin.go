@@ -75,3 +75,36 @@ func (c *Client) Health(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Jobs lists every job, sorted by name, with the limits in effect, from
+// the local state of whichever node answers.
+func (c *Client) Jobs() (rpc.JobsResponse, error) {
+	var resp rpc.JobsResponse
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathJobs, out: &resp})
+	return resp, err
+}
+
+// Job describes the job named name; ErrUnknownJob when there is none.
+func (c *Client) Job(name string) (rpc.Job, error) {
+	var resp rpc.Job
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.JobRoute(rpc.PathJob, url.PathEscape(name)), out: &resp})
+	return resp, err
+}
+
+// CreateJob creates the job named name, empty. It reports false when the
+// job existed already, which changes nothing.
+func (c *Client) CreateJob(name string) (bool, error) {
+	var resp rpc.JobResponse
+	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.JobRoute(rpc.PathJobCreate, url.PathEscape(name)), write: true,
+		body: rpc.JobRequest{}, out: &resp})
+	return err == nil && !resp.Ignored, err
+}
+
+// DeleteJob deletes the job named name with everything it holds: its
+// dataset, tasks, leases and allgather groups, whose watchers get
+// ErrClosed. A job created later under the same name starts from nothing.
+// ErrUnknownJob when there is no such job.
+func (c *Client) DeleteJob(name string) error {
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.JobRoute(rpc.PathJobDelete, url.PathEscape(name)), write: true,
+		body: rpc.JobRequest{}})
+}

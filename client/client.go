@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // Defaults of the options.
@@ -32,6 +33,7 @@ type Client struct {
 	retry          time.Duration
 	bufSize        int
 	clientIndexing bool
+	job            string // WithJob; "" for the default job
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
 
@@ -71,6 +73,25 @@ func WithAddrs(addrs ...string) Option {
 				return err
 			}
 			c.addrs = append(c.addrs, u)
+		}
+		return nil
+	}
+}
+
+// WithJob makes every dataset, task, save-model and allgather call of the
+// client address the job named name (a DNS label such as
+// "resnet-2026-11-30") instead of the default job: its own dataset,
+// passes, save-model lease and groups, which no other job's calls change.
+// The job is created by its first dataset, join or save-model request (or
+// by CreateJob). A name that breaks the rules is answered ErrInvalid by
+// the cluster, stating the rule.
+func WithJob(name string) Option {
+	return func(c *Client) error {
+		if name == "" {
+			return fmt.Errorf("raftmaster client: WithJob: empty job name")
+		}
+		if name != rpc.DefaultJob {
+			c.job = name
 		}
 		return nil
 	}

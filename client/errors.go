@@ -40,6 +40,12 @@ var (
 	ErrGroupMismatch = rpc.ErrGroupMismatch
 	// ErrInvalid means the request is malformed or out of limits.
 	ErrInvalid = rpc.ErrInvalid
+	// ErrLimitExceeded means the request would take its job or the
+	// cluster past a configured limit, which the error's message names;
+	// nothing changed.
+	ErrLimitExceeded = rpc.ErrLimitExceeded
+	// ErrUnknownJob means the job named does not exist.
+	ErrUnknownJob = rpc.ErrUnknownJob
 )
 
 // ErrClientClosed is returned by calls made after Close, by NextRecord once

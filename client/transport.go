@@ -304,7 +304,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		// Long polls set their own timeout and are expected to wait.
 		defer c.watchLeaderMove(ctx, &current, cancelCause)()
 	}
-	target := base + cl.path
+	target := base + c.route(cl.path)
 	if len(cl.query) > 0 {
 		target += "?" + cl.query.Encode()
 	}
@@ -430,4 +430,14 @@ func parseRetryAfter(v string) time.Duration {
 		return max(time.Until(t), 0)
 	}
 	return 0
+}
+
+// route returns where path is served for the client's job: under
+// /v1/jobs/{job}/ for a job-scoped endpoint of a job set with WithJob,
+// else path itself.
+func (c *Client) route(path string) string {
+	if c.job == "" || !rpc.JobScoped(path) {
+		return path
+	}
+	return rpc.JobPath(url.PathEscape(c.job), path)
 }

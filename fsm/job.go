@@ -9,10 +9,11 @@ func jobName(name string) string {
 	return name
 }
 
-// validateJobName checks a job name against the rules of a DNS label: 1 to
+// ValidateJobName checks a job name against the rules of a DNS label: 1 to
 // MaxJobNameLen characters, lowercase letters, digits and '-', starting and
-// ending with a letter or digit.
-func validateJobName(name string) error {
+// ending with a letter or digit. The error wraps ErrInvalid and states the
+// rule.
+func ValidateJobName(name string) error {
 	const rule = "a job name is 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit"
 	if name == "" || len(name) > MaxJobNameLen {
 		return invalidf("job name %q: %s", truncate(name), rule)

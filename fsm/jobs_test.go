@@ -371,7 +371,7 @@ func TestJobCreation(t *testing.T) {
 
 func TestJobNames(t *testing.T) {
 	for _, name := range []string{"a", "0", "resnet-2026-11-30", "a-b-c", strings.Repeat("x", 63), DefaultJob} {
-		if err := validateJobName(name); err != nil {
+		if err := ValidateJobName(name); err != nil {
 			t.Errorf("%q refused: %v", name, err)
 		}
 	}

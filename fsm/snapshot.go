@@ -497,7 +497,7 @@ func (s *state) check() error {
 
 // check verifies the invariants of one job.
 func (s *job) check() error {
-	if err := validateJobName(s.name); err != nil {
+	if err := ValidateJobName(s.name); err != nil {
 		return err
 	}
 	switch {

@@ -23,7 +23,7 @@ func validate(c Command) error {
 	case !spec.jobScoped && h.Job != "":
 		return invalidf("%v is cluster-wide, but names job %q", c.Type(), truncate(h.Job))
 	case h.Job != "":
-		if err := validateJobName(h.Job); err != nil {
+		if err := ValidateJobName(h.Job); err != nil {
 			return err
 		}
 	}

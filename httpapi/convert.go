@@ -46,6 +46,34 @@ func StatsFromFSM(s fsm.Stats) rpc.Stats {
 		},
 		Uploads: s.Uploads, SaveHolder: s.SaveHolder, SaveDeadline: FSMTime(s.SaveDeadline),
 		Groups: s.Groups, Nodes: s.Nodes, DedupClients: s.DedupClients, AppliedIndex: s.AppliedIndex,
+		Jobs: s.Jobs, StateBytes: s.StateBytes,
+	}
+}
+
+// JobFromFSM returns the wire form of a job's summary.
+func JobFromFSM(j fsm.JobInfo) rpc.Job {
+	return rpc.Job{
+		Name: j.Name, CreatedAt: FSMTime(j.CreatedAt), LastActivity: FSMTime(j.LastActivity), HasDataset: j.HasDataset,
+		Pass: j.Pass, Tasks: j.Tasks, Todo: j.Todo, Pending: j.Pending, Done: j.Done, Failed: j.Failed,
+		Uploads: j.Uploads, Groups: j.Groups, SaveHolder: j.SaveHolder, SaveDeadline: FSMTime(j.SaveDeadline),
+		Bytes: j.Bytes, CollectAt: FSMTime(j.CollectAt),
+	}
+}
+
+// JobsFromFSM returns the wire form of the jobs' summaries.
+func JobsFromFSM(js []fsm.JobInfo) []rpc.Job {
+	out := make([]rpc.Job, len(js))
+	for i, j := range js {
+		out[i] = JobFromFSM(j)
+	}
+	return out
+}
+
+// LimitsFromFSM returns the wire form of the limits in effect.
+func LimitsFromFSM(l fsm.Limits) rpc.Limits {
+	return rpc.Limits{
+		MaxJobs: l.MaxJobs, MaxJobTasks: l.MaxJobTasks, MaxJobChunks: l.MaxJobChunks, MaxJobGroups: l.MaxJobGroups,
+		MaxJobGroupData: l.MaxJobGroupData, MaxStateBytes: l.MaxStateBytes, JobTTL: rpc.Duration(l.JobTTL),
 	}
 }
 

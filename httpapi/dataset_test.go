@@ -149,7 +149,7 @@ func (g *gatedBackend) ReadBarrier(ctx context.Context) error {
 	return g.Local.ReadBarrier(ctx)
 }
 
-func (g *gatedBackend) SetDataset(ctx context.Context, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
 	g.mu.Lock()
 	g.sets++
 	fail := g.failFirst && g.sets == 1
@@ -157,7 +157,7 @@ func (g *gatedBackend) SetDataset(ctx context.Context, req fsm.RequestID, p fsm.
 	if fail {
 		return nil, httpapi.ErrUnknownOutcome
 	}
-	return g.Local.SetDataset(ctx, req, p, chunks)
+	return g.Local.SetDataset(ctx, job, req, p, chunks)
 }
 
 // Concurrent SetDataset requests on one node index and propose the dataset

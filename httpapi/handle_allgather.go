@@ -44,7 +44,7 @@ func (s *Handler) handleJoin(w http.ResponseWriter, r *http.Request) error {
 	}
 	c := &fsm.Join{Group: in.Group, Member: in.Member, NumPeers: in.NumPeers, Data: []byte(in.Data),
 		Timeout: time.Duration(in.Timeout), FailOnTimeout: in.FailOnTimeout}
-	res, err := s.apply(r.Context(), req, c)
+	res, err := s.apply(r, req, c)
 	if err != nil {
 		return err
 	}
@@ -65,7 +65,7 @@ func (s *Handler) handleLeave(w http.ResponseWriter, r *http.Request) error {
 	if err := checkMember(in.Member); err != nil {
 		return err
 	}
-	res, err := s.apply(r.Context(), req, &fsm.Leave{Group: in.Group, Member: in.Member})
+	res, err := s.apply(r, req, &fsm.Leave{Group: in.Group, Member: in.Member})
 	if err != nil {
 		return err
 	}

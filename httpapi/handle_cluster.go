@@ -47,7 +47,8 @@ func (s *Handler) handleCluster(w http.ResponseWriter, r *http.Request) error {
 		return readError(err)
 	}
 	s.probeMembers(ctx, members)
-	out := rpc.ClusterResponse{Members: members, FSM: StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob)), Groups: GroupsFromFSM(s.b.FSM().Groups(fsm.DefaultJob))}
+	out := rpc.ClusterResponse{Members: members, FSM: StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob)), Groups: GroupsFromFSM(s.b.FSM().Groups(fsm.DefaultJob)),
+		Jobs: JobsFromFSM(s.b.FSM().Jobs())}
 	if l, ok := s.b.Leader(); ok {
 		out.Leader = l
 	}

@@ -38,6 +38,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	ctx := r.Context()
+	job := jobOf(r)
 	if err := s.b.ReadBarrier(ctx); err != nil {
 		return readError(err)
 	}
@@ -50,7 +51,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 			return datasetError(err)
 		}
 	}
-	if st := s.b.FSM().Stats(fsm.DefaultJob); st.HasDataset {
+	if st := s.b.FSM().Stats(job); st.HasDataset {
 		writeJSON(w, http.StatusOK, ignoredDataset(st))
 		return nil
 	}
@@ -65,7 +66,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	if err := s.b.ReadBarrier(ctx); err != nil {
 		return readError(err)
 	}
-	if st := s.b.FSM().Stats(fsm.DefaultJob); st.HasDataset {
+	if st := s.b.FSM().Stats(job); st.HasDataset {
 		writeJSON(w, http.StatusOK, ignoredDataset(st))
 		return nil
 	}
@@ -86,7 +87,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	} else {
 		chunks, files = clientChunks(in.Chunks)
 	}
-	res, err := s.b.SetDataset(ctx, req, params, chunks)
+	res, err := s.b.SetDataset(ctx, job, req, params, chunks)
 	if err != nil {
 		return err
 	}
@@ -95,7 +96,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	}
 	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask)}
 	if res.Ignored {
-		out = ignoredDataset(s.b.FSM().Stats(fsm.DefaultJob))
+		out = ignoredDataset(s.b.FSM().Stats(job))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

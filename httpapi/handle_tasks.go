@@ -19,7 +19,7 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	if in.Pass < 0 || in.Pass > math.MaxInt32 {
 		return invalidf("pass %d out of range [0, %d]", in.Pass, math.MaxInt32)
 	}
-	res, err := s.apply(r.Context(), req, &fsm.GetTask{Pass: in.Pass})
+	res, err := s.apply(r, req, &fsm.GetTask{Pass: in.Pass})
 	if err != nil {
 		return err
 	}
@@ -62,7 +62,7 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if in.Meta.Epoch < 0 || in.Meta.Epoch > math.MaxInt32 {
 		return invalidf("task epoch %d out of range [0, %d]", in.Meta.Epoch, math.MaxInt32)
 	}
-	res, err := s.apply(r.Context(), req, cmd(TaskMetaToFSM(in.Meta)))
+	res, err := s.apply(r, req, cmd(TaskMetaToFSM(in.Meta)))
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func (s *Handler) handleSaveModel(w http.ResponseWriter, r *http.Request) error 
 	if err := checkDuration("block_dur", time.Duration(in.BlockDur), time.Millisecond, maxDur); err != nil {
 		return err
 	}
-	res, err := s.apply(r.Context(), req, &fsm.RequestSaveModel{TrainerID: in.TrainerID, BlockDur: time.Duration(in.BlockDur)})
+	res, err := s.apply(r, req, &fsm.RequestSaveModel{TrainerID: in.TrainerID, BlockDur: time.Duration(in.BlockDur)})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,6 +54,10 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathDebugState:      h.handleDebugState,
 		rpc.PathHealthz:         h.handleHealthz,
 		rpc.PathReadyz:          h.handleReadyz,
+		rpc.PathJobs:            h.handleJobs,
+		rpc.PathJob:             h.handleJob,
+		rpc.PathJobCreate:       h.handleJobCreate,
+		rpc.PathJobDelete:       h.handleJobDelete,
 	})
 	return h
 }
@@ -64,6 +69,11 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFunc) {
 	routed := make(map[string]bool, len(endpoints))
 	for _, ep := range endpoints {
+		if fn, ok := handlers[ep.Path]; ok && strings.Contains(ep.Path, "{"+rpc.JobParam+"}") {
+			handlers[ep.Path] = checkJob(fn)
+		}
+	}
+	for _, ep := range endpoints {
 		fn, ok := handlers[ep.Path]
 		if !ok {
 			panic("httpapi: no handler for " + ep.Method + " " + ep.Path)
@@ -73,6 +83,11 @@ func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFun
 		// catches every other method.
 		h.mux.Handle(ep.Method+" "+ep.Path, h.serve(fn))
 		h.mux.Handle(ep.Path, h.serve(methodNotAllowed(ep.Method)))
+		if ep.Job {
+			path := rpc.JobPath("{"+rpc.JobParam+"}", ep.Path)
+			h.mux.Handle(ep.Method+" "+path, h.serve(checkJob(fn)))
+			h.mux.Handle(path, h.serve(methodNotAllowed(ep.Method)))
+		}
 	}
 	for path := range handlers {
 		if !routed[path] {

@@ -85,7 +85,7 @@ func (s *Handler) handleWatch(w http.ResponseWriter, r *http.Request) error {
 	for {
 		// WatchWait looks and registers the wait under one read lock of
 		// the FSM, so no change goes unnoticed.
-		res, wait := f.WatchWait(fsm.DefaultJob, wq.group, wq.member, wq.gen)
+		res, wait := f.WatchWait(jobOf(r), wq.group, wq.member, wq.gen)
 		switch {
 		case res.Status == fsm.WatchComplete:
 			wait.Release()

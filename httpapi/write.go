@@ -1,16 +1,18 @@
 package httpapi
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
-// apply stamps req into c, proposes it and returns the result, or the error
-// of a backend failure or an FSM outcome other than CodeOK.
-func (s *Handler) apply(ctx context.Context, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
+// apply stamps req and the request's job into c, proposes it and returns
+// the result, or the error of a backend failure or an FSM outcome other
+// than CodeOK.
+func (s *Handler) apply(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
+	ctx := r.Context()
 	c.Hdr().Request = req
+	c.Hdr().Job = jobOf(r)
 	res, err := s.b.Apply(ctx, c)
 	if err != nil {
 		return nil, err
@@ -33,4 +35,13 @@ func (s *Handler) readWriteLimit(w http.ResponseWriter, r *http.Request, v any, 
 		return req, err
 	}
 	return req, decodeBody(w, r, limit, v, false)
+}
+
+// readWriteEmpty is readWrite for a write whose body may be empty.
+func (s *Handler) readWriteEmpty(w http.ResponseWriter, r *http.Request, v any) (fsm.RequestID, error) {
+	req, err := parseRequestID(r)
+	if err != nil {
+		return req, err
+	}
+	return req, decodeBody(w, r, s.cfg.Limits.MaxBodyBytes, v, true)
 }

@@ -170,12 +170,12 @@ func (n *Node) Status() Status {
 // already set, or gets set by another upload while this one is under way,
 // no further part is proposed: the final entry alone is, and the FSM
 // answers it Ignored (a commit also drops what this upload staged).
-func (n *Node) SetDataset(ctx context.Context, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (n *Node) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, ErrNotLeader
 	}
 	upload := "upload-" + uuid.NewString()
-	cmds := fsm.DatasetCommands(fsm.DefaultJob, req, params, chunks, upload, n.cfg.MaxEntryBytes)
+	cmds := fsm.DatasetCommands(job, req, params, chunks, upload, n.cfg.MaxEntryBytes)
 	last := len(cmds) - 1
 	for i, c := range cmds[:last] {
 		// The local FSM is the leader's applied state: once it has a

@@ -125,7 +125,7 @@ func (c *testCluster) setDataset(req fsm.RequestID, p fsm.DatasetParams, chunks 
 	var r *fsm.Result
 	waitFor(c.t, "set dataset", func() bool {
 		var err error
-		r, err = c.leader().SetDataset(context.Background(), req, p, chunks)
+		r, err = c.leader().SetDataset(context.Background(), fsm.DefaultJob, req, p, chunks)
 		return err == nil
 	})
 	return r

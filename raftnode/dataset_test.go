@@ -31,12 +31,12 @@ func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := leader.SetDataset(context.Background(), fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), big)
+		r, err := leader.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), big)
 		done <- outcome{r, err}
 	}()
 	// Once the big upload is staging, a small dataset wins in one entry.
 	waitFor(t, "the upload to start", func() bool { return leader.FSM().Stats(fsm.DefaultJob).Uploads == 1 })
-	small, err := leader.SetDataset(context.Background(), fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10))
+	small, err := leader.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10))
 	if err != nil || small.Code != fsm.CodeOK || small.Ignored {
 		t.Fatalf("small dataset: %+v, %v", small, err)
 	}

@@ -30,6 +30,9 @@ type Endpoint struct {
 	// answer with 307 Temporary Redirect to the leader (a status request
 	// only without ?stale, a watch only on a standby of the etcd backend).
 	Redirects bool
+	// Job marks an endpoint of one job: it is served at Path for the
+	// default job and at JobPath(job, Path) for any job.
+	Job bool
 	// Query lists the query parameters (GET endpoints only).
 	Query []Param
 	// Errors lists the error codes the endpoint may answer with, besides
@@ -76,57 +79,57 @@ var Endpoints = []Endpoint{
 		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client. " +
 			"The first dataset counts; later requests are answered with ignored set and change nothing.",
 		Request: SetDatasetRequest{}, Response: SetDatasetResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,
 		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out.",
 		Request: GetTaskRequest{}, Response: GetTaskResponse{},
-		Write: true, Redirects: true,
+		Write: true, Redirects: true, Job: true,
 		Errors: codes(writeErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskFinished,
 		Summary: "Report a leased task done.",
 		Request: TaskRequest{}, Response: TaskResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskFailed,
 		Summary: "Report a leased task failed: it is dispatched again, or set aside once it has failed more than failure_max times.",
 		Request: TaskRequest{}, Response: TaskResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskRenew,
 		Summary: "Extend the lease of a task by the task timeout.",
 		Request: TaskRequest{}, Response: TaskResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
 	},
 	{
 		Method: http.MethodPost, Path: PathSaveModel,
 		Summary: "Ask for the save-model lease: granted to one trainer at a time, for block_dur.",
 		Request: SaveModelRequest{}, Response: SaveModelResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathAllgatherJoin,
 		Summary: "Join an allgather group with a JSON value; watch (" + PathAllgatherWatch + ") the generation it returns for the outcome.",
 		Request: JoinRequest{}, Response: JoinResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeGroupMismatch, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeGroupMismatch, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathAllgatherLeave,
 		Summary: "Leave an allgather group; the last member out closes it.",
 		Request: LeaveRequest{}, Response: LeaveResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors),
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors),
 	},
 	{
 		Method: http.MethodGet, Path: PathAllgatherWatch,
 		Summary: "Long poll for the outcome of a join. Any node answers from its local replica " +
 			"(a standby of the etcd backend redirects to the active master). " +
 			"The final failures are errors: closed, reconnected, allgather_timeout.",
-		Response: WatchResponse{}, Redirects: true,
+		Response: WatchResponse{}, Redirects: true, Job: true,
 		Query: []Param{
 			{Name: WatchParamGroup, Doc: "The group joined.", Required: true, Type: ""},
 			{Name: WatchParamMember, Doc: "The member that joined.", Required: true, Type: uuid.Nil},
@@ -182,6 +185,31 @@ var Endpoints = []Endpoint{
 		Response: DebugStateResponse{}, Errors: []string{CodeUnavailable},
 	},
 	{
+		Method: http.MethodGet, Path: PathJobs,
+		Summary: "List every job, sorted by name, with the limits in effect and the state's size estimate. " +
+			"Any node answers from its local state.",
+		Response: JobsResponse{},
+	},
+	{
+		Method: http.MethodGet, Path: PathJob,
+		Summary: "Describe one job. Any node answers from its local state.",
+		Response: Job{}, Errors: []string{CodeInvalid, CodeUnknownJob},
+	},
+	{
+		Method: http.MethodPost, Path: PathJobCreate,
+		Summary: "Create a job, empty. A job is also created by its first dataset, join or save-model request; " +
+			"creating a job that exists is answered with ignored set.",
+		Request: JobRequest{}, Response: JobResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
+	},
+	{
+		Method: http.MethodPost, Path: PathJobDelete,
+		Summary: "Delete a job and everything it holds: dataset, tasks, leases and allgather groups " +
+			"(their watches answer closed). A job of the same name created later starts from nothing.",
+		Request: JobRequest{}, Response: JobResponse{},
+		Write: true, Redirects: true, Errors: codes(writeErrors, CodeUnknownJob),
+	},
+	{
 		Method: http.MethodGet, Path: PathHealthz,
 		Summary:  "Liveness: the process serves HTTP.",
 		Response: OKResponse{},
@@ -191,4 +219,15 @@ var Endpoints = []Endpoint{
 		Summary:  "Readiness: the node knows a leader and has caught up.",
 		Response: OKResponse{}, Errors: []string{CodeUnavailable},
 	},
+}
+
+// JobScoped reports whether path is the Path of a job-scoped endpoint
+// (Endpoint.Job), served for any job under JobPath.
+func JobScoped(path string) bool {
+	for _, ep := range Endpoints {
+		if ep.Path == path {
+			return ep.Job
+		}
+	}
+	return false
 }

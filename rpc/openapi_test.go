@@ -171,8 +171,21 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s: request id header %v, write %v", ep.Method, ep.Path, hasRequestID, ep.Write)
 		}
 	}
-	if len(paths) != len(Endpoints) {
-		t.Errorf("%d paths, %d endpoints", len(paths), len(Endpoints))
+	jobScoped := 0
+	for _, ep := range Endpoints {
+		if !ep.Job {
+			continue
+		}
+		jobScoped++
+		path := JobPath("{"+JobParam+"}", ep.Path)
+		item, _ := paths[path].(map[string]any)
+		op, _ := item[strings.ToLower(ep.Method)].(map[string]any)
+		if op == nil || !strings.Contains(fmt.Sprint(op["parameters"]), "in:path") {
+			t.Errorf("%s %s, the job-scoped route of %s, is not in the document with its job parameter", ep.Method, path, ep.Path)
+		}
+	}
+	if len(paths) != len(Endpoints)+jobScoped {
+		t.Errorf("%d paths, %d endpoints of which %d are also served per job", len(paths), len(Endpoints), jobScoped)
 	}
 }
 
@@ -341,7 +354,14 @@ type generator struct {
 func (g *generator) document() *object {
 	paths := obj()
 	for _, ep := range Endpoints {
-		paths.set(ep.Path, obj(strings.ToLower(ep.Method), g.operation(ep)))
+		paths.set(ep.Path, obj(strings.ToLower(ep.Method), g.operation(ep, ep.Path)))
+	}
+	// The job-scoped endpoints again, under each job's prefix.
+	for _, ep := range Endpoints {
+		if ep.Job {
+			path := JobPath("{"+JobParam+"}", ep.Path)
+			paths.set(path, obj(strings.ToLower(ep.Method), g.operation(ep, path)))
+		}
 	}
 	errorRef := g.schema(errorType)
 	components := obj(
@@ -394,8 +414,9 @@ func (g *generator) document() *object {
 	)
 }
 
-// operation describes one endpoint.
-func (g *generator) operation(ep Endpoint) *object {
+// operation describes one endpoint served at path: ep.Path, or for a
+// job-scoped endpoint also its path under /v1/jobs/{job}.
+func (g *generator) operation(ep Endpoint, path string) *object {
 	summary, rest, _ := strings.Cut(ep.Summary, ". ")
 	if rest != "" {
 		summary += "."
@@ -411,6 +432,18 @@ func (g *generator) operation(ep Endpoint) *object {
 		notes = append(notes, "A node that does not lead may answer 307 to the leader.")
 	}
 	var params []any
+	if strings.Contains(path, "{"+JobParam+"}") {
+		params = append(params, obj(
+			"name", JobParam,
+			"in", "path",
+			"required", true,
+			"description", "The job: 1 to 63 characters of a-z, 0-9 and '-', starting and ending with a letter or digit. "+
+				"The same endpoint outside /v1/jobs/{job} serves the job named "+DefaultJob+".",
+			"schema", obj("type", "string", "pattern", "^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$"),
+		))
+	} else if ep.Job {
+		notes = append(notes, "Serves the job named "+DefaultJob+"; "+JobPath("{"+JobParam+"}", ep.Path)+" serves any job.")
+	}
 	for _, p := range ep.Query {
 		params = append(params, obj(
 			"name", p.Name,
@@ -424,7 +457,7 @@ func (g *generator) operation(ep Endpoint) *object {
 		params = append(params, obj("$ref", "#/components/parameters/RequestID"))
 	}
 	op := obj(
-		"operationId", g.operationID(ep.Path),
+		"operationId", g.operationID(ep.Path, path != ep.Path),
 		"summary", summary,
 		"description", strings.Join(notes, "\n\n"),
 		"parameters", params,
@@ -465,11 +498,14 @@ func (g *generator) operation(ep Endpoint) *object {
 }
 
 // operationID is the name of path's constant without "Path", such as
-// "taskGet" for PathTaskGet.
-func (g *generator) operationID(path string) string {
+// "taskGet" for PathTaskGet, or "jobTaskGet" for its job-scoped route.
+func (g *generator) operationID(path string, jobScoped bool) string {
 	for _, c := range g.docs.consts {
 		if c.value == path && strings.HasPrefix(c.name, "Path") {
 			id := strings.TrimPrefix(c.name, "Path")
+			if jobScoped {
+				return "job" + id
+			}
 			return strings.ToLower(id[:1]) + id[1:]
 		}
 	}

@@ -41,7 +41,32 @@ const (
 	PathDebugState      = "/v1/debug/state"
 	PathHealthz         = "/healthz"
 	PathReadyz          = "/readyz"
+	PathJobs            = "/v1/jobs"
+	PathJob             = "/v1/jobs/{job}"
+	PathJobCreate       = "/v1/jobs/{job}/create"
+	PathJobDelete       = "/v1/jobs/{job}/delete"
 )
+
+// DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
+// cluster has it, and clients that name no job use it.
+const DefaultJob = "default"
+
+// JobParam is the path parameter that names a job.
+const JobParam = "job"
+
+// JobPath returns where a job-scoped endpoint (Endpoint.Job) of job is
+// served: JobPath("a", PathTaskGet) is "/v1/jobs/a/task/get". The path
+// without the prefix serves the default job. With job "{job}" it returns
+// the route pattern.
+func JobPath(job, path string) string {
+	return "/v1/jobs/" + job + strings.TrimPrefix(path, "/v1")
+}
+
+// JobRoute fills the job into one of the job routes (PathJob,
+// PathJobCreate, PathJobDelete).
+func JobRoute(path, job string) string {
+	return strings.Replace(path, "{"+JobParam+"}", job, 1)
+}
 
 // Duration is a time.Duration that is written in JSON as a Go duration
 // string such as "1m30s".
@@ -260,6 +285,8 @@ type ClusterResponse struct {
 	Members []Member `json:"members"`
 	FSM     Stats    `json:"fsm"`
 	Groups  []Group  `json:"groups"`
+	// Jobs summarises every job, sorted by name.
+	Jobs []Job `json:"jobs"`
 }
 
 // AddVoterRequest adds a voter (or refreshes its registry entry when it is
@@ -329,6 +356,68 @@ type Stats struct {
 	Nodes        int       `json:"nodes"`
 	DedupClients int       `json:"dedup_clients"`
 	AppliedIndex uint64    `json:"applied_index"`
+	// Jobs is how many jobs exist; the rest of the summary is the
+	// default job's.
+	Jobs int `json:"jobs"`
+	// StateBytes is the estimated size of the whole state, which
+	// Limits.MaxStateBytes bounds.
+	StateBytes int64 `json:"state_bytes"`
+}
+
+// Job summarises one job.
+type Job struct {
+	Name string `json:"name"`
+	// CreatedAt and LastActivity are the FSM times of the job's creation
+	// and of the last command addressed to it.
+	CreatedAt    time.Time `json:"created_at"`
+	LastActivity time.Time `json:"last_activity"`
+	HasDataset   bool      `json:"has_dataset"`
+	Pass         int       `json:"pass"`
+	Tasks        int       `json:"tasks"`
+	Todo         int       `json:"todo"`
+	Pending      int       `json:"pending"`
+	Done         int       `json:"done"`
+	Failed       int       `json:"failed"`
+	Uploads      int       `json:"uploads"`
+	Groups       int       `json:"groups"`
+	// SaveHolder holds the job's save-model lease until SaveDeadline.
+	SaveHolder   string    `json:"save_holder,omitempty"`
+	SaveDeadline time.Time `json:"save_deadline,omitzero"`
+	// Bytes is the job's share of the state's size estimate.
+	Bytes int64 `json:"bytes"`
+	// CollectAt is when the job TTL deletes the job unless it is used
+	// first; absent while the TTL is off or the job is in use.
+	CollectAt time.Time `json:"collect_at,omitzero"`
+}
+
+// Limits are the limits in effect, the same on every replica: set from the
+// leader's serve flags (--max-jobs, ...) and replicated.
+type Limits struct {
+	MaxJobs         int   `json:"max_jobs"`
+	MaxJobTasks     int   `json:"max_job_tasks"`
+	MaxJobChunks    int   `json:"max_job_chunks"`
+	MaxJobGroups    int   `json:"max_job_groups"`
+	MaxJobGroupData int64 `json:"max_job_group_data"`
+	MaxStateBytes   int64 `json:"max_state_bytes"`
+	// JobTTL is how long an idle job lives; 0 when collection is off.
+	JobTTL Duration `json:"job_ttl"`
+}
+
+// JobsResponse lists every job, sorted by name, with the limits.
+type JobsResponse struct {
+	Jobs       []Job  `json:"jobs"`
+	Limits     Limits `json:"limits"`
+	StateBytes int64  `json:"state_bytes"`
+}
+
+// JobRequest is the body of a job create or delete: empty, as the job is
+// in the path.
+type JobRequest struct{}
+
+// JobResponse answers a job create or delete.
+type JobResponse struct {
+	// Ignored reports a create of a job that exists already.
+	Ignored bool `json:"ignored,omitempty"`
 }
 
 // Group describes an allgather group; Members are in join order.

@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// jobOf returns the job a request addresses: the {job} of its path, or
+// fsm.DefaultJob on the routes outside /v1/jobs/{job}/. checkJob has
+// checked the name.
+func jobOf(r *http.Request) string {
+	if job := r.PathValue(rpc.JobParam); job != "" {
+		return job
+	}
+	return fsm.DefaultJob
+}
+
+// checkJob answers invalid, before fn runs, for a request whose {job} is
+// not a valid job name.
+func checkJob(fn handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if job := r.PathValue(rpc.JobParam); job != "" {
+			if err := fsm.ValidateJobName(job); err != nil {
+				return invalidf("%s", strings.TrimPrefix(err.Error(), fsm.ErrInvalid.Error()+": "))
+			}
+		}
+		return fn(w, r)
+	}
+}
+
+// handleJobs lists every job from the local state.
+func (s *Handler) handleJobs(w http.ResponseWriter, r *http.Request) error {
+	f := s.b.FSM()
+	out := rpc.JobsResponse{Jobs: JobsFromFSM(f.Jobs()), Limits: LimitsFromFSM(f.Limits()), StateBytes: f.Stats(fsm.DefaultJob).StateBytes}
+	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// handleJob describes one job from the local state.
+func (s *Handler) handleJob(w http.ResponseWriter, r *http.Request) error {
+	job := jobOf(r)
+	info, ok := s.b.FSM().Job(job)
+	if !ok {
+		return rpc.Errorf(rpc.CodeUnknownJob, "no job %q", job)
+	}
+	writeJSON(w, http.StatusOK, JobFromFSM(info))
+	return nil
+}
+
+// handleJobCreate creates the job of the path, empty.
+func (s *Handler) handleJobCreate(w http.ResponseWriter, r *http.Request) error {
+	return s.jobChange(w, r, &fsm.CreateJob{})
+}
+
+// handleJobDelete deletes the job of the path with everything it holds.
+func (s *Handler) handleJobDelete(w http.ResponseWriter, r *http.Request) error {
+	return s.jobChange(w, r, &fsm.DeleteJob{})
+}
+
+// jobChange proposes a create or delete of the job of the path (the
+// command addresses it through its header).
+func (s *Handler) jobChange(w http.ResponseWriter, r *http.Request, c fsm.Command) error {
+	var in rpc.JobRequest
+	req, err := s.readWriteEmpty(w, r, &in)
+	if err != nil {
+		return err
+	}
+	res, err := s.apply(r, req, c)
+	if err != nil {
+		return err
+	}
+	writeJSON(w, http.StatusOK, rpc.JobResponse{Ignored: res.Ignored})
+	return nil
+}
