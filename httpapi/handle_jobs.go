@@ -43,7 +43,12 @@ func (s *Handler) handleJobs(w http.ResponseWriter, r *http.Request) error {
 func (s *Handler) handleJob(w http.ResponseWriter, r *http.Request) error {
 	job := jobOf(r)
 	info, ok := s.b.FSM().Job(job)
-	if !ok {
+	switch {
+	case !ok && job == fsm.DefaultJob:
+		// The plain routes always address the default job: until it
+		// holds something, it is empty rather than unknown.
+		info = fsm.JobInfo{Name: job}
+	case !ok:
 		return rpc.Errorf(rpc.CodeUnknownJob, "no job %q", job)
 	}
 	writeJSON(w, http.StatusOK, JobFromFSM(info))

@@ -192,7 +192,7 @@ var Endpoints = []Endpoint{
 	},
 	{
 		Method: http.MethodGet, Path: PathJob,
-		Summary: "Describe one job. Any node answers from its local state.",
+		Summary:  "Describe one job. Any node answers from its local state.",
 		Response: Job{}, Errors: []string{CodeInvalid, CodeUnknownJob},
 	},
 	{
