@@ -164,6 +164,10 @@ func (l Limits) Effective() Limits {
 	}
 }
 
+// Check reports a field below zero or above its ceiling: the limits a
+// SetLimits command would be refused for.
+func (l Limits) Check() error { return l.validate() }
+
 // validate checks every field against zero and its ceiling.
 func (l Limits) validate() error {
 	for _, f := range []struct {

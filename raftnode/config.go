@@ -79,6 +79,9 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
 	ApplyTimeout time.Duration // default 10s
+	// Limits, when set, are the per-job and cluster limits this node
+	// proposes when it becomes leader and the state's differ.
+	Limits *fsm.Limits
 	// FailoverGrace is the LeaderGrace a new leader proposes.
 	FailoverGrace time.Duration // default 5s
 	// SnapshotThreshold and TrailingLogs size the log compaction.

@@ -69,14 +69,11 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	n.leaderReady.Store(true)
 	n.log.Info("leader ready")
 	leader.Ticker{
-		FSM: n.fsm,
-		Now: n.now,
-		Propose: func(ctx context.Context, c fsm.Command) error {
-			_, err := n.propose(ctx, c)
-			return err
-		},
-		Logger: n.log,
-		Sync:   clockSync,
+		FSM:     n.fsm,
+		Now:     n.now,
+		Propose: n.propose,
+		Logger:  n.log,
+		Sync:    clockSync,
 	}.Run(ctx)
 }
 
@@ -99,7 +96,7 @@ func (n *Node) takeOver(ctx context.Context) bool {
 			return leader.TakeOver{
 				FSM: n.fsm, Clock: &n.clock, Wall: n.cfg.Clock,
 				Self:  fsm.Registration{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr},
-				Grace: n.cfg.FailoverGrace, Propose: n.propose,
+				Grace: n.cfg.FailoverGrace, Limits: n.cfg.Limits, Propose: n.propose,
 			}.Run(ctx)
 		}},
 	}

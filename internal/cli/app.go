@@ -38,6 +38,7 @@ func commands() []*cli.Command {
 		localCommand(),
 		clusterCommand(),
 		datasetCommand(),
+		jobCommand(),
 		allgatherCommand(),
 		healthCommand(),
 		recordioCommand(),

@@ -24,7 +24,18 @@ func retryFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "retry", Usage: "give up after retrying this long while the cluster has no leader", Value: 30 * time.Second}
 }
 
-// newClient builds a client from --addr and --retry, plus extra options.
+// jobFlag is the --job flag of the commands that act on one job.
+func jobFlag() cli.Flag {
+	return &cli.StringFlag{
+		Name:    "job",
+		Usage:   "the job to act on: a DNS label such as resnet-2026-11-30 (see raftmaster job list)",
+		Value:   "default",
+		EnvVars: env("job"),
+	}
+}
+
+// newClient builds a client from --addr, --retry and, for the commands
+// that have it, --job, plus extra options.
 func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 	var addrs []string
 	for _, a := range strings.Split(c.String("addr"), ",") {
@@ -36,6 +47,9 @@ func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 		return nil, fmt.Errorf("--addr is empty")
 	}
 	opts := []client.Option{client.WithAddrs(addrs...)}
+	if job := c.String("job"); job != "" {
+		opts = append(opts, client.WithJob(job))
+	}
 	if c.IsSet("retry") || c.Duration("retry") > 0 {
 		opts = append(opts, client.WithRetry(c.Duration("retry")))
 	}

@@ -65,6 +65,13 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "election-timeout", Usage: "Raft election timeout (>= heartbeat timeout): how long a candidate waits before it tries again", Value: raftnode.DefaultElectionTimeout, EnvVars: env("election-timeout")},
 			&cli.DurationFlag{Name: "leader-lease-timeout", Usage: "Raft leader lease (<= heartbeat timeout): a leader cut off from a quorum steps down after this long", Value: raftnode.DefaultLeaderLeaseTimeout, EnvVars: env("leader-lease-timeout")},
 			&cli.DurationFlag{Name: "failover-grace", Usage: "deadlines a new leader extends to at least now+grace", Value: 5 * time.Second, EnvVars: env("failover-grace")},
+			&cli.IntFlag{Name: "max-jobs", Usage: "jobs the cluster holds at once (0: the default, " + fmt.Sprint(fsm.DefaultMaxJobs) + ")", EnvVars: env("max-jobs")},
+			&cli.IntFlag{Name: "max-job-tasks", Usage: "tasks of one job's dataset (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobTasks) + ")", EnvVars: env("max-job-tasks")},
+			&cli.IntFlag{Name: "max-job-chunks", Usage: "chunks of one job's dataset (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobChunks) + ")", EnvVars: env("max-job-chunks")},
+			&cli.IntFlag{Name: "max-job-groups", Usage: "allgather groups of one job (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobGroups) + ")", EnvVars: env("max-job-groups")},
+			&cli.Int64Flag{Name: "max-job-group-bytes", Usage: "allgather data of one job's groups together, in bytes (0: the default, 256 MiB)", EnvVars: env("max-job-group-bytes")},
+			&cli.Int64Flag{Name: "max-state-bytes", Usage: "estimated size of the whole state, every job together, in bytes (0: the default, 4 GiB)", EnvVars: env("max-state-bytes")},
+			&cli.DurationFlag{Name: "job-ttl", Usage: "delete a job that has no lease, no save-model holder and no group and was not used for this long; every collection is logged (0: never)", EnvVars: env("job-ttl")},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Usage: "log entries between snapshots", Value: 8192, EnvVars: env("snapshot-threshold")},
 			&cli.DurationFlag{Name: "snapshot-interval", Usage: "how often to check --snapshot-threshold", Value: 30 * time.Second, EnvVars: env("snapshot-interval")},
 			&cli.Uint64Flag{Name: "trailing-logs", Usage: "log entries kept after a snapshot, for followers to catch up from", Value: 10240, EnvVars: env("trailing-logs")},
@@ -135,6 +142,20 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 	return replica.Config{HTTPAddr: c.String("http-addr"), API: httpapi.Config{DatasetDefaults: params}, Logger: logger}, nil
 }
 
+// jobLimits reads the limit flags, which the leader replicates: every node
+// should be started with the same ones.
+func jobLimits(c *cli.Context) (*fsm.Limits, error) {
+	l := &fsm.Limits{
+		MaxJobs: c.Int("max-jobs"), MaxJobTasks: c.Int("max-job-tasks"), MaxJobChunks: c.Int("max-job-chunks"),
+		MaxJobGroups: c.Int("max-job-groups"), MaxJobGroupData: c.Int64("max-job-group-bytes"),
+		MaxStateBytes: c.Int64("max-state-bytes"), JobTTL: c.Duration("job-ttl"),
+	}
+	if err := l.Check(); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
 // raftConfig reads the flags of the Raft backend.
 func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 	if c.String("data-dir") == "" {
@@ -162,9 +183,14 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 			dial[o.ID] = o.RaftAddr
 		}
 	}
+	limits, err := jobLimits(c)
+	if err != nil {
+		return replica.Raft{}, err
+	}
 	return replica.Raft{
 		Node: raftnode.Config{
-			ID: c.String("node-id"), DataDir: c.String("data-dir"),
+			Limits: limits,
+			ID:     c.String("node-id"), DataDir: c.String("data-dir"),
 			RaftAddr: c.String("raft-addr"), RaftAdvertise: c.String("raft-advertise"),
 			APIAddr: c.String("advertise-addr"), Peers: peers,
 			HeartbeatTimeout: c.Duration("heartbeat-timeout"), ElectionTimeout: c.Duration("election-timeout"),

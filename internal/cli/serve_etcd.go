@@ -36,8 +36,13 @@ func etcdConfig(c *cli.Context, logger hclog.Logger) (replica.Etcd, error) {
 	if maxState < 2*etcdmaster.StateHeadroom {
 		return replica.Etcd{}, fmt.Errorf("--etcd-max-state-bytes %d: want at least %d", maxState, 2*etcdmaster.StateHeadroom)
 	}
+	limits, err := jobLimits(c)
+	if err != nil {
+		return replica.Etcd{}, err
+	}
 	return replica.Etcd{Master: etcdmaster.Config{
-		ID: c.String("node-id"), APIAddr: c.String("advertise-addr"),
+		Limits: limits,
+		ID:     c.String("node-id"), APIAddr: c.String("advertise-addr"),
 		Store: store.EtcdConfig{
 			Endpoints: endpoints, TTL: ttl, MaxStateBytes: maxState,
 			LockPath: prefix + "/lock", AddrPath: rpc.EtcdAddrKey(prefix), StatePath: prefix + "/state",

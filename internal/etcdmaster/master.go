@@ -60,6 +60,9 @@ type Config struct {
 	Store store.EtcdConfig
 	// MembersPath is the prefix where masters list themselves.
 	MembersPath string
+	// Limits, when set, are the per-job and cluster limits this master
+	// proposes when it becomes active and the state's differ.
+	Limits *fsm.Limits
 	// FailoverGrace is the time a new active master gives every lease.
 	FailoverGrace time.Duration
 	// Clock stamps commands; time.Now by default.
@@ -219,7 +222,7 @@ func (m *Master) takeOver(ctx context.Context) error {
 	err = leader.TakeOver{
 		FSM: m.fsm, Clock: &m.clock, Wall: m.cfg.Clock,
 		Self: fsm.Registration{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}, Grace: m.cfg.FailoverGrace,
-		Propose: m.applyLocked,
+		Limits: m.cfg.Limits, Propose: m.applyLocked,
 	}.Run(ctx)
 	if err != nil {
 		return err
@@ -279,14 +282,11 @@ func (m *Master) serve(ctx context.Context) {
 		cancel()
 	}()
 	leader.Ticker{
-		FSM: m.fsm,
-		Now: func() int64 { return m.clock.Now(m.fsm.Clock()) },
-		Propose: func(ctx context.Context, c fsm.Command) error {
-			_, err := m.Apply(ctx, c)
-			return err
-		},
-		Logger: m.log,
-		Sync:   clockSync,
+		FSM:     m.fsm,
+		Now:     func() int64 { return m.clock.Now(m.fsm.Clock()) },
+		Propose: m.Apply,
+		Logger:  m.log,
+		Sync:    clockSync,
 	}.Run(ctx)
 }
 

@@ -61,9 +61,9 @@ func TestTickerSyncsFSMTime(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Ticker{FSM: f, Now: clock.Load, Sync: 10 * time.Millisecond, Propose: func(_ context.Context, c fsm.Command) error {
+		Ticker{FSM: f, Now: clock.Load, Sync: 10 * time.Millisecond, Propose: func(_ context.Context, c fsm.Command) (*fsm.Result, error) {
 			apply(c, clock.Load())
-			return nil
+			return &fsm.Result{}, nil
 		}}.Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()

@@ -24,9 +24,10 @@ type Ticker struct {
 	FSM *fsm.FSM
 	// Now is the leader's clock, in unix nanoseconds.
 	Now func() int64
-	// Propose proposes a Tick and returns once it is applied.
-	Propose func(ctx context.Context, c fsm.Command) error
-	// Logger receives failed ticks at debug level.
+	// Propose proposes a Tick and returns its result once it is applied.
+	Propose func(ctx context.Context, c fsm.Command) (*fsm.Result, error)
+	// Logger receives the jobs a tick collected (Limits.JobTTL) at info
+	// level, and failed ticks at debug level.
 	Logger hclog.Logger
 	// Sync, when positive, proposes a Tick whenever something waits on a
 	// deadline and FSM time lags Now by Sync or more, so that a leader
@@ -50,12 +51,20 @@ func (t Ticker) Run(ctx context.Context) {
 				due = min(due, t.Sync-time.Duration(now-t.FSM.Clock()))
 			}
 			if due <= 0 {
-				if err := t.Propose(ctx, &fsm.Tick{}); err != nil {
+				res, err := t.Propose(ctx, &fsm.Tick{})
+				if err != nil {
 					if t.Logger != nil {
 						t.Logger.Debug("tick failed", "error", err)
 					}
 					if !Sleep(ctx, 100*time.Millisecond) {
 						return
+					}
+					continue
+				}
+				if t.Logger != nil {
+					for _, job := range res.Collected {
+						t.Logger.Info("collected an idle job: no lease, save-model holder or group, and unused for the job TTL",
+							"job", job, "job_ttl", t.FSM.Limits().JobTTL)
 					}
 				}
 				continue

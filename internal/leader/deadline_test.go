@@ -39,10 +39,9 @@ func TestTickerExpiresALease(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		Ticker{FSM: f, Now: clock.Load, Propose: func(_ context.Context, c fsm.Command) error {
+		Ticker{FSM: f, Now: clock.Load, Propose: func(_ context.Context, c fsm.Command) (*fsm.Result, error) {
 			ticks.Add(1)
-			apply(c, clock.Load())
-			return nil
+			return apply(c, clock.Load()), nil
 		}}.Run(ctx)
 	}()
 	defer func() { cancel(); <-done }()

@@ -14,7 +14,7 @@ import (
 // continues FSM time from that state; it registers itself in the node
 // registry unless it is there already; and it gives every lease the
 // fail-over grace, so that no trainer is punished for the time without a
-// leader.
+// leader. With Limits it also brings the cluster's limits to its own.
 type TakeOver struct {
 	// FSM is the state the node now leads.
 	FSM *fsm.FSM
@@ -26,6 +26,9 @@ type TakeOver struct {
 	Self fsm.Registration
 	// Grace is the fail-over grace.
 	Grace time.Duration
+	// Limits, when set, are the limits the cluster should have (the
+	// leader's flags); they are proposed when the state's differ.
+	Limits *fsm.Limits
 	// Propose proposes a command and returns its result once applied.
 	Propose func(ctx context.Context, c fsm.Command) (*fsm.Result, error)
 }
@@ -40,7 +43,13 @@ func (t TakeOver) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	return t.propose(ctx, &fsm.LeaderGrace{Grace: t.Grace})
+	if err := t.propose(ctx, &fsm.LeaderGrace{Grace: t.Grace}); err != nil {
+		return err
+	}
+	if t.Limits != nil && t.Limits.Effective() != t.FSM.Limits() {
+		return t.propose(ctx, &fsm.SetLimits{Limits: *t.Limits})
+	}
+	return nil
 }
 
 // propose proposes c and turns a result other than CodeOK into an error.

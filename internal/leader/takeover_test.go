@@ -45,3 +45,38 @@ func TestTakeOver(t *testing.T) {
 		t.Fatalf("a grace the FSM refuses: %v, want ErrInvalid", err)
 	}
 }
+
+// TestTakeOverLimits: a leader brings the replicated limits to its own
+// flags, and proposes nothing when they already agree.
+func TestTakeOverLimits(t *testing.T) {
+	f := fsm.New()
+	var clock TermClock
+	var idx uint64
+	var proposed []fsm.CmdType
+	propose := func(_ context.Context, c fsm.Command) (*fsm.Result, error) {
+		proposed = append(proposed, c.Type())
+		c.Hdr().Now = clock.Now(f.Clock())
+		idx++
+		return f.ApplyEntry(idx, fsm.Encode(c)), nil
+	}
+	limits := &fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
+	to := TakeOver{FSM: f, Clock: &clock, Wall: time.Now, Self: fsm.Registration{ID: "n1", APIAddr: "a:1"},
+		Grace: time.Second, Limits: limits, Propose: propose}
+	if err := to.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.Limits(); got != limits.Effective() {
+		t.Fatalf("limits after the take-over %+v, want %+v", got, limits.Effective())
+	}
+	proposed = nil
+	if err := to.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if len(proposed) != 1 || proposed[0] != fsm.TypeLeaderGrace {
+		t.Fatalf("a leader whose limits are in place proposed %v, want only the grace", proposed)
+	}
+	to.Limits = &fsm.Limits{MaxJobs: -1}
+	if err := to.Run(context.Background()); !errors.Is(err, fsm.ErrInvalid) {
+		t.Fatalf("limits the FSM refuses: %v, want ErrInvalid", err)
+	}
+}

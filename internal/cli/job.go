@@ -1,0 +1,184 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/urfave/cli/v2"
+)
+
+func jobCommand() *cli.Command {
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the answer as JSON"}
+	return &cli.Command{
+		Name:  "job",
+		Usage: "list, inspect, create and delete the jobs that share the cluster",
+		Description: "Every job has its own dataset, passes, save-model lease and allgather groups.\n" +
+			"Trainers pick theirs with --job (client.WithJob in Go); those that name none use the\n" +
+			"job named default. A job is created by its first dataset, join or save-model request.",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "list",
+				Usage:     "one line per job, with the limits in effect",
+				UsageText: "raftmaster job list --addr 127.0.0.1:8001 [--json]",
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), jsonFlag},
+				Action: func(c *cli.Context) error {
+					return withClient(c, func(cl *client.Client) error {
+						resp, err := cl.Jobs()
+						if err != nil {
+							return err
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, resp)
+						}
+						printJobs(c.App.Writer, resp.Jobs)
+						l := resp.Limits
+						ttl := "off"
+						if l.JobTTL > 0 {
+							ttl = time.Duration(l.JobTTL).String()
+						}
+						fmt.Fprintf(c.App.Writer, "\n%d jobs (at most %d); state about %s of %s; idle jobs collected after: %s\n",
+							len(resp.Jobs), l.MaxJobs, byteSize(resp.StateBytes), byteSize(l.MaxStateBytes), ttl)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "inspect",
+				Usage:     "describe one job",
+				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--json]",
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), jsonFlag},
+				Action: func(c *cli.Context) error {
+					name, err := oneJob(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						j, err := cl.Job(name)
+						if err != nil {
+							return err
+						}
+						if c.Bool("json") {
+							return printJSON(c.App.Writer, j)
+						}
+						printJob(c.App.Writer, j)
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "create",
+				Usage:     "create an empty job (its first dataset, join or save-model request also does)",
+				UsageText: "raftmaster job create --addr 127.0.0.1:8001 JOB",
+				Flags:     []cli.Flag{addrFlag(), retryFlag()},
+				Action: func(c *cli.Context) error {
+					name, err := oneJob(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						created, err := cl.CreateJob(name)
+						if err != nil {
+							return err
+						}
+						if created {
+							fmt.Fprintf(c.App.Writer, "job %s created\n", name)
+						} else {
+							fmt.Fprintf(c.App.Writer, "job %s exists already; nothing changed\n", name)
+						}
+						return nil
+					})
+				},
+			},
+			{
+				Name:      "delete",
+				Usage:     "delete a job with its dataset, tasks, leases and groups; its name can then start afresh",
+				UsageText: "raftmaster job delete --addr 127.0.0.1:8001 JOB",
+				Flags:     []cli.Flag{addrFlag(), retryFlag()},
+				Action: func(c *cli.Context) error {
+					name, err := oneJob(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						if err := cl.DeleteJob(name); err != nil {
+							return err
+						}
+						fmt.Fprintf(c.App.Writer, "job %s deleted\n", name)
+						return nil
+					})
+				},
+			},
+		},
+	}
+}
+
+// oneJob returns the JOB argument of a job subcommand.
+func oneJob(c *cli.Context) (string, error) {
+	if c.NArg() != 1 {
+		return "", fmt.Errorf("give one JOB (see raftmaster job list)")
+	}
+	return c.Args().First(), nil
+}
+
+// printJobs prints a line per job.
+func printJobs(w io.Writer, jobs []rpc.Job) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tDATASET\tPASS\tTODO\tPENDING\tDONE\tFAILED\tGROUPS\tSAVE LEASE\tSIZE\tLAST USED")
+	for _, j := range jobs {
+		dataset := "-"
+		if j.HasDataset {
+			dataset = fmt.Sprintf("%d tasks", j.Tasks)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", j.Name, dataset, j.Pass, j.Todo, j.Pending, j.Done, j.Failed,
+			j.Groups, orDash(j.SaveHolder), byteSize(j.Bytes), fsmTimeText(j.LastActivity))
+	}
+	tw.Flush()
+}
+
+// printJob prints one job's summary.
+func printJob(w io.Writer, j rpc.Job) {
+	fmt.Fprintf(w, "job:        %s\n", j.Name)
+	fmt.Fprintf(w, "created:    %s\n", fsmTimeText(j.CreatedAt))
+	fmt.Fprintf(w, "last used:  %s\n", fsmTimeText(j.LastActivity))
+	if j.HasDataset {
+		fmt.Fprintf(w, "dataset:    %d tasks; pass %d: todo %d, pending %d, done %d, failed %d\n", j.Tasks, j.Pass, j.Todo, j.Pending, j.Done, j.Failed)
+	} else {
+		fmt.Fprintln(w, "dataset:    none set")
+	}
+	if j.SaveHolder != "" {
+		fmt.Fprintf(w, "save lease: held by %s until %s\n", j.SaveHolder, fsmTimeText(j.SaveDeadline))
+	} else {
+		fmt.Fprintln(w, "save lease: free")
+	}
+	fmt.Fprintf(w, "groups:     %d\n", j.Groups)
+	fmt.Fprintf(w, "size:       about %s\n", byteSize(j.Bytes))
+	if !j.CollectAt.IsZero() {
+		fmt.Fprintf(w, "collected:  at %s unless used before\n", fsmTimeText(j.CollectAt))
+	}
+}
+
+// fsmTimeText formats an FSM time, "-" for none.
+func fsmTimeText(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339)
+}
+
+// byteSize formats a size in bytes with a binary unit.
+func byteSize(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
