@@ -31,16 +31,28 @@ func checkJob(fn handlerFunc) handlerFunc {
 	}
 }
 
-// handleJobs lists every job from the local state.
+// handleJobs lists every job. Without ?stale the read is linearizable
+// (the leader answers after a read barrier), so that a job just created or
+// deleted shows as such.
 func (s *Handler) handleJobs(w http.ResponseWriter, r *http.Request) error {
+	if !stale(r) {
+		if err := s.b.ReadBarrier(r.Context()); err != nil {
+			return readError(err)
+		}
+	}
 	f := s.b.FSM()
 	out := rpc.JobsResponse{Jobs: JobsFromFSM(f.Jobs()), Limits: LimitsFromFSM(f.Limits()), StateBytes: f.Stats(fsm.DefaultJob).StateBytes}
 	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 
-// handleJob describes one job from the local state.
+// handleJob describes one job, linearizably unless ?stale.
 func (s *Handler) handleJob(w http.ResponseWriter, r *http.Request) error {
+	if !stale(r) {
+		if err := s.b.ReadBarrier(r.Context()); err != nil {
+			return readError(err)
+		}
+	}
 	job := jobOf(r)
 	info, ok := s.b.FSM().Job(job)
 	switch {

@@ -1,10 +1,13 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -113,5 +116,36 @@ func TestJobNameRules(t *testing.T) {
 	}
 	if after := e.state(); after != before {
 		t.Fatalf("bad job names changed the state: %+v -> %+v", before, after)
+	}
+}
+
+// TestLimitExceeded: a request past a limit is answered limit_exceeded,
+// naming the limit, and changes nothing.
+func TestLimitExceeded(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	res, err := e.local.Apply(context.Background(), &fsm.SetLimits{Limits: fsm.Limits{MaxJobTasks: 2, MaxJobs: 2}})
+	if err != nil || res.Err() != nil {
+		t.Fatalf("set limits: %v %v", err, res.Err())
+	}
+	before := e.state()
+	r := e.post(rpc.JobPath("a", rpc.PathDataset), chunksOf("a", 3), reqID(uuid.New(), 1)...)
+	if msg := wantError(t, r, rpc.HTTPStatus(rpc.CodeLimit), rpc.CodeLimit).Message; !strings.Contains(msg, "max_job_tasks") {
+		t.Fatalf("message %q does not name the limit", msg)
+	}
+	// The refused command is a log entry (the applied index moves) that
+	// changes nothing.
+	if after := e.state(); after.hash != before.hash {
+		t.Fatalf("a refused dataset changed the state: %+v -> %+v", before, after)
+	}
+	for _, job := range []string{"a", "b"} {
+		e.ok(rpc.JobRoute(rpc.PathJobCreate, job), rpc.JobRequest{}, nil, reqID(uuid.New(), 1)...)
+	}
+	before = e.state()
+	r = e.post(rpc.JobRoute(rpc.PathJobCreate, "c"), rpc.JobRequest{}, reqID(uuid.New(), 1)...)
+	if msg := wantError(t, r, rpc.HTTPStatus(rpc.CodeLimit), rpc.CodeLimit).Message; !strings.Contains(msg, "max_jobs") {
+		t.Fatalf("message %q does not name the limit", msg)
+	}
+	if after := e.state(); after.hash != before.hash {
+		t.Fatalf("a refused job changed the state: %+v -> %+v", before, after)
 	}
 }

@@ -187,13 +187,21 @@ var Endpoints = []Endpoint{
 	{
 		Method: http.MethodGet, Path: PathJobs,
 		Summary: "List every job, sorted by name, with the limits in effect and the state's size estimate. " +
-			"Any node answers from its local state.",
-		Response: JobsResponse{},
+			"A leader read unless stale is given.",
+		Response: JobsResponse{}, Redirects: true,
+		Query: []Param{
+			{Name: ParamStale, Doc: "Present, with any value or none, to have any node answer from its local state.", Type: false},
+		},
+		Errors: codes(leaderReadErrors),
 	},
 	{
 		Method: http.MethodGet, Path: PathJob,
-		Summary:  "Describe one job. Any node answers from its local state.",
-		Response: Job{}, Errors: []string{CodeInvalid, CodeUnknownJob},
+		Summary:  "Describe one job. A leader read unless stale is given.",
+		Response: Job{}, Redirects: true,
+		Query: []Param{
+			{Name: ParamStale, Doc: "Present, with any value or none, to have any node answer from its local state.", Type: false},
+		},
+		Errors: codes(leaderReadErrors, CodeInvalid, CodeUnknownJob),
 	},
 	{
 		Method: http.MethodPost, Path: PathJobCreate,

@@ -4,94 +4,127 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/internal/etcdtest"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 )
 
-// TestTwoJobsOneQuorum runs two jobs on one 3-node cluster of real
-// processes: each job's trainers read each of its passes exactly once, a
-// crossed task would show as a record delivered twice. While job a runs,
-// job b is deleted through the CLI and re-created with a new dataset, which
-// counts as its first. The CLI lists both jobs and cluster inspect shows a
-// line per job.
-func TestTwoJobsOneQuorum(t *testing.T) {
-	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
+// TestThreeJobsThroughALeaderKill runs three jobs at once on one 3-node
+// cluster of real processes, each with its own dataset and trainers, and
+// kills the leader while all three are mid-pass: every pass of every job
+// is read exactly once (a task of one job dispatched in another would show
+// as a record read twice). Meanwhile a fourth job is created by the CLI,
+// read, deleted and re-created with a new dataset, which counts as its
+// first. The CLI lists the jobs and cluster inspect shows a line per job.
+func TestThreeJobsThroughALeaderKill(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1", "--failover-grace", "2s"}})
 	c.WaitReady()
 	addrs := strings.Join(c.APIAddrs(), ",")
 	at := client.WithAddrs(c.APIAddrs()...)
 
-	globA := writeDataset(t, t.TempDir(), 200, 40, 20)
-	globB := writeDataset(t, t.TempDir(), 60, 30, 20)
-	if out, err := cli(t, c, "dataset", "set", "--addr", addrs, "--job", "job-a", globA); err != nil {
-		t.Fatalf("dataset set --job job-a: %v\n%s", err, out)
+	type job struct {
+		name    string
+		records int
+		log     passLog
+		wait    func()
 	}
-	if err := newClient(t, at, client.WithJob("job-b")).SetDataset([]string{globB}); err != nil {
-		t.Fatal(err)
-	}
-
-	const passesA = 3
-	var logA, logB passLog
-	waitA := startTrainers(t, 2, passesA, &logA, at, client.WithJob("job-a"), client.WithBuffer(4))
-	waitB := startTrainers(t, 2, 1, &logB, at, client.WithJob("job-b"))
-	waitB()
-	checkPasses(t, &logB, 1, 60, false)
-
-	out, err := cli(t, c, "job", "list", "--addr", addrs)
-	if err != nil || !strings.Contains(out, "job-a") || !strings.Contains(out, "job-b") {
-		t.Fatalf("job list: %v\n%s", err, out)
-	}
-
-	// Job b goes away while job a's trainers run, and comes back with a
-	// new dataset of its own.
-	first, err := newClient(t, at).Job("job-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if out, err := cli(t, c, "job", "delete", "--addr", addrs, "job-b"); err != nil {
-		t.Fatalf("job delete: %v\n%s", err, out)
-	}
-	if _, err := newClient(t, at).Job("job-b"); !errors.Is(err, client.ErrUnknownJob) {
-		t.Fatalf("inspecting the deleted job: %v", err)
-	}
-	globB2 := writeDataset(t, t.TempDir(), 300, 100, 20)
-	if err := newClient(t, at, client.WithJob("job-b")).SetDataset([]string{globB2}); err != nil {
-		t.Fatal(err)
-	}
-	var logB2 passLog
-	startTrainers(t, 2, 2, &logB2, at, client.WithJob("job-b"))()
-	checkPasses(t, &logB2, 2, 300, false)
-
-	waitA()
-	checkPasses(t, &logA, passesA, 200, false)
-
-	out, err = cli(t, c, "cluster", "inspect", "--addr", addrs)
-	if err != nil {
-		t.Fatalf("cluster inspect: %v\n%s", err, out)
-	}
-	for _, want := range []string{"jobs:", "job-a", "job-b"} {
-		if !strings.Contains(out, want) {
-			t.Fatalf("cluster inspect lacks %q:\n%s", want, out)
+	const passes = 3
+	jobs := []*job{{name: "job-a", records: 200}, {name: "job-b", records: 120}, {name: "job-c", records: 160}}
+	for i, j := range jobs {
+		glob := writeDataset(t, t.TempDir(), j.records, 40, 60)
+		if i == 0 {
+			// Through the CLI's --job.
+			if out, err := cli(t, c, "dataset", "set", "--addr", addrs, "--job", j.name, glob); err != nil {
+				t.Fatalf("dataset set --job %s: %v\n%s", j.name, err, out)
+			}
+			continue
+		}
+		if err := newClient(t, at, client.WithJob(j.name)).SetDataset([]string{glob}); err != nil {
+			t.Fatal(err)
 		}
 	}
-	jb, err := newClient(t, at).Job("job-b")
+	for _, j := range jobs {
+		j.wait = startTrainers(t, 2, passes, &j.log, at, client.WithJob(j.name), client.WithBuffer(4))
+	}
+	c.WaitFor("every job's first pass to be under way", time.Minute, func() bool {
+		for _, j := range jobs {
+			if j.log.delivered(0) < 20 {
+				return false
+			}
+		}
+		return true
+	})
+	leader := c.Leader()
+	t.Logf("killing leader %s", leader.ID)
+	c.Kill(leader)
+
+	// A fourth job comes and goes while the three run.
+	if out, err := cli(t, c, "job", "create", "--addr", addrs, "job-d"); err != nil {
+		t.Fatalf("job create: %v\n%s", err, out)
+	}
+	if err := newClient(t, at, client.WithJob("job-d")).SetDataset([]string{writeDataset(t, t.TempDir(), 60, 30, 60)}); err != nil {
+		t.Fatal(err)
+	}
+	var logD passLog
+	startTrainers(t, 2, 1, &logD, at, client.WithJob("job-d"))()
+	checkPasses(t, &logD, 1, 60, false)
+	first, err := newClient(t, at).Job("job-d")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli(t, c, "job", "delete", "--addr", addrs, "job-d"); err != nil {
+		t.Fatalf("job delete: %v\n%s", err, out)
+	}
+	if _, err := newClient(t, at).Job("job-d"); !errors.Is(err, client.ErrUnknownJob) {
+		t.Fatalf("inspecting the deleted job: %v", err)
+	}
+	if err := newClient(t, at, client.WithJob("job-d")).SetDataset([]string{writeDataset(t, t.TempDir(), 300, 100, 20)}); err != nil {
+		t.Fatal(err)
+	}
+	var logD2 passLog
+	startTrainers(t, 2, 2, &logD2, at, client.WithJob("job-d"))()
+	checkPasses(t, &logD2, 2, 300, false)
+	again, err := newClient(t, at).Job("job-d")
 	if err != nil {
 		t.Fatal(err)
 	}
 	// Its new dataset counts, not the first one, and its passes started
 	// again from 0.
-	if jb.Tasks == first.Tasks || jb.Pass != 2 || first.Pass != 1 {
-		t.Fatalf("re-created job b after two passes of its new dataset: %+v (before the delete: %+v)", jb, first)
+	if again.Tasks == first.Tasks || again.Pass != 2 || first.Pass != 1 {
+		t.Fatalf("re-created job d after two passes of its new dataset: %+v (before the delete: %+v)", again, first)
+	}
+
+	for _, j := range jobs {
+		j.wait()
+		checkPasses(t, &j.log, passes, j.records, false)
+	}
+
+	out, err := cli(t, c, "job", "list", "--addr", addrs)
+	if err != nil {
+		t.Fatalf("job list: %v\n%s", err, out)
+	}
+	out2, err := cli(t, c, "cluster", "inspect", "--addr", addrs)
+	if err != nil {
+		t.Fatalf("cluster inspect: %v\n%s", err, out2)
+	}
+	for _, name := range []string{"job-a", "job-b", "job-c", "job-d"} {
+		if !strings.Contains(out, name) || !strings.Contains(out2, name) {
+			t.Fatalf("job list or cluster inspect lacks %s:\n%s\n%s", name, out, out2)
+		}
 	}
 	// The default job saw none of it.
 	st, err := newClient(t, at).Status()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.FSM.HasDataset || st.FSM.Jobs != 2 {
-		t.Fatalf("default job %+v, want no dataset and 2 jobs in all", st.FSM)
+	if st.FSM.HasDataset || st.FSM.Jobs != 4 {
+		t.Fatalf("default job %+v, want no dataset and 4 jobs in all", st.FSM)
 	}
+	c.Restart(leader)
+	c.WaitReady()
+	c.Converged(time.Minute)
 }
 
 // TestJobsOnTheEtcdBackend: the etcd backend runs the same state machine,
