@@ -2,6 +2,8 @@ package integration
 
 import (
 	"errors"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -156,5 +158,52 @@ func TestJobsOnTheEtcdBackend(t *testing.T) {
 	}
 	if _, err := newClient(t, at, client.WithJob("etcd-job")).GetTask(0); !errors.Is(err, client.ErrNoDataset) {
 		t.Fatalf("a deleted job still dispatches: %v", err)
+	}
+}
+
+// TestExampleTrainerOnTheDefaultJob builds examples/trainer, written
+// against the seed's client API with no notion of jobs, and runs it on a
+// cluster that also serves another job: it reads its passes from the
+// default job, and the other job's dataset stays untouched.
+func TestExampleTrainerOnTheDefaultJob(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
+	c.WaitReady()
+	at := client.WithAddrs(c.APIAddrs()...)
+	other := newClient(t, at, client.WithJob("other"))
+	if err := other.SetDataset([]string{writeDataset(t, t.TempDir(), 40, 20, 60)}); err != nil {
+		t.Fatal(err)
+	}
+	root, err := proccluster.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "trainer")
+	build := exec.Command("go", "build", "-o", bin, "./examples/trainer")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/trainer: %v\n%s", err, out)
+	}
+	glob := writeDataset(t, t.TempDir(), 90, 30, 60)
+	cmd := exec.Command(bin, "-addrs", strings.Join(c.APIAddrs(), ","), "-dataset", glob, "-trainers", "3", "-passes", "2")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("examples/trainer: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "read 180 records in 2 passes") {
+		t.Fatalf("examples/trainer did not read 2 passes of 90 records:\n%s", out)
+	}
+	st, err := newClient(t, at).Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.FSM.HasDataset || st.FSM.Pass < 1 {
+		t.Fatalf("the default job after the example: %+v", st.FSM)
+	}
+	job, err := newClient(t, at).Job("other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Pass != 0 || job.Done != 0 || job.Pending != 0 {
+		t.Fatalf("the other job changed under the example: %+v", job)
 	}
 }
