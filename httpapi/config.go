@@ -48,6 +48,10 @@ type Config struct {
 	// LeaderWait bounds how long a request that needs the leader waits
 	// for one during an election before it is answered no_leader.
 	LeaderWait time.Duration
+	// DatasetRoot, when set, is the directory the leader indexes datasets
+	// under: relative patterns are taken under it, and a file outside it
+	// (after cleaning and resolving symbolic links) is refused unread.
+	DatasetRoot string
 }
 
 // Limits bound requests; the FSM's own limits (package fsm) still apply

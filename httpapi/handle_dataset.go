@@ -3,7 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
@@ -47,8 +50,8 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	if len(in.Globs) > 0 {
 		// Expanding is cheap and catches patterns that match nothing at
 		// all even when the request is going to be ignored.
-		if _, err := recordio.Glob(in.Globs, lim); err != nil {
-			return datasetError(err)
+		if _, err := s.datasetFiles(in.Globs, lim); err != nil {
+			return err
 		}
 	}
 	if st := s.b.FSM().Stats(job); st.HasDataset {
@@ -74,7 +77,11 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	var files int
 	if len(in.Globs) > 0 {
 		start := time.Now()
-		found, sum, err := recordio.IndexGlobs(ctx, in.Globs, lim)
+		paths, err := s.datasetFiles(in.Globs, lim)
+		if err != nil {
+			return err
+		}
+		found, sum, err := recordio.IndexFiles(ctx, paths, lim)
 		if err != nil {
 			return datasetError(err)
 		}
@@ -185,6 +192,52 @@ func numTasks(chunks, perTask int) int {
 		return 0
 	}
 	return (chunks + perTask - 1) / perTask
+}
+
+// datasetFiles expands the request's patterns into the files to index.
+// With Config.DatasetRoot, a relative pattern is taken under the root, and
+// every file matched must lie inside it once cleaned and with its symbolic
+// links resolved: a file outside is refused before it is opened, so no
+// error can quote its content.
+func (s *Handler) datasetFiles(globs []string, lim recordio.IndexLimits) ([]string, error) {
+	root := s.cfg.DatasetRoot
+	if root != "" {
+		rooted := make([]string, len(globs))
+		for i, g := range globs {
+			if !filepath.IsAbs(g) {
+				g = filepath.Join(root, g)
+			}
+			rooted[i] = filepath.Clean(g)
+		}
+		globs = rooted
+	}
+	files, err := recordio.Glob(globs, lim)
+	if err != nil {
+		return nil, datasetError(err)
+	}
+	if root == "" {
+		return files, nil
+	}
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return nil, fmt.Errorf("dataset root %q: %w", root, err)
+	}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err == nil && !within(realRoot, real) {
+			err = errors.New("outside")
+		}
+		if err != nil {
+			return nil, invalidf("dataset file %q is outside the dataset root %q (the server's --dataset-root)", f, root)
+		}
+	}
+	return files, nil
+}
+
+// within reports whether path lies in dir; both are cleaned absolute paths.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // datasetError turns a Glob or IndexGlobs failure into a 400 naming the

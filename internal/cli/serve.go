@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -58,6 +59,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
 			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
+			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files outside it are refused unread (default: anywhere the process can read)", EnvVars: env("dataset-root")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
 			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: httpapi.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
@@ -139,7 +141,18 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 	if err != nil {
 		return replica.Config{}, err
 	}
-	return replica.Config{HTTPAddr: c.String("http-addr"), API: httpapi.Config{DatasetDefaults: params}, Logger: logger}, nil
+	root := c.String("dataset-root")
+	if root != "" {
+		abs, err := filepath.Abs(root)
+		if err != nil {
+			return replica.Config{}, fmt.Errorf("--dataset-root: %w", err)
+		}
+		if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+			return replica.Config{}, fmt.Errorf("--dataset-root %q: not a directory", root)
+		}
+		root = abs
+	}
+	return replica.Config{HTTPAddr: c.String("http-addr"), API: httpapi.Config{DatasetDefaults: params, DatasetRoot: root}, Logger: logger}, nil
 }
 
 // jobLimits reads the limit flags, which the leader replicates: every node
