@@ -39,6 +39,7 @@ func commands() []*cli.Command {
 		clusterCommand(),
 		datasetCommand(),
 		jobCommand(),
+		recoverCommand(),
 		allgatherCommand(),
 		healthCommand(),
 		recordioCommand(),
