@@ -127,7 +127,7 @@ func (f *FSM) Snapshot() (*Snapshot, error) {
 		// permanent.
 		return nil, f.haltErr
 	}
-	return &Snapshot{s: f.s.clone()}, nil
+	return &Snapshot{s: f.s.clone(), index: f.applied.Load()}, nil
 }
 
 // Restore replaces the state with a snapshot written by Snapshot.WriteTo
@@ -177,7 +177,13 @@ func (f *FSM) SnapshotBytes() []byte {
 // Snapshot is a point-in-time copy of the state, taken by FSM.Snapshot.
 // Later applies do not change it, and it holds no resources: dropping it
 // releases it.
-type Snapshot struct{ s *state }
+type Snapshot struct {
+	s     *state
+	index uint64
+}
+
+// Index is the index of the last entry applied to the copy.
+func (sn *Snapshot) Index() uint64 { return sn.index }
 
 // WriteTo writes to w the snapshot encoding of the copy: the bytes
 // WriteSnapshot would have written when the copy was taken. It may run

@@ -39,6 +39,7 @@ var samples = map[string]string{
 	rpc.PathJob:             "",
 	rpc.PathJobCreate:       `{}`,
 	rpc.PathJobDelete:       `{}`,
+	rpc.PathBackup:          "",
 }
 
 // samplePath is the path of endpoint ep's sample request: a job route

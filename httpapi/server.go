@@ -58,6 +58,7 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathJob:             h.handleJob,
 		rpc.PathJobCreate:       h.handleJobCreate,
 		rpc.PathJobDelete:       h.handleJobDelete,
+		rpc.PathBackup:          h.handleBackup,
 	})
 	return h
 }

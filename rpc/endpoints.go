@@ -218,6 +218,12 @@ var Endpoints = []Endpoint{
 		Write: true, Redirects: true, Errors: codes(writeErrors, CodeUnknownJob),
 	},
 	{
+		Method: http.MethodGet, Path: PathBackup,
+		Summary: "Take an online, consistent backup: the leader's whole state after a read barrier, with its index and hash. " +
+			"raftmaster restore seeds a new cluster's first node from it.",
+		Response: BackupResponse{}, Redirects: true, Errors: codes(leaderReadErrors),
+	},
+	{
 		Method: http.MethodGet, Path: PathHealthz,
 		Summary:  "Liveness: the process serves HTTP.",
 		Response: OKResponse{},

@@ -562,6 +562,10 @@ func (g *generator) schema(t reflect.Type) *object {
 	case reflect.Float64:
 		return obj("type", "number", "format", "double")
 	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Uint8 {
+			// encoding/json writes a []byte as a base64 string.
+			return obj("type", "string", "format", "byte")
+		}
 		return obj("type", "array", "items", g.schema(t.Elem()))
 	case reflect.Map:
 		if t.Key().Kind() == reflect.String {

@@ -45,6 +45,7 @@ const (
 	PathJob             = "/v1/jobs/{job}"
 	PathJobCreate       = "/v1/jobs/{job}/create"
 	PathJobDelete       = "/v1/jobs/{job}/delete"
+	PathBackup          = "/v1/backup"
 )
 
 // DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
@@ -450,3 +451,17 @@ const DefaultEtcdPrefix = "/master"
 // EtcdAddrKey is the etcd key at which the active master of the etcd
 // backend under prefix publishes its API address, for clients to follow.
 func EtcdAddrKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/addr" }
+
+// BackupResponse is a consistent copy of the whole state, taken by the
+// leader: the state machine's snapshot encoding at Index.
+type BackupResponse struct {
+	// Version is the build of the node that took it.
+	Version string `json:"version"`
+	// Index is the last log entry the copy includes.
+	Index uint64 `json:"index"`
+	// StateHash is the SHA-256 of Snapshot, in hex: the state hash that
+	// /v1/debug/state reports for this state.
+	StateHash string `json:"state_hash"`
+	// Snapshot is the state's snapshot encoding (base64 in JSON).
+	Snapshot []byte `json:"snapshot"`
+}

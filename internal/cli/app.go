@@ -40,6 +40,8 @@ func commands() []*cli.Command {
 		datasetCommand(),
 		jobCommand(),
 		recoverCommand(),
+		backupCommand(),
+		restoreCommand(),
 		allgatherCommand(),
 		healthCommand(),
 		recordioCommand(),
