@@ -48,6 +48,9 @@ type Config struct {
 	// LeaderWait bounds how long a request that needs the leader waits
 	// for one during an election before it is answered no_leader.
 	LeaderWait time.Duration
+	// Observer, when set, is told of every request, redirect and command
+	// outcome (for metrics).
+	Observer Observer
 	// DatasetRoot, when set, is the directory the leader indexes datasets
 	// under: relative patterns are taken under it, and a file outside it
 	// (after cleaning and resolving symbolic links) is refused unread.
@@ -138,4 +141,16 @@ func (c Config) Validate() error {
 		return fmt.Errorf("failure max %d above %d", p.FailureMax, fsm.MaxFailureMax)
 	}
 	return nil
+}
+
+// Observer is told what the API does, for metrics. Its methods must be
+// cheap and safe for concurrent use.
+type Observer interface {
+	// Request reports a request: its route pattern ("" when none
+	// matched), its status and how long it took.
+	Request(route string, status int, d time.Duration)
+	// Redirect reports a 307 to the leader.
+	Redirect()
+	// Applied reports the outcome of a command the API proposed.
+	Applied(c fsm.Command, r *fsm.Result)
 }

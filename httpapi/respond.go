@@ -98,6 +98,9 @@ func (s *Handler) redirect(w http.ResponseWriter, r *http.Request) {
 		if ok && l.APIAddr != "" && serves {
 			loc := baseURL(l.APIAddr) + r.URL.RequestURI()
 			w.Header().Set("Location", loc)
+			if s.cfg.Observer != nil {
+				s.cfg.Observer.Redirect()
+			}
 			writeJSON(w, http.StatusTemporaryRedirect, rpc.Errorf(rpc.CodeNotLeader, "the leader is %s at %s", l.ID, l.APIAddr))
 			return
 		}

@@ -119,6 +119,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set(rpc.HeaderNode, h.b.NodeID())
 	rec := &statusRecorder{ResponseWriter: w}
 	h.mux.ServeHTTP(rec, r)
+	if h.cfg.Observer != nil {
+		h.cfg.Observer.Request(r.Pattern, rec.status, time.Since(start))
+	}
 	if h.log.IsDebug() {
 		h.log.Debug("request", "method", r.Method, "path", r.URL.Path, "status", rec.status,
 			"duration", time.Since(start), "remote", r.RemoteAddr,

@@ -17,6 +17,9 @@ func (s *Handler) apply(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm
 	if err != nil {
 		return nil, err
 	}
+	if s.cfg.Observer != nil {
+		s.cfg.Observer.Applied(c, res)
+	}
 	if err := resultError(res); err != nil {
 		return nil, err
 	}

@@ -19,8 +19,10 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
+	"github.com/raftmaster/raftmaster/internal/metrics"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -87,10 +89,24 @@ func listen(cfg *Config, advertise string) (net.Listener, string, error) {
 	return ln, advertise, nil
 }
 
-// serve starts the HTTP API over b on r's listener.
+// MetricsPath serves the replica's metrics in Prometheus format, beside
+// the API and without its routing: raft's own, every job's state and the
+// API's requests (package metrics).
+const MetricsPath = "/metrics"
+
+// serve starts the HTTP API over b on r's listener, with MetricsPath.
 func (r *Replica) serve(cfg Config, b httpapi.Backend) {
+	mux := http.NewServeMux()
+	m, err := metrics.New(b.FSM)
+	if err != nil {
+		r.log.Error("metrics are off", "error", err)
+	} else {
+		cfg.API.Observer = m
+		mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	}
+	mux.Handle("/", httpapi.NewHandler(b, cfg.API, cfg.Logger.Named("http")))
 	r.http = &http.Server{
-		Handler:           httpapi.NewHandler(b, cfg.API, cfg.Logger.Named("http")),
+		Handler:           mux,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          cfg.Logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}

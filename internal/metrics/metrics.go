@@ -1,0 +1,163 @@
+// Package metrics exports a replica's metrics in Prometheus format at
+// /metrics: hashicorp/raft's own (through a go-metrics Prometheus sink),
+// the state of every job, read from the local state machine at each
+// scrape, and the API's requests, redirects and command outcomes.
+package metrics
+
+import (
+	"strconv"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/raftmaster/raftmaster/fsm"
+)
+
+// Metrics is a replica's registry and the collectors the API feeds. It
+// implements httpapi.Observer.
+type Metrics struct {
+	// Registry holds every metric of the replica; serve it with promhttp.
+	Registry *prometheus.Registry
+
+	requests  *prometheus.HistogramVec
+	redirects prometheus.Counter
+	commands  *prometheus.CounterVec
+	dedupHits prometheus.Counter
+}
+
+// raftSink is the one go-metrics sink of the process: hashicorp/raft
+// reports to go-metrics' global registry, through go-metrics' compat
+// package, which picks the same implementation raft was built with.
+var (
+	raftSinkOnce sync.Once
+	raftSink     *gmprom.PrometheusSink
+	raftSinkErr  error
+)
+
+// New returns the metrics of a replica whose state machine f returns (it
+// may change, as a restore replaces it).
+func New(f func() *fsm.FSM) (*Metrics, error) {
+	reg := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: reg,
+		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "raftmaster_http_request_duration_seconds",
+			Help:    "API requests by route and status code.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"route", "code"}),
+		redirects: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmaster_http_redirects_total",
+			Help: "Requests answered 307 to the leader.",
+		}),
+		commands: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "raftmaster_commands_total",
+			Help: "State machine commands proposed through the API, by job, command and outcome code " +
+				"(granted save-model leases have outcome granted).",
+		}, []string{"job", "command", "outcome"}),
+		dedupHits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmaster_dedup_hits_total",
+			Help: "Retried writes answered with their first outcome.",
+		}),
+	}
+	raftSinkOnce.Do(func() {
+		raftSink, raftSinkErr = gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Hour, Registerer: prometheus.NewRegistry()})
+		if raftSinkErr == nil {
+			cfg := gometrics.DefaultConfig("raftmaster")
+			cfg.EnableHostname = false
+			cfg.EnableRuntimeMetrics = false
+			_, raftSinkErr = gometrics.NewGlobal(cfg, raftSink)
+		}
+	})
+	if raftSinkErr != nil {
+		return nil, raftSinkErr
+	}
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.requests, m.redirects, m.commands, m.dedupHits, raftSink, &stateCollector{f: f},
+	} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// Request records an API request: its route pattern, status and duration.
+func (m *Metrics) Request(route string, status int, d time.Duration) {
+	m.requests.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
+}
+
+// Redirect records a 307 to the leader.
+func (m *Metrics) Redirect() { m.redirects.Inc() }
+
+// Applied records the outcome of a command the API proposed.
+func (m *Metrics) Applied(c fsm.Command, r *fsm.Result) {
+	job := c.Hdr().Job
+	if job == "" {
+		job = fsm.DefaultJob
+	}
+	outcome := r.Code.String()
+	if r.Granted {
+		outcome = "granted"
+	}
+	m.commands.WithLabelValues(job, c.Type().String(), outcome).Inc()
+	if r.Duplicate {
+		m.dedupHits.Inc()
+	}
+}
+
+// stateCollector reads every job's state from the local state machine at
+// each scrape.
+type stateCollector struct{ f func() *fsm.FSM }
+
+var (
+	descTasks   = prometheus.NewDesc("raftmaster_job_tasks", "Tasks of a job's current pass, by queue.", []string{"job", "queue"}, nil)
+	descPass    = prometheus.NewDesc("raftmaster_job_pass", "A job's current pass.", []string{"job"}, nil)
+	descGroups  = prometheus.NewDesc("raftmaster_job_allgather_groups", "A job's allgather groups.", []string{"job"}, nil)
+	descMembers = prometheus.NewDesc("raftmaster_job_allgather_members", "Members of a job's allgather groups.", []string{"job"}, nil)
+	descSave    = prometheus.NewDesc("raftmaster_job_save_lease_held", "1 while a trainer holds the job's save-model lease.", []string{"job"}, nil)
+	descBytes   = prometheus.NewDesc("raftmaster_job_state_bytes", "A job's share of the state's size estimate.", []string{"job"}, nil)
+	descJobs    = prometheus.NewDesc("raftmaster_jobs", "Jobs in the state.", nil, nil)
+	descState   = prometheus.NewDesc("raftmaster_state_bytes", "The state's size estimate, which --max-state-bytes bounds.", nil, nil)
+	descApplied = prometheus.NewDesc("raftmaster_applied_index", "The last log index applied to the local state.", nil, nil)
+)
+
+// Describe sends the descriptors.
+func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descJobs, descState, descApplied} {
+		ch <- d
+	}
+}
+
+// Collect reads the state.
+func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	f := c.f()
+	if f == nil {
+		return
+	}
+	jobs := f.Jobs()
+	for _, j := range jobs {
+		for queue, n := range map[string]int{"todo": j.Todo, "pending": j.Pending, "done": j.Done, "failed": j.Failed} {
+			ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(n), j.Name, queue)
+		}
+		ch <- prometheus.MustNewConstMetric(descPass, prometheus.GaugeValue, float64(j.Pass), j.Name)
+		ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(j.Groups), j.Name)
+		members := 0
+		for _, g := range f.Groups(j.Name) {
+			members += len(g.Members)
+		}
+		ch <- prometheus.MustNewConstMetric(descMembers, prometheus.GaugeValue, float64(members), j.Name)
+		held := 0.0
+		if j.SaveHolder != "" {
+			held = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descSave, prometheus.GaugeValue, held, j.Name)
+		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(j.Bytes), j.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(jobs)))
+	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, float64(f.Stats(fsm.DefaultJob).StateBytes))
+	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(f.AppliedIndex()))
+}
