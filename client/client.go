@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +35,7 @@ type Client struct {
 	bufSize        int
 	clientIndexing bool
 	job            string // WithJob; "" for the default job
+	token          string // WithToken
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
 
@@ -74,6 +76,20 @@ func WithAddrs(addrs ...string) Option {
 			}
 			c.addrs = append(c.addrs, u)
 		}
+		return nil
+	}
+}
+
+// WithToken makes the client send token as its bearer token
+// (Authorization: Bearer ...) on every request, for a cluster started
+// with serve --auth-tokens: a trainer token for trainers, an operator
+// token for cluster changes, backups, debug endpoints and job commands.
+func WithToken(token string) Option {
+	return func(c *Client) error {
+		if token == "" || strings.ContainsAny(token, " \t\r\n") {
+			return fmt.Errorf("raftmaster client: WithToken: empty token, or one with white space")
+		}
+		c.token = token
 		return nil
 	}
 }

@@ -191,6 +191,7 @@ func (c *Client) staleStatus(ctx context.Context, base string) (rpc.StatusRespon
 	if err != nil {
 		return st, err
 	}
+	c.setToken(req)
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return st, err

@@ -321,6 +321,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 			req.Header.Set("Content-Type", "application/json")
 		}
 		req.Header.Set("Accept", "application/json")
+		c.setToken(req)
 		if reqID != "" {
 			req.Header.Set(rpc.HeaderRequestID, reqID)
 		}
@@ -440,4 +441,11 @@ func (c *Client) route(path string) string {
 		return path
 	}
 	return rpc.JobPath(url.PathEscape(c.job), path)
+}
+
+// setToken adds the client's bearer token (WithToken), if any, to req.
+func (c *Client) setToken(req *http.Request) {
+	if c.token != "" {
+		req.Header.Set(rpc.HeaderAuthorization, "Bearer "+c.token)
+	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"fmt"
+	"github.com/raftmaster/raftmaster/internal/auth"
 	"net/http"
 	"time"
 
@@ -48,6 +49,10 @@ type Config struct {
 	// LeaderWait bounds how long a request that needs the leader waits
 	// for one during an election before it is answered no_leader.
 	LeaderWait time.Duration
+	// Tokens, when set, is the set of bearer tokens the API requires:
+	// every endpoint but the public ones answers 401 without a known
+	// token and 403 when its role may not use it (rpc.Endpoint.Access).
+	Tokens Tokens
 	// Observer, when set, is told of every request, redirect and command
 	// outcome (for metrics).
 	Observer Observer
@@ -153,4 +158,9 @@ type Observer interface {
 	Redirect()
 	// Applied reports the outcome of a command the API proposed.
 	Applied(c fsm.Command, r *fsm.Result)
+}
+
+// Tokens maps a bearer token to its role: "trainer" or "operator".
+type Tokens interface {
+	Role(token string) (auth.Role, bool)
 }

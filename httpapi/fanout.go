@@ -18,7 +18,7 @@ const maxStatusBody = 1 << 20
 // contact) concurrently: this node from the backend, the others from their
 // GET /v1/status?stale, each within FanoutTimeout. A member that cannot be
 // asked gets Error.
-func (s *Handler) probeMembers(ctx context.Context, members []rpc.Member) {
+func (s *Handler) probeMembers(ctx context.Context, members []rpc.Member, authz string) {
 	var wg sync.WaitGroup
 	for i := range members {
 		m := &members[i]
@@ -27,7 +27,7 @@ func (s *Handler) probeMembers(ctx context.Context, members []rpc.Member) {
 			continue
 		}
 		wg.Go(func() {
-			st, err := s.memberStatus(ctx, m.APIAddr)
+			st, err := s.memberStatus(ctx, m.APIAddr, authz)
 			if err != nil {
 				m.Error = err.Error()
 				return
@@ -45,7 +45,9 @@ func fillMember(m *rpc.Member, st rpc.StatusResponse) {
 	m.LastContact = st.LastContact
 }
 
-func (s *Handler) memberStatus(ctx context.Context, addr string) (rpc.StatusResponse, error) {
+// memberStatus asks the member at addr for its status, with the caller's
+// Authorization header, which the members share.
+func (s *Handler) memberStatus(ctx context.Context, addr, authz string) (rpc.StatusResponse, error) {
 	var st rpc.StatusResponse
 	if addr == "" {
 		return st, fmt.Errorf("no API address registered")
@@ -55,6 +57,9 @@ func (s *Handler) memberStatus(ctx context.Context, addr string) (rpc.StatusResp
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(addr)+rpc.PathStatus+"?stale", nil)
 	if err != nil {
 		return st, err
+	}
+	if authz != "" {
+		req.Header.Set(rpc.HeaderAuthorization, authz)
 	}
 	resp, err := s.cfg.HTTPClient.Do(req)
 	if err != nil {

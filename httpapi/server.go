@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"github.com/raftmaster/raftmaster/internal/auth"
 	"net/http"
 	"strings"
 	"time"
@@ -82,6 +83,7 @@ func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFun
 		routed[ep.Path] = true
 		// "GET /path" serves HEAD too; the bare path, less specific,
 		// catches every other method.
+		fn = h.authorize(ep.Access, fn)
 		h.mux.Handle(ep.Method+" "+ep.Path, h.serve(fn))
 		h.mux.Handle(ep.Path, h.serve(methodNotAllowed(ep.Method)))
 		if ep.Job {
@@ -162,3 +164,32 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// authorize wraps fn with the token check of an endpoint of the given
+// access level (rpc.Endpoint.Access) when the server requires tokens: no
+// known token is 401, a role that may not is 403, and neither reaches fn.
+func (h *Handler) authorize(access string, fn handlerFunc) handlerFunc {
+	if h.cfg.Tokens == nil || access == rpc.AccessPublic {
+		return fn
+	}
+	need := auth.Trainer
+	if access == rpc.AccessOperator {
+		need = auth.Operator
+	}
+	return func(w http.ResponseWriter, r *http.Request) error {
+		token, ok := strings.CutPrefix(r.Header.Get(rpc.HeaderAuthorization), "Bearer ")
+		if !ok || token == "" {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="raftmaster"`)
+			return rpc.Errorf(rpc.CodeUnauthorized, "this server requires a bearer token (Authorization: Bearer ...)")
+		}
+		role, known := h.cfg.Tokens.Role(token)
+		if !known {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="raftmaster", error="invalid_token"`)
+			return rpc.Errorf(rpc.CodeUnauthorized, "unknown token")
+		}
+		if !role.Allows(need) {
+			return rpc.Errorf(rpc.CodeForbidden, "the %s role may not use %s %s; it needs the %s role", role, r.Method, r.URL.Path, need)
+		}
+		return fn(w, r)
+	}
+}

@@ -30,6 +30,10 @@ type Endpoint struct {
 	// answer with 307 Temporary Redirect to the leader (a status request
 	// only without ?stale, a watch only on a standby of the etcd backend).
 	Redirects bool
+	// Access is who may call the endpoint when the server requires tokens
+	// (serve --auth-tokens): AccessTrainer (the default when empty),
+	// AccessOperator, or AccessPublic for no token at all.
+	Access string
 	// Job marks an endpoint of one job: it is served at Path for the
 	// default job and at JobPath(job, Path) for any job.
 	Job bool
@@ -53,6 +57,18 @@ type Param struct {
 	// written in: "" for a string, uint64(0), Duration(0), uuid.Nil, false.
 	Type any
 }
+
+// The access levels of endpoints (Endpoint.Access). A token of the
+// operator role may call every endpoint.
+const (
+	AccessPublic   = "public"
+	AccessTrainer  = "trainer"
+	AccessOperator = "operator"
+)
+
+// HeaderAuthorization carries "Bearer <token>" when the server requires
+// tokens.
+const HeaderAuthorization = "Authorization"
 
 // ParamStale is the query parameter of PathStatus and PathCluster that
 // asks for a stale read: any node answers from its local state. It is
@@ -152,7 +168,7 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodGet, Path: PathCluster,
+		Method: http.MethodGet, Path: PathCluster, Access: AccessOperator,
 		Summary: "List the members of the Raft configuration with what each reports about itself, and summarise the state. " +
 			"A leader read unless stale is given.",
 		Response: ClusterResponse{}, Redirects: true,
@@ -162,30 +178,30 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterAddVoter,
+		Method: http.MethodPost, Path: PathClusterAddVoter, Access: AccessOperator,
 		Summary: "Add a voter, or refresh its addresses when it is already a member.",
 		Request: AddVoterRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterRemove,
+		Method: http.MethodPost, Path: PathClusterRemove, Access: AccessOperator,
 		Summary: "Remove a server from the cluster. A leader asked to remove itself hands leadership over first.",
 		Request: RemoveRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors, CodeNotFound),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterTransfer,
+		Method: http.MethodPost, Path: PathClusterTransfer, Access: AccessOperator,
 		Summary: "Move leadership to the server named, or to the most up-to-date follower when no id is given (the body may be empty).",
 		Request: TransferRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors, CodeNotFound),
 	},
 	{
-		Method: http.MethodGet, Path: PathDebugState,
+		Method: http.MethodGet, Path: PathDebugState, Access: AccessOperator,
 		Summary:  "The answering node's applied index and a hash of its state; replicas at the same index must report the same hash.",
 		Response: DebugStateResponse{}, Errors: []string{CodeUnavailable},
 	},
 	{
-		Method: http.MethodGet, Path: PathJobs,
+		Method: http.MethodGet, Path: PathJobs, Access: AccessOperator,
 		Summary: "List every job, sorted by name, with the limits in effect and the state's size estimate. " +
 			"A leader read unless stale is given.",
 		Response: JobsResponse{}, Redirects: true,
@@ -195,7 +211,7 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodGet, Path: PathJob,
+		Method: http.MethodGet, Path: PathJob, Access: AccessOperator,
 		Summary:  "Describe one job. A leader read unless stale is given.",
 		Response: Job{}, Redirects: true,
 		Query: []Param{
@@ -204,32 +220,32 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors, CodeInvalid, CodeUnknownJob),
 	},
 	{
-		Method: http.MethodPost, Path: PathJobCreate,
+		Method: http.MethodPost, Path: PathJobCreate, Access: AccessOperator,
 		Summary: "Create a job, empty. A job is also created by its first dataset, join or save-model request; " +
 			"creating a job that exists is answered with ignored set.",
 		Request: JobRequest{}, Response: JobResponse{},
 		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
 	},
 	{
-		Method: http.MethodPost, Path: PathJobDelete,
+		Method: http.MethodPost, Path: PathJobDelete, Access: AccessOperator,
 		Summary: "Delete a job and everything it holds: dataset, tasks, leases and allgather groups " +
 			"(their watches answer closed). A job of the same name created later starts from nothing.",
 		Request: JobRequest{}, Response: JobResponse{},
 		Write: true, Redirects: true, Errors: codes(writeErrors, CodeUnknownJob),
 	},
 	{
-		Method: http.MethodGet, Path: PathBackup,
+		Method: http.MethodGet, Path: PathBackup, Access: AccessOperator,
 		Summary: "Take an online, consistent backup: the leader's whole state after a read barrier, with its index and hash. " +
 			"raftmaster restore seeds a new cluster's first node from it.",
 		Response: BackupResponse{}, Redirects: true, Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodGet, Path: PathHealthz,
+		Method: http.MethodGet, Path: PathHealthz, Access: AccessPublic,
 		Summary:  "Liveness: the process serves HTTP.",
 		Response: OKResponse{},
 	},
 	{
-		Method: http.MethodGet, Path: PathReadyz,
+		Method: http.MethodGet, Path: PathReadyz, Access: AccessPublic,
 		Summary:  "Readiness: the node knows a leader and has caught up.",
 		Response: OKResponse{}, Errors: []string{CodeUnavailable},
 	},

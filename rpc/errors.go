@@ -32,7 +32,9 @@ const (
 	CodeNotFound       = "not_found"       // 404: no such endpoint, or no such cluster member
 	CodeMethod         = "method_not_allowed"
 	CodeInternal       = "internal"
-	CodeUnavailable    = "unavailable" // 503: not ready (catching up, shutting down)
+	CodeUnavailable    = "unavailable"  // 503: not ready (catching up, shutting down)
+	CodeUnauthorized   = "unauthorized" // 401: no token, or one the server does not know (serve --auth-tokens)
+	CodeForbidden      = "forbidden"    // 403: the token's role may not use the endpoint
 )
 
 // The seeds' sentinel errors. An *Error whose code names one unwraps to it,
@@ -139,6 +141,10 @@ func HTTPStatus(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case CodeMethod:
 		return http.StatusMethodNotAllowed
+	case CodeUnauthorized:
+		return http.StatusUnauthorized
+	case CodeForbidden:
+		return http.StatusForbidden
 	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable:
 		return http.StatusServiceUnavailable
 	case CodeInternal:

@@ -25,6 +25,9 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
 		Commands:             commands(),
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "token", Usage: "bearer token for a cluster started with serve --auth-tokens (a trainer or operator token)", EnvVars: []string{"RAFTMASTER_TOKEN"}},
+		},
 		ExitErrHandler: func(c *cli.Context, err error) {
 			// Errors are printed once by Run; do not let urfave exit the process.
 		},

@@ -47,6 +47,9 @@ func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 		return nil, fmt.Errorf("--addr is empty")
 	}
 	opts := []client.Option{client.WithAddrs(addrs...)}
+	if tok := c.String("token"); tok != "" {
+		opts = append(opts, client.WithToken(tok))
+	}
 	if job := c.String("job"); job != "" {
 		opts = append(opts, client.WithJob(job))
 	}

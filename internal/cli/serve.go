@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"github.com/raftmaster/raftmaster/internal/auth"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -59,6 +60,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
 			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
+			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN' lines, ROLE trainer or operator, reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
 			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files outside it are refused unread (default: anywhere the process can read)", EnvVars: env("dataset-root")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
@@ -107,6 +109,22 @@ func datasetDefaults(c *cli.Context) (fsm.DatasetParams, error) {
 	return params, nil
 }
 
+// reloadOnHangup reloads the token file whenever the process gets SIGHUP;
+// a file that does not load leaves the tokens in use.
+func reloadOnHangup(logger hclog.Logger, tokens *auth.Tokens) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		for range hup {
+			if err := tokens.Reload(); err != nil {
+				logger.Error("SIGHUP: the tokens in use stay", "error", err)
+				continue
+			}
+			logger.Info("SIGHUP: tokens reloaded")
+		}
+	}()
+}
+
 // waitForSignal blocks until SIGINT or SIGTERM, or until lost is closed;
 // it reports the signal, or "" for lost.
 func waitForSignal(lost <-chan struct{}) string {
@@ -152,7 +170,20 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 		}
 		root = abs
 	}
-	return replica.Config{HTTPAddr: c.String("http-addr"), API: httpapi.Config{DatasetDefaults: params, DatasetRoot: root}, Logger: logger}, nil
+	api := httpapi.Config{DatasetDefaults: params, DatasetRoot: root}
+	token := ""
+	if path := c.String("auth-tokens"); path != "" {
+		tokens, err := auth.Load(path)
+		if err != nil {
+			return replica.Config{}, fmt.Errorf("--auth-tokens: %w", err)
+		}
+		if token = tokens.Operator(); token == "" {
+			return replica.Config{}, fmt.Errorf("--auth-tokens %s: no operator token, which the nodes present to each other", path)
+		}
+		api.Tokens = tokens
+		reloadOnHangup(logger, tokens)
+	}
+	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token}, nil
 }
 
 // jobLimits reads the limit flags, which the leader replicates: every node

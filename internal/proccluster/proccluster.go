@@ -258,6 +258,11 @@ func getJSON(ctx context.Context, url string, v any) error {
 	if err != nil {
 		return err
 	}
+	// A cluster that requires tokens (serve --auth-tokens) is watched
+	// with the token the CLI would use.
+	if tok := os.Getenv("RAFTMASTER_TOKEN"); tok != "" {
+		req.Header.Set(rpc.HeaderAuthorization, "Bearer "+tok)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err

@@ -36,6 +36,10 @@ type Config struct {
 	API httpapi.Config
 	// Logger receives all logs.
 	Logger hclog.Logger
+	// Token is the bearer token the node presents to the other nodes
+	// (registration, joining) when the API requires tokens: an operator
+	// token of the shared token file.
+	Token string
 }
 
 // Raft configures a replica of the Raft backend.
@@ -142,7 +146,7 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		register(ctx, r.log, node, rc.Join)
+		register(ctx, r.log, node, rc.Join, cfg.Token)
 	}()
 	r.log.Info("raftmaster node started", "id", rc.Node.ID, "raft", node.RaftAddr(), "api", apiAddr)
 	return r, nil
@@ -209,9 +213,17 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // bootstrapped cluster, it asks the leader to record its API address in
 // the node registry. The leader registers itself. It retries until the
 // registry holds this node's entry.
-func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string) {
+func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, token string) {
 	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr()}
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("too many redirects")
+		}
+		// The leader may be on another host, where net/http would not
+		// send the token on.
+		setToken(req, token)
+		return nil
+	}}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
@@ -227,7 +239,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 			targets = join
 		}
 		for _, addr := range targets {
-			err := postJoin(ctx, client, addr, self)
+			err := postJoin(ctx, client, addr, self, token)
 			if err == nil {
 				break
 			}
@@ -248,13 +260,14 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 
 // postJoin sends a join request to addr; the HTTP client follows the
 // leader redirect.
-func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.AddVoterRequest) error {
+func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.AddVoterRequest, token string) error {
 	body, _ := json.Marshal(req)
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+rpc.PathClusterAddVoter, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	hr.Header.Set("Content-Type", "application/json")
+	setToken(hr, token)
 	resp, err := client.Do(hr)
 	if err != nil {
 		return err
@@ -265,4 +278,11 @@ func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.Add
 		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
+}
+
+// setToken adds a bearer token to req, when there is one.
+func setToken(req *http.Request, token string) {
+	if token != "" {
+		req.Header.Set(rpc.HeaderAuthorization, "Bearer "+token)
+	}
 }
