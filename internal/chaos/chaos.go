@@ -23,6 +23,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/recordio"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // Config describes one run.
@@ -52,12 +53,28 @@ type Config struct {
 	OutDir string
 }
 
-// Timing of the workload's dataset and the cluster.
+// Timing of the workload's datasets and the cluster.
 const (
 	numTasks    = 12
 	taskTimeout = 2 * time.Second
 	grace       = 2 * time.Second
 )
+
+// JobB is the second job of a run, beside rpc.DefaultJob.
+const JobB = "job-b"
+
+// Jobs are the jobs every run drives at once, each with its own dataset,
+// trainers, save-model contenders and allgather gatherers. The default
+// job's clients use the plain paths, JobB's the /v1/jobs/job-b/ ones.
+var Jobs = []string{rpc.DefaultJob, JobB}
+
+// JobReport is what one job of a run did.
+type JobReport struct {
+	Name string `json:"name"`
+	Ops  int    `json:"ops"`
+	// Passes is the pass the job's dataset reached.
+	Passes int `json:"passes"`
+}
 
 // Report is the outcome of a run.
 type Report struct {
@@ -65,10 +82,13 @@ type Report struct {
 	Ops         int                         `json:"ops"`
 	Faults      []FaultRecord               `json:"faults"`
 	Unavailable map[FaultKind]time.Duration `json:"longest_unavailability"`
-	Passes      int                         `json:"passes"`
-	Violations  []string                    `json:"violations"`
-	HistoryPath string                      `json:"history"`
-	Checked     time.Duration               `json:"check_time"`
+	// Passes is the pass the default job reached.
+	Passes int `json:"passes"`
+	// Jobs is, per job (in the order of Jobs), its operations and pass.
+	Jobs        []JobReport   `json:"jobs"`
+	Violations  []string      `json:"violations"`
+	HistoryPath string        `json:"history"`
+	Checked     time.Duration `json:"check_time"`
 	// Leaders lists every election won during the run, read from the
 	// nodes' logs (see leaderClaims).
 	Leaders []check.LeaderClaim `json:"leaders"`
@@ -131,27 +151,38 @@ func Run(t testing.TB, cfg Config) Report {
 	}
 	c.WaitReady()
 
-	// The dataset: numTasks chunks, strict, failures never set a task aside.
-	glob := writeChunks(t, t.TempDir(), numTasks)
-	setup, err := client.NewClient(client.WithAddrs(c.APIAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer setup.Close()
+	// A dataset per job, in files of its own (see writeChunks): numTasks
+	// chunks, strict, failures never set a task aside. The job's setup
+	// client sets it, which creates JobB.
+	setups := map[string]*client.Client{}
+	datasets := map[string][]string{}
 	fm := fsm.MaxFailureMax
-	if _, err := setup.SetDatasetWithParams([]string{glob}, client.DatasetParams{
-		ChunksPerTask: 1, TaskTimeout: taskTimeout, FailureMax: &fm, Strict: true}); err != nil {
-		t.Fatal(err)
+	for _, job := range Jobs {
+		glob, files := writeChunks(t, t.TempDir(), job, numTasks)
+		datasets[job] = files
+		// A bounded retry, so that a cluster broken for good (as the
+		// chaos_broken_votes build can leave it) is reported, not waited on.
+		setup, err := client.NewClient(client.WithAddrs(c.APIAddrs()...), client.WithJob(job), client.WithRetry(30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer setup.Close()
+		setups[job] = setup
+		if _, err := setup.SetDatasetWithParams([]string{glob}, client.DatasetParams{
+			ChunksPerTask: 1, TaskTimeout: taskTimeout, FailureMax: &fm, Strict: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
+	setup := setups[rpc.DefaultJob]
 
 	rec := history.NewRecorder()
 	w := &workload{addrs: c.APIAddrs(), rec: rec, seed: rng.Uint64(), logf: t.Logf, loss: loss}
 	defer w.close()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	spawn := func(n int, run func(*actor, context.Context)) {
+	spawn := func(job string, n int, run func(*actor, context.Context)) {
 		for range n {
-			a, err := w.newActor()
+			a, err := w.newActor(job)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,10 +190,13 @@ func Run(t testing.TB, cfg Config) Report {
 			go func() { defer wg.Done(); run(a, ctx) }()
 		}
 	}
-	spawn(3, (*actor).trainer)
-	spawn(2, (*actor).saver)
-	wg.Add(1)
-	go func() { defer wg.Done(); w.gatherer(ctx, 0) }()
+	// The same workload in every job, at once.
+	for _, job := range Jobs {
+		spawn(job, 3, (*actor).trainer)
+		spawn(job, 2, (*actor).saver)
+		wg.Add(1)
+		go func() { defer wg.Done(); w.gatherer(ctx, job, 0) }()
+	}
 
 	// The schedule: a fault, held for a while, healed, a quiet spell.
 	deadline := time.Now().Add(cfg.Duration)
@@ -197,9 +231,10 @@ func Run(t testing.TB, cfg Config) Report {
 		heal()
 		fr.End = rec.Now()
 		rep.Faults = append(rep.Faults, fr)
-		// Operations must resume with a majority up.
-		if !progressAfter(rec, fr.End, time.Minute) {
-			rep.Violations = append(rep.Violations, fmt.Sprintf("no operation succeeded within a minute after healing %s (%s)", kind, detail))
+		// Operations must resume with a majority up, in every job.
+		if stuck := progressAfter(rec, fr.End, time.Minute, Jobs); len(stuck) > 0 {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("no operation of job %s succeeded within a minute after healing %s (%s)",
+				strings.Join(stuck, ", "), kind, detail))
 			break
 		}
 		sleep(context.Background(), quiet)
@@ -216,22 +251,47 @@ func Run(t testing.TB, cfg Config) Report {
 			c.Restart(p)
 		}
 	}
-	c.WaitReady()
+	// Not c.WaitReady, which fails the test: a cluster that does not come
+	// back is a violation, and the checks below still have something to
+	// say (the nodes' logs, in particular, are all on disk).
+	if notReady := ready(c, 90*time.Second); notReady != "" {
+		rep.Violations = append(rep.Violations, notReady)
+	}
 	hashes := converged(c)
 	if hashes != "" {
 		rep.Violations = append(rep.Violations, hashes)
 	}
-	if st, err := setup.Status(); err == nil {
-		rep.Passes = st.FSM.Pass
-	}
-
 	ops := rec.Ops()
 	rep.Ops = len(ops)
+	byJob := history.ByJob(ops)
+	for _, job := range Jobs {
+		jr := JobReport{Name: job, Ops: len(byJob[job])}
+		if j, err := setup.Job(job); err == nil {
+			jr.Passes = j.Pass
+		} else {
+			t.Logf("job %s: %v", job, err)
+		}
+		if job == rpc.DefaultJob {
+			rep.Passes = jr.Passes
+		}
+		rep.Jobs = append(rep.Jobs, jr)
+	}
 	rep.Unavailable = unavailability(ops, rep.Faults)
 	start := time.Now()
-	// Grace 0: a lease may outlive its deadline by any leaderless spell plus
-	// the fail-over grace, so denials are not bounded in time.
-	for _, err := range check.All(ops, check.Config{NumTasks: numTasks, TaskTimeout: taskTimeout, VisualizeDir: cfg.OutDir}) {
+	// Every checker on each job's history on its own. Grace 0: a lease may
+	// outlive its deadline by any leaderless spell plus the fail-over
+	// grace, so denials are not bounded in time.
+	// A visualization's file is named in the job's violation.
+	perJob := func(string) check.Config {
+		return check.Config{NumTasks: numTasks, TaskTimeout: taskTimeout, VisualizeDir: cfg.OutDir}
+	}
+	for _, err := range check.PerJob(ops, perJob) {
+		rep.Violations = append(rep.Violations, err.Error())
+	}
+	// And that the jobs never crossed: tasks of the job's own files,
+	// save-model denials explained by the job's own grants, allgather
+	// results of the job's own joins.
+	if err := check.NoCrossing(ops, datasets); err != nil {
 		rep.Violations = append(rep.Violations, err.Error())
 	}
 	// Election safety. Every node is running again, so each log holds all
@@ -243,6 +303,33 @@ func Run(t testing.TB, cfg Config) Report {
 	rep.HistoryPath = filepath.Join(cfg.OutDir, fmt.Sprintf("history-%d.jsonl", cfg.Seed))
 	writeReport(t, rep, ops)
 	return rep
+}
+
+// ready waits for every node to report ready, and describes the nodes
+// that do not if they do not within timeout.
+func ready(c *proccluster.Cluster, timeout time.Duration) string {
+	deadline := time.Now().Add(timeout)
+	for {
+		var not []string
+		for _, p := range c.Procs {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			st, err := proccluster.Status(ctx, p.APIAddr)
+			cancel()
+			switch {
+			case err != nil:
+				not = append(not, fmt.Sprintf("%s: %v", p.ID, err))
+			case !st.Ready:
+				not = append(not, fmt.Sprintf("%s: %s, not ready", p.ID, st.State))
+			}
+		}
+		if len(not) == 0 {
+			return ""
+		}
+		if !time.Now().Before(deadline) {
+			return fmt.Sprintf("not every node was ready %v after the faults were healed: %s", timeout, strings.Join(not, ", "))
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // converged waits for every replica to report the same applied index and
@@ -278,18 +365,28 @@ func converged(c *proccluster.Cluster) string {
 	return "replicas did not converge: " + last
 }
 
-// progressAfter waits until some operation that started after t succeeded.
-func progressAfter(rec *history.Recorder, t int64, timeout time.Duration) bool {
+// progressAfter waits until, in each of jobs, some operation that started
+// after t succeeded, and returns the jobs in which none did.
+func progressAfter(rec *history.Recorder, t int64, timeout time.Duration, jobs []string) []string {
 	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	for {
+		var stuck []string
+		done := map[string]bool{}
 		for _, op := range rec.Ops() {
 			if op.Invoke >= t && op.Return != history.Never && op.Code == "" {
-				return true
+				done[history.JobOf(op)] = true
 			}
+		}
+		for _, job := range jobs {
+			if !done[job] {
+				stuck = append(stuck, job)
+			}
+		}
+		if len(stuck) == 0 || !time.Now().Before(deadline) {
+			return stuck
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return false
 }
 
 // unavailability is, per fault kind, the longest time in which no write
@@ -324,16 +421,20 @@ func unavailability(ops []history.Op, faults []FaultRecord) map[FaultKind]time.D
 	return out
 }
 
-// writeChunks writes n RecordIO files of one chunk each.
-func writeChunks(t testing.TB, dir string, n int) string {
+// writeChunks writes job's dataset, n RecordIO files of one chunk each,
+// named after the job, into dir, and returns their glob and their paths.
+func writeChunks(t testing.TB, dir, job string, n int) (string, []string) {
+	var files []string
 	for i := range n {
-		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("part-%03d.recordio", i)))
+		path := filepath.Join(dir, fmt.Sprintf("%s-part-%03d.recordio", job, i))
+		files = append(files, path)
+		f, err := os.Create(path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		w := recordio.NewWriter(f, -1, recordio.NoCompression)
 		for r := range 4 {
-			if _, err := w.Write([]byte(fmt.Sprintf("task %d record %d", i, r))); err != nil {
+			if _, err := w.Write([]byte(fmt.Sprintf("job %s task %d record %d", job, i, r))); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -342,7 +443,7 @@ func writeChunks(t testing.TB, dir string, n int) string {
 		}
 		f.Close()
 	}
-	return filepath.Join(dir, "part-*.recordio")
+	return filepath.Join(dir, job+"-part-*.recordio"), files
 }
 
 // writeReport stores the history and the report next to each other.
@@ -367,8 +468,17 @@ func writeReport(t testing.TB, rep Report, ops []history.Op) {
 	for i, f := range rep.Faults {
 		spans[i] = timeline.Span{Label: string(f.Kind) + " " + f.Detail, Start: f.Start, End: f.End}
 	}
-	title := fmt.Sprintf("seed %d: %d operations, %d faults, %d violations", rep.Seed, rep.Ops, len(rep.Faults), len(rep.Violations))
+	title := fmt.Sprintf("seed %d: %d operations (%s), %d faults, %d violations", rep.Seed, rep.Ops, jobOps(rep.Jobs), len(rep.Faults), len(rep.Violations))
 	if err := timeline.Save(base+".timeline.png", title, ops, spans); err != nil {
 		t.Logf("timeline: %v", err)
 	}
+}
+
+// jobOps describes the operations of each job: "default 812, job-b 790".
+func jobOps(jobs []JobReport) string {
+	parts := make([]string, len(jobs))
+	for i, j := range jobs {
+		parts[i] = fmt.Sprintf("%s %d", j.Name, j.Ops)
+	}
+	return strings.Join(parts, ", ")
 }

@@ -25,6 +25,9 @@ func report(t *testing.T, rep Report) {
 	t.Helper()
 	t.Logf("seed %d: %d ops, %d faults, pass %d, checked in %v, history %s",
 		rep.Seed, rep.Ops, len(rep.Faults), rep.Passes, rep.Checked.Round(time.Millisecond), rep.HistoryPath)
+	for _, j := range rep.Jobs {
+		t.Logf("  job %-8s %d ops, pass %d", j.Name, j.Ops, j.Passes)
+	}
 	if n := len(rep.Leaders); n > 0 {
 		lo, hi := rep.Leaders[0].Term, rep.Leaders[0].Term
 		for _, c := range rep.Leaders {
@@ -162,9 +165,9 @@ func firstLines(s string, n int) string {
 
 func TestSummary(t *testing.T) {
 	var s Summary
-	s.Add(Report{Ops: 10, Faults: []FaultRecord{{Kind: KillLeader}, {Kind: KillLeader}},
+	s.Add(Report{Ops: 10, Jobs: []JobReport{{Name: "default", Ops: 6}, {Name: "job-b", Ops: 4}}, Faults: []FaultRecord{{Kind: KillLeader}, {Kind: KillLeader}},
 		Unavailable: map[FaultKind]time.Duration{KillLeader: time.Second}})
-	s.Add(Report{Ops: 5, Violations: []string{"x"}, Faults: []FaultRecord{{Kind: KillLeader}},
+	s.Add(Report{Ops: 5, Jobs: []JobReport{{Name: "default", Ops: 2}, {Name: "job-b", Ops: 3}}, Violations: []string{"x"}, Faults: []FaultRecord{{Kind: KillLeader}},
 		Unavailable: map[FaultKind]time.Duration{KillLeader: 3 * time.Second}})
 	s.Add(Report{Ops: 1, Faults: []FaultRecord{{Kind: KillLeader}},
 		Unavailable: map[FaultKind]time.Duration{KillLeader: 2 * time.Second}})
@@ -173,7 +176,7 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"3 runs, 4 faults, 16 operations, 1 violations", "kill-leader", "  4  ", "2s", "3s"} {
+	for _, want := range []string{"3 runs, 4 faults, 16 operations, 1 violations", "operations per job: default 8, job-b 7", "kill-leader", "  4  ", "2s", "3s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

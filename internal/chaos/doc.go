@@ -2,14 +2,33 @@
 // "raftmaster serve" processes on 127.0.0.1 with a fault-injecting TCP
 // proxy on every Raft link, runs a trainer workload through the Go client
 // while a seeded schedule kills, pauses, partitions, restarts and shifts the
-// clocks of nodes, records every operation, and then checks the history:
-// linearizability of the task leases and the save-model lease (porcupine),
-// exact pass accounting, a single save-model holder at any FSM time,
-// identical allgather results, convergence of every replica to the same
-// state hash, and that operations resume with a majority up. It also
-// checks Raft's election safety: at most one node won the election of any
-// term, read from the "election won" lines in every node's log (see
-// leaderClaims for why the logs and not polling).
+// clocks of nodes, records every operation, and then checks the history.
+//
+// Every run drives two jobs at once on the one cluster: the default job,
+// whose clients use the plain paths, and "job-b" (JobB), whose clients use
+// /v1/jobs/job-b/... (client.WithJob). Each job has its own dataset, in
+// RecordIO files named after it in a directory of its own, and its own
+// three trainers, two save-model contenders and three allgather gatherers.
+// Every operation in the history names its job (history.Op.Job; empty, in
+// histories written before jobs, is the default job), and every leased
+// task the files of its chunks.
+//
+// Per job, on that job's operations alone (check.PerJob): linearizability
+// of the task leases and the save-model lease (porcupine), exact pass
+// accounting, a single save-model holder at any FSM time, and identical
+// allgather results; and that operations of the job resume within a minute
+// of each fault being healed. Across jobs, that they never cross
+// (check.NoCrossing): a task leased in a job names only files of that
+// job's dataset (and a task id always the same files); a save-model denial
+// in a job is explained by a grant to another trainer of the same job,
+// never only by one of the other job; and an allgather result in a job
+// holds only the data of that job's joins of the group, although both
+// jobs' gatherers use the same group ids. Cluster-wide, as before: every
+// replica converges to the same state hash, and Raft's election safety
+// holds: at most one node won the election of any term, read from the
+// "election won" lines in every node's log (see leaderClaims for why the
+// logs and not polling). The report and the summary of "make chaos" give
+// the operations of each job.
 //
 // "make chaos-variants" runs the same checks against deliberately broken
 // builds, each of which must be caught within five runs: a client that

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -11,6 +12,10 @@ import (
 // Summary aggregates the reports of several runs.
 type Summary struct {
 	Runs, Ops, Violations int
+	// JobOps counts the operations of each job, JobNames the jobs in the
+	// order they were first seen.
+	JobOps   map[string]int
+	JobNames []string
 	// Injected counts the faults of each kind.
 	Injected map[FaultKind]int
 	// Longest holds, per kind, each run's longest unavailability.
@@ -21,9 +26,16 @@ type Summary struct {
 func (s *Summary) Add(rep Report) {
 	if s.Injected == nil {
 		s.Injected, s.Longest = map[FaultKind]int{}, map[FaultKind][]time.Duration{}
+		s.JobOps = map[string]int{}
 	}
 	s.Runs++
 	s.Ops += rep.Ops
+	for _, j := range rep.Jobs {
+		if _, ok := s.JobOps[j.Name]; !ok {
+			s.JobNames = append(s.JobNames, j.Name)
+		}
+		s.JobOps[j.Name] += j.Ops
+	}
 	s.Violations += len(rep.Violations)
 	for _, f := range rep.Faults {
 		s.Injected[f.Kind]++
@@ -33,7 +45,7 @@ func (s *Summary) Add(rep Report) {
 	}
 }
 
-// Write prints the summary as a table: per fault kind, how often it was
+// Write prints the totals, the operations of each job, and a table: per fault kind, how often it was
 // injected, and the median and worst of the runs' longest unavailability.
 func (s *Summary) Write(w io.Writer) error {
 	faults := 0
@@ -41,6 +53,13 @@ func (s *Summary) Write(w io.Writer) error {
 		faults += n
 	}
 	fmt.Fprintf(w, "%d runs, %d faults, %d operations, %d violations\n", s.Runs, faults, s.Ops, s.Violations)
+	if len(s.JobNames) > 0 {
+		parts := make([]string, len(s.JobNames))
+		for i, j := range s.JobNames {
+			parts[i] = fmt.Sprintf("%s %d", j, s.JobOps[j])
+		}
+		fmt.Fprintf(w, "operations per job: %s\n", strings.Join(parts, ", "))
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAULT\tINJECTED\tMEDIAN LONGEST UNAVAILABILITY\tWORST")
 	for _, k := range AllFaults {

@@ -31,19 +31,24 @@ type workload struct {
 	nextID  int
 }
 
-// actor is one sequential client: its own Client (so its own request ids),
-// its own random stream, and its own history client index.
+// actor is one sequential client of one job: its own Client (so its own
+// request ids), its own random stream, and its own history client index,
+// unique across jobs.
 type actor struct {
 	w   *workload
 	id  int
+	job string
 	cl  *client.Client
 	rng *rand.Rand
 }
 
-func (w *workload) newActor() (*actor, error) {
+// newActor returns an actor of job. The client of the default job names
+// it, as a client of another job does, but its calls go to the plain
+// paths (see client.WithJob); the other jobs' go to rpc.JobPath.
+func (w *workload) newActor(job string) (*actor, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 16
-	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second),
+	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second), client.WithJob(job),
 		client.WithHTTPClient(&http.Client{Transport: w.loss.transport(t)}))
 	if err != nil {
 		return nil, err
@@ -53,7 +58,7 @@ func (w *workload) newActor() (*actor, error) {
 	id := w.nextID
 	w.nextID++
 	w.clients = append(w.clients, cl)
-	return &actor{w: w, id: id, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1))}, nil
+	return &actor{w: w, id: id, job: job, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1))}, nil
 }
 
 func (w *workload) close() {
@@ -92,7 +97,7 @@ func outcome(err error) (code string, appliedAt int64, unknown bool) {
 // call runs one write and records it; ok fills in the outputs of a
 // success from out.
 func (a *actor) call(ctx context.Context, op history.Op, path string, in, out any, ok func(*history.Op)) (history.Op, error) {
-	op.Client = a.id
+	op.Client, op.Job = a.id, a.job
 	op.Invoke = a.w.rec.Now()
 	err := a.cl.Call(ctx, path, in, out)
 	op.Return = a.w.rec.Now()
@@ -126,6 +131,10 @@ func (a *actor) trainer(ctx context.Context) {
 				// A trainer waiting on the next pass may be given a task
 				// of the current one: record the pass it belongs to.
 				op.Task, op.AppliedAt, op.Pass = fsm.TaskMeta(resp.Task.Meta), fsmTime(resp.AppliedAt), resp.Task.Pass
+				// The files, so that a task of another job's dataset shows.
+				for _, c := range resp.Task.Chunks {
+					op.Chunks = append(op.Chunks, c.Path)
+				}
 			})
 		switch {
 		case err == nil:
@@ -161,7 +170,8 @@ func (a *actor) trainer(ctx context.Context) {
 	}
 }
 
-// saver asks for the save-model lease now and then.
+// saver asks for the save-model lease of its job now and then. Its name is
+// unique across jobs, so that a lease that crossed jobs shows.
 func (a *actor) saver(ctx context.Context) {
 	trainer := fmt.Sprintf("saver-%d", a.id)
 	for ctx.Err() == nil {
@@ -180,21 +190,29 @@ func (a *actor) saver(ctx context.Context) {
 	}
 }
 
-// gatherer runs allgather rounds of three members: groups complete, a
-// member sometimes re-joins before completion (its first join sees
-// ErrReconnected), and members sometimes leave afterwards.
-func (w *workload) gatherer(ctx context.Context, seq int) {
+// gatherer runs allgather rounds of three members of job: groups complete,
+// a member sometimes re-joins before completion (its first join sees
+// ErrReconnected), and members sometimes leave afterwards. Group ids
+// depend on seq and the round only, so the gatherers of two jobs with the
+// same seq use the same group ids, each in its own job: groups that
+// crossed jobs would show.
+func (w *workload) gatherer(ctx context.Context, job string, seq int) {
 	const peers = 3
 	var members []*actor
 	for range peers {
-		a, err := w.newActor()
+		a, err := w.newActor(job)
 		if err != nil {
 			w.logf("allgather actor: %v", err)
 			return
 		}
 		members = append(members, a)
 	}
-	rng := rand.New(rand.NewPCG(w.seed, 1000+uint64(seq)))
+	stream := 1000 + uint64(seq)
+	if job != rpc.DefaultJob {
+		// Its own choices, and the default job's stay as they were.
+		stream += 1 << 32
+	}
+	rng := rand.New(rand.NewPCG(w.seed, stream))
 	for round := 0; ctx.Err() == nil; round++ {
 		group := fmt.Sprintf("g%d-%d", seq, round)
 		rejoin := rng.IntN(5) == 0
@@ -221,8 +239,8 @@ func (a *actor) member(ctx context.Context, group string, peers int, rejoin, lea
 	}
 	var watchers []client.Watcher
 	for j := range joins {
-		data := fmt.Sprintf("%s/%d/%d", group, a.id, j)
-		op := history.Op{Client: a.id, Kind: history.Join, Group: group, Member: id, NumPeers: peers, Data: data, Invoke: a.w.rec.Now()}
+		data := fmt.Sprintf("%s/%s/%d/%d", a.job, group, a.id, j)
+		op := history.Op{Client: a.id, Job: a.job, Kind: history.Join, Group: group, Member: id, NumPeers: peers, Data: data, Invoke: a.w.rec.Now()}
 		w, err := a.cl.JoinWithDeadline(group, id, peers, data, nil, nil, 30*time.Second)
 		op.Return = a.w.rec.Now()
 		if err != nil {
@@ -238,7 +256,7 @@ func (a *actor) member(ctx context.Context, group string, peers int, rejoin, lea
 		watchers = append(watchers, w)
 	}
 	for _, w := range watchers {
-		op := history.Op{Client: a.id, Kind: history.Watch, Group: group, Member: id, NumPeers: peers, Invoke: a.w.rec.Now()}
+		op := history.Op{Client: a.id, Job: a.job, Kind: history.Watch, Group: group, Member: id, NumPeers: peers, Invoke: a.w.rec.Now()}
 		select {
 		case res := <-w.C:
 			op.Return = a.w.rec.Now()
@@ -268,7 +286,7 @@ func (a *actor) member(ctx context.Context, group string, peers int, rejoin, lea
 		a.w.rec.Add(op)
 	}
 	if leave && ctx.Err() == nil {
-		op := history.Op{Client: a.id, Kind: history.Leave, Group: group, Member: id, Invoke: a.w.rec.Now()}
+		op := history.Op{Client: a.id, Job: a.job, Kind: history.Leave, Group: group, Member: id, Invoke: a.w.rec.Now()}
 		err := a.cl.Leave(group, id)
 		op.Return = a.w.rec.Now()
 		if err != nil {

@@ -89,7 +89,11 @@ func succeeded(op history.Op) bool { return op.Code == "" && !unknown(op) }
 // describe names operation i for an error message.
 func describe(i int, op history.Op) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "op %d (client %d, %s", i, op.Client, op.Kind)
+	fmt.Fprintf(&b, "op %d (client %d, ", i, op.Client)
+	if op.Job != "" {
+		fmt.Fprintf(&b, "job %q, ", op.Job)
+	}
+	fmt.Fprintf(&b, "%s", op.Kind)
 	switch op.Kind {
 	case history.GetTask:
 		fmt.Fprintf(&b, " pass %d", op.Pass)

@@ -163,6 +163,23 @@ func TestSingleSaveHolder(t *testing.T) {
 			save(0, 2, 3, "a", 100, true, 90),
 			save(1, 4, 5, "b", 100, true, 150),
 		), want: []string{`while "a" held the lease`}},
+		{name: "a renewal answered on a retry as not granted still shortened the lease", ops: ops(
+			save(0, 0, 1, "a", 300, true, 0),
+			// applied at 100 for 50 ms (the lease then ends at 150); its
+			// answer was lost, and the retry, after b's grant, says no
+			save(0, 2, 300, "a", 50, false, 100),
+			save(1, 4, 5, "b", 100, true, 200),
+		)},
+		{name: "a request of unknown outcome may have shortened the lease", ops: ops(
+			save(0, 0, 1, "a", 300, true, 0),
+			saveUnknown(0, 2, "a", 10),
+			save(1, 4, 5, "b", 100, true, 200),
+		)},
+		{name: "a request of unknown outcome sent after the grant excuses nothing", ops: ops(
+			save(0, 0, 1, "a", 300, true, 0),
+			save(1, 4, 5, "b", 100, true, 200),
+			saveUnknown(0, 6, "a", 10),
+		), want: []string{`while "a" held the lease`}},
 	})
 }
 

@@ -84,6 +84,19 @@
 // data of some join of the group. A group id is assumed to complete once
 // per history: the workload does not reuse ids.
 //
+// # Jobs
+//
+// A history may hold the operations of several jobs (history.Op.Job), each
+// with its own dataset, passes, save-model lease and groups. PerJob runs
+// every checker above on each job's operations on their own.
+// NoCrossing checks that the jobs never cross: a task leased in a job
+// names only files of that job's dataset, and a task id always the same
+// files; a save-model denial in a job is explained by a grant (known, or an
+// unknown outcome) to another trainer of the same job that may have been
+// applied before it; a successful watch in a job is of a member that
+// joined the group in that job, and every entry of its result is the data
+// of a join of the group in that job.
+//
 // # OneLeaderPerTerm
 //
 // Not a check of the client history but of the cluster itself: Raft's

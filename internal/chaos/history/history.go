@@ -39,6 +39,9 @@ type Op struct {
 	Kind   Kind  `json:"kind"`
 	Invoke int64 `json:"invoke"`
 	Return int64 `json:"return"` // Never when the outcome is unknown
+	// Job is the job the operation addressed; "" (histories written before
+	// jobs) is the default job. See JobOf.
+	Job string `json:"job,omitempty"`
 
 	// Inputs.
 	Pass     int           `json:"pass,omitempty"`
@@ -53,12 +56,35 @@ type Op struct {
 	// Outputs. Code is "" for success or the wire error code.
 	Code       string       `json:"code,omitempty"`
 	Task       fsm.TaskMeta `json:"task,omitzero"`     // GetTask: the leased task
+	Chunks     []string     `json:"chunks,omitempty"`  // GetTask: the files of the task's chunks
 	Ignored    bool         `json:"ignored,omitempty"` // finished/failed had no effect
 	Granted    bool         `json:"granted,omitempty"` // SaveModel
 	AppliedAt  int64        `json:"applied_at,omitempty"`
 	Generation uint64       `json:"generation,omitempty"` // Join
 	Result     []string     `json:"result,omitempty"`     // Watch: every member's data in order
 	Rank       int          `json:"rank,omitempty"`
+}
+
+// DefaultJob is the job of an operation whose Job is empty.
+const DefaultJob = fsm.DefaultJob
+
+// JobOf returns the job op addressed: its Job, or DefaultJob when that is
+// empty.
+func JobOf(op Op) string {
+	if op.Job == "" {
+		return DefaultJob
+	}
+	return op.Job
+}
+
+// ByJob splits ops by job, keeping their order within each job.
+func ByJob(ops []Op) map[string][]Op {
+	out := map[string][]Op{}
+	for _, op := range ops {
+		j := JobOf(op)
+		out[j] = append(out[j], op)
+	}
+	return out
 }
 
 // Unknown reports whether the outcome is unknown.
