@@ -73,10 +73,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger, fsm: fsm.New(), notify: make(chan bool, 16), stop: make(chan struct{}), halted: make(chan struct{})}
 	var err error
-	n.store, err = raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(cfg.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
-	})
+	n.store, err = openLogStore(cfg.DataDir)
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: open log store (is another raftmaster using %s?): %w", cfg.DataDir, err)
 	}
@@ -386,4 +383,16 @@ func (n *Node) otherVoters() int {
 		}
 	}
 	return c
+}
+
+// logStoreFile is the log and stable store's file in a data directory.
+const logStoreFile = "raft.db"
+
+// openLogStore opens the log and stable store of dataDir. bolt locks the
+// file: a second process (or a running node's data dir) fails after 2 s.
+func openLogStore(dataDir string) (*raftboltdb.BoltStore, error) {
+	return raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(dataDir, logStoreFile),
+		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
+	})
 }

@@ -5,13 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/raftmaster/raftmaster/fsm"
-	"go.etcd.io/bbolt"
 )
 
 // Recover rewrites the Raft configuration of the stopped node whose data
@@ -30,14 +27,11 @@ func Recover(dataDir string, peers []Peer, logger hclog.Logger) error {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	path := filepath.Join(dataDir, "raft.db")
+	path := filepath.Join(dataDir, logStoreFile)
 	if _, err := os.Stat(path); err != nil {
 		return fmt.Errorf("raftnode: recover: no Raft log in %s: %w", dataDir, err)
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        path,
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
-	})
+	store, err := openLogStore(dataDir)
 	if err != nil {
 		return fmt.Errorf("raftnode: recover: open %s (stop the node first): %w", path, err)
 	}

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 )
 
 // Seed makes dataDir the data directory of the first node of a new cluster
@@ -27,7 +24,7 @@ func Seed(dataDir, nodeID, raftAddr string, index uint64, snapshot []byte, logge
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	if _, err := os.Stat(filepath.Join(dataDir, "raft.db")); err == nil {
+	if _, err := os.Stat(filepath.Join(dataDir, logStoreFile)); err == nil {
 		return fmt.Errorf("raftnode: seed: %s already holds a Raft log; restore into an empty directory", dataDir)
 	}
 	if entries, err := os.ReadDir(filepath.Join(dataDir, "snapshots")); err == nil && len(entries) > 0 {
@@ -65,10 +62,7 @@ func Seed(dataDir, nodeID, raftAddr string, index uint64, snapshot []byte, logge
 	}
 	// The node's term starts at the snapshot's, as if it had been
 	// elected in it.
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
-	})
+	store, err := openLogStore(dataDir)
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: log store: %w", err)
 	}

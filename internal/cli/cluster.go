@@ -163,7 +163,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 	}
 	fmt.Fprintf(w, "applied:   index %d, FSM clock %s\n", s.AppliedIndex, s.Clock.Format(time.RFC3339Nano))
 	if len(r.Jobs) > 0 {
-		fmt.Fprintf(w, "\njobs:      %d (state about %s); the lines above are the default job's\n", len(r.Jobs), byteSize(s.StateBytes))
+		fmt.Fprintf(w, "\njobs:      %d (state about %s); the lines above are the default job's\n", len(r.Jobs), humanBytes(s.StateBytes))
 		printJobs(w, r.Jobs)
 	}
 }

@@ -41,7 +41,7 @@ func jobCommand() *cli.Command {
 							ttl = time.Duration(l.JobTTL).String()
 						}
 						fmt.Fprintf(c.App.Writer, "\n%d jobs (at most %d); state about %s of %s; idle jobs collected after: %s\n",
-							len(resp.Jobs), l.MaxJobs, byteSize(resp.StateBytes), byteSize(l.MaxStateBytes), ttl)
+							len(resp.Jobs), l.MaxJobs, humanBytes(resp.StateBytes), humanBytes(l.MaxStateBytes), ttl)
 						return nil
 					})
 				},
@@ -134,7 +134,7 @@ func printJobs(w io.Writer, jobs []rpc.Job) {
 			dataset = fmt.Sprintf("%d tasks", j.Tasks)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", j.Name, dataset, j.Pass, j.Todo, j.Pending, j.Done, j.Failed,
-			j.Groups, orDash(j.SaveHolder), byteSize(j.Bytes), fsmTimeText(j.LastActivity))
+			j.Groups, orDash(j.SaveHolder), humanBytes(j.Bytes), fsmTimeText(j.LastActivity))
 	}
 	tw.Flush()
 }
@@ -155,7 +155,7 @@ func printJob(w io.Writer, j rpc.Job) {
 		fmt.Fprintln(w, "save lease: free")
 	}
 	fmt.Fprintf(w, "groups:     %d\n", j.Groups)
-	fmt.Fprintf(w, "size:       about %s\n", byteSize(j.Bytes))
+	fmt.Fprintf(w, "size:       about %s\n", humanBytes(j.Bytes))
 	if !j.CollectAt.IsZero() {
 		fmt.Fprintf(w, "collected:  at %s unless used before\n", fsmTimeText(j.CollectAt))
 	}
@@ -167,18 +167,4 @@ func fsmTimeText(t time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
-}
-
-// byteSize formats a size in bytes with a binary unit.
-func byteSize(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

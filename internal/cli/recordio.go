@@ -367,6 +367,7 @@ func (p *progress) summary(records, bytes int64, files int) {
 		records, humanBytes(bytes), files, p.now().Sub(p.start).Round(time.Millisecond))
 }
 
+// humanBytes formats a size in bytes with a binary unit.
 func humanBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
