@@ -494,13 +494,7 @@ func encodeLegacy(t *testing.T, s *state, version uint64) []byte {
 	} else {
 		encodeJob(sw, j)
 	}
-	e.uvarint(uint64(len(s.nodes)))
-	for _, id := range sortedKeys(s.nodes) {
-		n := s.nodes[id]
-		e.string(n.ID)
-		e.string(n.RaftAddr)
-		e.string(n.APIAddr)
-	}
+	encodeNodes(e, s.nodes)
 	e.uvarint(uint64(s.dedup.n))
 	for c := s.dedup.head; c != nil; c = c.next {
 		e.uuid(c.id)

@@ -98,13 +98,7 @@ func encodeState(w io.Writer, s *state) error {
 	e.uvarint(s.jobSeq)
 	(&SetLimits{Limits: s.limits}).encode(e)
 
-	e.uvarint(uint64(len(s.nodes)))
-	for _, id := range sortedKeys(s.nodes) {
-		n := s.nodes[id]
-		e.string(n.ID)
-		e.string(n.RaftAddr)
-		e.string(n.APIAddr)
-	}
+	encodeNodes(e, s.nodes)
 
 	e.uvarint(uint64(s.dedup.n))
 	for c := s.dedup.head; c != nil; c = c.next {
@@ -576,4 +570,16 @@ func (g *group) check(nextGen uint64) error {
 		}
 	}
 	return nil
+}
+
+// encodeNodes writes the node registry in id order; every snapshot version
+// writes it the same way.
+func encodeNodes(e *encoder, nodes map[string]Registration) {
+	e.uvarint(uint64(len(nodes)))
+	for _, id := range sortedKeys(nodes) {
+		n := nodes[id]
+		e.string(n.ID)
+		e.string(n.RaftAddr)
+		e.string(n.APIAddr)
+	}
 }

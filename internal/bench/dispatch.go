@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -117,69 +116,61 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 	for i := range out.Rows {
 		row := &out.Rows[i]
 		c := row.Concurrency
+		load := rawraft.LoadRequest{Concurrency: c, EntryBytes: out.EntryBytes, Warmup: cfg.Warmup, Window: cfg.Window}
+		// The systems, each with its series, why it did not start (if so),
+		// one measurement, and how its progress line names it.
+		systems := []struct {
+			series  *Series
+			down    error
+			measure func() (measure.Run, error)
+			label   string // "raftmaster writes/s" style, padded for the columns
+			logs    func() string
+		}{
+			{&row.Raftmaster, nil, func() (measure.Run, error) { return s.dispatchRaftmaster(ctx, rm, c, &pass) },
+				"raftmaster %8.0f writes/s ", func() string { return "\n" + rm.logTail() }},
+			{&row.EtcdPut, etcdErr, func() (measure.Run, error) { return s.dispatchEtcdPut(ctx, etcd.Endpoints, c, value) },
+				"etcd Put   %8.0f puts/s   ", nil},
+			{&row.RawRaft, rawErr, func() (measure.Run, error) {
+				r, err := raw.Load(ctx, load)
+				if err != nil && ctx.Err() == nil {
+					// The baseline has no client to retry on the next
+					// leader: a leader change under load (the machine
+					// stalled past an election timeout) fails the run.
+					// Run it again, on whichever node leads now.
+					s.logf("raw raft c=%d: %v; running again", c, err)
+					r, err = raw.Load(ctx, load)
+				}
+				return r, err
+			}, "raw Raft   %8.0f applies/s", nil},
+		}
+		names := []string{"raftmaster", "etcd", "raw raft"}
 		for run := range cfg.Runs {
-			systems := []string{"raftmaster", "etcd", "raw"}
-			k := run % len(systems)
-			order := slices.Concat(systems[k:], systems[:k])
-			for _, sys := range order {
+			// The systems take turns, starting with another one each run.
+			for j := range systems {
+				k := (run + j) % len(systems)
+				sys := systems[k]
 				if err := ctx.Err(); err != nil {
 					return err
 				}
-				switch sys {
-				case "raftmaster":
-					r, err := s.dispatchRaftmaster(ctx, rm, c, &pass)
-					if err != nil {
-						if ctx.Err() != nil {
-							return ctx.Err()
-						}
-						row.Raftmaster.fail(err)
-						s.logf("raftmaster c=%d: %v\n%s", c, err, rm.logTail())
-						continue
-					}
-					row.Raftmaster.add(r)
-					s.logf("dispatch c=%-3d run %d/%d  raftmaster %8.0f writes/s  p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
-				case "etcd":
-					if etcdErr != nil {
-						row.EtcdPut.fail(etcdErr)
-						continue
-					}
-					r, err := s.dispatchEtcdPut(ctx, etcd.Endpoints, c, value)
-					if err != nil {
-						if ctx.Err() != nil {
-							return ctx.Err()
-						}
-						row.EtcdPut.fail(err)
-						s.logf("etcd c=%d: %v", c, err)
-						continue
-					}
-					row.EtcdPut.add(r)
-					s.logf("dispatch c=%-3d run %d/%d  etcd Put   %8.0f puts/s    p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
-				case "raw":
-					if rawErr != nil {
-						row.RawRaft.fail(rawErr)
-						continue
-					}
-					load := rawraft.LoadRequest{Concurrency: c, EntryBytes: out.EntryBytes, Warmup: cfg.Warmup, Window: cfg.Window}
-					r, err := raw.Load(ctx, load)
-					if err != nil && ctx.Err() == nil {
-						// The baseline has no client to retry on the next
-						// leader: a leader change under load (the machine
-						// stalled past an election timeout) fails the run.
-						// Run it again, on whichever node leads now.
-						s.logf("raw raft c=%d: %v; running again", c, err)
-						r, err = raw.Load(ctx, load)
-					}
-					if err != nil {
-						if ctx.Err() != nil {
-							return ctx.Err()
-						}
-						row.RawRaft.fail(err)
-						s.logf("raw raft c=%d: %v", c, err)
-						continue
-					}
-					row.RawRaft.add(r)
-					s.logf("dispatch c=%-3d run %d/%d  raw Raft   %8.0f applies/s p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
+				if sys.down != nil {
+					sys.series.fail(sys.down)
+					continue
 				}
+				r, err := sys.measure()
+				if err != nil {
+					if ctx.Err() != nil {
+						return ctx.Err()
+					}
+					sys.series.fail(err)
+					detail := ""
+					if sys.logs != nil {
+						detail = sys.logs()
+					}
+					s.logf("%s c=%d: %v%s", names[k], c, err, detail)
+					continue
+				}
+				sys.series.add(r)
+				s.logf("dispatch c=%-3d run %d/%d  "+sys.label+" p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
 			}
 		}
 		row.VsEtcd = ratio(row.Raftmaster, row.EtcdPut)
