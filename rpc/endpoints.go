@@ -253,11 +253,16 @@ var Endpoints = []Endpoint{
 
 // JobScoped reports whether path is the Path of a job-scoped endpoint
 // (Endpoint.Job), served for any job under JobPath.
-func JobScoped(path string) bool {
+func JobScoped(path string) bool { return jobScoped[path] }
+
+// jobScoped is the set of Paths of the job-scoped endpoints: JobScoped is
+// on every client call's path.
+var jobScoped = func() map[string]bool {
+	m := map[string]bool{}
 	for _, ep := range Endpoints {
-		if ep.Path == path {
-			return ep.Job
+		if ep.Job {
+			m[ep.Path] = true
 		}
 	}
-	return false
-}
+	return m
+}()
