@@ -58,7 +58,7 @@ func (c *Client) TransferLeadership(id string) error {
 // the same hash.
 func (c *Client) DebugState(addr string) (rpc.DebugStateResponse, error) {
 	var resp rpc.DebugStateResponse
-	base, err := normalizeAddr(addr)
+	base, err := c.normalize(addr)
 	if err != nil {
 		return resp, err
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/http"
@@ -27,7 +28,9 @@ const (
 // Client talks to a raftmaster cluster on behalf of a trainer or an
 // operator. It is safe for concurrent use. Close stops its goroutines.
 type Client struct {
-	addrs          []string // base URLs, "http://host:port"
+	addrs          []string    // base URLs, "http://host:port"
+	rawAddrs       []string    // WithAddrs, normalized by NewClient
+	tls            *tls.Config // WithTLS
 	hc             *http.Client
 	transport      *http.Transport // ours, when WithHTTPClient was not used
 	logger         hclog.Logger
@@ -64,18 +67,34 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client) error
 
-// WithAddrs sets the API addresses of the cluster's nodes ("host:port" or
-// "http://host:port"). Any subset that includes a reachable node will do:
+// WithAddrs sets the API addresses of the cluster's nodes ("host:port",
+// "http://host:port" or "https://host:port"; "host:port" means HTTPS
+// under WithTLS). Any subset that includes a reachable node will do:
 // followers redirect to the leader.
 func WithAddrs(addrs ...string) Option {
 	return func(c *Client) error {
 		for _, a := range addrs {
-			u, err := normalizeAddr(a)
-			if err != nil {
+			if _, err := normalizeAddr(a, "http"); err != nil {
 				return err
 			}
-			c.addrs = append(c.addrs, u)
+			c.rawAddrs = append(c.rawAddrs, a)
 		}
+		return nil
+	}
+}
+
+// WithTLS makes the client speak HTTPS with conf, for a cluster started
+// with serve --tls-cert: conf.RootCAs must hold the cluster's CA (see
+// raftmaster tls gen), and conf.Certificates may hold a client
+// certificate. Addresses without a scheme then mean HTTPS, and a redirect
+// to plain HTTP is refused. It cannot be combined with WithHTTPClient:
+// configure that client's transport instead.
+func WithTLS(conf *tls.Config) Option {
+	return func(c *Client) error {
+		if conf == nil {
+			return errors.New("raftmaster client: WithTLS: nil TLS configuration")
+		}
+		c.tls = conf.Clone()
 		return nil
 	}
 }
@@ -192,9 +211,20 @@ func NewClient(opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
+	if c.tls != nil && c.hc != nil {
+		return nil, errors.New("raftmaster client: WithTLS and WithHTTPClient: set TLS on the HTTP client's transport instead")
+	}
+	for _, a := range c.rawAddrs {
+		u, err := c.normalize(a)
+		if err != nil {
+			return nil, err
+		}
+		c.addrs = append(c.addrs, u)
+	}
 	if c.hc == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConnsPerHost = 64
+		t.TLSClientConfig = c.tls
 		c.transport = t
 		c.hc = &http.Client{Transport: t}
 	}
@@ -206,7 +236,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		base, err := normalizeAddr(addr)
+		base, err := c.normalize(addr)
 		if err != nil {
 			return nil, fmt.Errorf("raftmaster client: master address in etcd: %w", err)
 		}

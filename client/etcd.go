@@ -85,7 +85,7 @@ func (c *Client) followMaster(hc *http.Client) {
 		if addr == "" {
 			return
 		}
-		base, err := normalizeAddr(addr)
+		base, err := c.normalize(addr)
 		if err != nil {
 			c.logger.Warn("ignoring a malformed master address in etcd", "addr", addr, "error", err)
 			return

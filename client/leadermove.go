@@ -88,7 +88,7 @@ func (c *Client) otherLeader(ctx context.Context, current string) string {
 		case st.State == "Leader" && st.Ready && st.NodeID != currentID:
 			return base
 		case st.Leader.APIAddr != "" && st.Leader.ID != currentID:
-			if l, err := normalizeAddr(st.Leader.APIAddr); err == nil && l != current {
+			if l, err := c.normalize(st.Leader.APIAddr); err == nil && l != current {
 				return l
 			}
 		}

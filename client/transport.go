@@ -155,15 +155,24 @@ func (e *endpoints) failed(base string) {
 	}
 }
 
+// normalize is normalizeAddr with the client's scheme: https under
+// WithTLS, else http.
+func (c *Client) normalize(a string) (string, error) {
+	if c.tls != nil {
+		return normalizeAddr(a, "https")
+	}
+	return normalizeAddr(a, "http")
+}
+
 // normalizeAddr turns "host:port" or "http://host:port/" into
-// "http://host:port".
-func normalizeAddr(a string) (string, error) {
+// "http://host:port"; scheme is the scheme of an address without one.
+func normalizeAddr(a, scheme string) (string, error) {
 	s := strings.TrimSpace(a)
 	if s == "" {
 		return "", errors.New("raftmaster client: empty address")
 	}
 	if !strings.Contains(s, "://") {
-		s = "http://" + s
+		s = scheme + "://" + s
 	}
 	u, err := url.Parse(s)
 	if err != nil {
@@ -354,6 +363,9 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 			u, err := req.URL.Parse(loc)
 			if err != nil || loc == "" || (u.Scheme != "http" && u.Scheme != "https") {
 				return &attemptError{err: fmt.Errorf("raftmaster client: bad redirect %q from %s", loc, target), retry: true}
+			}
+			if c.tls != nil && u.Scheme != "https" {
+				return &attemptError{err: fmt.Errorf("raftmaster client: refusing a redirect from %s to plain HTTP (%q): the client uses TLS", target, loc)}
 			}
 			next := u.Scheme + "://" + u.Host
 			c.ep.setLeader(next)

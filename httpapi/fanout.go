@@ -18,7 +18,7 @@ const maxStatusBody = 1 << 20
 // contact) concurrently: this node from the backend, the others from their
 // GET /v1/status?stale, each within FanoutTimeout. A member that cannot be
 // asked gets Error.
-func (s *Handler) probeMembers(ctx context.Context, members []rpc.Member, authz string) {
+func (s *Handler) probeMembers(ctx context.Context, members []rpc.Member, scheme, authz string) {
 	var wg sync.WaitGroup
 	for i := range members {
 		m := &members[i]
@@ -27,7 +27,7 @@ func (s *Handler) probeMembers(ctx context.Context, members []rpc.Member, authz 
 			continue
 		}
 		wg.Go(func() {
-			st, err := s.memberStatus(ctx, m.APIAddr, authz)
+			st, err := s.memberStatus(ctx, scheme, m.APIAddr, authz)
 			if err != nil {
 				m.Error = err.Error()
 				return
@@ -45,16 +45,17 @@ func fillMember(m *rpc.Member, st rpc.StatusResponse) {
 	m.LastContact = st.LastContact
 }
 
-// memberStatus asks the member at addr for its status, with the caller's
-// Authorization header, which the members share.
-func (s *Handler) memberStatus(ctx context.Context, addr, authz string) (rpc.StatusResponse, error) {
+// memberStatus asks the member at addr for its status, over the scheme
+// the caller used and with the caller's Authorization header, which the
+// members share.
+func (s *Handler) memberStatus(ctx context.Context, scheme, addr, authz string) (rpc.StatusResponse, error) {
 	var st rpc.StatusResponse
 	if addr == "" {
 		return st, fmt.Errorf("no API address registered")
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.FanoutTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(addr)+rpc.PathStatus+"?stale", nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, baseURL(scheme, addr)+rpc.PathStatus+"?stale", nil)
 	if err != nil {
 		return st, err
 	}

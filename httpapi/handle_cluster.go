@@ -46,7 +46,7 @@ func (s *Handler) handleCluster(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return readError(err)
 	}
-	s.probeMembers(ctx, members, r.Header.Get(rpc.HeaderAuthorization))
+	s.probeMembers(ctx, members, requestScheme(r), r.Header.Get(rpc.HeaderAuthorization))
 	out := rpc.ClusterResponse{Members: members, FSM: StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob)), Groups: GroupsFromFSM(s.b.FSM().Groups(fsm.DefaultJob)),
 		Jobs: JobsFromFSM(s.b.FSM().Jobs())}
 	if l, ok := s.b.Leader(); ok {

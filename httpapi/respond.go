@@ -96,7 +96,7 @@ func (s *Handler) redirect(w http.ResponseWriter, r *http.Request) {
 		serves := l.ID == s.b.NodeID() && s.b.Ready() ||
 			l.ID != s.b.NodeID() && !slices.Contains(unreachable, l.APIAddr)
 		if ok && l.APIAddr != "" && serves {
-			loc := baseURL(l.APIAddr) + r.URL.RequestURI()
+			loc := baseURL(requestScheme(r), l.APIAddr) + r.URL.RequestURI()
 			w.Header().Set("Location", loc)
 			if s.cfg.Observer != nil {
 				s.cfg.Observer.Redirect()
@@ -118,13 +118,23 @@ func (s *Handler) redirect(w http.ResponseWriter, r *http.Request) {
 // leaderPoll is how often a request waiting for a leader looks again.
 const leaderPoll = 10 * time.Millisecond
 
-// baseURL turns an API address into a URL prefix: "host:port" means
-// plain HTTP, an address with a scheme is used as it is.
-func baseURL(addr string) string {
+// baseURL turns an API address into a URL prefix: "host:port" takes
+// scheme, an address with a scheme is used as it is.
+func baseURL(scheme, addr string) string {
 	if strings.Contains(addr, "://") {
 		return strings.TrimSuffix(addr, "/")
 	}
-	return "http://" + addr
+	return scheme + "://" + addr
+}
+
+// requestScheme is the scheme r came in over. The nodes of a cluster all
+// serve the same one, so that a redirect from an HTTPS node points to
+// HTTPS and the nodes ask each other over it too.
+func requestScheme(r *http.Request) string {
+	if r.TLS != nil {
+		return "https"
+	}
+	return "http"
 }
 
 // readError maps a ReadBarrier failure: a request that ended while waiting

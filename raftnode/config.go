@@ -94,6 +94,9 @@ type Config struct {
 	// of the configured one. Fault-injection tests route each link through
 	// its own proxy with it.
 	DialOverride map[string]string
+	// PeerTLS, when set, runs Raft over mutual TLS: every connection,
+	// accepted or dialled, needs a node certificate from the cluster's CA.
+	PeerTLS PeerTLS
 	// Transport, when set, replaces the TCP transport on RaftAddr; its
 	// LocalAddr is the advertised Raft address, and RaftAddr, RaftAdvertise
 	// and DialOverride are not used. Tests use raft's in-memory transport to

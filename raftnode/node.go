@@ -182,8 +182,9 @@ func (n *Node) closeStores() {
 	n.store.Close()
 }
 
-// openTCPTransport listens for Raft on RaftAddr and advertises
-// RaftAdvertise, or the bound address when the port is 0.
+// openTCPTransport listens for Raft on RaftAddr, over mutual TLS when
+// PeerTLS is set, and advertises RaftAdvertise, or the bound address when
+// the port is 0.
 func (n *Node) openTCPTransport() error {
 	var adv net.Addr
 	_, port, _ := net.SplitHostPort(n.cfg.RaftAdvertise)
@@ -198,11 +199,20 @@ func (n *Node) openTCPTransport() error {
 	if len(n.cfg.DialOverride) > 0 {
 		tc.ServerAddressProvider = dialOverride(n.cfg.DialOverride)
 	}
-	trans, err := raft.NewTCPTransportWithConfig(n.cfg.RaftAddr, adv, tc)
-	if err != nil {
-		return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftAddr, err)
+	if n.cfg.PeerTLS != nil {
+		stream, err := newTLSStreamLayer(n.cfg.RaftAddr, adv, n.cfg.PeerTLS, n.log.Named("transport"))
+		if err != nil {
+			return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftAddr, err)
+		}
+		tc.Stream = stream
+		n.trans = raft.NewNetworkTransportWithConfig(tc)
+	} else {
+		trans, err := raft.NewTCPTransportWithConfig(n.cfg.RaftAddr, adv, tc)
+		if err != nil {
+			return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftAddr, err)
+		}
+		n.trans = trans
 	}
-	n.trans = trans
 	if port == "0" {
 		// The transport picked a port: advertise what it bound. Otherwise
 		// keep the configured form, which may be a stable host name.

@@ -84,7 +84,7 @@ func (c *cluster) start(ctx context.Context) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	if err := procs.WaitReady(ctx, c.apis()); err != nil {
+	if err := procs.WaitReady(ctx, c.apis(), nil); err != nil {
 		c.stop()
 		return fmt.Errorf("%s cluster: %w\n%s", c.backend, err, procs.LogTail(c.procs, 15))
 	}

@@ -27,6 +27,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Commands:             commands(),
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "token", Usage: "bearer token for a cluster started with serve --auth-tokens (a trainer or operator token)", EnvVars: []string{"RAFTMASTER_TOKEN"}},
+			&cli.StringFlag{Name: "tls-ca", Usage: "talk HTTPS to a cluster started with serve --tls-cert, trusting the CA certificate(s) in this PEM file", EnvVars: []string{"RAFTMASTER_TLS_CA"}, TakesFile: true},
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {
 			// Errors are printed once by Run; do not let urfave exit the process.
@@ -49,6 +50,7 @@ func commands() []*cli.Command {
 		healthCommand(),
 		recordioCommand(),
 		benchCommand(),
+		tlsCommand(),
 	}
 }
 

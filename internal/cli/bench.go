@@ -338,7 +338,7 @@ func (s *benchServers) start(exe string) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := procs.WaitReady(ctx, s.apis()); err != nil {
+	if err := procs.WaitReady(ctx, s.apis(), nil); err != nil {
 		s.stop()
 		return fmt.Errorf("bench servers: %w\n%s", err, s.logTail())
 	}

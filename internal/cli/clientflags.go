@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/urfave/cli/v2"
 )
 
@@ -49,6 +50,13 @@ func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 	opts := []client.Option{client.WithAddrs(addrs...)}
 	if tok := c.String("token"); tok != "" {
 		opts = append(opts, client.WithToken(tok))
+	}
+	if ca := c.String("tls-ca"); ca != "" {
+		conf, err := certs.ClientTLS(ca)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-ca: %w", err)
+		}
+		opts = append(opts, client.WithTLS(conf))
 	}
 	if job := c.String("job"); job != "" {
 		opts = append(opts, client.WithJob(job))

@@ -2,15 +2,17 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/urfave/cli/v2"
 )
@@ -30,6 +32,7 @@ func localCommand() *cli.Command {
 			&cli.StringFlag{Name: "data-dir", Value: "data", Usage: "parent directory of the nodes' data"},
 			&cli.IntFlag{Name: "raft-port", Value: 7001, Usage: "Raft port of n1; nI uses raft-port+I-1"},
 			&cli.IntFlag{Name: "http-port", Value: 8001, Usage: "API port of n1; nI uses http-port+I-1"},
+			&cli.BoolFlag{Name: "tls", Usage: "serve HTTPS and run Raft over mutual TLS, with development certificates made once in --data-dir/tls (clients: --tls-ca --data-dir/tls/ca.crt)"},
 		},
 		Action: runLocal,
 	}
@@ -52,7 +55,22 @@ func runLocal(c *cli.Context) error {
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	nodes := procs.RaftProcs(c.String("data-dir"), raftAddrs, apis, c.Args().Slice()...)
+	serveArgs := c.Args().Slice()
+	var tlsConf *tls.Config
+	if c.Bool("tls") {
+		dir := filepath.Join(c.String("data-dir"), "tls")
+		if _, err := os.Stat(filepath.Join(dir, certs.CAFile)); err != nil {
+			if _, err := certs.Generate(certs.GenerateOptions{Dir: dir, Hosts: []string{"127.0.0.1", "localhost"}}); err != nil {
+				return err
+			}
+		}
+		if tlsConf, err = certs.ClientTLS(filepath.Join(dir, certs.CAFile)); err != nil {
+			return err
+		}
+		serveArgs = append([]string{"--tls-cert", filepath.Join(dir, certs.NodeCertFile),
+			"--tls-key", filepath.Join(dir, certs.NodeKeyFile), "--tls-ca", filepath.Join(dir, certs.CAFile)}, serveArgs...)
+	}
+	nodes := procs.RaftProcs(c.String("data-dir"), raftAddrs, apis, serveArgs...)
 	exited := make(chan string, n)
 	for _, p := range nodes {
 		p.Output = c.App.ErrWriter
@@ -65,7 +83,7 @@ func runLocal(c *cli.Context) error {
 			exited <- p.ID + " exited"
 		}()
 	}
-	go announce(ctx, c, apis)
+	go announce(ctx, c, apis, tlsConf)
 
 	var result error
 	select {
@@ -80,28 +98,15 @@ func runLocal(c *cli.Context) error {
 }
 
 // announce prints the API addresses once every node is ready.
-func announce(ctx context.Context, c *cli.Context, apis []string) {
-	client := &http.Client{Timeout: time.Second}
-	for {
-		ready := 0
-		for _, a := range apis {
-			if resp, err := client.Get("http://" + a + "/readyz"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					ready++
-				}
-			}
-		}
-		if ready == len(apis) {
-			fmt.Fprintf(c.App.Writer, "\nraftmaster: local cluster ready, API on %s\n"+
-				"  inspect it:  raftmaster cluster inspect --addr %s\n"+
-				"  stop it:     Ctrl-C\n\n", strings.Join(apis, ", "), apis[0])
-			return
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(300 * time.Millisecond):
-		}
+func announce(ctx context.Context, c *cli.Context, apis []string, tlsConf *tls.Config) {
+	if procs.WaitReady(ctx, apis, tlsConf) != nil {
+		return
 	}
+	hint := ""
+	if tlsConf != nil {
+		hint = fmt.Sprintf("  TLS is on:    export RAFTMASTER_TLS_CA=%s\n", filepath.Join(c.String("data-dir"), "tls", certs.CAFile))
+	}
+	fmt.Fprintf(c.App.Writer, "\nraftmaster: local cluster ready, API on %s\n%s"+
+		"  inspect it:  raftmaster cluster inspect --addr %s\n"+
+		"  stop it:     Ctrl-C\n\n", strings.Join(apis, ", "), hint, apis[0])
 }

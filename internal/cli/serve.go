@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/raftmaster/raftmaster/internal/auth"
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -61,6 +62,9 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
 			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
 			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN' lines, ROLE trainer or operator, reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
+			&cli.StringFlag{Name: "tls-cert", Usage: "serve the API over HTTPS and run Raft over mutual TLS with this PEM certificate (valid for server and client authentication, for every name the node is reached at; see raftmaster tls gen); reloaded on SIGHUP", EnvVars: env("tls-cert"), TakesFile: true},
+			&cli.StringFlag{Name: "tls-key", Usage: "the PEM private key of --tls-cert; reloaded on SIGHUP", EnvVars: env("tls-key"), TakesFile: true},
+			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate(s) that sign every node's certificate: Raft peers must present one, and the node trusts only it when it calls the others; reloaded on SIGHUP", EnvVars: env("tls-ca"), TakesFile: true},
 			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files outside it are refused unread (default: anywhere the process can read)", EnvVars: env("dataset-root")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
@@ -109,20 +113,44 @@ func datasetDefaults(c *cli.Context) (fsm.DatasetParams, error) {
 	return params, nil
 }
 
-// reloadOnHangup reloads the token file whenever the process gets SIGHUP;
-// a file that does not load leaves the tokens in use.
-func reloadOnHangup(logger hclog.Logger, tokens *auth.Tokens) {
+// reloader is something SIGHUP reloads: the token file, the TLS
+// material.
+type reloader struct {
+	what   string
+	reload func() error
+}
+
+// reloadOnHangup reloads each of rs whenever the process gets SIGHUP; one
+// that does not load keeps what it had in use.
+func reloadOnHangup(logger hclog.Logger, rs []reloader) {
+	if len(rs) == 0 {
+		return
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	go func() {
 		for range hup {
-			if err := tokens.Reload(); err != nil {
-				logger.Error("SIGHUP: the tokens in use stay", "error", err)
-				continue
+			for _, r := range rs {
+				if err := r.reload(); err != nil {
+					logger.Error("SIGHUP: "+r.what+" in use stay", "error", err)
+					continue
+				}
+				logger.Info("SIGHUP: " + r.what + " reloaded")
 			}
-			logger.Info("SIGHUP: tokens reloaded")
 		}
 	}()
+}
+
+// tlsStore reads the TLS flags: all three, or none.
+func tlsStore(c *cli.Context) (*certs.Store, error) {
+	cert, key, ca := c.String("tls-cert"), c.String("tls-key"), c.String("tls-ca")
+	if cert == "" && key == "" && ca == "" {
+		return nil, nil
+	}
+	if cert == "" || key == "" || ca == "" {
+		return nil, fmt.Errorf("TLS needs --tls-cert, --tls-key and --tls-ca together")
+	}
+	return certs.Load(cert, key, ca)
 }
 
 // waitForSignal blocks until SIGINT or SIGTERM, or until lost is closed;
@@ -171,6 +199,15 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 		root = abs
 	}
 	api := httpapi.Config{DatasetDefaults: params, DatasetRoot: root}
+	var reload []reloader
+	store, err := tlsStore(c)
+	if err != nil {
+		return replica.Config{}, err
+	}
+	if store != nil {
+		reload = append(reload, reloader{"TLS certificates", store.Reload})
+		logger.Info("TLS on: HTTPS API, mutual TLS between nodes", "certificate_expires", store.NotAfter().UTC().Format(time.RFC3339))
+	}
 	token := ""
 	if path := c.String("auth-tokens"); path != "" {
 		tokens, err := auth.Load(path)
@@ -181,9 +218,10 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 			return replica.Config{}, fmt.Errorf("--auth-tokens %s: no operator token, which the nodes present to each other", path)
 		}
 		api.Tokens = tokens
-		reloadOnHangup(logger, tokens)
+		reload = append(reload, reloader{"tokens", tokens.Reload})
 	}
-	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token}, nil
+	reloadOnHangup(logger, reload)
+	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token, TLS: store}, nil
 }
 
 // jobLimits reads the limit flags, which the leader replicates: every node

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -240,21 +241,28 @@ func (c *Cluster) APIAddrs() []string {
 // Status fetches a node's stale status.
 func Status(ctx context.Context, addr string) (rpc.StatusResponse, error) {
 	var st rpc.StatusResponse
-	err := getJSON(ctx, "http://"+addr+rpc.PathStatus+"?stale=1", &st)
+	err := getJSON(ctx, addr, rpc.PathStatus+"?stale=1", &st)
 	return st, err
 }
 
 // DebugState fetches a node's applied index and state hash.
 func DebugState(ctx context.Context, addr string) (rpc.DebugStateResponse, error) {
 	var st rpc.DebugStateResponse
-	err := getJSON(ctx, "http://"+addr+rpc.PathDebugState, &st)
+	err := getJSON(ctx, addr, rpc.PathDebugState, &st)
 	return st, err
 }
 
-func getJSON(ctx context.Context, url string, v any) error {
+// getJSON reads path from the node at addr. A cluster that serves HTTPS
+// (serve --tls-cert) is asked over HTTPS, trusting the CA the CLI would
+// trust: RAFTMASTER_TLS_CA.
+func getJSON(ctx context.Context, addr, path string, v any) error {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	hc, scheme, err := apiClient()
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, scheme+"://"+addr+path, nil)
 	if err != nil {
 		return err
 	}
@@ -263,7 +271,7 @@ func getJSON(ctx context.Context, url string, v any) error {
 	if tok := os.Getenv("RAFTMASTER_TOKEN"); tok != "" {
 		req.Header.Set(rpc.HeaderAuthorization, "Bearer "+tok)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -276,6 +284,33 @@ func getJSON(ctx context.Context, url string, v any) error {
 		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(buf.Bytes()))
 	}
 	return json.Unmarshal(buf.Bytes(), v)
+}
+
+var (
+	tlsMu     sync.Mutex
+	tlsCAPath string
+	tlsClient *http.Client
+)
+
+// apiClient is the HTTP client and scheme of the nodes' API: HTTPS
+// trusting RAFTMASTER_TLS_CA when it is set, else plain HTTP.
+func apiClient() (*http.Client, string, error) {
+	ca := os.Getenv("RAFTMASTER_TLS_CA")
+	if ca == "" {
+		return http.DefaultClient, "http", nil
+	}
+	tlsMu.Lock()
+	defer tlsMu.Unlock()
+	if ca != tlsCAPath || tlsClient == nil {
+		conf, err := certs.ClientTLS(ca)
+		if err != nil {
+			return nil, "", err
+		}
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = conf
+		tlsCAPath, tlsClient = ca, &http.Client{Transport: t}
+	}
+	return tlsClient, "https", nil
 }
 
 // WaitFor polls cond every 50ms until it holds or timeout passes.

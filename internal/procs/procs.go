@@ -7,6 +7,7 @@ package procs
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -193,11 +194,19 @@ func StopAll(procs []*Proc, timeout time.Duration) {
 }
 
 // WaitReady waits until every API address answers /readyz, or ctx ends.
-func WaitReady(ctx context.Context, addrs []string) error {
+// A cluster that serves HTTPS is asked with tlsConf, which trusts its CA;
+// nil means plain HTTP.
+func WaitReady(ctx context.Context, addrs []string, tlsConf *tls.Config) error {
 	hc := &http.Client{Timeout: time.Second}
+	scheme := "http"
+	if tlsConf != nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.TLSClientConfig = tlsConf
+		hc.Transport, scheme = t, "https"
+	}
 	for _, a := range addrs {
 		for {
-			resp, err := hc.Get("http://" + a + rpc.PathReadyz)
+			resp, err := hc.Get(scheme + "://" + a + rpc.PathReadyz)
 			if err == nil {
 				resp.Body.Close()
 				if resp.StatusCode == http.StatusOK {

@@ -8,6 +8,7 @@ package replica
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
 	"github.com/raftmaster/raftmaster/internal/metrics"
 	"github.com/raftmaster/raftmaster/raftnode"
@@ -40,6 +42,29 @@ type Config struct {
 	// (registration, joining) when the API requires tokens: an operator
 	// token of the shared token file.
 	Token string
+	// TLS, when set, serves the API over HTTPS and runs Raft over mutual
+	// TLS with the node's certificate; the node's own requests to the
+	// other nodes go over HTTPS and trust only the CA.
+	TLS *certs.Store
+}
+
+// scheme is the scheme of the API of every node of the cluster.
+func (cfg Config) scheme() string {
+	if cfg.TLS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// httpClient is the client the node asks the other nodes with: over TLS
+// with its own certificate, trusting the CA, when the cluster uses TLS.
+func (cfg Config) httpClient(timeout time.Duration) *http.Client {
+	if cfg.TLS == nil {
+		return &http.Client{Timeout: timeout}
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.DialTLSContext = cfg.TLS.DialContext
+	return &http.Client{Timeout: timeout, Transport: t}
 }
 
 // Raft configures a replica of the Raft backend.
@@ -90,6 +115,9 @@ func listen(cfg *Config, advertise string) (net.Listener, string, error) {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
+	if cfg.TLS != nil {
+		ln = tls.NewListener(ln, cfg.TLS.APIServer())
+	}
 	return ln, advertise, nil
 }
 
@@ -107,6 +135,9 @@ func (r *Replica) serve(cfg Config, b httpapi.Backend) {
 	} else {
 		cfg.API.Observer = m
 		mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	}
+	if cfg.API.HTTPClient == nil {
+		cfg.API.HTTPClient = cfg.httpClient(0)
 	}
 	mux.Handle("/", httpapi.NewHandler(b, cfg.API, cfg.Logger.Named("http")))
 	r.http = &http.Server{
@@ -132,6 +163,9 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 	}
 	rc.Node.APIAddr = apiAddr
 	rc.Node.Logger = cfg.Logger
+	if cfg.TLS != nil {
+		rc.Node.PeerTLS = cfg.TLS
+	}
 	node, err := raftnode.New(rc.Node)
 	if err != nil {
 		ln.Close()
@@ -146,7 +180,7 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		register(ctx, r.log, node, rc.Join, cfg.Token)
+		register(ctx, r.log, node, rc.Join, cfg)
 	}()
 	r.log.Info("raftmaster node started", "id", rc.Node.ID, "raft", node.RaftAddr(), "api", apiAddr)
 	return r, nil
@@ -213,9 +247,11 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // bootstrapped cluster, it asks the leader to record its API address in
 // the node registry. The leader registers itself. It retries until the
 // registry holds this node's entry.
-func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, token string) {
+func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, cfg Config) {
 	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr()}
-	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	token := cfg.Token
+	client := cfg.httpClient(10 * time.Second)
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return errors.New("too many redirects")
 		}
@@ -223,7 +259,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 		// send the token on.
 		setToken(req, token)
 		return nil
-	}}
+	}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
@@ -239,7 +275,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 			targets = join
 		}
 		for _, addr := range targets {
-			err := postJoin(ctx, client, addr, self, token)
+			err := postJoin(ctx, client, cfg.scheme()+"://"+addr, self, token)
 			if err == nil {
 				break
 			}
@@ -258,11 +294,11 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 	}
 }
 
-// postJoin sends a join request to addr; the HTTP client follows the
-// leader redirect.
-func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.AddVoterRequest, token string) error {
+// postJoin sends a join request to the node at base ("scheme://host:port");
+// the HTTP client follows the leader redirect.
+func postJoin(ctx context.Context, client *http.Client, base string, req rpc.AddVoterRequest, token string) error {
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+rpc.PathClusterAddVoter, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+rpc.PathClusterAddVoter, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}

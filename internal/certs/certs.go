@@ -1,0 +1,188 @@
+// Package certs holds a node's TLS material (its certificate and key and
+// the cluster's CA), reloads it on demand (SIGHUP), and builds the TLS
+// configurations of the HTTPS API, of the node's own HTTPS requests and of
+// Raft's mutual TLS from whatever is loaded at the moment of each
+// handshake. It also writes development certificates (Generate).
+package certs
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sync/atomic"
+	"time"
+)
+
+// material is one consistent load of the files.
+type material struct {
+	cert tls.Certificate
+	leaf *x509.Certificate
+	pool *x509.CertPool
+}
+
+// Store is a node's TLS material, swapped whole by Reload. It is safe for
+// concurrent use.
+type Store struct {
+	certFile, keyFile, caFile string
+	cur                       atomic.Pointer[material]
+}
+
+// Load reads the certificate, key and CA files. The certificate must match
+// the key and chain to the CA, so that a mix-up fails at start-up rather
+// than at the first handshake.
+func Load(certFile, keyFile, caFile string) (*Store, error) {
+	if certFile == "" || keyFile == "" || caFile == "" {
+		return nil, errors.New("tls: the certificate, its key and the CA are all needed")
+	}
+	s := &Store{certFile: certFile, keyFile: keyFile, caFile: caFile}
+	if err := s.Reload(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Reload reads the files again. On an error the material in use stays.
+func (s *Store) Reload() error {
+	cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
+	if err != nil {
+		return fmt.Errorf("tls: certificate %s and key %s: %w", s.certFile, s.keyFile, err)
+	}
+	leaf, err := x509.ParseCertificate(cert.Certificate[0])
+	if err != nil {
+		return fmt.Errorf("tls: certificate %s: %w", s.certFile, err)
+	}
+	pool, err := LoadCA(s.caFile)
+	if err != nil {
+		return err
+	}
+	inter := x509.NewCertPool()
+	for _, der := range cert.Certificate[1:] {
+		if c, err := x509.ParseCertificate(der); err == nil {
+			inter.AddCert(c)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+		return fmt.Errorf("tls: certificate %s is not signed by the CA in %s: %w", s.certFile, s.caFile, err)
+	}
+	s.cur.Store(&material{cert: cert, leaf: leaf, pool: pool})
+	return nil
+}
+
+// LoadCA reads a PEM file of one or more CA certificates.
+func LoadCA(path string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("tls: CA: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("tls: CA %s: no PEM certificate in it", path)
+	}
+	return pool, nil
+}
+
+// NotAfter is when the loaded certificate expires.
+func (s *Store) NotAfter() time.Time { return s.cur.Load().leaf.NotAfter }
+
+// getCertificate hands out the certificate loaded now, to servers and
+// clients alike.
+func (s *Store) getCertificate() *tls.Certificate {
+	c := s.cur.Load().cert
+	return &c
+}
+
+// APIServer is the TLS configuration of the HTTPS API. Clients need no
+// certificate (tokens say who they are), but one they present must chain
+// to the CA.
+func (s *Store) APIServer() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+			m := s.cur.Load()
+			return &tls.Config{
+				MinVersion:   tls.VersionTLS12,
+				Certificates: []tls.Certificate{m.cert},
+				ClientAuth:   tls.VerifyClientCertIfGiven,
+				ClientCAs:    m.pool,
+			}, nil
+		},
+	}
+}
+
+// Client is the TLS configuration of a connection this node opens to
+// serverName (a host name or IP address of another node): the peer must
+// present a certificate for that name from the CA, and this node presents
+// its own.
+func (s *Store) Client(serverName string) *tls.Config {
+	m := s.cur.Load()
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		ServerName: serverName,
+		RootCAs:    m.pool,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return s.getCertificate(), nil
+		},
+	}
+}
+
+// PeerServer is the TLS configuration of Raft's listener: the peer must
+// present a node certificate (see verifyNodeCert) from the CA.
+func (s *Store) PeerServer() *tls.Config {
+	m := s.cur.Load()
+	return &tls.Config{
+		MinVersion:       tls.VersionTLS12,
+		Certificates:     []tls.Certificate{m.cert},
+		ClientAuth:       tls.RequireAndVerifyClientCert,
+		ClientCAs:        m.pool,
+		VerifyConnection: verifyNodeCert,
+	}
+}
+
+// PeerClient is the TLS configuration of a Raft connection to serverName:
+// both ends must hold node certificates from the CA.
+func (s *Store) PeerClient(serverName string) *tls.Config {
+	c := s.Client(serverName)
+	c.VerifyConnection = verifyNodeCert
+	return c
+}
+
+// verifyNodeCert admits only node certificates to Raft: ones valid for
+// both server and client authentication. A client certificate of the same
+// CA (a trainer's or an operator's, valid for client authentication only)
+// cannot pose as a Raft peer.
+func verifyNodeCert(cs tls.ConnectionState) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("tls: the peer presented no certificate")
+	}
+	usage := cs.PeerCertificates[0].ExtKeyUsage
+	if !slices.Contains(usage, x509.ExtKeyUsageServerAuth) || !slices.Contains(usage, x509.ExtKeyUsageClientAuth) {
+		return fmt.Errorf("tls: %q is not a node certificate (it must be valid for server and client authentication)", cs.PeerCertificates[0].Subject.CommonName)
+	}
+	return nil
+}
+
+// DialContext opens a TLS connection to addr ("host:port") with Client's
+// configuration, for an http.Transport's DialTLSContext.
+func (s *Store) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, err
+	}
+	d := tls.Dialer{Config: s.Client(host)}
+	return d.DialContext(ctx, network, addr)
+}
+
+// ClientTLS is the TLS configuration of a client of the API that trusts
+// the CA in caFile: the CLI's --tls-ca, the tests' RAFTMASTER_TLS_CA.
+func ClientTLS(caFile string) (*tls.Config, error) {
+	pool, err := LoadCA(caFile)
+	if err != nil {
+		return nil, err
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+}
