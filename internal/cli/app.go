@@ -42,6 +42,7 @@ func commands() []*cli.Command {
 		clusterCommand(),
 		datasetCommand(),
 		jobCommand(),
+		kvCommand(),
 		recoverCommand(),
 		backupCommand(),
 		restoreCommand(),
