@@ -2,10 +2,8 @@ package client_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
-	"slices"
 	"strings"
 	"testing"
 
@@ -78,16 +76,8 @@ func TestKVRetrySameRequestID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy.mu.Lock()
-			ids, firstBody := slices.Clone(proxy.ids), proxy.first
-			proxy.mu.Unlock()
-			if len(ids) != 2 || ids[0] == "" || ids[0] != ids[1] {
-				t.Fatalf("request ids %q, want two equal ids", ids)
-			}
 			var first rpc.KVCompareAndSetResponse
-			if err := json.Unmarshal(firstBody, &first); err != nil {
-				t.Fatalf("first answer %q: %v", firstBody, err)
-			}
+			proxy.retried(t, &first)
 			if !first.Swapped || !res.Swapped || res.Version != first.Version || string(res.Value) != "v" {
 				t.Fatalf("retry answered %+v, the first attempt %+v", res, first)
 			}

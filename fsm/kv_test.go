@@ -210,39 +210,6 @@ func TestKVDedup(t *testing.T) {
 	})
 }
 
-// encodeV3 writes s in the snapshot format of version 3, before the
-// register: no register limits, no version counter, no keys.
-func encodeV3(t *testing.T, s *state) []byte {
-	t.Helper()
-	var b bytes.Buffer
-	sw := &snapWriter{w: &b}
-	e := &sw.e
-	e.raw([]byte(snapshotMagic))
-	e.uvarint(3)
-	e.varint(s.clock)
-	e.uvarint(s.nextGen)
-	e.varint(s.graceUntil)
-	e.uvarint(s.jobSeq)
-	s.limits.encode(e)
-	encodeNodes(e, s.nodes)
-	encodeDedup(sw, &s.dedup, 3)
-	e.uvarint(uint64(len(s.jobs)))
-	for _, name := range sortedKeys(s.jobs) {
-		j := s.jobs[name]
-		e.string(name)
-		e.uvarint(j.seq)
-		e.varint(j.createdAt)
-		e.varint(j.lastActivity)
-		e.int(j.pass)
-		encodeJob(sw, j)
-	}
-	sw.flush()
-	if sw.err != nil {
-		t.Fatal(sw.err)
-	}
-	return b.Bytes()
-}
-
 // TestRestoreVersion3: a snapshot of version 3, written before the
 // register existed, restores to the same jobs with empty registers and
 // the default register limits, and goes on giving versions from 1.
@@ -256,7 +223,14 @@ func TestRestoreVersion3(t *testing.T) {
 	orig := applyLog(log)
 	h := &harness{t: t, f: orig, index: 100, now: t0 + int64(time.Second)}
 	h.ok(&SetLimits{Limits: Limits{MaxJobs: 9, JobTTL: time.Hour}})
-	f := restored(t, encodeV3(t, orig.s))
+	var v3 bytes.Buffer
+	if err := encodeStateVersion(&v3, orig.s, 3); err != nil {
+		t.Fatal(err)
+	}
+	if b := v3.Bytes(); b[len(snapshotMagic)] != 3 || bytes.Equal(b, orig.SnapshotBytes()) {
+		t.Fatalf("not a version 3 snapshot")
+	}
+	f := restored(t, v3.Bytes())
 	if got, want := f.SnapshotBytes(), orig.SnapshotBytes(); !bytes.Equal(got, want) {
 		t.Fatalf("version 3 restores to other state")
 	}

@@ -90,21 +90,28 @@ func (sw *snapWriter) flush() {
 // encodeState writes the whole state in the versioned snapshot format:
 // the cluster's part, then every job in name order. Every map is written in
 // key order, so equal states give equal bytes.
-func encodeState(w io.Writer, s *state) error {
+func encodeState(w io.Writer, s *state) error { return encodeStateVersion(w, s, snapshotVersion) }
+
+// encodeStateVersion writes s in snapshot format version, 3 or later.
+// Version 3 has no register: its limits, its counter and its keys are
+// left out (the tests write it to check that it is still read).
+func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 4<<10)}} // grows to a block
 	e := &sw.e
 	e.raw([]byte(snapshotMagic))
-	e.uvarint(snapshotVersion)
+	e.uvarint(version)
 	e.varint(s.clock)
 	e.uvarint(s.nextGen)
 	e.varint(s.graceUntil)
 	e.uvarint(s.jobSeq)
 	s.limits.encode(e)
-	s.limits.encodeKV(e)
-	e.uvarint(s.kvVersion)
+	if version >= 4 {
+		s.limits.encodeKV(e)
+		e.uvarint(s.kvVersion)
+	}
 
 	encodeNodes(e, s.nodes)
-	encodeDedup(sw, &s.dedup, snapshotVersion)
+	encodeDedup(sw, &s.dedup, version)
 
 	e.uvarint(uint64(len(s.jobs)))
 	for _, name := range sortedKeys(s.jobs) {
@@ -115,7 +122,9 @@ func encodeState(w io.Writer, s *state) error {
 		e.varint(j.lastActivity)
 		e.int(j.pass)
 		encodeJob(sw, j)
-		encodeKV(sw, j)
+		if version >= 4 {
+			encodeKV(sw, j)
+		}
 	}
 	sw.flush()
 	return sw.err

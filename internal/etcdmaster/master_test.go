@@ -37,6 +37,18 @@ func startMasterWith(t *testing.T, id string, sc store.EtcdConfig) *Master {
 	return m
 }
 
+// activeAndStandby starts master a, waits for it to be active, then
+// starts master b, which stands by, and waits for b to know a.
+func activeAndStandby(t *testing.T) (a, b *Master) {
+	t.Helper()
+	e := etcdtest.Start(t)
+	a = startMaster(t, e.Endpoint, "a")
+	waitFor(t, "a to be active", a.Active)
+	b = startMaster(t, e.Endpoint, "b")
+	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	return a, b
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -74,11 +86,7 @@ func mustApply(t *testing.T, m *Master, c fsm.Command) *fsm.Result {
 // standby refuses writes and points at it; after a hand-over the standby
 // serves the very same state, and the old master refuses writes.
 func TestStandbyTakesOverWithTheState(t *testing.T) {
-	e := etcdtest.Start(t)
-	a := startMaster(t, e.Endpoint, "a")
-	waitFor(t, "a to be active", a.Active)
-	b := startMaster(t, e.Endpoint, "b")
-	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	a, b := activeAndStandby(t)
 
 	mustApply(t, a, dataset())
 	task := mustApply(t, a, &fsm.GetTask{Header: fsm.Header{Request: fsm.RequestID{Client: trainer, Seq: 2}}}).Task
@@ -208,11 +216,7 @@ func TestStateTooLargeForEtcd(t *testing.T) {
 // TestStandbyRedirectsWatches: a standby holds no current state, so an
 // allgather watch sent to it goes to the active master.
 func TestStandbyRedirectsWatches(t *testing.T) {
-	e := etcdtest.Start(t)
-	a := startMaster(t, e.Endpoint, "a")
-	waitFor(t, "a to be active", a.Active)
-	b := startMaster(t, e.Endpoint, "b")
-	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	_, b := activeAndStandby(t)
 	srv := httptest.NewServer(httpapi.NewHandler(b, httpapi.Config{}, nil))
 	defer srv.Close()
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -253,11 +257,7 @@ func TestRemoveUnknownMaster(t *testing.T) {
 // master reads the key at its version and answers a retried
 // compare-and-set with its first outcome.
 func TestKVRegister(t *testing.T) {
-	e := etcdtest.Start(t)
-	a := startMaster(t, e.Endpoint, "a")
-	waitFor(t, "a to be active", a.Active)
-	b := startMaster(t, e.Endpoint, "b")
-	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	a, b := activeAndStandby(t)
 	api := func(m *Master) string {
 		srv := httptest.NewServer(httpapi.NewHandler(m, httpapi.Config{}, nil))
 		t.Cleanup(srv.Close)
