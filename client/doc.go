@@ -48,6 +48,16 @@
 // holds each member's data decoded into an any (numbers become float64),
 // and Result.Raw the JSON itself.
 //
+// # Rendezvous store
+//
+// KVGet and KVCompareAndSet read and compare-and-set the keys of the job's
+// register, the store a torchrun RendezvousBackend needs: get_state is
+// KVGet (Found false: None; else the value and its version as the fencing
+// token), set_state(state, token) is KVCompareAndSet with the token as the
+// version (0 when there is none), whose result carries the key afterwards
+// and whether it swapped. Reads are linearizable and a compare-and-set is
+// applied at most once, across fail-overs.
+//
 // # Records
 //
 // StartGetRecords(pass) starts a goroutine that leases the pass's tasks one

@@ -151,6 +151,22 @@ func (p *faultyProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	json.NewEncoder(w).Encode(rpc.Error{Code: rpc.CodeUnknownOutcome, Message: "injected"})
 }
 
+// retried decodes into first the answer the first request to the path
+// got, failing the test unless the path was asked exactly twice, under
+// one request id.
+func (p *faultyProxy) retried(t *testing.T, first any) {
+	t.Helper()
+	p.mu.Lock()
+	ids, body := slices.Clone(p.ids), p.first
+	p.mu.Unlock()
+	if len(ids) != 2 || ids[0] == "" || ids[0] != ids[1] {
+		t.Fatalf("request ids %q, want two equal ids", ids)
+	}
+	if err := json.Unmarshal(body, first); err != nil {
+		t.Fatalf("first answer %q: %v", body, err)
+	}
+}
+
 // TestRetrySameRequestID checks that a write whose outcome was unknown is
 // retried with the same request id, so the cluster applies it once: the
 // retried GetTask returns the task the first attempt leased.
@@ -173,16 +189,8 @@ func TestRetrySameRequestID(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			proxy.mu.Lock()
-			ids, firstBody := slices.Clone(proxy.ids), proxy.first
-			proxy.mu.Unlock()
-			if len(ids) != 2 || ids[0] == "" || ids[0] != ids[1] {
-				t.Fatalf("request ids %q, want two equal ids", ids)
-			}
 			var first rpc.GetTaskResponse
-			if err := json.Unmarshal(firstBody, &first); err != nil {
-				t.Fatalf("first answer %q: %v", firstBody, err)
-			}
+			proxy.retried(t, &first)
 			if task.Meta != first.Task.Meta || len(task.Chunks) != len(first.Task.Chunks) {
 				t.Fatalf("retry returned %+v, the first attempt leased %+v", task.Meta, first.Task.Meta)
 			}

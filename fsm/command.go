@@ -36,6 +36,7 @@ const (
 	TypeCreateJob
 	TypeDeleteJob
 	TypeSetLimits
+	TypeKVCompareAndSet
 	numTypes
 )
 
@@ -81,10 +82,12 @@ var commands = [numTypes]cmdSpec{
 	TypeCreateJob:        registerJob("CreateJob", (*CreateJob).validate, (*job).createJob, creates),
 	TypeDeleteJob:        registerJob("DeleteJob", (*DeleteJob).validate, (*job).deleteJob, !creates),
 	TypeSetLimits:        register("SetLimits", (*SetLimits).validate, (*state).setLimits),
+	TypeKVCompareAndSet:  registerJob("KVCompareAndSet", (*KVCompareAndSet).validate, (*job).kvCompareAndSet, creates),
 }
 
 // creates marks, in registerJob, a command that creates the job it
-// addresses when the job does not exist.
+// addresses when the job does not exist, unless it is answered Ignored
+// (a KVCompareAndSet that does not swap).
 const creates = true
 
 // cmdSpec is one row of commands. Its functions take the Command
@@ -102,8 +105,9 @@ type cmdSpec struct {
 	// applyJob changes the job the command addresses; it is nil for a
 	// cluster-wide command.
 	applyJob func(*job, Command) *Result
-	// creates makes a job that does not exist when the command is not
-	// rejected; otherwise the command answers as an empty job would.
+	// creates makes a job that does not exist when the command is
+	// neither rejected nor ignored; otherwise the command answers as an
+	// empty job would.
 	creates bool
 	// jobScoped is set for the rows of registerJob.
 	jobScoped bool
@@ -349,9 +353,10 @@ type CreateJob struct {
 
 // DeleteJob deletes the job its header names, which must be named
 // explicitly (not ""), with everything it holds: its dataset, tasks,
-// uploads, save-model lease and allgather groups, whose watches then answer
-// ErrClosed. An unknown job is answered ErrUnknownJob. A job created again
-// under the name starts from nothing; DefaultJob may be deleted too.
+// uploads, save-model lease, register and allgather groups, whose watches
+// then answer ErrClosed. An unknown job is answered ErrUnknownJob. A job
+// created again under the name starts from nothing; DefaultJob may be
+// deleted too.
 type DeleteJob struct {
 	Header
 }
@@ -360,6 +365,18 @@ type DeleteJob struct {
 type SetLimits struct {
 	Header
 	Limits Limits
+}
+
+// KVCompareAndSet stores Value under Key in the register of the job its
+// header names when the key's version is Version, 0 meaning that the key
+// must not exist; the value then gets a new version, one that no key of
+// any job has had or will have. Otherwise it changes nothing and answers
+// the key's current value and version. It creates its job when it stores.
+type KVCompareAndSet struct {
+	Header
+	Key     string
+	Version uint64
+	Value   []byte
 }
 
 // Type implementations.
@@ -380,6 +397,7 @@ func (*LeaderGrace) Type() CmdType      { return TypeLeaderGrace }
 func (*CreateJob) Type() CmdType        { return TypeCreateJob }
 func (*DeleteJob) Type() CmdType        { return TypeDeleteJob }
 func (*SetLimits) Type() CmdType        { return TypeSetLimits }
+func (*KVCompareAndSet) Type() CmdType  { return TypeKVCompareAndSet }
 
 // Encode returns the log-entry form of c: a version byte, the type byte, the
 // header (Now, the request id, the job) and the payload.
@@ -596,8 +614,28 @@ func (c *CreateJob) decode(*decoder)     {}
 func (c *DeleteJob) encode(*encoder)     {}
 func (c *DeleteJob) decode(*decoder)     {}
 
+// encode writes the limits. MaxJobKVKeys and MaxKVValue, added later,
+// are written only when one is set, so that replicas that predate them
+// read the entry a leader with the default register limits proposes.
 func (c *SetLimits) encode(e *encoder) {
-	l := &c.Limits
+	c.Limits.encode(e)
+	if c.Limits.MaxJobKVKeys != 0 || c.Limits.MaxKVValue != 0 {
+		c.Limits.encodeKV(e)
+	}
+}
+
+// decode reads a SetLimits; one without the register limits leaves them
+// at their defaults.
+func (c *SetLimits) decode(d *decoder) {
+	c.Limits.decode(d)
+	if !d.empty() {
+		c.Limits.decodeKV(d)
+	}
+}
+
+// encode writes the limits that existed before the register's, as the
+// snapshots of every version since 3 hold them.
+func (l *Limits) encode(e *encoder) {
 	e.int(l.MaxJobs)
 	e.int(l.MaxJobTasks)
 	e.int(l.MaxJobChunks)
@@ -607,8 +645,7 @@ func (c *SetLimits) encode(e *encoder) {
 	e.varint(int64(l.JobTTL))
 }
 
-func (c *SetLimits) decode(d *decoder) {
-	l := &c.Limits
+func (l *Limits) decode(d *decoder) {
 	l.MaxJobs = d.int()
 	l.MaxJobTasks = d.int()
 	l.MaxJobChunks = d.int()
@@ -616,4 +653,27 @@ func (c *SetLimits) decode(d *decoder) {
 	l.MaxJobGroupData = d.varint()
 	l.MaxStateBytes = d.varint()
 	l.JobTTL = time.Duration(d.varint())
+}
+
+// encodeKV writes the register's limits.
+func (l *Limits) encodeKV(e *encoder) {
+	e.int(l.MaxJobKVKeys)
+	e.varint(l.MaxKVValue)
+}
+
+func (l *Limits) decodeKV(d *decoder) {
+	l.MaxJobKVKeys = d.int()
+	l.MaxKVValue = d.varint()
+}
+
+func (c *KVCompareAndSet) encode(e *encoder) {
+	e.string(c.Key)
+	e.uvarint(c.Version)
+	e.bytes(c.Value)
+}
+
+func (c *KVCompareAndSet) decode(d *decoder) {
+	c.Key = d.string()
+	c.Version = d.uvarint()
+	c.Value = d.bytes()
 }

@@ -33,12 +33,16 @@ type dedupEntry struct {
 	typ     CmdType
 	code    Code
 	ignored bool
+	// granted is RequestSaveModel's grant, or whether KVCompareAndSet
+	// swapped.
 	granted bool
 	taskID  int
 	epoch   int
-	gen     uint64
-	clock   int64
-	job     uint64 // the seq of the job the command ran on, 0 for none
+	// gen is Join's generation, or the version of the key that
+	// KVCompareAndSet stored or found.
+	gen   uint64
+	clock int64
+	job   uint64 // the seq of the job the command ran on, 0 for none
 }
 
 func newDedupTable() dedupTable {
@@ -76,8 +80,8 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 // stamp, in the job c addresses: a retried save-model request answers
 // whether the caller holds the lease now, a retried GetTask or RenewLease
 // whose lease has ended, or whose job was deleted (and maybe created
-// again) since, answers ErrStaleEpoch. Anything else is replayed as it
-// was.
+// again) since, answers ErrStaleEpoch. A KVCompareAndSet is replayed as
+// replayKV says. Anything else is replayed as it was.
 func (e *dedupEntry) result(c Command, s *state) *Result {
 	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
 	now := max(s.clock, c.Hdr().Now)
@@ -106,6 +110,8 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		if _, ok := held(c.Meta.ID, c.Meta.Epoch); e.code == CodeOK && !ok {
 			r.Code = CodeStaleEpoch
 		}
+	case *KVCompareAndSet:
+		return s.replayKV(c, e, r)
 	}
 	return r
 }
@@ -126,6 +132,9 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock, job: job}
 	if r.Task != nil {
 		e.taskID, e.epoch = r.Task.Meta.ID, r.Task.Meta.Epoch
+	}
+	if r.KV != nil {
+		e.granted, e.gen = r.Swapped, r.KV.Version
 	}
 	if len(c.entries) == DedupPerClient {
 		c.floor = max(c.floor, c.entries[0].seq)

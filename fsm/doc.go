@@ -1,7 +1,8 @@
 // Package fsm is raftmaster's deterministic replicated state machine: for
 // each of many jobs, the task queue of the data dispatcher, the save-model
-// lease and allgather groups; and, shared by the cluster, the node
-// registry, the de-duplication table and the replicated limits. Every replica applies the same Raft log through
+// lease, allgather groups and a compare-and-set register; and, shared by
+// the cluster, the node registry, the de-duplication table and the
+// replicated limits. Every replica applies the same Raft log through
 // FSM.ApplyEntry and reaches byte-identical state. The package depends on
 // the standard library and github.com/google/uuid only: raftnode adapts
 // the FSM to hashicorp/raft, and a test keeps it that way.
@@ -78,8 +79,9 @@
 // commands (Tick, RegisterNode, RemoveNode, LeaderGrace, SetLimits) name
 // none.
 //
-// No job exists at first. SetDataset, DatasetPart, RequestSaveModel and
-// Join create the job they address; CreateJob creates it empty (an
+// No job exists at first. SetDataset, DatasetPart, RequestSaveModel,
+// Join and a KVCompareAndSet that stores create the job they address;
+// CreateJob creates it empty (an
 // existing job is ignored). Every other command to a job that does not
 // exist is answered as an empty job answers it, which is how the default
 // job behaved before it held anything: GetTask, TaskFinished, TaskFailed
@@ -105,8 +107,9 @@
 //
 // SetLimits replaces the cluster's Limits record (a zero field is its
 // default, limits.go): MaxJobs, and per job MaxJobTasks, MaxJobChunks,
-// MaxJobGroups and MaxJobGroupData, MaxStateBytes on a size estimate of
-// the whole state computed from content sizes, and JobTTL. A command that
+// MaxJobGroups, MaxJobGroupData, MaxJobKVKeys and MaxKVValue,
+// MaxStateBytes on a size estimate of the whole state computed from
+// content sizes, and JobTTL. A command that
 // would pass a limit is answered CodeLimit (ErrLimitExceeded), whose
 // message names the limit, and changes nothing. The fixed limits of
 // limits.go remain ceilings that no record may raise.
@@ -216,6 +219,25 @@
 // RegisterNode and RemoveNode maintain nodeID -> {raftAddr, apiAddr}, so
 // any replica can say where the leader's API is.
 //
+// # Register
+//
+// Each job has a register: keys, each with a value and a version, for a
+// rendezvous backend such as torchrun's, which reads a state with a
+// fencing token and replaces it only if the token is still current.
+// KVCompareAndSet{Key, Version, Value} stores Value when the key's
+// version is Version, 0 meaning that the key must not exist, and answers
+// Swapped with the new version; otherwise it changes nothing and answers
+// Ignored with the key's current value and version (not found, version 0,
+// when absent). A version is a cluster-wide counter: it increases with
+// every write, in any job, so it never repeats for a key, not even after
+// the job is deleted and created again. A key is 1 to MaxKVKeyLen bytes of
+// printable ASCII without spaces; a value over Limits.MaxKVValue, a new
+// key past Limits.MaxJobKVKeys and a write past MaxStateBytes are answered
+// CodeLimit. FSM.KV reads a key; the API reads it at the leader after a
+// read barrier, so reads and writes together are linearizable. The
+// register is deleted with its job. Its keys do not keep a job from
+// JobTTL, but every compare-and-set counts as the job's activity.
+//
 // # Idempotency
 //
 // A command with a non-zero RequestID is de-duplicated: a retry with the
@@ -230,6 +252,12 @@
 //   - GetTask: the same task, with the lease's remaining length, while the
 //     lease is current; once it has ended, ErrStaleEpoch (ask again).
 //   - RenewLease: ErrStaleEpoch once the renewed lease has ended.
+//   - KVCompareAndSet: a swap is the first outcome, with the version it
+//     stored. One that did not swap changed nothing, so its retry answers
+//     the key as it is at the retry, which lies within the caller's call;
+//     if the key now holds the version the command expected (its job was
+//     deleted since), that answer would contradict "not swapped", and the
+//     retry is refused with ErrInvalid instead. It never writes twice.
 //
 // Every other replay (TaskFinished, TaskFailed, Join's generation, Leave,
 // SetDataset, node registry changes) is the first outcome, which time does
@@ -244,9 +272,11 @@
 //
 // Snapshot copies the task arrays (32 bytes a task, no pointers) and the
 // small tables and shares the immutable chunk lists; Snapshot.WriteTo
-// streams the versioned encoding while ApplyEntry goes on: version 3 writes
-// the cluster's part, then every job in name order. Versions 1 and 2,
-// written before jobs existed, restore as the default job. Restore decodes
+// streams the versioned encoding while ApplyEntry goes on: version 4 writes
+// the cluster's part, then every job in name order, each with its
+// register in key order. Version 3, written before the register existed,
+// restores with empty registers; versions 1 and 2, written before jobs
+// existed, restore as the default job. Restore decodes
 // into a fresh state, checks in every job that every task is in exactly
 // one queue and that the limits and the other invariants Apply keeps hold,
 // and swaps it in.

@@ -94,7 +94,7 @@ func TestRestoreRefuses(t *testing.T) {
 	}{
 		{"empty", nil},
 		{"bad magic", append([]byte("XXXXX"), good[5:]...)},
-		{"newer version", append([]byte(snapshotMagic+"\x04"), good[6:]...)},
+		{"newer version", append([]byte(snapshotMagic+string(rune(snapshotVersion+1))), good[6:]...)},
 		{"version 0", append([]byte(snapshotMagic+"\x00"), good[6:]...)},
 		{"truncated", good[:len(good)-1]},
 		{"trailing byte", append(append([]byte{}, good...), 0)},

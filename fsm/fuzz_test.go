@@ -12,7 +12,7 @@ import (
 // job a staged upload, a dataset with pending, done and todo tasks, an
 // open and a complete allgather group and a save-model lease; a node and
 // remembered requests; a second job with a dataset, a lease and a group;
-// an empty job.
+// a register key; an empty job.
 func setupLog() [][]byte {
 	req := func(seq uint64) Header { return Header{Now: t0, Request: RequestID{Client: clientID(1), Seq: seq}} }
 	now := Header{Now: t0}
@@ -33,6 +33,7 @@ func setupLog() [][]byte {
 		&GetTask{Header: Header{Now: t0, Job: "job-b"}},
 		&Join{Header: Header{Now: t0, Job: "job-b"}, Group: "g", Member: memberID(1), NumPeers: 2, Data: []byte("b")},
 		&CreateJob{Header: Header{Now: t0, Job: "empty"}},
+		&KVCompareAndSet{Header: Header{Now: t0, Job: "job-b"}, Key: "rdzv", Value: []byte("state")},
 	}
 	var log [][]byte
 	for _, c := range cmds {
@@ -66,6 +67,8 @@ func seedCommands() []Command {
 		&SetLimits{Header: later, Limits: Limits{MaxJobs: 3, MaxJobGroups: 1, JobTTL: time.Minute}},
 		&GetTask{Header: Header{Now: t0 + int64(time.Second), Job: "job-b"}},
 		&Join{Header: Header{Now: t0 + int64(time.Second), Job: "job-b"}, Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("c")},
+		&KVCompareAndSet{Header: Header{Now: t0 + int64(time.Second), Job: "job-b", Request: RequestID{Client: clientID(2), Seq: 1}},
+			Key: "rdzv", Version: 1, Value: []byte("next")},
 	}
 }
 

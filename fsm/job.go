@@ -133,6 +133,9 @@ func (s *job) estimate() int64 {
 	for _, id := range sortedKeys(s.groups) {
 		n += groupBytes(id, s.groups[id])
 	}
+	for _, key := range sortedKeys(s.kv) {
+		n += kvBytes(key, s.kv[key].value)
+	}
 	return n
 }
 

@@ -495,24 +495,7 @@ func encodeLegacy(t *testing.T, s *state, version uint64) []byte {
 		encodeJob(sw, j)
 	}
 	encodeNodes(e, s.nodes)
-	e.uvarint(uint64(s.dedup.n))
-	for c := s.dedup.head; c != nil; c = c.next {
-		e.uuid(c.id)
-		e.varint(c.lastSeen)
-		e.uvarint(c.floor)
-		e.uvarint(uint64(len(c.entries)))
-		for _, en := range c.entries {
-			e.uvarint(en.seq)
-			e.byte(byte(en.typ))
-			e.byte(byte(en.code))
-			e.bool(en.ignored)
-			e.bool(en.granted)
-			e.int(en.taskID)
-			e.int(en.epoch)
-			e.uvarint(en.gen)
-			e.varint(en.clock)
-		}
-	}
+	encodeDedup(sw, &s.dedup, version)
 	sw.flush()
 	if sw.err != nil {
 		t.Fatal(sw.err)
@@ -671,7 +654,8 @@ func TestLimits(t *testing.T) {
 	runScenarios(t, []scenario{
 		{"defaults", func(h *harness) {
 			want := Limits{MaxJobs: DefaultMaxJobs, MaxJobTasks: DefaultMaxJobTasks, MaxJobChunks: DefaultMaxJobChunks,
-				MaxJobGroups: DefaultMaxJobGroups, MaxJobGroupData: DefaultMaxJobGroupData, MaxStateBytes: DefaultMaxStateBytes}
+				MaxJobGroups: DefaultMaxJobGroups, MaxJobGroupData: DefaultMaxJobGroupData, MaxStateBytes: DefaultMaxStateBytes,
+				MaxJobKVKeys: DefaultMaxJobKVKeys, MaxKVValue: DefaultMaxKVValue}
 			if got := h.f.Limits(); got != want {
 				h.t.Fatalf("limits %+v, want %+v", got, want)
 			}

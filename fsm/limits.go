@@ -97,6 +97,18 @@ const (
 	MaxStateBytesCeiling = 1 << 50
 	// MaxJobTTL is the ceiling of Limits.JobTTL.
 	MaxJobTTL = 365 * 24 * time.Hour
+
+	// MaxKVKeyLen bounds a key of a job's register.
+	MaxKVKeyLen = 256
+	// DefaultMaxJobKVKeys is the default of Limits.MaxJobKVKeys.
+	DefaultMaxJobKVKeys = 1024
+	// MaxJobKVKeysCeiling is the ceiling of Limits.MaxJobKVKeys.
+	MaxJobKVKeysCeiling = 1 << 16
+	// DefaultMaxKVValue is the default of Limits.MaxKVValue.
+	DefaultMaxKVValue = 1 << 20
+	// MaxKVValueCeiling is the ceiling of Limits.MaxKVValue, and bounds
+	// the value of any KVCompareAndSet.
+	MaxKVValueCeiling = 16 << 20
 )
 
 // The state's size estimate (Limits.MaxStateBytes, JobInfo.Bytes,
@@ -105,7 +117,8 @@ const (
 // estChunk; per distinct file path estPath plus its bytes, in the dataset
 // and in each upload; per upload estUpload plus its id; the save-model
 // holder's id; per allgather group estGroup plus its id, and per member
-// estMember plus its data. It approximates memory, it does not measure it.
+// estMember plus its data; per register key estKVKey plus its key and its
+// value. It approximates memory, it does not measure it.
 const (
 	estJob    = 512
 	estTask   = 32
@@ -114,6 +127,7 @@ const (
 	estUpload = 128
 	estGroup  = 256
 	estMember = 64
+	estKVKey  = 64
 )
 
 // Limits are the replicated, cluster-wide limits on jobs, set by
@@ -141,8 +155,13 @@ type Limits struct {
 	MaxStateBytes int64 `json:"max_state_bytes"`
 	// JobTTL, when positive, deletes a job (Tick) that has no task lease
 	// out, no save-model holder and no allgather group, and that no
-	// command addressed for JobTTL of FSM time.
+	// command addressed for JobTTL of FSM time. Reading the register
+	// does not count as use; its keys do not keep a job.
 	JobTTL time.Duration `json:"job_ttl"`
+	// MaxJobKVKeys bounds the keys of a job's register.
+	MaxJobKVKeys int `json:"max_job_kv_keys"`
+	// MaxKVValue bounds the value of one register key, in bytes.
+	MaxKVValue int64 `json:"max_kv_value"`
 }
 
 // Effective returns l with every zero field replaced by its default.
@@ -161,6 +180,8 @@ func (l Limits) Effective() Limits {
 		MaxJobGroupData: def(l.MaxJobGroupData, DefaultMaxJobGroupData),
 		MaxStateBytes:   def(l.MaxStateBytes, DefaultMaxStateBytes),
 		JobTTL:          l.JobTTL,
+		MaxJobKVKeys:    int(def(int64(l.MaxJobKVKeys), DefaultMaxJobKVKeys)),
+		MaxKVValue:      def(l.MaxKVValue, DefaultMaxKVValue),
 	}
 }
 
@@ -181,6 +202,8 @@ func (l Limits) validate() error {
 		{"max_job_group_data", l.MaxJobGroupData, MaxJobGroupDataCeiling},
 		{"max_state_bytes", l.MaxStateBytes, MaxStateBytesCeiling},
 		{"job_ttl", int64(l.JobTTL), int64(MaxJobTTL)},
+		{"max_job_kv_keys", int64(l.MaxJobKVKeys), MaxJobKVKeysCeiling},
+		{"max_kv_value", l.MaxKVValue, MaxKVValueCeiling},
 	} {
 		if f.v < 0 || f.v > f.limit {
 			return invalidf("limit %s %d out of range [0, %d]", f.name, f.v, f.limit)

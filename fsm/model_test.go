@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
 	"reflect"
 	"slices"
@@ -27,6 +28,8 @@ type model struct {
 	jobs    map[string]*modelJob
 	jobSeq  uint64 // numbers the jobs created
 	ranOn   uint64 // the seq of the job the last command ran on
+	// kvVersion is the last version a register write was given.
+	kvVersion uint64
 }
 
 // modelJob is one job of the model. It embeds the model, as a job embeds
@@ -45,6 +48,7 @@ type modelJob struct {
 	holder  string
 	saveEnd int64
 	groups  map[string]*modelGroup
+	kv      map[string]KVValue
 }
 
 type modelDataset struct {
@@ -101,7 +105,7 @@ func newModel() *model {
 
 func (m *model) newJob() *modelJob {
 	return &modelJob{model: m, createdAt: m.clock, lastActivity: m.clock,
-		uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}}
+		uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, kv: map[string]KVValue{}}
 }
 
 var (
@@ -185,6 +189,23 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 		if _, ok := held(c.Meta); r.Code == CodeOK && !ok {
 			r.Code = CodeStaleEpoch
 		}
+	case *KVCompareAndSet:
+		var cur KVValue
+		if j != nil {
+			cur = j.kv[c.Key]
+		}
+		switch {
+		case r.Swapped && cur.Version != r.KV.Version:
+			// Overwritten since: the value the retry carries.
+			r.KV = &KVValue{Found: true, Value: c.Value, Version: r.KV.Version}
+		case r.Swapped:
+		case cur.Version == c.Version:
+			// Not swapped, but the key as it is now would say it should
+			// have.
+			return invalidResult
+		default:
+			r.KV = &cur // not swapped: the key as it is now
+		}
 	}
 	return r
 }
@@ -242,7 +263,7 @@ func (m *model) dispatch(c Command) Result {
 	exists := j != nil
 	creates := false
 	switch c.(type) {
-	case *SetDataset, *DatasetPart, *RequestSaveModel, *Join, *CreateJob:
+	case *SetDataset, *DatasetPart, *RequestSaveModel, *Join, *CreateJob, *KVCompareAndSet:
 		creates = true
 	}
 	if !exists {
@@ -269,7 +290,7 @@ func (m *model) dispatch(c Command) Result {
 	if r.Code == CodeInvalid || r.Code == CodeLimit {
 		return r
 	}
-	if creates && !exists {
+	if creates && !exists && !r.Ignored {
 		m.jobSeq++
 		j.seq = m.jobSeq
 		m.jobs[name] = j
@@ -311,8 +332,30 @@ func (m *modelJob) dispatch(c Command) Result {
 		return m.join(c)
 	case *Leave:
 		return m.leave(c)
+	case *KVCompareAndSet:
+		return m.compareAndSet(c)
 	}
 	return Result{}
+}
+
+// compareAndSet stores the value under a new version when the key is at
+// the version expected (0: absent), within the register limits.
+func (m *modelJob) compareAndSet(c *KVCompareAndSet) Result {
+	l := m.limits.Effective()
+	if int64(len(c.Value)) > l.MaxKVValue {
+		return limitResult
+	}
+	cur := m.kv[c.Key]
+	if cur.Version != c.Version {
+		return Result{Ignored: true, KV: &cur}
+	}
+	if !cur.Found && len(m.kv) >= l.MaxJobKVKeys {
+		return limitResult
+	}
+	m.kvVersion++
+	v := KVValue{Found: true, Value: c.Value, Version: m.kvVersion}
+	m.kv[c.Key] = v
+	return Result{Swapped: true, KV: &v}
 }
 
 // checkDataset checks a dataset of n chunks against the job limits.
@@ -749,7 +792,7 @@ func (m *model) check(t *rapid.T, f *FSM) {
 func (m *modelJob) info(name string) JobInfo {
 	ji := JobInfo{Name: name, CreatedAt: m.createdAt, LastActivity: m.lastActivity, HasDataset: m.ds != nil,
 		Pass: m.pass, Tasks: len(m.tasks), Todo: len(m.todo), Pending: len(m.pending),
-		Done: m.count("done"), Failed: m.count("failed"), Uploads: len(m.uploads), Groups: len(m.groups)}
+		Done: m.count("done"), Failed: m.count("failed"), Uploads: len(m.uploads), Groups: len(m.groups), KVKeys: len(m.kv)}
 	if m.holder != "" && m.saveEnd > m.clock {
 		ji.SaveHolder, ji.SaveDeadline = m.holder, m.saveEnd
 	}
@@ -806,6 +849,11 @@ func (m *modelJob) check(t *rapid.T, f *FSM, name string) {
 	}
 	for _, id := range sortedKeys(m.groups) {
 		m.checkWatches(t, f, name, id)
+	}
+	for _, key := range []string{"k0", "k1", "k2"} {
+		if got, want := f.KV(name, key), m.kv[key]; got.Found != want.Found || got.Version != want.Version || !bytes.Equal(got.Value, want.Value) {
+			t.Fatalf("job %q: key %s is %+v, model says %+v", name, key, got, want)
+		}
 	}
 	for _, id := range []string{"g0", "g1"} {
 		if m.groups[id] != nil {

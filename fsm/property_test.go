@@ -23,12 +23,12 @@ const propClients = 2
 var propKinds = []string{
 	"get", "finish", "tick", "get", "finish", "fail", "renew", "get", "tick",
 	"dataset", "part", "part", "commit", "save", "join", "join", "join", "leave",
-	"grace", "node", "create", "delete", "limits", "retry", "retry", "reuse", "garbage", "mutate",
+	"grace", "node", "create", "delete", "limits", "kv", "kv", "kv", "retry", "retry", "reuse", "garbage", "mutate",
 }
 
 // propMutable is how many of propKinds, from the first, name a command
 // that "mutate" may damage.
-const propMutable = 23
+const propMutable = 26
 
 // propJobs are the jobs the generator addresses: "" and DefaultJob are the
 // same job.
@@ -222,7 +222,16 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 			MaxJobGroups:    rapid.SampledFrom([]int{0, 1}).Draw(t, "maxJobGroups"),
 			MaxJobGroupData: rapid.SampledFrom([]int64{0, 4}).Draw(t, "maxJobGroupData"),
 			JobTTL:          rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 5 * time.Minute}).Draw(t, "jobTTL"),
+			MaxJobKVKeys:    rapid.SampledFrom([]int{0, 2}).Draw(t, "maxJobKVKeys"),
+			MaxKVValue:      rapid.SampledFrom([]int64{0, 2}).Draw(t, "maxKVValue"),
 		}}
+	case "kv":
+		// Mostly the key's current version, so that writes go on; else
+		// "absent", one that was or will be, or one far off.
+		key := fmt.Sprint("k", rapid.IntRange(0, 2).Draw(t, "key"))
+		cur := g.f.KV(job, key).Version
+		version := rapid.SampledFrom([]uint64{cur, cur, cur, 0, max(cur, 1) - 1, cur + 1, 1 << 40}).Draw(t, "version")
+		return &KVCompareAndSet{Key: key, Version: version, Value: rapid.SliceOfN(rapid.Byte(), 0, 3).Draw(t, "value")}
 	}
 	return &Tick{}
 }
@@ -264,7 +273,10 @@ func sameResult(a, b *Result) bool {
 		a.Task.Pass != b.Task.Pass || a.Task.Lease != b.Task.Lease) {
 		return false
 	}
-	return a.Code == b.Code && a.Granted == b.Granted && a.Generation == b.Generation &&
+	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {
+		return false
+	}
+	return a.Code == b.Code && a.Granted == b.Granted && a.Generation == b.Generation && a.Swapped == b.Swapped &&
 		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate && slices.Equal(a.Collected, b.Collected)
 }
 

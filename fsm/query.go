@@ -77,6 +77,8 @@ type JobInfo struct {
 	Failed       int   `json:"failed"`
 	Uploads      int   `json:"uploads"`
 	Groups       int   `json:"groups"`
+	// KVKeys counts the keys of the job's register.
+	KVKeys int `json:"kv_keys"`
 	// SaveHolder holds the save-model lease until SaveDeadline.
 	SaveHolder   string `json:"save_holder,omitempty"`
 	SaveDeadline int64  `json:"save_deadline,omitempty"`
@@ -93,7 +95,7 @@ func (s *job) info() JobInfo {
 		Name: s.name, CreatedAt: s.createdAt, LastActivity: s.lastActivity, HasDataset: s.ds != nil,
 		Pass: s.pass, Tasks: len(s.tasks),
 		Todo: s.queues[qTodo].n, Pending: s.queues[qPending].n, Done: s.queues[qDone].n, Failed: s.queues[qFailed].n,
-		Uploads: len(s.uploads), Groups: len(s.groups), Bytes: s.bytes,
+		Uploads: len(s.uploads), Groups: len(s.groups), KVKeys: len(s.kv), Bytes: s.bytes,
 	}
 	ji.SaveHolder, ji.SaveDeadline, _ = s.saveHolder()
 	ji.CollectAt, _ = s.ttlDeadline()

@@ -12,14 +12,16 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
-// Version 3 holds many jobs: the cluster's part, then every job in name
-// order. Version 2 added the groups' timeout mode. Versions 1 and 2, one
+// Version 4 added the register: its limits and version counter in the
+// cluster's part, and each job's keys after the job. Version 3 holds many
+// jobs: the cluster's part, then every job in name order. Version 3 is
+// still read, with empty registers and their default limits. Version 2 added the groups' timeout mode. Versions 1 and 2, one
 // job's worth of state, are still read as DefaultJob (the job exists when
 // it holds anything), version 1's groups failing on timeout as they then
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -61,6 +63,7 @@ func (s *job) clone(c *state) *job {
 	for _, id := range sortedKeys(s.groups) {
 		j.groups[id] = s.groups[id].clone()
 	}
+	j.kv = maps.Clone(s.kv) // the values are never modified
 	return &j
 }
 
@@ -87,21 +90,52 @@ func (sw *snapWriter) flush() {
 // encodeState writes the whole state in the versioned snapshot format:
 // the cluster's part, then every job in name order. Every map is written in
 // key order, so equal states give equal bytes.
-func encodeState(w io.Writer, s *state) error {
+func encodeState(w io.Writer, s *state) error { return encodeStateVersion(w, s, snapshotVersion) }
+
+// encodeStateVersion writes s in snapshot format version, 3 or later.
+// Version 3 has no register: its limits, its counter and its keys are
+// left out (the tests write it to check that it is still read).
+func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 4<<10)}} // grows to a block
 	e := &sw.e
 	e.raw([]byte(snapshotMagic))
-	e.uvarint(snapshotVersion)
+	e.uvarint(version)
 	e.varint(s.clock)
 	e.uvarint(s.nextGen)
 	e.varint(s.graceUntil)
 	e.uvarint(s.jobSeq)
-	(&SetLimits{Limits: s.limits}).encode(e)
+	s.limits.encode(e)
+	if version >= 4 {
+		s.limits.encodeKV(e)
+		e.uvarint(s.kvVersion)
+	}
 
 	encodeNodes(e, s.nodes)
+	encodeDedup(sw, &s.dedup, version)
 
-	e.uvarint(uint64(s.dedup.n))
-	for c := s.dedup.head; c != nil; c = c.next {
+	e.uvarint(uint64(len(s.jobs)))
+	for _, name := range sortedKeys(s.jobs) {
+		j := s.jobs[name]
+		e.string(name)
+		e.uvarint(j.seq)
+		e.varint(j.createdAt)
+		e.varint(j.lastActivity)
+		e.int(j.pass)
+		encodeJob(sw, j)
+		if version >= 4 {
+			encodeKV(sw, j)
+		}
+	}
+	sw.flush()
+	return sw.err
+}
+
+// encodeDedup writes the de-duplication table, least recently used client
+// first; before version 3 an entry names no job.
+func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
+	e := &sw.e
+	e.uvarint(uint64(t.n))
+	for c := t.head; c != nil; c = c.next {
 		e.uuid(c.id)
 		e.varint(c.lastSeen)
 		e.uvarint(c.floor)
@@ -116,23 +150,25 @@ func encodeState(w io.Writer, s *state) error {
 			e.int(en.epoch)
 			e.uvarint(en.gen)
 			e.varint(en.clock)
-			e.uvarint(en.job)
+			if version >= 3 {
+				e.uvarint(en.job)
+			}
 		}
 		sw.flushIfFull()
 	}
+}
 
-	e.uvarint(uint64(len(s.jobs)))
-	for _, name := range sortedKeys(s.jobs) {
-		j := s.jobs[name]
-		e.string(name)
-		e.uvarint(j.seq)
-		e.varint(j.createdAt)
-		e.varint(j.lastActivity)
-		e.int(j.pass)
-		encodeJob(sw, j)
+// encodeKV writes a job's register in key order.
+func encodeKV(sw *snapWriter, s *job) {
+	e := &sw.e
+	e.uvarint(uint64(len(s.kv)))
+	for _, key := range sortedKeys(s.kv) {
+		en := s.kv[key]
+		e.string(key)
+		e.uvarint(en.version)
+		e.bytes(en.value)
+		sw.flushIfFull()
 	}
-	sw.flush()
-	return sw.err
 }
 
 // encodeJob writes a job's dataset, tasks, queues, uploads, save-model
@@ -265,9 +301,11 @@ func decodeState(b []byte) (*state, error) {
 		s.nextGen = d.uvarint()
 		s.graceUntil = d.varint()
 		s.jobSeq = d.uvarint()
-		var l SetLimits
-		l.decode(d)
-		s.limits = l.Limits
+		s.limits.decode(d)
+		if version >= 4 {
+			s.limits.decodeKV(d)
+			s.kvVersion = d.uvarint()
+		}
 		decodeNodes(d, s)
 		decodeDedup(d, s, version)
 		keys := keyOrder{d: d, what: "job"}
@@ -278,6 +316,9 @@ func decodeState(b []byte) (*state, error) {
 			j.lastActivity = d.varint()
 			j.pass = d.int()
 			decodeJob(d, j, version)
+			if version >= 4 {
+				decodeKV(d, j)
+			}
 			if d.err != nil {
 				break
 			}
@@ -389,6 +430,15 @@ func decodeJob(d *decoder, s *job, version uint64) {
 	}
 }
 
+// decodeKV reads what encodeKV wrote into the empty register of s.
+func decodeKV(d *decoder, s *job) {
+	keys := keyOrder{d: d, what: "key"}
+	for range d.length(2) {
+		key := keys.next(d.string())
+		s.kv[key] = kvEntry{version: d.uvarint(), value: d.bytes()}
+	}
+}
+
 func decodeNodes(d *decoder, s *state) {
 	keys := keyOrder{d: d, what: "node"}
 	for range d.length(1) {
@@ -458,8 +508,12 @@ func (s *state) check() error {
 	if err := s.limits.validate(); err != nil {
 		return err
 	}
+	versions := make(map[uint64]bool)
 	for _, name := range sortedKeys(s.jobs) {
 		if err := s.jobs[name].check(); err != nil {
+			return fmt.Errorf("job %q: %w", name, err)
+		}
+		if err := s.jobs[name].checkKV(versions); err != nil {
 			return fmt.Errorf("job %q: %w", name, err)
 		}
 	}

@@ -24,6 +24,11 @@ type state struct {
 	// delete and a re-create.
 	nextGen uint64
 
+	// kvVersion is the last version a register write was given, in any
+	// job, so that a version never repeats, even for a key of a job
+	// deleted and created again.
+	kvVersion uint64
+
 	// limits is the record SetLimits set, zero fields meaning defaults.
 	limits Limits
 
@@ -48,7 +53,7 @@ type state struct {
 }
 
 // job is the state of one job: its dataset and task queue, its uploads,
-// its save-model lease and its allgather groups. It embeds the cluster it
+// its save-model lease, its allgather groups and its register. It embeds the cluster it
 // belongs to, so that its methods reach the clock, graceUntil, nextGen and
 // the limits as before jobs existed.
 type job struct {
@@ -72,6 +77,9 @@ type job struct {
 
 	groups        map[string]*group
 	groupDeadline int64 // earliest group deadline, 0 when there are no groups
+
+	// kv is the register (kv.go), by key.
+	kv map[string]kvEntry
 
 	// Derived, never encoded: rebuilt on restore (recount).
 
@@ -97,6 +105,7 @@ func (s *state) newJob(name string) *job {
 		state: s, name: name, createdAt: s.clock, lastActivity: s.clock,
 		uploads: make(map[string]*upload),
 		groups:  make(map[string]*group),
+		kv:      make(map[string]kvEntry),
 	}
 	for q := range j.queues {
 		j.queues[q] = emptyList()
@@ -119,8 +128,14 @@ type Result struct {
 	// current generation to detect a reconnect.
 	Generation uint64
 	// Ignored reports a command that was accepted but had no effect, such
-	// as a second SetDataset or a TaskFailed with a stale epoch.
+	// as a second SetDataset, a TaskFailed with a stale epoch or a
+	// KVCompareAndSet that did not swap.
 	Ignored bool
+	// Swapped reports that a KVCompareAndSet stored its value.
+	Swapped bool
+	// KV is, for a KVCompareAndSet, the key afterwards: the value just
+	// stored, or, when it did not swap, the key as it is.
+	KV *KVValue
 	// Duplicate reports that the request id was seen before and this is
 	// the first outcome, replayed.
 	Duplicate bool
@@ -218,7 +233,7 @@ func (s *state) apply(c Command) *Result {
 // dispatch runs c's apply function, from its row in commands. A command
 // addressed to a job runs on that job. A job that does not exist runs it
 // on a new, empty job, which joins the jobs only when the row creates jobs
-// and the command is not rejected: so a command that does not create
+// and the command is neither rejected nor ignored: so a command that does not create
 // answers as it would on an empty job (GetTask: ErrNoDataset; Leave:
 // ignored). It returns the seq of the job the command ran on, 0 for none.
 func (s *state) dispatch(c Command) (*Result, uint64) {
@@ -243,7 +258,7 @@ func (s *state) dispatch(c Command) (*Result, uint64) {
 	if r.rejected() {
 		return r, 0
 	}
-	if spec.creates && s.jobs[name] == nil {
+	if spec.creates && s.jobs[name] == nil && !r.Ignored {
 		s.addJob(j)
 	}
 	j.lastActivity = s.clock

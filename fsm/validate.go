@@ -123,6 +123,19 @@ func (c *DeleteJob) validate() error {
 
 func (c *SetLimits) validate() error { return c.Limits.validate() }
 
+// validate checks the key and the value's size against the fixed
+// ceiling; the value's replicated limit (Limits.MaxKVValue) is checked
+// in apply.
+func (c *KVCompareAndSet) validate() error {
+	if err := ValidateKVKey(c.Key); err != nil {
+		return err
+	}
+	if len(c.Value) > MaxKVValueCeiling {
+		return invalidf("a value of %d bytes exceeds %d", len(c.Value), MaxKVValueCeiling)
+	}
+	return nil
+}
+
 func validateID(what, id string) error {
 	if id == "" {
 		return invalidf("%s is empty", what)

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"os"
@@ -97,6 +98,9 @@ func badCases(f badFiles) []badCase {
 		return badCase{name: "watch " + q, method: http.MethodGet, path: rpc.PathAllgatherWatch + "?" + q, status: bad, code: invalid}
 	}
 	okWatch := "group=g&member=" + member + "&generation=1"
+	kvGet := func(name, q string) badCase {
+		return badCase{name: "kv get " + name, method: http.MethodGet, path: rpc.PathKVGet + "?" + q, status: bad, code: invalid}
+	}
 	return []badCase{
 		// Bodies.
 		post("malformed JSON", rpc.PathTaskGet, `{"pass":`, bad, invalid),
@@ -192,6 +196,24 @@ func badCases(f badFiles) []badCase {
 		post("tiny task_timeout", rpc.PathDataset, `{"globs":[`+quoted(f.good)+`],"task_timeout":"1ns"}`, bad, invalid).naming("task_timeout"),
 		post("absurd task_timeout", rpc.PathDataset, `{"globs":[`+quoted(f.good)+`],"task_timeout":"10000h"}`, bad, invalid).naming("task_timeout"),
 		post("dataset unknown field", rpc.PathDataset, `{"globs":[`+quoted(f.good)+`],"glob":"x"}`, bad, invalid).naming("glob"),
+
+		// The register.
+		kvGet("no key", "").naming("key"),
+		kvGet("empty key", "key=").naming("key"),
+		kvGet("key with a space", "key=a+b").naming("printable ASCII"),
+		kvGet("key with a control byte", "key=a%01").naming("printable ASCII"),
+		kvGet("oversized key", "key="+strings.Repeat("k", 257)).naming("257 bytes"),
+		post("cas empty key", rpc.PathKVCompareAndSet, `{"key":"","version":0,"value":"dg=="}`, bad, invalid).naming("key"),
+		post("cas key with a newline", rpc.PathKVCompareAndSet, `{"key":"a\nb","version":0,"value":"dg=="}`, bad, invalid).naming("printable ASCII"),
+		post("cas oversized key", rpc.PathKVCompareAndSet, `{"key":"`+strings.Repeat("k", 257)+`","version":0}`, bad, invalid).naming("257 bytes"),
+		post("cas value not base64", rpc.PathKVCompareAndSet, `{"key":"k","version":0,"value":"not base64!"}`, bad, invalid),
+		post("cas negative version", rpc.PathKVCompareAndSet, `{"key":"k","version":-1,"value":"dg=="}`, bad, invalid).naming("version"),
+		post("cas version as a string", rpc.PathKVCompareAndSet, `{"key":"k","version":"1","value":"dg=="}`, bad, invalid).naming("version"),
+		post("cas unknown field", rpc.PathKVCompareAndSet, `{"key":"k","version":0,"val":"dg=="}`, bad, invalid).naming("val"),
+		post("cas value over the limit", rpc.PathKVCompareAndSet, `{"key":"k","version":0,"value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+1))+`"}`,
+			http.StatusConflict, rpc.CodeLimit).naming("max_kv_value"),
+		post("cas oversized body", rpc.PathKVCompareAndSet, `{"key":"k","version":0,"value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+8<<10))+`"}`,
+			http.StatusRequestEntityTooLarge, tooLarge),
 
 		// Cluster changes.
 		post("cluster join without id", rpc.PathClusterAddVoter, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),

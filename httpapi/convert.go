@@ -55,7 +55,7 @@ func JobFromFSM(j fsm.JobInfo) rpc.Job {
 	return rpc.Job{
 		Name: j.Name, CreatedAt: FSMTime(j.CreatedAt), LastActivity: FSMTime(j.LastActivity), HasDataset: j.HasDataset,
 		Pass: j.Pass, Tasks: j.Tasks, Todo: j.Todo, Pending: j.Pending, Done: j.Done, Failed: j.Failed,
-		Uploads: j.Uploads, Groups: j.Groups, SaveHolder: j.SaveHolder, SaveDeadline: FSMTime(j.SaveDeadline),
+		Uploads: j.Uploads, Groups: j.Groups, KVKeys: j.KVKeys, SaveHolder: j.SaveHolder, SaveDeadline: FSMTime(j.SaveDeadline),
 		Bytes: j.Bytes, CollectAt: FSMTime(j.CollectAt),
 	}
 }
@@ -74,6 +74,7 @@ func LimitsFromFSM(l fsm.Limits) rpc.Limits {
 	return rpc.Limits{
 		MaxJobs: l.MaxJobs, MaxJobTasks: l.MaxJobTasks, MaxJobChunks: l.MaxJobChunks, MaxJobGroups: l.MaxJobGroups,
 		MaxJobGroupData: l.MaxJobGroupData, MaxStateBytes: l.MaxStateBytes, JobTTL: rpc.Duration(l.JobTTL),
+		MaxJobKVKeys: l.MaxJobKVKeys, MaxKVValue: l.MaxKVValue,
 	}
 }
 

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -24,7 +23,7 @@ func checkJob(fn handlerFunc) handlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) error {
 		if job := r.PathValue(rpc.JobParam); job != "" {
 			if err := fsm.ValidateJobName(job); err != nil {
-				return invalidf("%s", strings.TrimPrefix(err.Error(), fsm.ErrInvalid.Error()+": "))
+				return invalidFromFSM(err)
 			}
 		}
 		return fn(w, r)

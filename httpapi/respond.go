@@ -19,6 +19,12 @@ var codeInvalid = fsm.CodeInvalid.String()
 // invalidf returns a 400 "invalid" error.
 func invalidf(format string, args ...any) *rpc.Error { return rpc.Errorf(codeInvalid, format, args...) }
 
+// invalidFromFSM returns the 400 "invalid" error of a rule of the state
+// machine that input broke (an fsm.ErrInvalid), without its prefix.
+func invalidFromFSM(err error) *rpc.Error {
+	return invalidf("%s", strings.TrimPrefix(err.Error(), fsm.ErrInvalid.Error()+": "))
+}
+
 // writeJSON writes v with status.
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

@@ -40,6 +40,8 @@ var samples = map[string]string{
 	rpc.PathJobCreate:       `{}`,
 	rpc.PathJobDelete:       `{}`,
 	rpc.PathBackup:          "",
+	rpc.PathKVGet:           "?key=k",
+	rpc.PathKVCompareAndSet: `{"key":"k","version":0,"value":"dg=="}`,
 }
 
 // samplePath is the path of endpoint ep's sample request: a job route

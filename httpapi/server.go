@@ -60,6 +60,8 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathJobCreate:       h.handleJobCreate,
 		rpc.PathJobDelete:       h.handleJobDelete,
 		rpc.PathBackup:          h.handleBackup,
+		rpc.PathKVGet:           h.handleKVGet,
+		rpc.PathKVCompareAndSet: h.handleKVCompareAndSet,
 	})
 	return h
 }

@@ -158,6 +158,25 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors, CodeInvalid, CodeClosed, CodeReconnected, CodeAllGatherTimeout),
 	},
 	{
+		Method: http.MethodGet, Path: PathKVGet,
+		Summary: "Read a key of the job's register: its value and version, or found false. " +
+			"The read is linearizable: only the leader answers, after a read barrier, so it sees every compare-and-set acknowledged before it.",
+		Response: KVGetResponse{}, Redirects: true, Job: true,
+		Query: []Param{
+			{Name: KVParamKey, Doc: "The key: 1 to 256 bytes of printable ASCII without spaces.", Required: true, Type: ""},
+		},
+		Errors: codes(leaderReadErrors, CodeInvalid),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVCompareAndSet,
+		Summary: "Store a value under a key of the job's register if the key's version is the one given (0: the key must not exist); " +
+			"the value then gets a new version, which no key is ever given again. Otherwise nothing changes and the answer " +
+			"carries the key's current value and version. This is the compare-and-set of a rendezvous backend such as torchrun's, " +
+			"the version being its fencing token.",
+		Request: KVCompareAndSetRequest{}, Response: KVCompareAndSetResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeLimit),
+	},
+	{
 		Method: http.MethodGet, Path: PathStatus,
 		Summary: "Describe the answering node and summarise the state. Without stale the read is linearizable: " +
 			"only the leader answers, after a read barrier.",
@@ -228,7 +247,7 @@ var Endpoints = []Endpoint{
 	},
 	{
 		Method: http.MethodPost, Path: PathJobDelete, Access: AccessOperator,
-		Summary: "Delete a job and everything it holds: dataset, tasks, leases and allgather groups " +
+		Summary: "Delete a job and everything it holds: dataset, tasks, leases, allgather groups and register " +
 			"(their watches answer closed). A job of the same name created later starts from nothing.",
 		Request: JobRequest{}, Response: JobResponse{},
 		Write: true, Redirects: true, Errors: codes(writeErrors, CodeUnknownJob),

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/google/uuid"
 )
@@ -506,11 +507,21 @@ func (g *generator) operationID(path string, jobScoped bool) string {
 			if jobScoped {
 				return "job" + id
 			}
-			return strings.ToLower(id[:1]) + id[1:]
+			return lowerInitial(id)
 		}
 	}
 	g.t.Fatalf("no Path constant is %q", path)
 	return ""
+}
+
+// lowerInitial lowers the first word of a Go name, an initialism whole:
+// "TaskGet" is "taskGet", "KVGet" is "kvGet".
+func lowerInitial(id string) string {
+	n := 1
+	for n < len(id) && unicode.IsUpper(rune(id[n])) && (n+1 == len(id) || unicode.IsUpper(rune(id[n+1]))) {
+		n++
+	}
+	return strings.ToLower(id[:n]) + id[n:]
 }
 
 // componentSchemas returns the schemas defined so far, by name.

@@ -46,6 +46,8 @@ const (
 	PathJobCreate       = "/v1/jobs/{job}/create"
 	PathJobDelete       = "/v1/jobs/{job}/delete"
 	PathBackup          = "/v1/backup"
+	PathKVGet           = "/v1/kv/get"
+	PathKVCompareAndSet = "/v1/kv/cas"
 )
 
 // DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
@@ -381,6 +383,8 @@ type Job struct {
 	Failed       int       `json:"failed"`
 	Uploads      int       `json:"uploads"`
 	Groups       int       `json:"groups"`
+	// KVKeys counts the keys of the job's register.
+	KVKeys int `json:"kv_keys"`
 	// SaveHolder holds the job's save-model lease until SaveDeadline.
 	SaveHolder   string    `json:"save_holder,omitempty"`
 	SaveDeadline time.Time `json:"save_deadline,omitzero"`
@@ -402,6 +406,10 @@ type Limits struct {
 	MaxStateBytes   int64 `json:"max_state_bytes"`
 	// JobTTL is how long an idle job lives; 0 when collection is off.
 	JobTTL Duration `json:"job_ttl"`
+	// MaxJobKVKeys bounds the keys of a job's register, MaxKVValue the
+	// bytes of one value.
+	MaxJobKVKeys int   `json:"max_job_kv_keys"`
+	MaxKVValue   int64 `json:"max_kv_value"`
 }
 
 // JobsResponse lists every job, sorted by name, with the limits.
@@ -464,4 +472,48 @@ type BackupResponse struct {
 	StateHash string `json:"state_hash"`
 	// Snapshot is the state's snapshot encoding (base64 in JSON).
 	Snapshot []byte `json:"snapshot"`
+}
+
+// KVParamKey is the query parameter of PathKVGet that names the key.
+const KVParamKey = "key"
+
+// KVGetResponse is what a job's register holds under Key: its value and
+// version, or Found false, Version 0 and no value when the key, or the
+// job, does not exist.
+type KVGetResponse struct {
+	Key   string `json:"key"`
+	Found bool   `json:"found"`
+	// Value is the key's value (base64 in JSON).
+	Value []byte `json:"value"`
+	// Version identifies the value: the token to give a compare-and-set
+	// that replaces it. It is never 0 for a key that exists, and no key
+	// of any job is ever given it again.
+	Version uint64 `json:"version"`
+}
+
+// KVCompareAndSetRequest stores Value under Key in the job's register if
+// the key's version is Version; Version 0 means that the key must not
+// exist. A key is 1 to 256 bytes of printable ASCII without spaces ('!'
+// to '~').
+type KVCompareAndSetRequest struct {
+	Key     string `json:"key"`
+	Version uint64 `json:"version"`
+	// Value is the value to store (base64 in JSON), at most the cluster's
+	// max_kv_value bytes.
+	Value []byte `json:"value"`
+}
+
+// KVCompareAndSetResponse says whether the value was stored, and what the
+// key holds afterwards: the value just stored and its new version, or,
+// when the versions did not match, the key's current value and version
+// (Found false when it does not exist). A retry with the same request id
+// that swapped answers the same; one that did not swap answers the key
+// as it is then.
+type KVCompareAndSetResponse struct {
+	Key       string    `json:"key"`
+	Swapped   bool      `json:"swapped"`
+	Found     bool      `json:"found"`
+	Value     []byte    `json:"value"`
+	Version   uint64    `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
 }

@@ -155,6 +155,7 @@ func printJob(w io.Writer, j rpc.Job) {
 		fmt.Fprintln(w, "save lease: free")
 	}
 	fmt.Fprintf(w, "groups:     %d\n", j.Groups)
+	fmt.Fprintf(w, "register:   %d keys\n", j.KVKeys)
 	fmt.Fprintf(w, "size:       about %s\n", humanBytes(j.Bytes))
 	if !j.CollectAt.IsZero() {
 		fmt.Fprintf(w, "collected:  at %s unless used before\n", fsmTimeText(j.CollectAt))

@@ -79,6 +79,8 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "max-job-groups", Usage: "allgather groups of one job (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobGroups) + ")", EnvVars: env("max-job-groups")},
 			&cli.Int64Flag{Name: "max-job-group-bytes", Usage: "allgather data of one job's groups together, in bytes (0: the default, 256 MiB)", EnvVars: env("max-job-group-bytes")},
 			&cli.Int64Flag{Name: "max-state-bytes", Usage: "estimated size of the whole state, every job together, in bytes (0: the default, 4 GiB)", EnvVars: env("max-state-bytes")},
+			&cli.IntFlag{Name: "max-job-kv-keys", Usage: "keys of one job's register (0: the default, " + fmt.Sprint(fsm.DefaultMaxJobKVKeys) + ")", EnvVars: env("max-job-kv-keys")},
+			&cli.Int64Flag{Name: "max-kv-value-bytes", Usage: "bytes of one register value (0: the default, 1 MiB)", EnvVars: env("max-kv-value-bytes")},
 			&cli.DurationFlag{Name: "job-ttl", Usage: "delete a job that has no lease, no save-model holder and no group and was not used for this long; every collection is logged (0: never)", EnvVars: env("job-ttl")},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Usage: "log entries between snapshots", Value: 8192, EnvVars: env("snapshot-threshold")},
 			&cli.DurationFlag{Name: "snapshot-interval", Usage: "how often to check --snapshot-threshold", Value: 30 * time.Second, EnvVars: env("snapshot-interval")},
@@ -231,6 +233,7 @@ func jobLimits(c *cli.Context) (*fsm.Limits, error) {
 		MaxJobs: c.Int("max-jobs"), MaxJobTasks: c.Int("max-job-tasks"), MaxJobChunks: c.Int("max-job-chunks"),
 		MaxJobGroups: c.Int("max-job-groups"), MaxJobGroupData: c.Int64("max-job-group-bytes"),
 		MaxStateBytes: c.Int64("max-state-bytes"), JobTTL: c.Duration("job-ttl"),
+		MaxJobKVKeys: c.Int("max-job-kv-keys"), MaxKVValue: c.Int64("max-kv-value-bytes"),
 	}
 	if err := l.Check(); err != nil {
 		return nil, err

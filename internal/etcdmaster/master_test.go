@@ -2,8 +2,11 @@ package etcdmaster
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -32,6 +35,18 @@ func startMasterWith(t *testing.T, id string, sc store.EtcdConfig) *Master {
 	}
 	t.Cleanup(func() { m.Shutdown(context.Background()) })
 	return m
+}
+
+// activeAndStandby starts master a, waits for it to be active, then
+// starts master b, which stands by, and waits for b to know a.
+func activeAndStandby(t *testing.T) (a, b *Master) {
+	t.Helper()
+	e := etcdtest.Start(t)
+	a = startMaster(t, e.Endpoint, "a")
+	waitFor(t, "a to be active", a.Active)
+	b = startMaster(t, e.Endpoint, "b")
+	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	return a, b
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -71,11 +86,7 @@ func mustApply(t *testing.T, m *Master, c fsm.Command) *fsm.Result {
 // standby refuses writes and points at it; after a hand-over the standby
 // serves the very same state, and the old master refuses writes.
 func TestStandbyTakesOverWithTheState(t *testing.T) {
-	e := etcdtest.Start(t)
-	a := startMaster(t, e.Endpoint, "a")
-	waitFor(t, "a to be active", a.Active)
-	b := startMaster(t, e.Endpoint, "b")
-	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	a, b := activeAndStandby(t)
 
 	mustApply(t, a, dataset())
 	task := mustApply(t, a, &fsm.GetTask{Header: fsm.Header{Request: fsm.RequestID{Client: trainer, Seq: 2}}}).Task
@@ -205,11 +216,7 @@ func TestStateTooLargeForEtcd(t *testing.T) {
 // TestStandbyRedirectsWatches: a standby holds no current state, so an
 // allgather watch sent to it goes to the active master.
 func TestStandbyRedirectsWatches(t *testing.T) {
-	e := etcdtest.Start(t)
-	a := startMaster(t, e.Endpoint, "a")
-	waitFor(t, "a to be active", a.Active)
-	b := startMaster(t, e.Endpoint, "b")
-	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	_, b := activeAndStandby(t)
 	srv := httptest.NewServer(httpapi.NewHandler(b, httpapi.Config{}, nil))
 	defer srv.Close()
 	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -241,4 +248,85 @@ func TestRemoveUnknownMaster(t *testing.T) {
 	if err := a.Remove(context.Background(), "a"); !errors.Is(err, fsm.ErrInvalid) {
 		t.Fatalf("remove a listed master: %v, want ErrInvalid", err)
 	}
+}
+
+// TestKVRegister: the etcd backend serves the register's routes through
+// the same FSM: a compare-and-set through the active master's API is
+// saved with the state, a standby sends reads to the active master rather
+// than answer from its own copy, and after a hand-over the new active
+// master reads the key at its version and answers a retried
+// compare-and-set with its first outcome.
+func TestKVRegister(t *testing.T) {
+	a, b := activeAndStandby(t)
+	api := func(m *Master) string {
+		srv := httptest.NewServer(httpapi.NewHandler(m, httpapi.Config{}, nil))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	aURL, bURL := api(a), api(b)
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	id := []string{rpc.HeaderRequestID, uuid.NewString() + "/1"}
+	cas := func(base string, version uint64, value string) (int, rpc.KVCompareAndSetResponse) {
+		t.Helper()
+		body := fmt.Sprintf(`{"key":"rdzv","version":%d,"value":%q}`, version, base64.StdEncoding.EncodeToString([]byte(value)))
+		req, _ := http.NewRequest(http.MethodPost, base+rpc.JobPath("job-a", rpc.PathKVCompareAndSet), strings.NewReader(body))
+		req.Header.Set(id[0], id[1])
+		return send[rpc.KVCompareAndSetResponse](t, hc, req)
+	}
+	get := func(base string) (int, rpc.KVGetResponse) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, base+rpc.JobPath("job-a", rpc.PathKVGet)+"?key=rdzv", nil)
+		return send[rpc.KVGetResponse](t, hc, req)
+	}
+
+	status, first := cas(aURL, 0, "round-1")
+	if status != http.StatusOK || !first.Swapped || first.Version == 0 {
+		t.Fatalf("cas on the active master: %d %+v", status, first)
+	}
+	if status, v := get(aURL); status != http.StatusOK || v.Version != first.Version || string(v.Value) != "round-1" {
+		t.Fatalf("get on the active master: %d %+v", status, v)
+	}
+	if status, _ := get(bURL); status != http.StatusTemporaryRedirect {
+		t.Fatalf("get on the standby: %d, want a redirect to the active master", status)
+	}
+	if status, _ := cas(bURL, 0, "round-1"); status != http.StatusTemporaryRedirect {
+		t.Fatalf("cas on the standby: %d, want a redirect to the active master", status)
+	}
+
+	if err := a.Transfer(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to be active", b.Active)
+	if status, v := get(bURL); status != http.StatusOK || v.Version != first.Version || string(v.Value) != "round-1" {
+		t.Fatalf("get after the hand-over: %d %+v", status, v)
+	}
+	// The retry of the first compare-and-set, whose answer a client might
+	// have lost in the hand-over, is answered as the first was.
+	if status, again := cas(bURL, 0, "round-1"); status != http.StatusOK || !again.Swapped || again.Version != first.Version {
+		t.Fatalf("retried cas after the hand-over: %d %+v, want %+v", status, again, first)
+	}
+	if got := b.FSM().KV("job-a", "rdzv"); got.Version != first.Version {
+		t.Fatalf("the retry wrote again: %+v", got)
+	}
+}
+
+// send sends req and returns the status and, for a 200, the answer.
+func send[T any](t *testing.T, hc *http.Client, req *http.Request) (int, T) {
+	t.Helper()
+	var out T
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(raw, &out); err != nil {
+			t.Fatalf("%s: %v", raw, err)
+		}
+	}
+	return resp.StatusCode, out
 }

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 // processes against a real etcd, trainers that find the master through
 // etcd (WithEtcd), and a SIGKILL of the active master mid-pass. The standby
 // takes the lock when the dead master's session expires, loads the saved
-// state, and every pass completes with every record delivered.
+// state, and every pass completes with every record delivered; a register
+// key written before the kill reads the same after it.
 func TestEtcdBackendFailover(t *testing.T) {
 	e := etcdtest.Start(t)
 	c := proccluster.StartEtcd(t, e.Endpoint, 2, "--etcd-prefix", "/jobs/resnet", "--etcd-ttl", "2s", "--chunks-per-task", "1", "--failover-grace", "2s")
@@ -42,6 +44,13 @@ func TestEtcdBackendFailover(t *testing.T) {
 		}
 	}
 
+	// The register's routes are served through the standby too, and its
+	// keys are part of the saved state.
+	rdzv, err := newClient(t, client.WithAddr(standby.APIAddr)).KVCompareAndSet(context.Background(), "rdzv", 0, []byte("round-1"))
+	if err != nil || !rdzv.Swapped {
+		t.Fatalf("compare-and-set through the standby: %+v, %v", rdzv, err)
+	}
+
 	const trainers, passes = 3, 3
 	var log passLog
 	wait := startTrainers(t, trainers, passes, &log, append(viaEtcd, client.WithBuffer(4))...)
@@ -62,5 +71,8 @@ func TestEtcdBackendFailover(t *testing.T) {
 	}
 	if st.FSM.Pass < passes-1 {
 		t.Fatalf("master is at pass %d, want >= %d", st.FSM.Pass, passes-1)
+	}
+	if v, err := setter.KVGet(context.Background(), "rdzv"); err != nil || v.Version != rdzv.Version || string(v.Value) != "round-1" {
+		t.Fatalf("the register after the fail-over: %+v, %v; want version %d", v, err, rdzv.Version)
 	}
 }

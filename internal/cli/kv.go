@@ -1,0 +1,198 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"unicode/utf8"
+
+	"github.com/raftmaster/raftmaster/client"
+	"github.com/urfave/cli/v2"
+)
+
+// kvMissExit is the exit status of kv get for a key that does not exist
+// and of kv cas for a compare-and-set that did not swap: an answer, not a
+// failure, which scripts tell apart from errors (1).
+const kvMissExit = 2
+
+func kvCommand() *cli.Command {
+	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the answer as JSON, the value in base64"}
+	return &cli.Command{
+		Name:  "kv",
+		Usage: "read and compare-and-set the keys of a job's register (a rendezvous store)",
+		Description: "Every job has a register: keys that hold a value and a version. A compare-and-set\n" +
+			"stores a value only if the key is still at the version it names (0: the key must not\n" +
+			"exist), and the value then gets a new version, which no key is ever given again; this is\n" +
+			"what a torchrun RendezvousBackend needs. Reads go to the leader and are linearizable.\n" +
+			"Flags may come before or after KEY.",
+		Subcommands: []*cli.Command{
+			{
+				Name:      "get",
+				Usage:     "print a key's version and value; exit status 2 when the key does not exist",
+				UsageText: "raftmaster kv get [--addr 127.0.0.1:8001] [--job JOB] [--json | --raw] KEY",
+				Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(), jsonFlag,
+					&cli.BoolFlag{Name: "raw", Usage: "print the value's bytes alone, as stored"},
+				},
+				Action: func(c *cli.Context) error {
+					key, err := kvKey(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						v, err := cl.KVGet(c.Context, key)
+						if err != nil {
+							return err
+						}
+						switch {
+						case c.Bool("json"):
+							err = printJSON(c.App.Writer, kvAnswer{Key: key, Found: v.Found, Value: v.Value, Version: v.Version})
+						case c.Bool("raw"):
+							_, err = c.App.Writer.Write(v.Value)
+						case v.Found:
+							printKV(c.App.Writer, key, v)
+						}
+						if err == nil && !v.Found {
+							return cli.Exit(fmt.Sprintf("key %q does not exist in job %s", key, c.String("job")), kvMissExit)
+						}
+						return err
+					})
+				},
+			},
+			{
+				Name:  "cas",
+				Usage: "store a value if the key is at --version (0: absent); exit status 2, with the key as it is, when it is not",
+				UsageText: "raftmaster kv cas [--addr 127.0.0.1:8001] [--job JOB] KEY --version N (--value V | --value-file FILE) [--json]\n" +
+					"raftmaster kv cas rdzv --version 0 --value '{\"round\":1}'",
+				Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(), jsonFlag,
+					&cli.Uint64Flag{Name: "version", Usage: "the version the key must be at: the one kv get printed, or 0 for a key that must not exist"},
+					&cli.StringFlag{Name: "value", Usage: "the value to store"},
+					&cli.StringFlag{Name: "value-file", Usage: "read the value to store from FILE (- for stdin)"},
+				},
+				Action: func(c *cli.Context) error {
+					key, err := kvKey(c)
+					if err != nil {
+						return err
+					}
+					value, err := kvValue(c)
+					if err != nil {
+						return err
+					}
+					return withClient(c, func(cl *client.Client) error {
+						res, err := cl.KVCompareAndSet(c.Context, key, c.Uint64("version"), value)
+						if err != nil {
+							return err
+						}
+						switch {
+						case c.Bool("json"):
+							err = printJSON(c.App.Writer, kvAnswer{Key: key, Swapped: &res.Swapped, Found: res.Found, Value: res.Value, Version: res.Version})
+						case res.Swapped:
+							fmt.Fprintf(c.App.Writer, "swapped: %s is at version %d\n", key, res.Version)
+						case res.Found:
+							fmt.Fprintln(c.App.Writer, "not swapped; the key is now:")
+							printKV(c.App.Writer, key, res.KVValue)
+						}
+						if err == nil && !res.Swapped {
+							return cli.Exit(fmt.Sprintf("not swapped: key %q is at version %d, not %d", key, res.Version, c.Uint64("version")), kvMissExit)
+						}
+						return err
+					})
+				},
+			},
+		},
+	}
+}
+
+// kvAnswer is what --json prints: the wire answer.
+type kvAnswer struct {
+	Key     string `json:"key"`
+	Swapped *bool  `json:"swapped,omitempty"`
+	Found   bool   `json:"found"`
+	Value   []byte `json:"value"`
+	Version uint64 `json:"version"`
+}
+
+// printKV prints a key's version and value: as text when it is UTF-8
+// without control characters other than newlines and tabs, else its size.
+func printKV(w io.Writer, key string, v client.KVValue) {
+	fmt.Fprintf(w, "key:     %s\nversion: %d\n", key, v.Version)
+	if printableText(v.Value) {
+		fmt.Fprintf(w, "value:   %s\n", v.Value)
+	} else {
+		fmt.Fprintf(w, "value:   %d bytes of binary data (see --raw or --json)\n", len(v.Value))
+	}
+}
+
+// printableText reports whether b reads as text on a terminal.
+func printableText(b []byte) bool {
+	if !utf8.Valid(b) {
+		return false
+	}
+	for _, r := range string(b) {
+		if r < ' ' && r != '\n' && r != '\t' || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// kvKey returns the KEY argument of a kv subcommand, after parsing the
+// flags that follow it (urfave/cli stops at the first argument).
+func kvKey(c *cli.Context) (string, error) {
+	args, err := flagsAfterArgs(c)
+	if err != nil {
+		return "", err
+	}
+	if len(args) != 1 {
+		return "", fmt.Errorf("give one KEY, got %d arguments %q", len(args), args)
+	}
+	return args[0], nil
+}
+
+// flagsAfterArgs parses the command's flags among the arguments that
+// follow the first one, sets them on c, and returns the arguments left.
+func flagsAfterArgs(c *cli.Context) ([]string, error) {
+	args := c.Args().Slice()
+	if len(args) < 2 {
+		return args, nil
+	}
+	set := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
+	set.SetOutput(io.Discard)
+	for _, f := range c.Command.Flags {
+		if err := f.Apply(set); err != nil {
+			return nil, err
+		}
+	}
+	if err := set.Parse(args[1:]); err != nil {
+		return nil, err
+	}
+	var err error
+	set.Visit(func(f *flag.Flag) {
+		if err == nil {
+			err = c.Set(f.Name, f.Value.String())
+		}
+	})
+	if err != nil {
+		return nil, err
+	}
+	return append(args[:1:1], set.Args()...), nil
+}
+
+// kvValue returns the value of kv cas: --value, or the contents of
+// --value-file; exactly one of them.
+func kvValue(c *cli.Context) ([]byte, error) {
+	switch file := c.String("value-file"); {
+	case c.IsSet("value") == c.IsSet("value-file"):
+		return nil, fmt.Errorf("give the value with exactly one of --value and --value-file")
+	case c.IsSet("value"):
+		return []byte(c.String("value")), nil
+	case file == "-":
+		return io.ReadAll(c.App.Reader)
+	default:
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("--value-file: %w", err)
+		}
+		return b, nil
+	}
+}
