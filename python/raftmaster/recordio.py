@@ -569,7 +569,7 @@ def load_index(source: Source) -> Index:
                     raise CorruptError("truncated: %d bytes left for a %d-byte chunk header" % (size - off, HEADER_SIZE))
                 src.f.seek(off)
                 _, _, n, records = _decode_header(_read_full(src.f, HEADER_SIZE), size - off - HEADER_SIZE)
-            except (CorruptError, OSError) as e:
+            except (RecordIOError, OSError) as e:
                 raise _chunk_error(src.path, idx.num_chunks, off, e) from e
             idx.chunk_offsets.append(off)
             idx.chunk_records.append(records)
@@ -627,7 +627,7 @@ class RangeReader:
             if self._size < 0:
                 self._size = self._src.size()
             c = _read_chunk_at(self._src.f, off, self._size, self._index.chunk_records[i])
-        except (CorruptError, OSError) as e:
+        except (RecordIOError, OSError) as e:
             self._end = self._next  # nothing more after an error
             self.close()
             chunk = -1 if self._index.num_chunks == 1 and off != 0 else i
@@ -760,7 +760,7 @@ def inspect(source: Source) -> List[ChunkInfo]:
         while off < size:
             try:
                 c = _read_chunk_at(src.f, off, size, -1)
-            except (CorruptError, OSError) as e:
+            except (RecordIOError, OSError) as e:
                 raise _chunk_error(src.path, len(infos), off, e) from e
             infos.append(ChunkInfo(off, c.compressor, len(c.records), c.compressed_size, c.data_size,
                                    sum(len(r) for r in c.records)))

@@ -343,3 +343,32 @@ def test_go_durations():
     for bad in ("", "1", "1x", "s", "-"):
         with pytest.raises(ValueError):
             parse_duration(bad)
+
+
+def test_an_attempt_on_a_paused_leader_is_abandoned_for_the_new_one(tmp_path, dataset, caplog):
+    import logging
+    import signal
+    from cluster import Cluster
+    c3 = Cluster(str(tmp_path / "c"), nodes=3).start()
+    paused = None
+    try:
+        paths, _ = dataset
+        c = raftmaster.Client(c3.addrs, retry=60)
+        c.set_dataset(paths, chunks_per_task=10)
+        leader = c3.leader()
+        assert c.leader == "http://" + leader
+        paused = next(n for n in c3.nodes if n.api == leader)
+        paused.proc.send_signal(signal.SIGSTOP)
+        with caplog.at_level(logging.DEBUG, logger="raftmaster"):
+            task = c.get_task(0)
+        # The attempt hung on the paused node; the client asked the others
+        # who leads and moved to the new leader, which served the call.
+        assert any("abandoning an attempt" in r.getMessage() for r in caplog.records)
+        assert c.leader not in ("", "http://" + leader)
+        c.task_finished(task.meta)
+        c.close()
+    finally:
+        if paused is not None:
+            paused.proc.kill()
+            paused.proc.wait(10)
+        c3.stop()
