@@ -306,13 +306,14 @@ class Client:
                on_timeout: Optional[Callable[[errors.AllGatherTimeoutExceeded], None]]) -> AllgatherResult:
         query = {"group": group, "member": str(member), "generation": str(generation),
                  "wait": format_duration(_WATCH_WAIT)}
+        told = False
         while True:
             try:
                 out = self._do(Call("GET", "/v1/allgather/watch", query=dict(query),
                                     timeout=_WATCH_WAIT + _WATCH_SLACK,
                                     budget=max(self._t.retry, group_timeout))) or {}
             except errors.AllGatherTimeoutExceeded as e:
-                if on_timeout is not None:
+                if on_timeout is not None and not told:
                     on_timeout(e)
                 raise
             status = out.get("status")
@@ -320,6 +321,7 @@ class Client:
                 if out.get("overdue") and "seen_overdue" not in query:
                     query["seen_overdue"] = "true"
                     if on_timeout is not None:
+                        told = True
                         on_timeout(errors.AllGatherTimeoutExceeded("allgather timeout exceeded"))
                 continue
             if status == "complete":
