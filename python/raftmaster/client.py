@@ -240,7 +240,8 @@ class Client:
         The iterator leases one task at a time, renews its lease in the
         background while the task's records are consumed, reads and verifies
         all of a task's chunks before it yields any record, and reports the
-        task finished once its last record was taken. It waits while the pass
+        task finished when the record after its last one is asked for (or
+        at close, once its last record was taken). It waits while the pass
         has not started, there is no dataset yet, or the cluster cannot be
         reached; it ends (StopIteration) when the pass has nothing left for
         this trainer: PassBefore (the pass is over) or NoMoreAvailable (the
