@@ -9,7 +9,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test lint bench bench-short bench-full run demo chaos chaos-variants docker-test fuzz clean
+.PHONY: help build bench-build test python-test lint bench bench-short bench-full run demo chaos chaos-variants docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -24,6 +24,14 @@ test: ## run every test with the race detector
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
+	$(MAKE) python-test
+
+# The interpreter of the Python tests: Debian's, which python3-torch,
+# python3-snappy and python3-pytest install into.
+PYTHON ?= /usr/bin/python3
+
+python-test: build ## build bin/raftmaster and run the Python package's tests (python/tests) with $(PYTHON)
+	cd python && RAFTMASTER_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
 lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

@@ -1,0 +1,36 @@
+"""raftmaster: the Python client of a raftmaster cluster.
+
+A raftmaster cluster is the fault-tolerant master of distributed training
+jobs: it dispatches RecordIO datasets to trainers as leased tasks, one pass
+after another, grants the save-model lease to one trainer at a time, and
+runs allgather rendezvous. This package is its client (:class:`Client`), a
+RecordIO reader and writer (:mod:`raftmaster.recordio`) and a PyTorch
+dataset over a pass (:mod:`raftmaster.torch`, which imports torch only when
+used).
+
+    import raftmaster
+
+    with raftmaster.Client(["n1:8001", "n2:8001", "n3:8001"], job="resnet") as c:
+        c.set_dataset(["/data/train-*.recordio"])
+        for rec in c.records(pass_id=0):
+            train(rec)
+"""
+
+from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, Task, TaskMeta)
+from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
+                     GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
+                     NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, Reconnected,
+                     StaleEpoch, TooLarge, TransportError, Unauthorized, Unavailable, UnknownJob, UnknownOutcome,
+                     UnknownTask)
+from .records import PassRecords
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "PassRecords", "DEFAULT_TIMEOUT",
+    "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
+    "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
+    "LimitExceeded", "UnknownJob", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",
+    "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ClientClosed", "TransportError",
+    "ChunkError",
+]

@@ -1,0 +1,392 @@
+"""The client of a raftmaster cluster, for trainers: data dispatch,
+save-model lease and allgather, over the HTTP/JSON API."""
+
+from __future__ import annotations
+
+import json
+import logging
+import ssl
+import threading
+import uuid
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Union
+
+from . import errors
+from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
+from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call, Transport,
+                         normalize_addr)
+
+log = logging.getLogger("raftmaster")
+
+#: The allgather group timeout when join is given none (client.DefaultTimeout): ten minutes.
+DEFAULT_TIMEOUT = 600.0
+
+# How long one allgather watch may wait on the server before it is asked
+# again, and the slack added to it for the attempt's deadline.
+_WATCH_WAIT = 30.0
+_WATCH_SLACK = 15.0
+
+
+@dataclass(frozen=True)
+class TaskMeta:
+    """One dispatch of a task: its id and the epoch of the lease."""
+    id: int
+    epoch: int
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One RecordIO chunk of a task: file, byte offset of the chunk header and record count."""
+    path: str
+    offset: int
+    records: int
+
+
+@dataclass(frozen=True)
+class Task:
+    """A leased task: read its chunks, then report it finished or failed,
+    and renew the lease well before it runs out."""
+    meta: TaskMeta
+    chunks: List[Chunk] = field(default_factory=list)
+    #: The pass the task belongs to: the one asked for, or the one before
+    #: while the cluster finishes it (a task of it came back).
+    pass_id: int = 0
+    #: How long the lease lasted when the cluster answered, in seconds; 0
+    #: when the server did not say.
+    lease: float = 0.0
+    #: The FSM time the lease was granted at (RFC 3339); a retried request
+    #: gets the first answer's.
+    applied_at: str = ""
+
+
+@dataclass(frozen=True)
+class DatasetResult:
+    """The answer to set_dataset. ``ignored`` is True when a dataset was
+    already set: the first one counts."""
+    ignored: bool
+    files: int
+    chunks: int
+    tasks: int
+
+
+class AllgatherResult(NamedTuple):
+    """The outcome of an allgather join: every member's data in join order
+    (decoded from JSON) and this member's index in it."""
+    data: List[Any]
+    rank: int
+
+
+Addrs = Union[str, Iterable[str]]
+
+
+class Client:
+    """A client of a raftmaster cluster. It is safe to share between threads.
+
+    ``addrs`` are the API addresses of the cluster's nodes ("host:port",
+    "http://host:port" or "https://host:port"), a list or one
+    comma-separated string; any subset with a reachable node will do, as
+    followers redirect to the leader. ``job`` makes every dataset, task,
+    save-model and allgather call address that job (under
+    /v1/jobs/{job}/...) instead of the default one. ``token`` is sent as
+    the bearer token. ``ssl_context`` verifies https addresses (the
+    system's default trust when None). ``retry`` is how long, in seconds, a
+    call keeps retrying while the cluster has no leader or cannot be
+    reached (two minutes by default; 0 means a single attempt).
+    ``client_indexing`` makes set_dataset expand the globs and index the
+    RecordIO files here, and send the chunk list, for clusters that cannot
+    see the data.
+
+    Close it (or use it as a context manager) to stop its record iterators
+    and fail the calls in flight with ClientClosed.
+    """
+
+    def __init__(self, addrs: Addrs, job: Optional[str] = None, token: Optional[str] = None, *,
+                 ssl_context: Optional[ssl.SSLContext] = None, retry: Seconds = DEFAULT_RETRY,
+                 client_indexing: bool = False) -> None:
+        if isinstance(addrs, str):
+            addrs = [a for a in addrs.split(",") if a.strip()]
+        bases = [normalize_addr(a) for a in addrs]
+        if not bases:
+            raise ValueError("raftmaster client: no address")
+        if token is not None and (not token or any(c in token for c in " \t\r\n")):
+            raise ValueError("raftmaster client: empty token, or one with white space")
+        if job is not None and not job:
+            raise ValueError("raftmaster client: empty job name")
+        if job == DEFAULT_JOB:
+            job = None
+        retry_s = to_nanoseconds(retry) / 1e9
+        if retry_s < 0:
+            raise ValueError("raftmaster client: negative retry budget %r" % (retry,))
+        self.job = job
+        self.client_indexing = client_indexing
+        self._t = Transport(bases, token=token, job=job, ssl_context=ssl_context, retry=retry_s)
+        self._readers: "weakref.WeakSet[Any]" = weakref.WeakSet()
+        self._shown: Dict[tuple, bool] = {}
+        self._shown_lock = threading.Lock()
+
+    @property
+    def id(self) -> uuid.UUID:
+        """The client's random id: the first part of its request ids."""
+        return self._t.id
+
+    @property
+    def addrs(self) -> List[str]:
+        """The base URLs the client rotates through."""
+        return self._t.ep.snapshot()
+
+    @property
+    def leader(self) -> str:
+        """The base URL of the node the client believes leads, or ""."""
+        return self._t.ep.leader
+
+    def close(self) -> None:
+        """Stop the record iterators and fail the calls in flight with
+        ClientClosed. Calling it again does nothing."""
+        if self._t.closed.is_set():
+            return
+        readers = list(self._readers)
+        self._t.close()
+        for r in readers:
+            r.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _do(self, call: Call) -> Any:
+        return self._t.do(call)
+
+    # Data dispatch.
+
+    def set_dataset(self, paths: Union[str, Iterable[str]], *, chunks_per_task: int = 0,
+                    task_timeout: Optional[Seconds] = None, failure_max: Optional[int] = None,
+                    strict: bool = False) -> DatasetResult:
+        """Set the job's dataset: the RecordIO files that the glob patterns
+        match. Only the first dataset counts, so every trainer may call it;
+        the result says whether this one was ignored. The leader expands and
+        indexes the globs, unless the client was made with client_indexing.
+        ``chunks_per_task`` (consecutive chunks per task), ``task_timeout``
+        (the lease, seconds), ``failure_max`` (failures or timeouts a task
+        survives) and ``strict`` (refuse a late task_finished of an earlier
+        lease) take the server's defaults when left out."""
+        globs = [paths] if isinstance(paths, str) else list(paths)
+        body: Dict[str, Any] = {}
+        if self.client_indexing:
+            from . import recordio
+            chunks = recordio.index_files(recordio.glob(globs))
+            body["chunks"] = [{"path": c.path, "offset": c.offset, "records": c.records} for c in chunks]
+        else:
+            body["globs"] = globs
+        if chunks_per_task:
+            body["chunks_per_task"] = chunks_per_task
+        if task_timeout is not None and to_nanoseconds(task_timeout) != 0:
+            body["task_timeout"] = format_duration(task_timeout)
+        if failure_max is not None:
+            body["failure_max"] = failure_max
+        if strict:
+            body["strict"] = True
+        # Indexing a large dataset on the leader takes a while: let an
+        # attempt use the whole budget.
+        out = self._do(Call("POST", "/v1/dataset", body=body, write=True,
+                            timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT))) or {}
+        return DatasetResult(bool(out.get("ignored")), int(out.get("files", 0)), int(out.get("chunks", 0)),
+                             int(out.get("tasks", 0)))
+
+    def get_task(self, pass_id: int) -> Task:
+        """Lease the next task of pass pass_id. It raises PassBefore or
+        PassAfter for another pass, NoMoreAvailable when the rest of the pass
+        is leased to others, AllTaskFailed, or NoDataset."""
+        out = self._do(Call("POST", "/v1/task/get", body={"pass": pass_id}, write=True)) or {}
+        return _task(out)
+
+    def task_finished(self, meta: Union[TaskMeta, Task]) -> None:
+        """Report the task done. A late report from an earlier lease is
+        accepted, unless the dataset is strict."""
+        self._report("/v1/task/finished", meta)
+
+    def task_failed(self, meta: Union[TaskMeta, Task]) -> None:
+        """Report the task failed under its lease: it is dispatched again, or
+        set aside after failure_max failures. A stale epoch is ignored."""
+        self._report("/v1/task/failed", meta)
+
+    def renew_lease(self, meta: Union[TaskMeta, Task]) -> None:
+        """Extend the lease of a task still being worked on by the dataset's
+        task timeout. It raises StaleEpoch when the lease is no longer this one."""
+        self._report("/v1/task/renew", meta)
+
+    def _report(self, path: str, meta: Union[TaskMeta, Task], budget: Optional[float] = None,
+                cancel: Optional[threading.Event] = None) -> None:
+        if isinstance(meta, Task):
+            meta = meta.meta
+        out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
+                            budget=budget, cancel=cancel)) or {}
+        if out.get("ignored"):
+            log.debug("task report ignored: %s task %d epoch %d", path, meta.id, meta.epoch)
+
+    def request_save_model(self, trainer_id: str, block: Seconds) -> bool:
+        """Ask whether trainer_id may save the model now. The lease is
+        granted to one trainer at a time, for ``block`` (seconds or a
+        timedelta); the holder may ask again to extend it."""
+        out = self._do(Call("POST", "/v1/savemodel", write=True,
+                            body={"trainer_id": trainer_id, "block_dur": format_duration(block)})) or {}
+        return bool(out.get("granted"))
+
+    def records(self, pass_id: int, *, skip_damaged: bool = False) -> "PassRecords":
+        """Iterate over this trainer's share of the records of pass pass_id.
+
+        The iterator leases one task at a time, renews its lease in the
+        background while the task's records are consumed, reads and verifies
+        all of a task's chunks before it yields any record, and reports the
+        task finished when the record after its last one is asked for (or
+        at close, once its last record was taken). It waits while the pass
+        has not started, there is no dataset yet, or the cluster cannot be
+        reached; it ends (StopIteration) when the pass has nothing left for
+        this trainer: PassBefore (the pass is over) or NoMoreAvailable (the
+        rest is leased to others), which ``end`` then holds. AllTaskFailed,
+        and answers that asking again would not change, are raised.
+
+        A task whose data cannot be read is reported failed and raises a
+        ChunkError (none of its records are yielded); the next ``next()``
+        goes on with the next records. Damaged data of the same task is
+        shown once per pass. With ``skip_damaged`` such tasks are logged and
+        skipped instead. Close the iterator (or use it as a context manager)
+        to hand back a task it is in the middle of.
+        """
+        from .records import PassRecords
+        r = PassRecords(self, pass_id, skip_damaged=skip_damaged)
+        self._readers.add(r)
+        return r
+
+    def _first_shown(self, task_id: int, pass_id: int) -> bool:
+        """Record that damaged task task_id of pass_id was shown; report whether it is new."""
+        with self._shown_lock:
+            for k in [k for k in self._shown if k[1] < pass_id]:
+                del self._shown[k]
+            if (task_id, pass_id) in self._shown:
+                return False
+            self._shown[(task_id, pass_id)] = True
+            return True
+
+    # Allgather.
+
+    def join(self, group: str, member: Union[uuid.UUID, str], num_peers: int, data: Any,
+             timeout: Optional[Seconds] = None, *, deadline: bool = False,
+             on_timeout: Optional[Callable[[errors.AllGatherTimeoutExceeded], None]] = None) -> AllgatherResult:
+        """Join the allgather group of num_peers members with data (any JSON
+        value) and wait for every member's data: it returns the data in join
+        order and this member's rank.
+
+        ``timeout`` (seconds; ten minutes when None) is when the members are
+        told the group is late: ``on_timeout`` is called once with
+        AllGatherTimeoutExceeded, and the group stays open, as in the seed.
+        With ``deadline`` it is a hard deadline instead: the join raises
+        AllGatherTimeoutExceeded. Only the join that creates the group sets
+        either. A later join with the same member id makes this one raise
+        Reconnected, and a leave makes it raise Closed.
+        """
+        member_id = _member(member)
+        body: Dict[str, Any] = {"group": group, "member": str(member_id), "num_peers": num_peers, "data": data}
+        group_timeout = DEFAULT_TIMEOUT
+        if timeout is not None and to_nanoseconds(timeout) != 0:
+            body["timeout"] = format_duration(timeout)
+            group_timeout = to_nanoseconds(timeout) / 1e9
+        if deadline:
+            body["fail_on_timeout"] = True
+        try:
+            json.dumps(data)
+        except (TypeError, ValueError) as e:
+            raise errors.Invalid("allgather data: %s" % e) from e
+        out = self._do(Call("POST", "/v1/allgather/join", body=body, write=True)) or {}
+        generation = int(out.get("generation", 0))
+        return self._watch(group, member_id, generation, group_timeout, on_timeout)
+
+    def _watch(self, group: str, member: uuid.UUID, generation: int, group_timeout: float,
+               on_timeout: Optional[Callable[[errors.AllGatherTimeoutExceeded], None]]) -> AllgatherResult:
+        query = {"group": group, "member": str(member), "generation": str(generation),
+                 "wait": format_duration(_WATCH_WAIT)}
+        told = False
+        while True:
+            try:
+                out = self._do(Call("GET", "/v1/allgather/watch", query=dict(query),
+                                    timeout=_WATCH_WAIT + _WATCH_SLACK,
+                                    budget=max(self._t.retry, group_timeout))) or {}
+            except errors.AllGatherTimeoutExceeded as e:
+                if on_timeout is not None and not told:
+                    on_timeout(e)
+                raise
+            status = out.get("status")
+            if status == "pending":
+                if out.get("overdue") and "seen_overdue" not in query:
+                    query["seen_overdue"] = "true"
+                    if on_timeout is not None:
+                        told = True
+                        on_timeout(errors.AllGatherTimeoutExceeded("allgather timeout exceeded"))
+                continue
+            if status == "complete":
+                return AllgatherResult(list(out.get("data") or []), int(out.get("rank", 0)))
+            raise errors.RaftmasterError("raftmaster client: unknown allgather watch status %r" % (status,))
+
+    def leave(self, group: str, member: Union[uuid.UUID, str]) -> None:
+        """Remove member from the group: its pending join raises Closed.
+        When the last member leaves, the group closes."""
+        self._do(Call("POST", "/v1/allgather/leave", write=True,
+                      body={"group": group, "member": str(_member(member))}))
+
+    # Cluster.
+
+    def status(self, stale: bool = False) -> Dict[str, Any]:
+        """Describe the leader and the state (the JSON of /v1/status). The
+        read is linearizable; with ``stale`` whichever node answers describes
+        itself from its local state, which may lag behind."""
+        q = {"stale": "true"} if stale else None
+        return self._do(Call("GET", "/v1/status", query=q)) or {}
+
+    def call(self, path: str, body: Any) -> Any:
+        """Send a write to path (such as "/v1/task/get") with body as JSON and
+        return the decoded answer, with redirects and retries like every
+        other call: for fields the typed calls do not return."""
+        return self._do(Call("POST", path, body=body, write=True))
+
+    def create_job(self, name: str) -> bool:
+        """Create the job named name, empty (an operator call). It returns
+        False when the job existed already, which changes nothing."""
+        out = self._do(Call("POST", "/v1/jobs/%s/create" % _quote(name), body={}, write=True)) or {}
+        return not out.get("ignored")
+
+    def delete_job(self, name: str) -> None:
+        """Delete the job named name with everything it holds (an operator
+        call); UnknownJob when there is no such job."""
+        self._do(Call("POST", "/v1/jobs/%s/delete" % _quote(name), body={}, write=True))
+
+
+def _quote(name: str) -> str:
+    from urllib.parse import quote
+    return quote(name, safe="")
+
+
+def _member(member: Union[uuid.UUID, str]) -> uuid.UUID:
+    if isinstance(member, uuid.UUID):
+        return member
+    try:
+        return uuid.UUID(str(member))
+    except ValueError:
+        raise errors.Invalid("member %r is not a UUID" % (member,)) from None
+
+
+def _task(out: Dict[str, Any]) -> Task:
+    t = out.get("task") or {}
+    meta = t.get("meta") or {}
+    lease = t.get("lease")
+    return Task(
+        meta=TaskMeta(int(meta.get("id", 0)), int(meta.get("epoch", 0))),
+        chunks=[Chunk(str(c["path"]), int(c["offset"]), int(c["records"])) for c in t.get("chunks") or []],
+        pass_id=int(t.get("pass", 0)),
+        lease=parse_duration(lease) if isinstance(lease, str) and lease else 0.0,
+        applied_at=str(out.get("applied_at") or ""),
+    )
+
+
+__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "DEFAULT_TIMEOUT"]

@@ -1,0 +1,238 @@
+"""The record iterator of a pass: the Go client's StartGetRecords/NextRecord
+(client/records.go) as a Python iterator."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from typing import TYPE_CHECKING, List, Optional
+
+from . import errors, recordio
+from ._transport import Cancelled
+
+if TYPE_CHECKING:
+    from .client import Client, Task
+
+log = logging.getLogger("raftmaster")
+
+# Bounds of the wait before asking again for a pass that has not started.
+PASS_WAIT_MIN = 1.0
+PASS_WAIT_MAX = 3.0
+# Bound on the report of a task handed back by close.
+ABANDON_TIMEOUT = 5.0
+# Lease renewals: a third of the lease, at least RENEW_FLOOR; RENEW_FALLBACK
+# when the server did not say how long the lease lasts.
+RENEW_FLOOR = 0.1
+RENEW_FALLBACK = 20.0
+
+
+def _transient(e: errors.RaftmasterError) -> bool:
+    """A failure to reach the cluster or to find its leader, which may heal, rather than an answer."""
+    if e.code:
+        return e.retryable
+    return not isinstance(e, (errors.ClientClosed, Cancelled))
+
+
+class _Renewer:
+    """Renews a task's lease every third of its length until stopped or the lease is lost."""
+
+    def __init__(self, client: "Client", task: "Task") -> None:
+        self._c = client
+        self._task = task
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="raftmaster-renew-%d" % task.meta.id, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        t = self._task
+        every = max(t.lease / 3, RENEW_FLOOR) if t.lease > 0 else RENEW_FALLBACK
+        while not self._stop.wait(every):
+            try:
+                self._c._report("/v1/task/renew", t.meta, cancel=self._stop)
+            except (errors.ClientClosed, Cancelled):
+                return
+            except errors.StaleEpoch as e:
+                # The task may go to another trainer; its records are still
+                # delivered here, and a late finish is accepted.
+                log.warning("task %d epoch %d: lease lost: %s", t.meta.id, t.meta.epoch, e)
+                return
+            except errors.RaftmasterError as e:
+                if _transient(e):
+                    log.warning("task %d epoch %d: cannot renew the lease: %s", t.meta.id, t.meta.epoch, e)
+                    continue
+                log.warning("task %d epoch %d: cannot renew the lease; giving up: %s", t.meta.id, t.meta.epoch, e)
+                return
+
+    def stop(self) -> None:
+        """Stop renewing, and wait for a renewal in flight: it would race with the report."""
+        self._stop.set()
+        self._thread.join()
+
+
+class PassRecords:
+    """This trainer's share of the records of one pass; see Client.records."""
+
+    def __init__(self, client: "Client", pass_id: int, *, skip_damaged: bool = False) -> None:
+        self.pass_id = pass_id
+        #: The error that ended the pass: PassBefore, NoMoreAvailable, or
+        #: the error raised; None while the pass goes on.
+        self.end: Optional[errors.RaftmasterError] = None
+        #: How many tasks this iterator leased.
+        self.tasks = 0
+        self._c = client
+        self._skip_damaged = skip_damaged
+        self._done = False
+        self._task: Optional["Task"] = None
+        self._renewer: Optional[_Renewer] = None
+        self._recs: List[bytes] = []
+        self._pos = 0
+        self._wait = PASS_WAIT_MIN
+        self._lock = threading.Lock()
+
+    def __iter__(self) -> "PassRecords":
+        return self
+
+    def __enter__(self) -> "PassRecords":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __next__(self) -> bytes:
+        while True:
+            if self._task is not None:
+                if self._pos < len(self._recs):
+                    rec = self._recs[self._pos]
+                    self._pos += 1
+                    return rec
+                self._release(finished=True)
+            if self._done:
+                raise StopIteration
+            self._lease()
+
+    def _lease(self) -> None:
+        """Lease the next task and read its records, or end the pass."""
+        c = self._c
+        while not self._done:
+            try:
+                t = c.get_task(self.pass_id)
+            except (errors.PassBefore, errors.NoMoreAvailable) as e:
+                log.debug("pass %d ends: %s", self.pass_id, e)
+                self._end(e)
+                return
+            except errors.StaleEpoch as e:
+                # A retried get_task whose lease ended meanwhile: the task is
+                # back in the queue, and a new request may lease it.
+                log.debug("lease of a retried get_task ended; asking again: %s", e)
+                continue
+            except errors.ClientClosed as e:
+                self._end(e)
+                raise
+            except errors.RaftmasterError as e:
+                if isinstance(e, (errors.PassAfter, errors.NoDataset)) or _transient(e):
+                    # PassAfter: others are finishing the previous pass, and a
+                    # task of it that comes back is handed to us. NoDataset:
+                    # nobody has set it yet. Otherwise the cluster was
+                    # unreachable or leaderless for the whole retry budget.
+                    if isinstance(e, (errors.PassAfter, errors.NoDataset)):
+                        log.debug("pass %d: waiting: %s", self.pass_id, e)
+                    else:
+                        log.warning("pass %d: cannot get a task: %s", self.pass_id, e)
+                    if not c._t.sleep(self._wait / 2 + random.uniform(0, self._wait / 2)):
+                        self._end(errors.ClientClosed())
+                        raise errors.ClientClosed() from None
+                    self._wait = min(2 * self._wait, PASS_WAIT_MAX)
+                    continue
+                # The cluster would answer the same again: tell the trainer.
+                log.error("pass %d: cannot get a task: %s", self.pass_id, e)
+                self._end(e)
+                raise
+            self._wait = PASS_WAIT_MIN
+            self.tasks += 1
+            renewer = _Renewer(c, t)
+            try:
+                recs = _read_task(t)
+            except errors.ChunkError as e:
+                renewer.stop()
+                log.error("task %d epoch %d: cannot read the task: %s", t.meta.id, t.meta.epoch, e)
+                try:
+                    c._report("/v1/task/failed", t.meta)
+                except errors.ClientClosed:
+                    raise
+                except errors.RaftmasterError as re:
+                    log.warning("task %d: cannot report a failed task: %s", t.meta.id, re)
+                # Damaged data stays damaged: show it once per task and pass.
+                # An I/O error may be new each time.
+                if not e.corrupt or c._first_shown(t.meta.id, t.pass_id):
+                    if not self._skip_damaged:
+                        raise
+                    log.warning("skipping a task whose data cannot be read: %s", e)
+                continue
+            with self._lock:
+                self._task, self._renewer, self._recs, self._pos = t, renewer, recs, 0
+            return
+
+    def _end(self, e: errors.RaftmasterError) -> None:
+        self.end = e
+        self._done = True
+
+    def _release(self, finished: bool) -> None:
+        """Stop renewing the task held and report it: finished once its last
+        record was taken, else failed (handed back, within ABANDON_TIMEOUT)."""
+        with self._lock:
+            t, renewer = self._task, self._renewer
+            self._task, self._renewer, self._recs, self._pos = None, None, [], 0
+        if t is None:
+            return
+        if renewer is not None:
+            renewer.stop()
+        if self._c._t.closed.is_set():
+            return
+        try:
+            if finished:
+                # Not exactly when its records were used, but close enough,
+                # as in the seed.
+                self._c._report("/v1/task/finished", t.meta)
+            else:
+                self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)
+        except errors.RaftmasterError as e:
+            log.warning("task %d epoch %d: cannot report the task %s: %s", t.meta.id, t.meta.epoch,
+                        "finished" if finished else "handed back", e)
+
+    def close(self) -> None:
+        """End the iteration. A task whose records were all taken is reported
+        finished; one in the middle is reported failed, so that it is
+        dispatched again at once rather than at the end of its lease."""
+        if self._task is not None:
+            self._release(finished=self._pos >= len(self._recs))
+        if not self._done:
+            self._done = True
+
+
+def _read_task(t: "Task") -> List[bytes]:
+    """Read and verify every chunk of t and return its records; a ChunkError
+    for the first chunk that cannot be read."""
+    recs: List[bytes] = []
+    f = None
+    path = ""
+    try:
+        for i, ch in enumerate(t.chunks):
+            try:
+                if f is None or ch.path != path:
+                    if f is not None:
+                        f.close()
+                        f = None
+                    f = open(ch.path, "rb")
+                    path = ch.path
+                with recordio.RangeReader(f, recordio.new_chunk_index(ch.offset, ch.records)) as r:
+                    recs.extend(r)
+            except recordio.ChunkError as e:
+                # Its message would repeat the file and offset.
+                raise errors.ChunkError(ch.path, i, e.offset, t.meta, e.err) from e
+            except (OSError, recordio.RecordIOError) as e:
+                raise errors.ChunkError(ch.path, i, ch.offset, t.meta, e) from e
+    finally:
+        if f is not None:
+            f.close()
+    return recs

@@ -1,0 +1,84 @@
+import os
+import sys
+import uuid
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+
+from cluster import Cluster, Proxy  # noqa: E402
+
+import raftmaster  # noqa: E402
+from raftmaster import recordio  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory):
+    """A 3-node cluster shared by the tests; each test uses a job of its own."""
+    c = Cluster(str(tmp_path_factory.mktemp("cluster")), nodes=3)
+    c.start()
+    yield c
+    c.stop()
+
+
+@pytest.fixture
+def job():
+    """A job name of this test's own."""
+    return "t-" + uuid.uuid4().hex[:12]
+
+
+@pytest.fixture
+def client(cluster, job):
+    c = raftmaster.Client(cluster.addrs, job=job, retry=30)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def make_client(cluster, job):
+    """Make clients of the test's job (closed at the end of the test)."""
+    made = []
+
+    def make(addrs=None, **kw):
+        kw.setdefault("job", job)
+        kw.setdefault("retry", 30)
+        c = raftmaster.Client(addrs if addrs is not None else cluster.addrs, **kw)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def proxies():
+    """Make proxies (closed at the end of the test)."""
+    made = []
+
+    def make(upstream, **kw):
+        p = Proxy(upstream, **kw)
+        made.append(p)
+        return p
+    yield make
+    for p in made:
+        p.close()
+
+
+def write_dataset(directory, files=2, records=60, max_chunk_size=64, compressor=recordio.GZIP, prefix="train"):
+    """Write RecordIO files of distinct records; return their paths and the records."""
+    paths, recs = [], []
+    for i in range(files):
+        path = os.path.join(str(directory), "%s-%03d.recordio" % (prefix, i))
+        with open(path, "wb") as f, recordio.Writer(f, max_chunk_size, compressor) as w:
+            for j in range(records):
+                rec = b"file %d record %04d" % (i, j)
+                w.write(rec)
+                recs.append(rec)
+        paths.append(path)
+    return paths, recs
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    """Two gzip files of 60 records each, in chunks of 3 records."""
+    return write_dataset(tmp_path)
