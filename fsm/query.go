@@ -61,6 +61,18 @@ func (f *FSM) Stats(job string) Stats {
 	return st
 }
 
+// LeasesExpired counts the task leases of job that ran out on this replica
+// since it started or last restored a snapshot (a Prometheus counter: it
+// starts again from 0 then); 0 for an unknown job.
+func (f *FSM) LeasesExpired(job string) uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if j := f.s.jobs[jobName(job)]; j != nil {
+		return j.leasesExpired
+	}
+	return 0
+}
+
 // JobInfo describes one job.
 type JobInfo struct {
 	Name string `json:"name"`

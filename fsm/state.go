@@ -83,6 +83,11 @@ type job struct {
 
 	// Derived, never encoded: rebuilt on restore (recount).
 
+	// leasesExpired counts the leases of the job that ran out on this
+	// replica since it started or last restored a snapshot: a metric, in
+	// no answer and no hash.
+	leasesExpired uint64
+
 	// bytes is the job's size estimate (limits.go).
 	bytes int64
 	// groupData is the member data of every group together.

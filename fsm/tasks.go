@@ -248,6 +248,7 @@ func (s *job) expireTasks() {
 	expired := false
 	for h := s.queues[qPending].head; h >= 0 && s.tasks[h].deadline <= s.clock; h = s.queues[qPending].head {
 		s.failTask(h)
+		s.leasesExpired++
 		expired = true
 	}
 	if expired {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/raftmaster/raftmaster/client"
@@ -27,20 +28,44 @@ func TestMetrics(t *testing.T) {
 	if ok, err := newClient(t, at, client.WithJob("metered")).RequestSaveModel("t0", time.Minute); err != nil || !ok {
 		t.Fatalf("save model: %v %v", ok, err)
 	}
-	leader := c.Leader()
-	resp, err := http.Get("http://" + leader.APIAddr + "/metrics")
-	if err != nil {
+	// A trainer of job "stalled" leases a task and vanishes: its lease
+	// runs out.
+	stalled := newClient(t, at, client.WithJob("stalled"))
+	if _, err := stalled.SetDatasetWithParams([]string{writeDataset(t, t.TempDir(), 4, 4, 60)}, client.DatasetParams{ChunksPerTask: 1, TaskTimeout: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("GET /metrics: %s", resp.Status)
+	if _, err := stalled.GetTask(0); err != nil {
+		t.Fatal(err)
 	}
-	parser := expfmt.NewTextParser(model.LegacyValidation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		t.Fatalf("/metrics does not parse: %v", err)
+	leader := c.Leader()
+	var families map[string]*dto.MetricFamily
+	scrape := func() {
+		t.Helper()
+		resp, err := http.Get("http://" + leader.APIAddr + "/metrics")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /metrics: %s", resp.Status)
+		}
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		if families, err = parser.TextToMetricFamilies(resp.Body); err != nil {
+			t.Fatalf("/metrics does not parse: %v", err)
+		}
 	}
+	expired := func() float64 {
+		scrape()
+		for _, m := range families["raftmaster_job_leases_expired_total"].GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "job" && l.GetValue() == "stalled" {
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+		return 0
+	}
+	c.WaitFor("the stalled trainer's lease to expire in /metrics", time.Minute, func() bool { return expired() >= 1 })
 	has := func(name string, labels ...string) bool {
 		mf, ok := families[name]
 		if !ok {
@@ -70,6 +95,10 @@ func TestMetrics(t *testing.T) {
 		{"raftmaster_job_tasks", []string{"job=metered", "queue=todo"}},
 		{"raftmaster_job_pass", []string{"job=metered"}},
 		{"raftmaster_job_save_lease_held", []string{"job=metered"}},
+		{"raftmaster_job_leases_expired_total", []string{"job=metered"}},
+		{"raftmaster_job_allgather_groups", []string{"job=metered"}},
+		{"raftmaster_http_redirects_total", nil},
+		{"raftmaster_dedup_hits_total", nil},
 		{"raftmaster_jobs", nil},
 		{"raftmaster_applied_index", nil},
 		{"raftmaster_commands_total", []string{"job=metered", "command=GetTask", "outcome=ok"}},

@@ -120,6 +120,7 @@ var (
 	descMembers = prometheus.NewDesc("raftmaster_job_allgather_members", "Members of a job's allgather groups.", []string{"job"}, nil)
 	descSave    = prometheus.NewDesc("raftmaster_job_save_lease_held", "1 while a trainer holds the job's save-model lease.", []string{"job"}, nil)
 	descBytes   = prometheus.NewDesc("raftmaster_job_state_bytes", "A job's share of the state's size estimate.", []string{"job"}, nil)
+	descExpired = prometheus.NewDesc("raftmaster_job_leases_expired_total", "Task leases of a job that ran out (the trainer neither finished nor renewed), counted by this replica since it started.", []string{"job"}, nil)
 	descJobs    = prometheus.NewDesc("raftmaster_jobs", "Jobs in the state.", nil, nil)
 	descState   = prometheus.NewDesc("raftmaster_state_bytes", "The state's size estimate, which --max-state-bytes bounds.", nil, nil)
 	descApplied = prometheus.NewDesc("raftmaster_applied_index", "The last log index applied to the local state.", nil, nil)
@@ -127,7 +128,7 @@ var (
 
 // Describe sends the descriptors.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descJobs, descState, descApplied} {
+	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descExpired, descJobs, descState, descApplied} {
 		ch <- d
 	}
 }
@@ -156,6 +157,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(descSave, prometheus.GaugeValue, held, j.Name)
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(j.Bytes), j.Name)
+		ch <- prometheus.MustNewConstMetric(descExpired, prometheus.CounterValue, float64(f.LeasesExpired(j.Name)), j.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(jobs)))
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, float64(f.Stats(fsm.DefaultJob).StateBytes))
