@@ -270,16 +270,21 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 }
 
 // keepLease renews t's lease every third of its length until ctx is done
-// or the lease is lost.
+// or the lease is lost. A renewal's answer gives the length of the renewed
+// lease, which may be shorter than the first (a new leader's grace makes
+// the first one longer).
 func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
 	every := renewFallback
 	if t.Lease > 0 {
 		every = max(t.Lease/3, renewFloor)
 	}
 	for sleep(ctx, every) {
-		err := c.taskReport(ctx, rpc.PathTaskRenew, t.Meta)
+		lease, err := c.taskReportLease(ctx, rpc.PathTaskRenew, t.Meta)
 		switch {
 		case err == nil:
+			if lease > 0 {
+				every = max(lease/3, renewFloor)
+			}
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrStaleEpoch):

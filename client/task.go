@@ -133,12 +133,19 @@ func (c *Client) RenewLease(meta TaskMeta) error {
 }
 
 func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) error {
+	_, err := c.taskReportLease(ctx, path, meta)
+	return err
+}
+
+// taskReportLease is taskReport that also returns the length of a renewed
+// lease (zero when the cluster did not say).
+func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta) (time.Duration, error) {
 	var resp rpc.TaskResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: path, body: rpc.TaskRequest{Meta: meta}, write: true, out: &resp})
 	if err == nil && resp.Ignored {
 		c.logger.Debug("task report ignored", "path", path, "task", meta.ID, "epoch", meta.Epoch)
 	}
-	return err
+	return time.Duration(resp.Lease), err
 }
 
 // RequestSaveModel asks whether trainerID may save the model now. It is

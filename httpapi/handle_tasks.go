@@ -50,6 +50,15 @@ func (s *Handler) handleTaskRenew(w http.ResponseWriter, r *http.Request) error 
 	return s.taskReport(w, r, func(m fsm.TaskMeta) fsm.Command { return &fsm.RenewLease{Meta: m} })
 }
 
+// renewedLease is the lease a renewal applied at FSM time at gave, for
+// the answer; 0 for other reports.
+func (s *Handler) renewedLease(r *http.Request, c fsm.Command, at int64) rpc.Duration {
+	if _, ok := c.(*fsm.RenewLease); !ok {
+		return 0
+	}
+	return rpc.Duration(s.b.FSM().RenewedLease(jobOf(r), at))
+}
+
 func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fsm.TaskMeta) fsm.Command) error {
 	var in rpc.TaskRequest
 	req, err := s.readWrite(w, r, &in)
@@ -62,11 +71,12 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if in.Meta.Epoch < 0 || in.Meta.Epoch > math.MaxInt32 {
 		return invalidf("task epoch %d out of range [0, %d]", in.Meta.Epoch, math.MaxInt32)
 	}
-	res, err := s.apply(r, req, cmd(TaskMetaToFSM(in.Meta)))
+	c := cmd(TaskMetaToFSM(in.Meta))
+	res, err := s.apply(r, req, c)
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock)})
+	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: s.renewedLease(r, c, res.Clock)})
 	return nil
 }
 

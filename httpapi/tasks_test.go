@@ -25,8 +25,8 @@ func TestTaskLifecycle(t *testing.T) {
 
 	var rr rpc.TaskResponse
 	e.ok(rpc.PathTaskRenew, rpc.TaskRequest{Meta: got.Task.Meta}, &rr)
-	if rr.Ignored {
-		t.Error("renew ignored")
+	if rr.Ignored || time.Duration(rr.Lease) != time.Minute {
+		t.Errorf("renew: %+v, want a lease of the task timeout, 1m", rr)
 	}
 	e.ok(rpc.PathTaskFailed, rpc.TaskRequest{Meta: got.Task.Meta}, &rr)
 	if rr.Ignored {

@@ -167,6 +167,9 @@ type TaskRequest struct {
 type TaskResponse struct {
 	Ignored   bool      `json:"ignored"`
 	AppliedAt time.Time `json:"applied_at"`
+	// Lease, in the answer to a renewal, is how long the renewed lease
+	// lasts from AppliedAt: renew again well before it runs out.
+	Lease Duration `json:"lease,omitempty"`
 }
 
 // SaveModelRequest asks for the save-model lease.
