@@ -212,19 +212,24 @@ class Client:
         set aside after failure_max failures. A stale epoch is ignored."""
         self._report("/v1/task/failed", meta)
 
-    def renew_lease(self, meta: Union[TaskMeta, Task]) -> None:
+    def renew_lease(self, meta: Union[TaskMeta, Task]) -> float:
         """Extend the lease of a task still being worked on by the dataset's
-        task timeout. It raises StaleEpoch when the lease is no longer this one."""
-        self._report("/v1/task/renew", meta)
+        task timeout, and return how long the renewed lease lasts, in
+        seconds (renew again well before). It raises StaleEpoch when the
+        lease is no longer this one."""
+        return self._report("/v1/task/renew", meta)
 
     def _report(self, path: str, meta: Union[TaskMeta, Task], budget: Optional[float] = None,
-                cancel: Optional[threading.Event] = None) -> None:
+                cancel: Optional[threading.Event] = None) -> float:
+        """Send a task report; return the renewed lease in seconds, which
+        the answer to a renewal gives (0 otherwise)."""
         if isinstance(meta, Task):
             meta = meta.meta
         out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
                             budget=budget, cancel=cancel)) or {}
         if out.get("ignored"):
             log.debug("task report ignored: %s task %d epoch %d", path, meta.id, meta.epoch)
+        return parse_duration(out["lease"]) if out.get("lease") else 0.0
 
     def request_save_model(self, trainer_id: str, block: Seconds) -> bool:
         """Ask whether trainer_id may save the model now. The lease is

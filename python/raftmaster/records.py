@@ -49,7 +49,11 @@ class _Renewer:
         every = max(t.lease / 3, RENEW_FLOOR) if t.lease > 0 else RENEW_FALLBACK
         while not self._stop.wait(every):
             try:
-                self._c._report("/v1/task/renew", t.meta, cancel=self._stop)
+                lease = self._c._report("/v1/task/renew", t.meta, cancel=self._stop)
+                if lease > 0:
+                    # A new leader's grace may have made the first lease
+                    # longer than the renewed ones.
+                    every = max(lease / 3, RENEW_FLOOR)
             except (errors.ClientClosed, Cancelled):
                 return
             except errors.StaleEpoch as e:

@@ -54,7 +54,7 @@ def test_task_failed_dispatches_again_with_a_new_epoch(client, dataset):
     paths, _ = dataset
     client.set_dataset(paths, chunks_per_task=40)
     first = client.get_task(0)
-    client.renew_lease(first)
+    assert client.renew_lease(first) == first.lease > 0
     client.task_failed(first.meta)
     second = client.get_task(0)
     assert second.meta == TaskMeta(first.meta.id, first.meta.epoch + 1)
