@@ -50,6 +50,11 @@ type Raft struct {
 	// Join lists API addresses of a running cluster to join through;
 	// empty when the node bootstraps from Node.Peers or restarts.
 	Join []string
+	// BootstrapExpect, when above 0, lets a node with no state bootstrap
+	// a new cluster of the first BootstrapExpect Join addresses, once all
+	// of them answer and none has state of a cluster (see bootstrap.go).
+	// Node.Peers must be empty then.
+	BootstrapExpect int
 }
 
 // Etcd configures a master of the etcd backend. Master.APIAddr defaults to
@@ -143,10 +148,18 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 		stopState: node.Shutdown, stopped: node.Halted(), why: node.HaltErr,
 	}
 	r.serve(cfg, raftBackend{node})
+	client := peerClient(cfg.Token)
+	if rc.BootstrapExpect > 0 && node.Servers() == 0 {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			found(ctx, r.log, node, rc.Join, rc.BootstrapExpect, client, cfg.Token)
+		}()
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		register(ctx, r.log, node, rc.Join, cfg.Token)
+		register(ctx, r.log, node, rc.Join, client, cfg.Token)
 	}()
 	r.log.Info("raftmaster node started", "id", rc.Node.ID, "raft", node.RaftAddr(), "api", apiAddr)
 	return r, nil
@@ -213,17 +226,8 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // bootstrapped cluster, it asks the leader to record its API address in
 // the node registry. The leader registers itself. It retries until the
 // registry holds this node's entry.
-func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, token string) {
+func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, client *http.Client, token string) {
 	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr()}
-	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 10 {
-			return errors.New("too many redirects")
-		}
-		// The leader may be on another host, where net/http would not
-		// send the token on.
-		setToken(req, token)
-		return nil
-	}}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
@@ -258,11 +262,28 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 	}
 }
 
+// peerClient is the HTTP client a node talks to the other nodes with: it
+// follows the leader's redirects, with the token.
+func peerClient(token string) *http.Client {
+	return &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("too many redirects")
+		}
+		// The leader may be on another host, where net/http would not
+		// send the token on.
+		setToken(req, token)
+		return nil
+	}}
+}
+
+// apiURL is the URL of path on the API of the node at addr.
+func apiURL(addr, path string) string { return "http://" + addr + path }
+
 // postJoin sends a join request to addr; the HTTP client follows the
 // leader redirect.
 func postJoin(ctx context.Context, client *http.Client, addr string, req rpc.AddVoterRequest, token string) error {
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+rpc.PathClusterAddVoter, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, apiURL(addr, rpc.PathClusterAddVoter), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
