@@ -37,8 +37,8 @@ func TestDecideFounding(t *testing.T) {
 		self   string
 		probes []probe
 		peers  []raftnode.Peer // bootstrap these
-		member string         // join via this address
-		wait   string         // else wait, for this reason
+		member string          // join via this address
+		wait   string          // else wait, for this reason
 	}{
 		{name: "every founder empty", self: "n2",
 			probes: []probe{empty("a1", "n1"), empty("a2", "n2"), empty("a3", "n3")}, peers: founders},
