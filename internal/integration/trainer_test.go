@@ -34,7 +34,12 @@ func (l *passLog) add(pass, rec int) {
 // does: within a pass a client never sees a record twice, and it moves on
 // at ErrPassBefore or ErrNoMoreAvailable.
 func runTrainer(c *client.Client, passes int, log *passLog) error {
-	for pass := 0; pass < passes; pass++ {
+	return readPasses(c, func(pass int) bool { return pass < passes }, log)
+}
+
+// readPasses reads passes 0, 1, ... as runTrainer does, while more(pass).
+func readPasses(c *client.Client, more func(pass int) bool, log *passLog) error {
+	for pass := 0; more(pass); pass++ {
 		c.StartGetRecords(pass)
 		seen := map[int]bool{}
 		for {
@@ -64,6 +69,13 @@ func runTrainer(c *client.Client, passes int, log *passLog) error {
 // the first error.
 func startTrainers(t *testing.T, n, passes int, log *passLog, opts ...client.Option) (wait func()) {
 	t.Helper()
+	return startTrainersWhile(t, n, func(pass int) bool { return pass < passes }, log, opts...)
+}
+
+// startTrainersWhile is startTrainers for trainers that read passes while
+// more(pass).
+func startTrainersWhile(t *testing.T, n int, more func(pass int) bool, log *passLog, opts ...client.Option) (wait func()) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for range n {
@@ -71,7 +83,7 @@ func startTrainers(t *testing.T, n, passes int, log *passLog, opts ...client.Opt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- runTrainer(cl, passes, log)
+			errs <- readPasses(cl, more, log)
 		}()
 	}
 	return func() {
@@ -91,6 +103,17 @@ func (l *passLog) delivered(pass int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.counts[pass])
+}
+
+// lastPass is the highest pass any record was delivered in, or -1.
+func (l *passLog) lastPass() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := -1
+	for p := range l.counts {
+		last = max(last, p)
+	}
+	return last
 }
 
 // checkPasses asserts that every pass delivered every record exactly once
