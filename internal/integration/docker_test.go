@@ -275,7 +275,7 @@ func TestDockerImage(t *testing.T) {
 	}
 
 	ctr := strings.TrimSpace(run(t, root, "docker", "create", image))
-	defer run(t, root, "docker", "rm", ctr)
+	defer run(t, root, "docker", "rm", "-v", ctr)
 	dir := t.TempDir()
 	run(t, root, "docker", "cp", ctr+":/etc/ssl/certs/ca-certificates.crt", dir)
 	got, err := os.ReadFile(filepath.Join(dir, "ca-certificates.crt"))
