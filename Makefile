@@ -20,15 +20,21 @@ LDFLAGS := $(if $(VERSION),-X github.com/raftmaster/raftmaster/internal/version.
 build: ## build bin/raftmaster (static), its version stamped from git describe
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/raftmaster
 
-test: ## run every test with the race detector
+# The Helm chart's checks: a module of their own, for the Kubernetes API
+# types; helm runs through go run from the module proxy.
+DEPLOYTEST  := internal/deploytest
+
+test: ## run every test with the race detector, the Helm chart's checks included
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
+	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
 lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
 
 bench: ## run the benchmarks (figures, not assertions)
@@ -76,9 +82,8 @@ image: ## build the Docker image $(IMAGE):VERSION (and $(IMAGE):local, which dep
 	docker build -q -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):local .
 	@echo "built $(IMAGE):$(VERSION) and $(IMAGE):local for linux/$(IMAGE_ARCH)"
 
-HELM        := $(GO) run helm.sh/helm/v3/cmd/helm@v3.22.0
 manifests: ## render deploy/kubernetes/raftmaster.yaml from the Helm chart (a test fails when they differ)
-	{ cat deploy/kubernetes/header.txt; $(HELM) template raftmaster deploy/helm/raftmaster; } > deploy/kubernetes/raftmaster.yaml
+	cd $(DEPLOYTEST) && $(GO) test -count=1 -run '^TestRawManifestIsTheChartRendered$$' . -update
 
 docker-test: ## the image, and the compose clusters under a partition, scaling 3-5-3, two wiped volumes and a rolling restart (needs Docker)
 	$(GO) test -tags docker -count=1 -timeout 45m -run '^TestDocker' -v ./internal/integration/

@@ -221,6 +221,17 @@ func (c *composeCluster) trainers(n int, log *passLog) (stop func() int) {
 	}
 }
 
+// lastPass is the highest pass any record was delivered in, or -1.
+func (l *passLog) lastPass() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := -1
+	for p := range l.counts {
+		last = max(last, p)
+	}
+	return last
+}
+
 // logs returns the output of service's current container.
 func (c *composeCluster) logs(service string) string {
 	c.t.Helper()

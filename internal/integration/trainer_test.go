@@ -30,14 +30,9 @@ func (l *passLog) add(pass, rec int) {
 	l.counts[pass][rec]++
 }
 
-// runTrainer reads passes [0, passes) as the original master's client test
-// does: within a pass a client never sees a record twice, and it moves on
-// at ErrPassBefore or ErrNoMoreAvailable.
-func runTrainer(c *client.Client, passes int, log *passLog) error {
-	return readPasses(c, func(pass int) bool { return pass < passes }, log)
-}
-
-// readPasses reads passes 0, 1, ... as runTrainer does, while more(pass).
+// readPasses reads passes 0, 1, ... while more(pass), as the original
+// master's client test does: within a pass a client never sees a record
+// twice, and it moves on at ErrPassBefore or ErrNoMoreAvailable.
 func readPasses(c *client.Client, more func(pass int) bool, log *passLog) error {
 	for pass := 0; more(pass); pass++ {
 		c.StartGetRecords(pass)
@@ -103,17 +98,6 @@ func (l *passLog) delivered(pass int) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.counts[pass])
-}
-
-// lastPass is the highest pass any record was delivered in, or -1.
-func (l *passLog) lastPass() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last := -1
-	for p := range l.counts {
-		last = max(last, p)
-	}
-	return last
 }
 
 // checkPasses asserts that every pass delivered every record exactly once
