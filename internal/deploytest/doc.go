@@ -4,7 +4,8 @@
 // testdata's, decodes strictly (no unknown field) into its k8s.io/api type,
 // or, for the ServiceMonitor, into a type of the Prometheus Operator CRD's
 // fields; the objects agree with each other and with the values; and
-// deploy/kubernetes/raftmaster.yaml is exactly the chart's rendering.
+// deploy/kubernetes/raftmaster.yaml is exactly the chart's rendering. The
+// systemd unit passes `systemd-analyze verify` and `security`.
 //
 // It is a module of its own so that the Kubernetes API types stay out of
 // raftmaster's dependencies. Helm runs as `go run
