@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -109,7 +110,11 @@ func found(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []st
 		case ctx.Err() != nil:
 			return
 		case d.Peers != nil:
-			log.Info("bootstrapping: every founding member answered and none has state", "founders", fmt.Sprint(d.Peers))
+			founders := make([]string, len(d.Peers))
+			for i, p := range d.Peers {
+				founders[i] = p.ID + "=" + p.RaftAddr
+			}
+			log.Info("bootstrapping: every founding member answered and none has state", "founders", strings.Join(founders, ","))
 			if err := node.Bootstrap(d.Peers); err != nil {
 				log.Error("bootstrap failed", "error", err)
 			}
