@@ -202,6 +202,20 @@ func (c *composeCluster) setDataset(records int) {
 	}
 }
 
+// underLoad starts the three founding members of compose-3 in project
+// name, sets a dataset of 300 records, starts three trainers through
+// passes (see trainers) and returns once pass 0 is under way.
+func underLoad(t *testing.T, name string) (*composeCluster, *passLog, func() int) {
+	t.Helper()
+	c := startCompose(t, name, "n1", "n2", "n3")
+	c.waitMembers("n1", "n2", "n3")
+	c.setDataset(300)
+	log := &passLog{}
+	stop := c.trainers(3, log)
+	waitCond(t, "pass 0 to be under way", func() bool { return log.delivered(0) >= 40 })
+	return c, log, stop
+}
+
 // trainers runs n trainers through passes until stop is called; stop
 // lets every trainer finish the pass after the last one delivered so far,
 // waits for them (failing the test on any error a trainer call returned)
@@ -345,12 +359,7 @@ func TestDockerComposePartition(t *testing.T) {
 // with `raftmaster cluster remove` before its container goes, and every
 // pass delivers every record exactly once.
 func TestDockerComposeScale(t *testing.T) {
-	c := startCompose(t, "scale", "n1", "n2", "n3")
-	c.waitMembers("n1", "n2", "n3")
-	c.setDataset(300)
-	var log passLog
-	stop := c.trainers(3, &log)
-	waitCond(t, "pass 0 to be under way", func() bool { return log.delivered(0) >= 40 })
+	c, log, stop := underLoad(t, "scale")
 
 	c.compose("up", "-d", "n4", "n5")
 	c.waitMembers("n1", "n2", "n3", "n4", "n5")
@@ -370,7 +379,7 @@ func TestDockerComposeScale(t *testing.T) {
 	c.waitMembers("n1", "n2", "n3")
 	passes := stop()
 	t.Logf("trainers read %d passes", passes)
-	checkPasses(t, &log, passes, 300, false)
+	checkPasses(t, log, passes, 300, false)
 	c.converged("n1", "n2", "n3")
 }
 
@@ -381,13 +390,8 @@ func TestDockerComposeScale(t *testing.T) {
 // their own; the survivor's log is the cluster's, and every pass delivers
 // every record exactly once.
 func TestDockerComposeWipedVolumes(t *testing.T) {
-	c := startCompose(t, "wipe", "n1", "n2", "n3")
+	c, log, stop := underLoad(t, "wipe")
 	nodes := []string{"n1", "n2", "n3"}
-	c.waitMembers(nodes...)
-	c.setDataset(300)
-	var log passLog
-	stop := c.trainers(3, &log)
-	waitCond(t, "pass 0 to be under way", func() bool { return log.delivered(0) >= 40 })
 
 	survivor := c.waitLeader("", nodes...)
 	var wiped []string
@@ -411,7 +415,7 @@ func TestDockerComposeWipedVolumes(t *testing.T) {
 	c.waitMembers(nodes...)
 	passes := stop()
 	t.Logf("trainers read %d passes", passes)
-	checkPasses(t, &log, passes, 300, false)
+	checkPasses(t, log, passes, 300, false)
 	c.converged(nodes...)
 	for _, id := range wiped {
 		logs := c.logs(id)
@@ -433,13 +437,8 @@ func TestDockerComposeWipedVolumes(t *testing.T) {
 // read: no trainer call fails, and every pass delivers every record
 // exactly once.
 func TestDockerComposeRollingRestart(t *testing.T) {
-	c := startCompose(t, "rolling", "n1", "n2", "n3")
+	c, log, stop := underLoad(t, "rolling")
 	nodes := []string{"n1", "n2", "n3"}
-	c.waitMembers(nodes...)
-	c.setDataset(300)
-	var log passLog
-	stop := c.trainers(3, &log)
-	waitCond(t, "pass 0 to be under way", func() bool { return log.delivered(0) >= 40 })
 
 	for _, id := range nodes {
 		before, _ := proccluster.Status(context.Background(), hostPorts[id])
@@ -449,7 +448,7 @@ func TestDockerComposeRollingRestart(t *testing.T) {
 	}
 	passes := stop()
 	t.Logf("trainers read %d passes", passes)
-	checkPasses(t, &log, passes, 300, false)
+	checkPasses(t, log, passes, 300, false)
 	c.converged(nodes...)
 }
 

@@ -128,14 +128,9 @@ func found(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []st
 			log.Info("not bootstrapping yet", "why", d.Wait)
 			lastWait = d.Wait
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepBackoff(ctx, &backoff) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
+	"github.com/raftmaster/raftmaster/internal/leader"
 	"github.com/raftmaster/raftmaster/internal/metrics"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -251,15 +252,20 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 				log.Warn("joining the cluster", "via", addr, "error", err)
 			}
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepBackoff(ctx, &backoff) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// sleepBackoff waits *backoff, then doubles it up to 2 s; it reports false
+// when ctx ended first.
+func sleepBackoff(ctx context.Context, backoff *time.Duration) bool {
+	if !leader.Sleep(ctx, *backoff) {
+		return false
+	}
+	*backoff = min(2**backoff, 2*time.Second)
+	return true
 }
 
 // peerClient is the HTTP client a node talks to the other nodes with: it
