@@ -20,8 +20,7 @@ var tlsEnv = []string{"RAFTMASTER_TLS_CERT", "RAFTMASTER_TLS_KEY", "RAFTMASTER_T
 // the binary would silently ignore.
 func TestDeployFilesSetRealFlags(t *testing.T) {
 	known := map[string]bool{}
-	var collect func(flags []cli.Flag)
-	collect = func(flags []cli.Flag) {
+	collect := func(flags []cli.Flag) {
 		for _, f := range flags {
 			if e, ok := f.(interface{ GetEnvVars() []string }); ok {
 				for _, name := range e.GetEnvVars() {
