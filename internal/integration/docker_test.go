@@ -353,6 +353,28 @@ func TestDockerComposePartition(t *testing.T) {
 	c.converged(nodes...)
 }
 
+// TestDockerComposeFoundersStartApart starts n1 alone: the names of n2 and
+// n3 do not resolve on the Docker network yet, as a pod's DNS record lags.
+// n1 keeps running, retrying, and bootstraps nothing; once n2 and n3 start,
+// the three found one cluster.
+func TestDockerComposeFoundersStartApart(t *testing.T) {
+	c := startCompose(t, "apart", "n1")
+	waitCond(t, "n1 to find n2's name unresolved", func() bool {
+		logs := c.logs("n1")
+		return strings.Contains(logs, logWaiting) && strings.Contains(logs, "no such host")
+	})
+	st, err := proccluster.Status(context.Background(), hostPorts["n1"])
+	if err != nil || st.Servers != 0 {
+		t.Fatalf("n1 alone: %+v, %v; want it up with no configuration", st, err)
+	}
+	ctr := strings.TrimSpace(c.compose("ps", "-q", "n1"))
+	if n := strings.TrimSpace(run(t, c.root, "docker", "inspect", "--format", "{{.RestartCount}}", ctr)); n != "0" {
+		t.Fatalf("n1 restarted %s times while its peers' names did not resolve", n)
+	}
+	c.compose("up", "-d", "n2", "n3")
+	c.waitMembers("n1", "n2", "n3")
+}
+
 // TestDockerComposeScale grows a 3-node cluster to 5 and shrinks it back
 // to 3 with docker-compose, as compose-3's comments say, while trainers
 // read throughout: n4 and n5 join as voters by themselves, each is removed
