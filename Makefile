@@ -9,7 +9,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test python-test lint bench bench-short bench-full run demo chaos chaos-variants docker-test fuzz clean
+.PHONY: help build bench-build test python-test lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -20,10 +20,15 @@ LDFLAGS := $(if $(VERSION),-X github.com/raftmaster/raftmaster/internal/version.
 build: ## build bin/raftmaster (static), its version stamped from git describe
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/raftmaster
 
-test: ## run every test with the race detector
+# The Helm chart's checks: a module of their own, for the Kubernetes API
+# types; helm runs through go run from the module proxy.
+DEPLOYTEST  := internal/deploytest
+
+test: ## run every test with the race detector, the Helm chart's checks included
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
+	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) python-test
 
 # The interpreter of the Python tests: Debian's, which python3-torch,
@@ -37,6 +42,7 @@ lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
 
 bench: ## run the benchmarks (figures, not assertions)
@@ -65,8 +71,30 @@ chaos-variants: ## prove the fault-injection checks catch deliberately broken bu
 	CHAOS_EXPECT_VIOLATION='one leader per term' CHAOS_FAULTS=pause-leader,isolate-leader CHAOS_ONCE=crash-all \
 		RAFTMASTER_BUILD_TAGS=chaos_broken_votes $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 
-docker-test: ## the deploy/ compose cluster under a network partition (needs Docker and docker-compose)
-	$(GO) test -tags docker -count=1 -timeout 20m -run '^TestDockerComposePartition$$' -v ./internal/integration/
+version: ## print the version make stamps into the binary and tags the image with
+	@echo $(VERSION)
+
+# The image: a linux binary for the Docker engine's architecture, whatever
+# the host's, built here (no image registry, so no golang build stage) into
+# IMAGE_DIR, the CA bundle beside it, and deploy/Dockerfile FROM scratch.
+IMAGE       ?= raftmaster
+IMAGE_DIR   := bin/image
+IMAGE_ARCH  ?= $(shell docker version --format '{{.Server.Arch}}' 2>/dev/null)
+CA_BUNDLE   ?= /etc/ssl/certs/ca-certificates.crt
+image: ## build the Docker image $(IMAGE):VERSION (and $(IMAGE):local, which deploy/compose-* run)
+	@test -n "$(IMAGE_ARCH)" || { echo "make image: Docker did not say its architecture: is the engine running (docker info)?"; exit 1; }
+	@test -f "$(CA_BUNDLE)" || { echo "make image: no CA bundle at $(CA_BUNDLE); set CA_BUNDLE=FILE"; exit 1; }
+	rm -rf $(IMAGE_DIR) && mkdir -p $(IMAGE_DIR)/state
+	GOOS=linux GOARCH=$(IMAGE_ARCH) CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(IMAGE_DIR)/raftmaster ./cmd/raftmaster
+	cp $(CA_BUNDLE) $(IMAGE_DIR)/ca-certificates.crt
+	docker build -q -f deploy/Dockerfile --build-arg VERSION=$(VERSION) -t $(IMAGE):$(VERSION) -t $(IMAGE):local .
+	@echo "built $(IMAGE):$(VERSION) and $(IMAGE):local for linux/$(IMAGE_ARCH)"
+
+manifests: ## render deploy/kubernetes/raftmaster.yaml from the Helm chart (a test fails when they differ)
+	cd $(DEPLOYTEST) && $(GO) test -count=1 -run '^TestRawManifestIsTheChartRendered$$' . -update
+
+docker-test: ## the image, and the compose clusters under a partition, scaling 3-5-3, two wiped volumes and a rolling restart (needs Docker)
+	$(GO) test -tags docker -count=1 -timeout 45m -run '^TestDocker' -v ./internal/integration/
 
 FUZZTIME ?= 60s
 fuzz: ## run each fuzz target (RecordIO decoding, FSM apply/restore/decode) for FUZZTIME

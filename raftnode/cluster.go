@@ -37,6 +37,17 @@ func (n *Node) Members() ([]Member, error) {
 	return out, nil
 }
 
+// Servers returns how many servers this node's Raft configuration lists:
+// 0 until the node has bootstrapped a cluster or been sent one by a
+// leader, which also means it has no state of a cluster.
+func (n *Node) Servers() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	return len(f.Configuration().Servers)
+}
+
 // AddVoter adds a voter, or only refreshes its registry entry when it is
 // already a voter at that address. A server at the same address under
 // another id is removed first: it is a previous life of the same node.

@@ -131,6 +131,11 @@ func (c *Config) setDefaults() error {
 	if c.RaftAdvertise == "" {
 		c.RaftAdvertise = c.RaftAddr
 	}
+	if c.Transport == nil {
+		if err := CheckAdvertise(c.RaftAdvertise); err != nil {
+			return err
+		}
+	}
 	if c.FailoverGrace < 0 {
 		return fmt.Errorf("raftnode: negative fail-over grace %v", c.FailoverGrace)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -180,45 +179,6 @@ func (n *Node) closeStores() {
 		c.Close()
 	}
 	n.store.Close()
-}
-
-// openTCPTransport listens for Raft on RaftAddr, over mutual TLS when
-// PeerTLS is set, and advertises RaftAdvertise, or the bound address when
-// the port is 0.
-func (n *Node) openTCPTransport() error {
-	var adv net.Addr
-	_, port, _ := net.SplitHostPort(n.cfg.RaftAdvertise)
-	if port != "0" {
-		a, err := net.ResolveTCPAddr("tcp", n.cfg.RaftAdvertise)
-		if err != nil {
-			return fmt.Errorf("raftnode: raft advertise address %q: %w", n.cfg.RaftAdvertise, err)
-		}
-		adv = a
-	}
-	tc := &raft.NetworkTransportConfig{MaxPool: 4, Timeout: 10 * time.Second, Logger: n.log.Named("transport")}
-	if len(n.cfg.DialOverride) > 0 {
-		tc.ServerAddressProvider = dialOverride(n.cfg.DialOverride)
-	}
-	if n.cfg.PeerTLS != nil {
-		stream, err := newTLSStreamLayer(n.cfg.RaftAddr, adv, n.cfg.PeerTLS, n.log.Named("transport"))
-		if err != nil {
-			return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftAddr, err)
-		}
-		tc.Stream = stream
-		n.trans = raft.NewNetworkTransportWithConfig(tc)
-	} else {
-		trans, err := raft.NewTCPTransportWithConfig(n.cfg.RaftAddr, adv, tc)
-		if err != nil {
-			return fmt.Errorf("raftnode: raft transport on %s: %w", n.cfg.RaftAddr, err)
-		}
-		n.trans = trans
-	}
-	if port == "0" {
-		// The transport picked a port: advertise what it bound. Otherwise
-		// keep the configured form, which may be a stable host name.
-		n.cfg.RaftAdvertise = string(n.trans.LocalAddr())
-	}
-	return nil
 }
 
 // dialOverride is a raft.ServerAddressProvider over a fixed map; ids not in

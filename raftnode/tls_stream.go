@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -47,27 +46,16 @@ type tlsStreamLayer struct {
 
 var _ raft.StreamLayer = (*tlsStreamLayer)(nil)
 
-// newTLSStreamLayer listens on bind; advertise, when not nil, is the
+// newTLSStreamLayer serves Raft over mutual TLS on ln; advertise is the
 // address other nodes dial.
-func newTLSStreamLayer(bind string, advertise net.Addr, conf PeerTLS, log hclog.Logger) (*tlsStreamLayer, error) {
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return nil, err
-	}
-	if advertise == nil {
-		advertise = ln.Addr()
-	}
-	if a, ok := advertise.(*net.TCPAddr); ok && a.IP.IsUnspecified() {
-		ln.Close()
-		return nil, fmt.Errorf("raft advertise address %s is not dialable", a)
-	}
+func newTLSStreamLayer(ln net.Listener, advertise net.Addr, conf PeerTLS, log hclog.Logger) *tlsStreamLayer {
 	s := &tlsStreamLayer{
 		ln: ln, advertise: advertise, conf: conf, log: log,
 		accepted: make(chan net.Conn), done: make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.acceptLoop()
-	return s, nil
+	return s
 }
 
 func (s *tlsStreamLayer) acceptLoop() {

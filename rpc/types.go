@@ -263,7 +263,12 @@ type StatusResponse struct {
 	AppliedIndex uint64  `json:"applied_index"`
 	LastContact  string  `json:"last_contact"`
 	Ready        bool    `json:"ready"`
-	FSM          Stats   `json:"fsm"`
+	// Servers is how many servers the node's Raft configuration lists: 0
+	// while it belongs to no cluster yet (a node with an empty data
+	// directory that has neither bootstrapped nor been added), and on the
+	// etcd backend.
+	Servers int   `json:"servers"`
+	FSM     Stats `json:"fsm"`
 	// Version is the build of the answering node.
 	Version string `json:"version"`
 }

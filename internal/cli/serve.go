@@ -1,10 +1,10 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"github.com/raftmaster/raftmaster/internal/auth"
-	"github.com/raftmaster/raftmaster/internal/certs"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/internal/auth"
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/replica"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/store"
@@ -41,6 +43,14 @@ func serveCommand() *cli.Command {
 			"A new cluster bootstraps from --peers: start every node with the same list. A node\n" +
 			"joins a running cluster with --join and the API address of any member. A restarted\n" +
 			"node needs neither: its state is in --data-dir.\n\n" +
+			"Where volumes can be lost or nodes come and go (Kubernetes, compose), start every\n" +
+			"node with the same --join list, the founding members first, and --bootstrap-expect N\n" +
+			"instead: a node with an empty --data-dir asks every --join address for its state. If\n" +
+			"any has state of a cluster, it joins that cluster; only when all N founding members\n" +
+			"answer with none do they bootstrap one, together. An empty volume never starts a\n" +
+			"second cluster beside a running one.\n\n" +
+			"A listen address on 0.0.0.0 or [::] is advertised under the host name unless\n" +
+			"--raft-advertise or --advertise-addr say otherwise.\n\n" +
 			"With --backend etcd the node is one master of the etcd-backed parity mode instead:\n" +
 			"the master that holds the etcd lock serves, saving its whole state to etcd after each\n" +
 			"change, and the others stand by and redirect. It needs --etcd-endpoints, not --data-dir,\n" +
@@ -60,7 +70,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Usage: "address the HTTP API listens on", Value: "127.0.0.1:8001", EnvVars: env("http-addr")},
 			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
-			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated", EnvVars: env("join")},
+			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated; with --bootstrap-expect, the founding members first", EnvVars: env("join")},
+			&cli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap a new cluster of the first N --join addresses once all N answer and none has state of a cluster; a node that finds a cluster joins it instead, never bootstrapping a second one (0: never bootstrap; join through --join)", EnvVars: env("bootstrap-expect")},
 			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN' lines, ROLE trainer or operator, reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve the API over HTTPS and run Raft over mutual TLS with this PEM certificate (valid for server and client authentication, for every name the node is reached at; see raftmaster tls gen); reloaded on SIGHUP", EnvVars: env("tls-cert"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-key", Usage: "the PEM private key of --tls-cert; reloaded on SIGHUP", EnvVars: env("tls-key"), TakesFile: true},
@@ -257,6 +268,24 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 	if len(peers) > 0 && len(join) > 0 {
 		return replica.Raft{}, fmt.Errorf("give --peers or --join, not both")
 	}
+	expect := c.Int("bootstrap-expect")
+	switch {
+	case expect < 0:
+		return replica.Raft{}, fmt.Errorf("--bootstrap-expect %d: want 0 (off) or the number of founding members", expect)
+	case expect > 0 && len(join) < expect:
+		return replica.Raft{}, fmt.Errorf("--bootstrap-expect %d needs the founding members' API addresses first in --join; it has %d", expect, len(join))
+	}
+	raftAdvertise, err := advertised(c.String("raft-advertise"), c.String("raft-addr"))
+	if err != nil {
+		return replica.Raft{}, fmt.Errorf("--raft-advertise: %w", err)
+	}
+	if err := raftnode.CheckAdvertise(cmp.Or(raftAdvertise, c.String("raft-addr"))); err != nil {
+		return replica.Raft{}, err
+	}
+	apiAdvertise, err := advertised(c.String("advertise-addr"), c.String("http-addr"))
+	if err != nil {
+		return replica.Raft{}, fmt.Errorf("--advertise-addr: %w", err)
+	}
 	var dial map[string]string
 	if s := c.String("test-raft-dial"); s != "" {
 		overrides, err := raftnode.ParsePeers(s)
@@ -276,15 +305,37 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 		Node: raftnode.Config{
 			Limits: limits,
 			ID:     c.String("node-id"), DataDir: c.String("data-dir"),
-			RaftAddr: c.String("raft-addr"), RaftAdvertise: c.String("raft-advertise"),
-			APIAddr: c.String("advertise-addr"), Peers: peers,
+			RaftAddr: c.String("raft-addr"), RaftAdvertise: raftAdvertise,
+			APIAddr: apiAdvertise, Peers: peers,
 			HeartbeatTimeout: c.Duration("heartbeat-timeout"), ElectionTimeout: c.Duration("election-timeout"),
 			LeaderLeaseTimeout: c.Duration("leader-lease-timeout"), FailoverGrace: c.Duration("failover-grace"),
 			SnapshotThreshold: c.Uint64("snapshot-threshold"), SnapshotInterval: c.Duration("snapshot-interval"),
 			TrailingLogs: c.Uint64("trailing-logs"), Clock: testClock(c, logger), DialOverride: dial,
 		},
-		Join: join,
+		Join: join, BootstrapExpect: expect,
 	}, nil
+}
+
+// advertised returns the address to advertise for a listener on listen:
+// advertise when set; otherwise listen, but with the host name for an
+// unspecified host (0.0.0.0, [::] or none), which no other node could
+// dial. A port 0 is left for the listener to fill in.
+func advertised(advertise, listen string) (string, error) {
+	if advertise != "" {
+		return advertise, nil
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "0" {
+		return "", nil // the listener reports the error, or the bound port
+	}
+	if ip := net.ParseIP(host); host != "" && (ip == nil || !ip.IsUnspecified()) {
+		return "", nil
+	}
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		return "", fmt.Errorf("listening on %s, and no host name to advertise instead: %v", listen, err)
+	}
+	return net.JoinHostPort(name, port), nil
 }
 
 func runServe(c *cli.Context) error {

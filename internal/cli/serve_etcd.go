@@ -19,8 +19,8 @@ func etcdConfig(c *cli.Context, logger hclog.Logger) (replica.Etcd, error) {
 	if len(endpoints) == 0 {
 		return replica.Etcd{}, fmt.Errorf("--backend etcd needs --etcd-endpoints")
 	}
-	for _, f := range []string{"peers", "join", "test-raft-dial"} {
-		if c.String(f) != "" {
+	for _, f := range []string{"peers", "join", "test-raft-dial", "bootstrap-expect"} {
+		if c.IsSet(f) {
 			return replica.Etcd{}, fmt.Errorf("--%s is for the raft backend; the etcd backend elects its master through etcd", f)
 		}
 	}
@@ -40,9 +40,13 @@ func etcdConfig(c *cli.Context, logger hclog.Logger) (replica.Etcd, error) {
 	if err != nil {
 		return replica.Etcd{}, err
 	}
+	apiAdvertise, err := advertised(c.String("advertise-addr"), c.String("http-addr"))
+	if err != nil {
+		return replica.Etcd{}, fmt.Errorf("--advertise-addr: %w", err)
+	}
 	return replica.Etcd{Master: etcdmaster.Config{
 		Limits: limits,
-		ID:     c.String("node-id"), APIAddr: c.String("advertise-addr"),
+		ID:     c.String("node-id"), APIAddr: apiAdvertise,
 		Store: store.EtcdConfig{
 			Endpoints: endpoints, TTL: ttl, MaxStateBytes: maxState,
 			LockPath: prefix + "/lock", AddrPath: rpc.EtcdAddrKey(prefix), StatePath: prefix + "/state",

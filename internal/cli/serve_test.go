@@ -28,6 +28,11 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-ttl", "1500ms"}, "--etcd-ttl 1.5s: want whole seconds"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--chunks-per-task", "0"}, "--chunks-per-task must be >= 1"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "3", "--join", "a:8000,b:8000"}, "--bootstrap-expect 3 needs the founding members' API addresses first in --join; it has 2"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "-1", "--join", "a:8000"}, "--bootstrap-expect -1: want 0 (off)"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "1", "--peers", "n1=127.0.0.1:7001"}, "needs the founding members' API addresses first in --join; it has 0"},
+		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--bootstrap-expect", "3"}, "--bootstrap-expect is for the raft backend"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:0", "--raft-advertise", "0.0.0.0:7000"}, "unspecified; other nodes could not dial it"},
 	} {
 		var out, errOut bytes.Buffer
 		code := RunWith(append([]string{"raftmaster", "serve"}, tt.args...), &out, &errOut)

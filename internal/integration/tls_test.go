@@ -63,7 +63,8 @@ func TestTLSCluster(t *testing.T) {
 	genCerts(t, rogue)
 	caFile := filepath.Join(good, certs.CAFile)
 	t.Setenv("RAFTMASTER_TLS_CA", caFile) // the cluster's own checks and the CLI
-	c := proccluster.Start(t, proccluster.Options{Args: tlsFlags(good, caFile)})
+	// The founders find each other over HTTPS (--bootstrap-expect).
+	c := proccluster.Start(t, proccluster.Options{Args: tlsFlags(good, caFile), BootstrapExpect: 3})
 	c.WaitReady()
 	leader := c.Leader()
 	fol := c.Others(leader)[0]

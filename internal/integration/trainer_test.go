@@ -30,11 +30,11 @@ func (l *passLog) add(pass, rec int) {
 	l.counts[pass][rec]++
 }
 
-// runTrainer reads passes [0, passes) as the original master's client test
-// does: within a pass a client never sees a record twice, and it moves on
-// at ErrPassBefore or ErrNoMoreAvailable.
-func runTrainer(c *client.Client, passes int, log *passLog) error {
-	for pass := 0; pass < passes; pass++ {
+// readPasses reads passes 0, 1, ... while more(pass), as the original
+// master's client test does: within a pass a client never sees a record
+// twice, and it moves on at ErrPassBefore or ErrNoMoreAvailable.
+func readPasses(c *client.Client, more func(pass int) bool, log *passLog) error {
+	for pass := 0; more(pass); pass++ {
 		c.StartGetRecords(pass)
 		seen := map[int]bool{}
 		for {
@@ -64,6 +64,13 @@ func runTrainer(c *client.Client, passes int, log *passLog) error {
 // the first error.
 func startTrainers(t *testing.T, n, passes int, log *passLog, opts ...client.Option) (wait func()) {
 	t.Helper()
+	return startTrainersWhile(t, n, func(pass int) bool { return pass < passes }, log, opts...)
+}
+
+// startTrainersWhile is startTrainers for trainers that read passes while
+// more(pass).
+func startTrainersWhile(t *testing.T, n int, more func(pass int) bool, log *passLog, opts ...client.Option) (wait func()) {
+	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
 	for range n {
@@ -71,7 +78,7 @@ func startTrainers(t *testing.T, n, passes int, log *passLog, opts ...client.Opt
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs <- runTrainer(cl, passes, log)
+			errs <- readPasses(cl, more, log)
 		}()
 	}
 	return func() {

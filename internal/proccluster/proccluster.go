@@ -103,6 +103,13 @@ type Options struct {
 	// before any starts; it returns extra serve flags per node (for example
 	// the fault-injection proxies each node must dial).
 	Prepare func(procs []*Proc) map[string][]string
+	// BootstrapExpect, when above 0, starts the nodes as a deployment
+	// does: every node with --join listing every node's API address and
+	// --bootstrap-expect BootstrapExpect, instead of --peers.
+	BootstrapExpect int
+	// Hold describes the nodes without starting them; start each with
+	// Cluster.Launch.
+	Hold bool
 }
 
 // Cluster is a set of serve processes.
@@ -125,14 +132,20 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := range opts.Nodes {
 		raftAddrs[i], apiAddrs[i] = FreePort(t), FreePort(t)
 	}
-	c.Procs = procs.RaftProcs(c.Dir, raftAddrs, apiAddrs, append(testServeFlags, opts.Args...)...)
+	if opts.BootstrapExpect > 0 {
+		c.Procs = procs.FoundingProcs(c.Dir, raftAddrs, apiAddrs, opts.BootstrapExpect, append(testServeFlags, opts.Args...)...)
+	} else {
+		c.Procs = procs.RaftProcs(c.Dir, raftAddrs, apiAddrs, append(testServeFlags, opts.Args...)...)
+	}
 	var extra map[string][]string
 	if opts.Prepare != nil {
 		extra = opts.Prepare(c.Procs)
 	}
 	for _, p := range c.Procs {
 		p.Args = append(p.Args, extra[p.ID]...)
-		c.launch(p)
+		if !opts.Hold {
+			c.launch(p)
+		}
 	}
 	t.Cleanup(c.cleanup)
 	return c
@@ -174,6 +187,15 @@ func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 	c.Procs = append(c.Procs, p)
 	c.launch(p)
 	return p
+}
+
+// Launch starts a node described but not started (Options.Hold).
+func (c *Cluster) Launch(p *Proc) {
+	c.t.Helper()
+	if p.Running() {
+		c.t.Fatalf("launch %s: already running", p.ID)
+	}
+	c.launch(p)
 }
 
 // launch starts p with its flags followed by extra ones (later flags win).

@@ -53,13 +53,27 @@ func RaftProcs(dir string, raftAddrs, apiAddrs []string, args ...string) []*Proc
 	for i, a := range raftAddrs {
 		peers = append(peers, fmt.Sprintf("n%d=%s", i+1, a))
 	}
+	return describe(dir, raftAddrs, apiAddrs, append([]string{"--peers", strings.Join(peers, ",")}, args...))
+}
+
+// FoundingProcs describes the nodes n1...nN as RaftProcs does, but started
+// as a deployment starts them: every node lists every API address in
+// --join and bootstraps with --bootstrap-expect expect (the first expect
+// nodes found the cluster; the others join it).
+func FoundingProcs(dir string, raftAddrs, apiAddrs []string, expect int, args ...string) []*Proc {
+	return describe(dir, raftAddrs, apiAddrs,
+		append([]string{"--join", strings.Join(apiAddrs, ","), "--bootstrap-expect", fmt.Sprint(expect)}, args...))
+}
+
+// describe describes node i as n<i+1> on raftAddrs[i] and apiAddrs[i],
+// with its data in dir and the serve flags args after its own.
+func describe(dir string, raftAddrs, apiAddrs, args []string) []*Proc {
 	procs := make([]*Proc, len(raftAddrs))
 	for i := range raftAddrs {
 		p := &Proc{ID: fmt.Sprintf("n%d", i+1), RaftAddr: raftAddrs[i], RaftAdv: raftAddrs[i], APIAddr: apiAddrs[i]}
 		p.DataDir = filepath.Join(dir, p.ID)
 		p.LogPath = filepath.Join(dir, p.ID+".log")
-		p.Args = append(ServeArgs(p), "--peers", strings.Join(peers, ","))
-		p.Args = append(p.Args, args...)
+		p.Args = append(ServeArgs(p), args...)
 		procs[i] = p
 	}
 	return procs

@@ -69,7 +69,7 @@ func (b raftBackend) Status() rpc.StatusResponse {
 		NodeID: b.node.ID(), RaftAddr: b.node.RaftAddr(), APIAddr: b.node.APIAddr(),
 		State: st.State, Leader: leader, Term: st.Term,
 		LastIndex: st.LastIndex, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
-		LastContact: formatContact(st.LastContact), Ready: b.node.Ready(),
+		LastContact: formatContact(st.LastContact), Ready: b.node.Ready(), Servers: b.node.Servers(),
 	}
 }
 

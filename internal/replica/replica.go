@@ -24,6 +24,7 @@ import (
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
+	"github.com/raftmaster/raftmaster/internal/leader"
 	"github.com/raftmaster/raftmaster/internal/metrics"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -75,6 +76,11 @@ type Raft struct {
 	// Join lists API addresses of a running cluster to join through;
 	// empty when the node bootstraps from Node.Peers or restarts.
 	Join []string
+	// BootstrapExpect, when above 0, lets a node with no state bootstrap
+	// a new cluster of the first BootstrapExpect Join addresses, once all
+	// of them answer and none has state of a cluster (see bootstrap.go).
+	// Node.Peers must be empty then.
+	BootstrapExpect int
 }
 
 // Etcd configures a master of the etcd backend. Master.APIAddr defaults to
@@ -177,10 +183,18 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 		stopState: node.Shutdown, stopped: node.Halted(), why: node.HaltErr,
 	}
 	r.serve(cfg, raftBackend{node})
+	peers := newPeerAPI(cfg)
+	if rc.BootstrapExpect > 0 && node.Servers() == 0 {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			found(ctx, r.log, node, rc.Join, rc.BootstrapExpect, peers)
+		}()
+	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		register(ctx, r.log, node, rc.Join, cfg)
+		register(ctx, r.log, node, rc.Join, peers)
 	}()
 	r.log.Info("raftmaster node started", "id", rc.Node.ID, "raft", node.RaftAddr(), "api", apiAddr)
 	return r, nil
@@ -247,19 +261,8 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // bootstrapped cluster, it asks the leader to record its API address in
 // the node registry. The leader registers itself. It retries until the
 // registry holds this node's entry.
-func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, cfg Config) {
+func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, peers peerAPI) {
 	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr()}
-	token := cfg.Token
-	client := cfg.httpClient(10 * time.Second)
-	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) >= 10 {
-			return errors.New("too many redirects")
-		}
-		// The leader may be on another host, where net/http would not
-		// send the token on.
-		setToken(req, token)
-		return nil
-	}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
@@ -275,7 +278,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 			targets = join
 		}
 		for _, addr := range targets {
-			err := postJoin(ctx, client, cfg.scheme()+"://"+addr, self, token)
+			err := postJoin(ctx, peers, addr, self)
 			if err == nil {
 				break
 			}
@@ -283,28 +286,60 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 				log.Warn("joining the cluster", "via", addr, "error", err)
 			}
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if !sleepBackoff(ctx, &backoff) {
 			return
-		case <-t.C:
 		}
-		backoff = min(2*backoff, 2*time.Second)
 	}
 }
 
-// postJoin sends a join request to the node at base ("scheme://host:port");
-// the HTTP client follows the leader redirect.
-func postJoin(ctx context.Context, client *http.Client, base string, req rpc.AddVoterRequest, token string) error {
+// sleepBackoff waits *backoff, then doubles it up to 2 s; it reports false
+// when ctx ended first.
+func sleepBackoff(ctx context.Context, backoff *time.Duration) bool {
+	if !leader.Sleep(ctx, *backoff) {
+		return false
+	}
+	*backoff = min(2**backoff, 2*time.Second)
+	return true
+}
+
+// peerAPI is how a node calls the other nodes' API: over HTTPS with its
+// own certificate when the cluster uses TLS, following the leader's
+// redirects, with the operator token when tokens are on.
+type peerAPI struct {
+	client *http.Client
+	scheme string
+	token  string
+}
+
+// newPeerAPI returns the peerAPI of a node configured by cfg.
+func newPeerAPI(cfg Config) peerAPI {
+	client := cfg.httpClient(10 * time.Second)
+	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("too many redirects")
+		}
+		// The leader may be on another host, where net/http would not
+		// send the token on.
+		setToken(req, cfg.Token)
+		return nil
+	}
+	return peerAPI{client: client, scheme: cfg.scheme(), token: cfg.Token}
+}
+
+// url is the URL of path on the API of the node at addr.
+func (p peerAPI) url(addr, path string) string { return p.scheme + "://" + addr + path }
+
+// postJoin sends a join request to addr; the HTTP client follows the
+// leader redirect.
+func postJoin(ctx context.Context, p peerAPI, addr string, req rpc.AddVoterRequest) error {
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, base+rpc.PathClusterAddVoter, bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url(addr, rpc.PathClusterAddVoter), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
 	hr.Header.Set("Content-Type", "application/json")
-	setToken(hr, token)
-	resp, err := client.Do(hr)
+	setToken(hr, p.token)
+	resp, err := p.client.Do(hr)
 	if err != nil {
 		return err
 	}
