@@ -416,6 +416,10 @@ func (c *Client) answer(resp *http.Response, cl *call) *attemptError {
 		if readErr != nil {
 			e.Code = rpc.CodeUnavailable
 		}
+		if resp.StatusCode == http.StatusBadRequest && strings.Contains(e.Message, "HTTP request to an HTTPS server") {
+			// Go's answer on a TLS port to a plain-HTTP request.
+			e.Message = resp.Request.URL.Host + " serves HTTPS: trust the cluster's CA (client.WithTLS; the CLI's --tls-ca or RAFTMASTER_TLS_CA)"
+		}
 		if e.Message == "" {
 			e.Message = resp.Status
 		}

@@ -95,6 +95,10 @@ func TestTLSCluster(t *testing.T) {
 			}
 		}
 	}
+	// The CLI without the CA says what to do.
+	if _, err := cli(t, c, "--tls-ca", "", "cluster", "inspect", "--addr", leader.APIAddr); err == nil || !strings.Contains(err.Error(), "serves HTTPS") {
+		t.Fatalf("CLI over plain HTTP: %v, want an error that the node serves HTTPS", err)
+	}
 	// A client that does not trust the CA refuses the server.
 	if _, err := http.Get("https://" + leader.APIAddr + rpc.PathStatus); !errors.As(err, new(x509.UnknownAuthorityError)) {
 		t.Fatalf("HTTPS without the CA: %v, want an unknown-authority error", err)
