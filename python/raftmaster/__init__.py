@@ -16,7 +16,8 @@ used).
             train(rec)
 """
 
-from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, Task, TaskMeta)
+from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue, Task,
+                     TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
                      GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
                      NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, Reconnected,
@@ -27,7 +28,8 @@ from .records import PassRecords
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "PassRecords", "DEFAULT_TIMEOUT",
+    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "KVValue", "KVResult", "PassRecords",
+    "DEFAULT_TIMEOUT",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",

@@ -61,6 +61,7 @@ LEADER_PROBE_TIMEOUT = 0.250
 JOB_SCOPED = frozenset({
     "/v1/dataset", "/v1/task/get", "/v1/task/finished", "/v1/task/failed", "/v1/task/renew",
     "/v1/savemodel", "/v1/allgather/join", "/v1/allgather/leave", "/v1/allgather/watch",
+    "/v1/kv/get", "/v1/kv/cas",
 })
 
 #: The job of the plain routes.
