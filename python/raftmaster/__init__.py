@@ -4,9 +4,10 @@ A raftmaster cluster is the fault-tolerant master of distributed training
 jobs: it dispatches RecordIO datasets to trainers as leased tasks, one pass
 after another, grants the save-model lease to one trainer at a time, and
 runs allgather rendezvous. This package is its client (:class:`Client`), a
-RecordIO reader and writer (:mod:`raftmaster.recordio`) and a PyTorch
-dataset over a pass (:mod:`raftmaster.torch`, which imports torch only when
-used).
+RecordIO reader and writer (:mod:`raftmaster.recordio`), a PyTorch dataset
+over a pass (:mod:`raftmaster.torch`) and a torchrun rendezvous backend
+(:mod:`raftmaster.torch_rendezvous`, started by ``python -m
+raftmaster.torchrun``); those two import torch, and only when used.
 
     import raftmaster
 

@@ -188,9 +188,9 @@ class RaftmasterStore(Store):
     count keys, so ``delete_key`` and ``num_keys`` raise RuntimeError. A
     read that waits longer than the store's timeout raises LookupError.
 
-    Every round of a rendezvous leaves its keys in the register: about four
-    per node (two per node for a round that ends in a restart), counted
-    against the job's ``--max-job-kv-keys``.
+    The keys stay in the register, counted against the job's
+    ``--max-job-kv-keys``: torchrun's agents write two per node and two
+    more in each round, and two per node for the exit barrier.
     """
 
     def __init__(self, client: Client, run_id: str, timeout: Optional[datetime.timedelta] = None) -> None:
