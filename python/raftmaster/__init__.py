@@ -4,9 +4,10 @@ A raftmaster cluster is the fault-tolerant master of distributed training
 jobs: it dispatches RecordIO datasets to trainers as leased tasks, one pass
 after another, grants the save-model lease to one trainer at a time, and
 runs allgather rendezvous. This package is its client (:class:`Client`), a
-RecordIO reader and writer (:mod:`raftmaster.recordio`) and a PyTorch
-dataset over a pass (:mod:`raftmaster.torch`, which imports torch only when
-used).
+RecordIO reader and writer (:mod:`raftmaster.recordio`), a PyTorch dataset
+over a pass (:mod:`raftmaster.torch`) and a torchrun rendezvous backend
+(:mod:`raftmaster.torch_rendezvous`, started by ``python -m
+raftmaster.torchrun``); those two import torch, and only when used.
 
     import raftmaster
 
@@ -16,7 +17,8 @@ used).
             train(rec)
 """
 
-from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, Task, TaskMeta)
+from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue, Task,
+                     TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
                      GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
                      NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, Reconnected,
@@ -27,7 +29,8 @@ from .records import PassRecords
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "PassRecords", "DEFAULT_TIMEOUT",
+    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "KVValue", "KVResult", "PassRecords",
+    "DEFAULT_TIMEOUT",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",

@@ -3,6 +3,8 @@ save-model lease and allgather, over the HTTP/JSON API."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import logging
 import ssl
@@ -77,6 +79,30 @@ class AllgatherResult(NamedTuple):
     rank: int
 
 
+@dataclass(frozen=True)
+class KVValue:
+    """What a key of a job's register holds."""
+    #: Whether the key exists.
+    found: bool
+    #: The key's value; None when it does not exist.
+    value: Optional[bytes]
+    #: The version of the value: give it to kv_cas to replace it. It is 0
+    #: when the key does not exist, and no key of any job is ever given a
+    #: version again, so it is a fencing token.
+    version: int
+
+
+@dataclass(frozen=True)
+class KVResult:
+    """The outcome of kv_cas: whether the value was stored, and the key
+    afterwards: the value stored and its new version when it was, else the
+    key's current value and version."""
+    swapped: bool
+    found: bool
+    value: Optional[bytes]
+    version: int
+
+
 Addrs = Union[str, Iterable[str]]
 
 
@@ -87,7 +113,7 @@ class Client:
     "http://host:port" or "https://host:port"), a list or one
     comma-separated string; any subset with a reachable node will do, as
     followers redirect to the leader. ``job`` makes every dataset, task,
-    save-model and allgather call address that job (under
+    save-model, allgather and register call address that job (under
     /v1/jobs/{job}/...) instead of the default one. ``token`` is sent as
     the bearer token. ``ssl_context`` verifies https addresses (the
     system's default trust when None). ``retry`` is how long, in seconds, a
@@ -340,6 +366,34 @@ class Client:
         self._do(Call("POST", "/v1/allgather/leave", write=True,
                       body={"group": group, "member": str(_member(member))}))
 
+    # The job's register.
+
+    def kv_get(self, key: str) -> KVValue:
+        """Read key of the job's register. The read is linearizable: the
+        leader answers after a read barrier, so it reflects every kv_cas
+        acknowledged before the call. A key is 1 to 256 bytes of printable
+        ASCII without spaces; another raises Invalid."""
+        out = self._do(Call("GET", "/v1/kv/get", query={"key": key})) or {}
+        return _kv_value(out)
+
+    def kv_cas(self, key: str, version: int, value: bytes) -> KVResult:
+        """Store value under key of the job's register if the key is at
+        version, 0 meaning that the key must not exist. Otherwise nothing
+        changes, and the result carries the key's current value and version,
+        to decide from and try again with. The call is retried with one
+        request id, so it is applied at most once; a retry of one that did
+        not swap reports the key as it is then. A value over the cluster's
+        limit (1 MiB unless configured), or a new key past the job's key
+        limit, raises LimitExceeded."""
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError("raftmaster client: kv_cas: version %r is not a non-negative integer" % (version,))
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise TypeError("raftmaster client: kv_cas: value is %s, not bytes" % type(value).__name__)
+        body = {"key": key, "version": version, "value": base64.b64encode(bytes(value)).decode("ascii")}
+        out = self._do(Call("POST", "/v1/kv/cas", body=body, write=True)) or {}
+        v = _kv_value(out)
+        return KVResult(bool(out.get("swapped")), v.found, v.value, v.version)
+
     # Cluster.
 
     def status(self, stale: bool = False) -> Dict[str, Any]:
@@ -381,6 +435,18 @@ def _member(member: Union[uuid.UUID, str]) -> uuid.UUID:
         raise errors.Invalid("member %r is not a UUID" % (member,)) from None
 
 
+def _kv_value(out: Dict[str, Any]) -> KVValue:
+    found = bool(out.get("found"))
+    value = None
+    if found:
+        try:
+            value = base64.b64decode(out.get("value") or "", validate=True)
+        except (binascii.Error, TypeError, ValueError) as e:
+            raise errors.RaftmasterError("raftmaster client: the register's answer has a value that is not base64: %s"
+                                         % e) from None
+    return KVValue(found, value, int(out.get("version") or 0))
+
+
 def _task(out: Dict[str, Any]) -> Task:
     t = out.get("task") or {}
     meta = t.get("meta") or {}
@@ -394,4 +460,5 @@ def _task(out: Dict[str, Any]) -> Task:
     )
 
 
-__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "DEFAULT_TIMEOUT"]
+__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "KVValue", "KVResult",
+           "DEFAULT_TIMEOUT"]

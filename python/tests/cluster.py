@@ -46,9 +46,14 @@ def wait_until(cond: Callable[[], bool], what: str, timeout: float = 60.0, every
         time.sleep(every)
 
 
-def http_get(addr: str, path: str, timeout: float = 1.0, headers: Optional[Dict[str, str]] = None):
-    """GET http://addr/path; returns (status, decoded JSON or None), or (0, None) when unreachable."""
-    conn = http.client.HTTPConnection(addr, timeout=timeout)
+def http_get(addr: str, path: str, timeout: float = 1.0, headers: Optional[Dict[str, str]] = None,
+             ssl_context=None):
+    """GET http://addr/path (https with ssl_context); returns (status, decoded JSON or None), or (0, None)
+    when unreachable."""
+    if ssl_context is not None:
+        conn: http.client.HTTPConnection = http.client.HTTPSConnection(addr, timeout=timeout, context=ssl_context)
+    else:
+        conn = http.client.HTTPConnection(addr, timeout=timeout)
     try:
         conn.request("GET", path, headers=headers or {})
         resp = conn.getresponse()
@@ -77,6 +82,14 @@ class Node:
                                      start_new_session=True)
         log.close()
 
+    def alive(self) -> bool:
+        """Whether the process runs; an AssertionError with its log's end when it exited."""
+        if self.proc is not None and self.proc.poll() is not None:
+            with open(self.data_dir + ".log", "rb") as f:
+                tail = f.read()[-2000:].decode("utf-8", "replace")
+            raise AssertionError("%s exited with status %d:\n%s" % (self.id, self.proc.returncode, tail))
+        return True
+
     def stop(self, timeout: float = 15.0) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
@@ -89,9 +102,11 @@ class Node:
 
 
 class Cluster:
-    """A cluster of n "raftmaster serve" processes bootstrapped together."""
+    """A cluster of n "raftmaster serve" processes bootstrapped together.
+    With ssl_context, the nodes serve HTTPS (args name the certificates)
+    and the cluster's own probes trust that context."""
 
-    def __init__(self, data_dir: str, nodes: int = 3, args: Optional[List[str]] = None) -> None:
+    def __init__(self, data_dir: str, nodes: int = 3, args: Optional[List[str]] = None, ssl_context=None) -> None:
         ports = free_ports(2 * nodes)
         raft = ["127.0.0.1:%d" % p for p in ports[:nodes]]
         self.addrs = ["127.0.0.1:%d" % p for p in ports[nodes:]]
@@ -104,6 +119,7 @@ class Cluster:
                 "serve", "--node-id", nid, "--data-dir", d, "--raft-addr", raft[i], "--http-addr", self.addrs[i],
                 "--peers", peers, "--log-level", "warn"] + list(args or [])))
         self.token = ""
+        self.ssl_context = ssl_context
 
     def start(self) -> "Cluster":
         if not os.path.exists(binary()):
@@ -111,7 +127,8 @@ class Cluster:
         for n in self.nodes:
             n.start()
         for n in self.nodes:
-            wait_until(lambda n=n: http_get(n.api, "/readyz")[0] == 200, "%s ready" % n.id)
+            wait_until(lambda n=n: n.alive() and http_get(n.api, "/readyz", ssl_context=self.ssl_context)[0] == 200,
+                       "%s ready" % n.id)
         return self
 
     def stop(self) -> None:
@@ -130,7 +147,7 @@ class Cluster:
 
         def look() -> bool:
             for a in self.addrs:
-                status, st = http_get(a, "/v1/status?stale", headers=self._headers())
+                status, st = http_get(a, "/v1/status?stale", headers=self._headers(), ssl_context=self.ssl_context)
                 if status == 200 and st.get("state") == "Leader" and st.get("ready"):
                     found.append(a)
                     return True

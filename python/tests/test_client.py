@@ -1,5 +1,7 @@
 """Every client call against a real 3-node cluster, each test in a job of its own."""
 
+import subprocess
+import sys
 import threading
 import uuid
 
@@ -220,3 +222,12 @@ def test_closed_client_refuses_calls(cluster, job):
     c.close()
     with pytest.raises(raftmaster.ClientClosed):
         c.get_task(0)
+
+
+def test_the_package_and_the_launcher_do_not_need_torch():
+    from cluster import REPO
+    code = ("import sys; sys.modules['torch'] = None\n"  # as if torch were not installed
+            "import raftmaster, raftmaster.torchrun\n"
+            "raftmaster.torchrun.main(['--nnodes', '1', 'train.py'])\n")
+    p = subprocess.run([sys.executable, "-c", code], cwd=REPO + "/python", capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "raftmaster.torchrun needs PyTorch: apt-get install python3-torch" in p.stderr

@@ -1,0 +1,373 @@
+"""A torchrun rendezvous backend on a raftmaster cluster.
+
+torchrun's dynamic rendezvous keeps its state (who joined which round, their
+heartbeats, whether the round is complete) in a backend with a
+compare-and-set (:class:`RaftmasterRendezvousBackend`), and hands the agents a
+c10d ``Store`` to exchange their ranks, the workers' master address and exit
+barriers (:class:`RaftmasterStore`). Both live in a job's register on the
+cluster, as the etcd-v2 backend keeps both in etcd: every node of the
+rendezvous talks only to the quorum, whose leader may fail at any time,
+between a join and the round's completion included; the calls are retried
+with their request ids across the failover.
+
+Register it with :func:`register` and name it ``raftmaster``, or start
+``python -m raftmaster.torchrun``, which does::
+
+    python -m raftmaster.torchrun --nnodes 2 --nproc-per-node 8 \\
+        --rdzv-backend raftmaster --rdzv-endpoint n1:8001,n2:8001,n3:8001 \\
+        --rdzv-id resnet-1 train.py
+
+The rendezvous configuration (``--rdzv-conf key=value,...``):
+
+``job``
+    The raftmaster job whose register holds the rendezvous; by default the
+    run id (``--rdzv-id``), which must then be a job name (1 to 63
+    characters of a-z, 0-9 and '-'). ``raftmaster job delete`` of it frees
+    the rendezvous.
+``token``
+    The bearer token of a cluster started with ``--auth-tokens`` (a trainer
+    token); else the environment's ``RAFTMASTER_TOKEN``.
+``tls_ca``
+    A PEM file of the CA certificates of a cluster started with
+    ``--tls-cert``; else the environment's ``RAFTMASTER_TLS_CA``. With it,
+    endpoints without a scheme are HTTPS.
+``read_timeout``
+    How long, in seconds, one call to the cluster keeps retrying while it
+    has no leader or cannot be reached (60 by default).
+
+This module needs PyTorch; ``import raftmaster`` does not import it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import os
+import random
+import re
+import ssl
+import time
+from typing import Any, Iterable, List, Optional, Tuple, Union
+from urllib.parse import quote
+
+try:
+    from torch.distributed import Store
+    from torch.distributed.elastic.rendezvous import RendezvousParameters
+    from torch.distributed.elastic.rendezvous.api import (RendezvousConnectionError, RendezvousError,
+                                                          RendezvousStateError)
+    from torch.distributed.elastic.rendezvous.api import rendezvous_handler_registry as handler_registry
+    from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (DynamicRendezvousHandler, RendezvousBackend,
+                                                                         Token, create_handler)
+except ImportError as e:  # pragma: no cover - depends on the machine
+    raise ImportError("raftmaster.torch_rendezvous needs PyTorch: apt-get install python3-torch (Debian, Ubuntu) "
+                      "or pip install torch") from e
+
+from . import errors
+from .client import Client
+
+__all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterStore", "create_backend", "create_rdzv_handler",
+           "register", "state_key", "store_key"]
+
+#: The name the backend is registered under: ``--rdzv-backend raftmaster``.
+BACKEND_NAME = "raftmaster"
+
+#: The retry budget of one call to the cluster, in seconds, unless
+#: ``read_timeout`` says otherwise.
+DEFAULT_READ_TIMEOUT = 60
+
+_MAX_KEY = 256  # fsm.MaxKVKeyLen
+# What a register key may hold as it is: printable ASCII other than space,
+# less '%', which escapes the rest.
+_KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+_JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+
+# How often a store read polls for a key that is not there yet.
+_POLL_MIN = 0.02
+_POLL_MAX = 0.5
+
+
+def _register_key(kind: str, run_id: str, name: Optional[str] = None) -> str:
+    """The register key of kind ("rdzv" or "store") for run_id, and name
+    within it: printable ASCII, at most 256 bytes, one key per (run id,
+    name). Other bytes, and '%', are percent-escaped (and '/' in the run
+    id); a key that would be longer is its SHA-256 under "<kind>-sha256"."""
+    key = "torchrun/%s/%s" % (kind, quote(run_id, safe=_KEY_SAFE.replace("/", "")))
+    if name is not None:
+        key += "/" + quote(name, safe=_KEY_SAFE)
+    if len(key) > _MAX_KEY:
+        key = "torchrun/%s-sha256/%s" % (kind, hashlib.sha256(key.encode("ascii")).hexdigest())
+    return key
+
+
+def state_key(run_id: str) -> str:
+    """The register key that holds the rendezvous state of run_id."""
+    return _register_key("rdzv", run_id)
+
+
+def store_key(run_id: str, name: Union[str, bytes]) -> str:
+    """The register key that holds the store key name of run_id's agents."""
+    if isinstance(name, bytes):
+        name = name.decode("utf-8", "surrogateescape")
+    return _register_key("store", run_id, name)
+
+
+def _connection_error(what: str, e: errors.RaftmasterError) -> RendezvousConnectionError:
+    err = RendezvousConnectionError("raftmaster rendezvous: %s: %s" % (what, e))
+    err.__cause__ = e
+    return err
+
+
+class RaftmasterRendezvousBackend(RendezvousBackend):
+    """The rendezvous state of run_id in a key of the client's job's
+    register (:func:`state_key`). The fencing token is the key's version,
+    which no key is ever given again: a set_state with a token older than
+    the key's changes nothing and answers the state as it is."""
+
+    def __init__(self, client: Client, run_id: str) -> None:
+        if not run_id:
+            raise ValueError("The run id must be a non-empty string.")
+        self._client = client
+        self._key = state_key(run_id)
+
+    @property
+    def name(self) -> str:
+        """See base class."""
+        return BACKEND_NAME
+
+    @property
+    def key(self) -> str:
+        """The register key of the state."""
+        return self._key
+
+    def get_state(self) -> Optional[Tuple[bytes, Token]]:
+        """See base class."""
+        try:
+            v = self._client.kv_get(self._key)
+        except errors.RaftmasterError as e:
+            raise _connection_error("reading the state", e) from None
+        if not v.found:
+            return None
+        return v.value or b"", v.version
+
+    def set_state(self, state: bytes, token: Optional[Token] = None) -> Optional[Tuple[bytes, Token, bool]]:
+        """See base class."""
+        if token is None or token == 0:
+            version = 0
+        elif isinstance(token, int) and not isinstance(token, bool) and token > 0:
+            version = token
+        else:
+            # Not a token of this backend: it cannot match.
+            cur = self.get_state()
+            return None if cur is None else (cur[0], cur[1], False)
+        try:
+            r = self._client.kv_cas(self._key, version, state)
+        except errors.LimitExceeded as e:
+            err = RendezvousStateError("raftmaster rendezvous: the state of %d bytes does not fit: %s" % (len(state), e))
+            err.__cause__ = e
+            raise err from None
+        except errors.RaftmasterError as e:
+            raise _connection_error("writing the state", e) from None
+        if not r.found:
+            return None
+        return r.value or b"", r.version, r.swapped
+
+
+def _as_bytes(value: Any) -> bytes:
+    """A store value as bytes: c10d hands over bytes, str or lists of ints."""
+    if isinstance(value, bytes):
+        return value
+    if isinstance(value, str):
+        return value.encode()
+    return bytes(value)
+
+
+class RaftmasterStore(Store):
+    """A c10d ``Store`` in the client's job's register, for the agents of
+    run_id: each store key is a register key (:func:`store_key`), written
+    by compare-and-set and read by polling. The register cannot delete or
+    count keys, so ``delete_key`` and ``num_keys`` raise RuntimeError. A
+    read that waits longer than the store's timeout raises LookupError.
+
+    The keys stay in the register, counted against the job's
+    ``--max-job-kv-keys``: torchrun's agents write two per node and two
+    more in each round, and two per node for the exit barrier.
+    """
+
+    def __init__(self, client: Client, run_id: str, timeout: Optional[datetime.timedelta] = None) -> None:
+        super().__init__()  # the pybind trampoline needs it
+        if not run_id:
+            raise ValueError("The run id must be a non-empty string.")
+        self._client = client
+        self._run_id = run_id
+        if timeout is not None:
+            self.set_timeout(timeout)
+
+    def _key(self, key: Union[str, bytes]) -> str:
+        return store_key(self._run_id, key)
+
+    def _call(self, what: str, fn, *args):
+        try:
+            return fn(*args)
+        except errors.RaftmasterError as e:
+            raise RuntimeError("raftmaster store: %s: %s" % (what, e)) from e
+
+    def _swap(self, key: str, update) -> bytes:
+        """Replace the value of register key by update(found, value) until a
+        compare-and-set wins; update returns the new value, or None to leave
+        the key as it is. Return the key's value afterwards.
+
+        The first try assumes that the key does not exist, the common case,
+        which a compare-and-set at version 0 checks; a failed one answers
+        the key as it is."""
+        found, value, version, known = False, None, 0, False
+        while True:
+            new = update(found, value)
+            if new is None:
+                if known:
+                    return value or b""
+                cur = self._call("reading %s" % key, self._client.kv_get, key)
+                found, value, version, known = cur.found, cur.value, cur.version, True
+                continue
+            r = self._call("writing %s" % key, self._client.kv_cas, key, version, new)
+            if r.swapped:
+                return new
+            found, value, version, known = r.found, r.value, r.version, True
+
+    def set(self, key: Union[str, bytes], value: Any) -> None:
+        """Store value under key."""
+        data = _as_bytes(value)
+        self._swap(self._key(key), lambda found, cur: data)
+
+    def get(self, key: Union[str, bytes]) -> bytes:
+        """The value of key, waiting for it for at most the store's timeout."""
+        return self._wait_for([key], self.timeout)[0]
+
+    def add(self, key: Union[str, bytes], amount: int) -> int:
+        """Add amount to the integer under key (0 when there is none) and
+        return the sum."""
+        def update(found: bool, cur: Optional[bytes]) -> bytes:
+            try:
+                base = int(cur) if found and cur else 0
+            except ValueError:
+                raise ValueError("raftmaster store: add: key %r holds %r, not an integer" % (key, cur)) from None
+            return str(base + int(amount)).encode()
+        return int(self._swap(self._key(key), update))
+
+    def compare_set(self, key: Union[str, bytes], expected_value: Any, desired_value: Any) -> bytes:
+        """c10d's compare_set: set key to desired_value if it holds
+        expected_value, or if it does not exist and expected_value is
+        empty; return the key's value afterwards (expected_value when the
+        key does not exist and nothing was set)."""
+        expected, desired = _as_bytes(expected_value), _as_bytes(desired_value)
+        answer: List[bytes] = []
+
+        def update(found: bool, cur: Optional[bytes]) -> Optional[bytes]:
+            answer[:] = []
+            if not found:
+                if expected:
+                    answer.append(expected)
+                    return None
+                return desired
+            return desired if cur == expected else None
+        out = self._swap(self._key(key), update)
+        return answer[0] if answer else out
+
+    def check(self, keys: Iterable[Union[str, bytes]]) -> bool:
+        """Whether every key exists, without waiting."""
+        return all(self._call("reading %s" % k, self._client.kv_get, self._key(k)).found for k in keys)
+
+    def wait(self, keys: Iterable[Union[str, bytes]], timeout: Optional[datetime.timedelta] = None) -> None:
+        """Wait for every key to exist, for at most timeout (the store's
+        timeout when None)."""
+        self._wait_for(list(keys), self.timeout if timeout is None else timeout)
+
+    def num_keys(self) -> int:
+        raise RuntimeError("raftmaster store: the register cannot count keys")
+
+    def delete_key(self, key: Union[str, bytes]) -> bool:
+        raise RuntimeError("raftmaster store: the register cannot delete keys")
+
+    def _wait_for(self, keys: List[Union[str, bytes]], timeout: datetime.timedelta) -> List[bytes]:
+        deadline = time.monotonic() + timeout.total_seconds()
+        values: List[bytes] = []
+        for k in keys:
+            rk = self._key(k)
+            pause = _POLL_MIN
+            while True:
+                v = self._call("reading %s" % rk, self._client.kv_get, rk)
+                if v.found:
+                    values.append(v.value or b"")
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise LookupError("raftmaster store: key %r of run %r not set within %s"
+                                      % (k, self._run_id, timeout))
+                time.sleep(min(random.uniform(pause / 2, pause), left))
+                pause = min(pause * 2, _POLL_MAX)
+        return values
+
+
+def _job(params: RendezvousParameters) -> str:
+    job = params.get("job")
+    if job is None or job == "":
+        job = params.run_id
+        if not _JOB_NAME.match(job):
+            raise ValueError("raftmaster rendezvous: the run id %r is not a job name (1 to 63 characters of a-z, "
+                             "0-9 and '-', starting and ending with a letter or digit); name the job with "
+                             "--rdzv-conf job=NAME" % job)
+    elif not _JOB_NAME.match(job):
+        raise ValueError("raftmaster rendezvous: job %r is not a job name (1 to 63 characters of a-z, 0-9 and '-', "
+                         "starting and ending with a letter or digit)" % job)
+    return job
+
+
+def _addresses(endpoint: str, tls: bool) -> List[str]:
+    addrs = [a.strip() for a in (endpoint or "").split(",") if a.strip()]
+    if not addrs:
+        raise ValueError("raftmaster rendezvous: no endpoint: give the cluster's API addresses, "
+                         "--rdzv-endpoint n1:8001,n2:8001,n3:8001")
+    if tls:
+        addrs = [a if "://" in a else "https://" + a for a in addrs]
+    return addrs
+
+
+def create_client(params: RendezvousParameters) -> Client:
+    """The Client of the rendezvous described by params: its endpoint,
+    job, token, tls_ca and read_timeout (see the module's doc)."""
+    token = params.get("token") or os.environ.get("RAFTMASTER_TOKEN") or None
+    ca = params.get("tls_ca") or os.environ.get("RAFTMASTER_TLS_CA") or None
+    read_timeout = params.get_as_int("read_timeout", DEFAULT_READ_TIMEOUT)
+    if read_timeout is None or read_timeout <= 0:
+        raise ValueError("raftmaster rendezvous: read_timeout must be a positive number of seconds")
+    context = None
+    if ca:
+        try:
+            context = ssl.create_default_context(cafile=ca)
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError("raftmaster rendezvous: tls_ca %s: %s" % (ca, e)) from e
+    return Client(_addresses(params.endpoint, context is not None), job=_job(params), token=token,
+                  ssl_context=context, retry=read_timeout)
+
+
+def create_backend(params: RendezvousParameters) -> Tuple[RaftmasterRendezvousBackend, RaftmasterStore]:
+    """The backend and the agents' store of the rendezvous described by
+    params, sharing one Client."""
+    client = create_client(params)
+    return RaftmasterRendezvousBackend(client, params.run_id), RaftmasterStore(client, params.run_id)
+
+
+def create_rdzv_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+    """torchrun's dynamic rendezvous handler on the raftmaster backend, with
+    its join_timeout, last_call_timeout and close_timeout."""
+    backend, store = create_backend(params)
+    return create_handler(store, backend, params)
+
+
+def register() -> None:
+    """Register the backend with torch's rendezvous handlers under
+    ``raftmaster`` (again: nothing changes)."""
+    try:
+        handler_registry.register(BACKEND_NAME, create_rdzv_handler)
+    except ValueError as e:  # registered by another creator
+        raise RendezvousError("raftmaster rendezvous: %s" % e) from e
+

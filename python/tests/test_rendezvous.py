@@ -1,0 +1,224 @@
+"""The torchrun rendezvous backend and the agents' store on real clusters:
+get_state and set_state with the register's version as fencing token, the
+store's c10d semantics, and the rendezvous configuration (job, token, TLS)."""
+
+import datetime
+import os
+import pickle
+import subprocess
+import threading
+import uuid
+
+import pytest
+
+import raftmaster
+from raftmaster import _transport
+from cluster import Cluster, binary, free_ports
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (apt-get install python3-torch)")
+from torch.distributed import PrefixStore  # noqa: E402
+from torch.distributed.elastic.rendezvous import RendezvousConnectionError, RendezvousParameters  # noqa: E402
+from torch.distributed.elastic.rendezvous import registry  # noqa: E402
+from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRendezvousHandler  # noqa: E402
+
+from raftmaster import torch_rendezvous as tr  # noqa: E402
+
+
+def params(endpoint, run_id, min_nodes=1, max_nodes=1, **config):
+    if not isinstance(endpoint, str):
+        endpoint = ",".join(endpoint)
+    return RendezvousParameters("raftmaster", endpoint, run_id, min_nodes, max_nodes, **config)
+
+
+def test_set_state_is_fenced_by_the_version(cluster, job):
+    backend, _ = tr.create_backend(params(cluster.addrs, job))
+    other, _ = tr.create_backend(params(cluster.addrs, job))
+    assert backend.name == "raftmaster"
+    assert backend.get_state() is None
+
+    # No token: set only if there is no state.
+    state, t1, has_set = backend.set_state(b"state 1")
+    assert (state, has_set) == (b"state 1", True) and isinstance(t1, int) and t1 > 0
+    assert backend.get_state() == (b"state 1", t1)
+    assert other.set_state(b"state 1 bis") == (b"state 1", t1, False)
+
+    # The current token wins once; the token it replaced is stale.
+    state, t2, has_set = other.set_state(b"state 2", t1)
+    assert (state, has_set) == (b"state 2", True) and t2 > t1
+    assert backend.set_state(b"late", t1) == (b"state 2", t2, False)
+    assert backend.get_state() == (b"state 2", t2)
+    # A token of another backend cannot match.
+    assert backend.set_state(b"foreign", b"c2F0ZQ==") == (b"state 2", t2, False)
+    # A token for a run that has no state: nothing set, nothing to answer.
+    lonely, _ = tr.create_backend(params(cluster.addrs, "another-run", job=job))
+    assert lonely.key == tr.state_key("another-run")
+    assert lonely.set_state(b"x", t2) is None and lonely.get_state() is None
+
+    # The state is the run's key of the job's register, and the token its version.
+    c = raftmaster.Client(cluster.addrs, job=job, retry=30)
+    assert c.kv_get(tr.state_key(job)) == raftmaster.KVValue(True, b"state 2", t2)
+    c.close()
+
+
+def test_a_set_state_whose_answer_is_lost_reports_that_it_set(proxies, cluster, job):
+    p = proxies(cluster.leader())
+    backend, _ = tr.create_backend(params([p.addr], job))
+    p.drop("/kv/cas")
+    state, token, has_set = backend.set_state(b"joined")
+    # Retried with its request id, the write was applied once and the
+    # retry got its outcome: a backend that read its own write back as
+    # another's would make the node think it lost the race.
+    assert (state, has_set) == (b"joined", True)
+    sent = p.seen("/kv/cas")
+    assert len(sent) == 2 and sent[0]["headers"][_transport.HEADER_REQUEST_ID] == sent[1]["headers"][
+        _transport.HEADER_REQUEST_ID]
+    assert backend.get_state() == (b"joined", token)
+
+
+def test_the_store(cluster, job):
+    _, store = tr.create_backend(params(cluster.addrs, job))
+    _, peer = tr.create_backend(params(cluster.addrs, job))
+    store.set("MASTER_ADDR", b"n1.example")
+    assert peer.get("MASTER_ADDR") == b"n1.example"
+    store.set("MASTER_ADDR", "n2.example")
+    assert peer.get("MASTER_ADDR") == b"n2.example"
+    assert store.add("count", 2) == 2 and peer.add("count", 3) == 5 and store.get("count") == b"5"
+    # compare_set as c10d's: set when the value is the expected one, or
+    # when the key does not exist and the expected value is empty.
+    assert store.compare_set("cs", "x", "y") == b"x" and not store.check(["cs"])
+    assert store.compare_set("cs", "", "first") == b"first"
+    assert peer.compare_set("cs", "other", "second") == b"first"
+    assert peer.compare_set("cs", "first", "second") == b"second"
+    assert store.check(["cs", "count"]) and not store.check(["cs", "absent"])
+
+    # A read waits for the key, which another agent sets meanwhile.
+    setter = threading.Timer(0.3, lambda: peer.set("late", b"here"))
+    setter.start()
+    store.wait(["late"], datetime.timedelta(seconds=30))
+    assert store.get("late") == b"here"
+    setter.join()
+    store.set_timeout(datetime.timedelta(milliseconds=300))
+    with pytest.raises(LookupError, match="never"):
+        store.get("never")
+    with pytest.raises(LookupError):
+        store.wait(["late", "never"])
+    with pytest.raises(RuntimeError, match="cannot delete"):
+        store.delete_key("late")
+
+    # Through torch's PrefixStore, as the agents use it, with bytes that
+    # are not text, in keys of the run's own.
+    ps = PrefixStore("torch.rendezvous.%s.0" % job, store)
+    ps.set("torchelastic/role_info0", b"\x80\x04\x95\x00 \xff")
+    assert PrefixStore("torch.rendezvous.%s.0" % job, peer).get("torchelastic/role_info0") == b"\x80\x04\x95\x00 \xff"
+    c = raftmaster.Client(cluster.addrs, job=job, retry=30)
+    v = c.kv_get(tr.store_key(job, "torch.rendezvous.%s.0/torchelastic/role_info0" % job))
+    assert v.value == b"\x80\x04\x95\x00 \xff"
+    c.close()
+    # Another run id in the job has a store of its own.
+    _, elsewhere = tr.create_backend(params(cluster.addrs, job + "-2", job=job))
+    assert not elsewhere.check(["MASTER_ADDR"])
+
+
+def test_register_keys():
+    assert tr.state_key("job1") == "torchrun/rdzv/job1"
+    assert tr.store_key("job1", "torch.rendezvous.job1.0/MASTER_ADDR") == (
+        "torchrun/store/job1/torch.rendezvous.job1.0/MASTER_ADDR")
+    # Spaces, '%', non-ASCII and '/' in a run id are escaped: distinct run
+    # ids and keys never share a register key.
+    assert tr.state_key("a b%/c\u00e9") == "torchrun/rdzv/a%20b%25%2Fc%C3%A9"
+    assert tr.store_key("a/b", "c") != tr.store_key("a", "b/c")
+    long_key = tr.store_key("r" * 300, "k")
+    assert long_key.startswith("torchrun/store-sha256/") and len(long_key) <= 256
+    assert long_key != tr.store_key("r" * 300, "k2")
+    for k in [tr.state_key("x" * 1000), tr.store_key("\x00\n", "\t \x7f")]:
+        assert len(k) <= 256 and all("!" <= ch <= "~" for ch in k)
+
+
+def test_the_configuration(cluster, monkeypatch, proxies):
+    # The job is the run id by default, which must then be a job name.
+    assert tr.create_client(params(cluster.addrs, "run-7")).job == "run-7"
+    assert tr.create_client(params(cluster.addrs, "Run_7", job="resnet")).job == "resnet"
+    with pytest.raises(ValueError, match="job=NAME"):
+        tr.create_client(params(cluster.addrs, "Run_7"))
+    with pytest.raises(ValueError, match="not a job name"):
+        tr.create_client(params(cluster.addrs, "run", job="Bad_Job"))
+    with pytest.raises(ValueError, match="no endpoint"):
+        tr.create_client(params(" , ", "run"))
+    with pytest.raises(ValueError, match="read_timeout"):
+        tr.create_client(params(cluster.addrs, "run", read_timeout="0"))
+
+    # The token from the configuration, else from RAFTMASTER_TOKEN.
+    p = proxies(cluster.leader())
+    monkeypatch.setenv("RAFTMASTER_TOKEN", "from-the-environment")
+    tr.create_client(params([p.addr], "tok")).status()
+    tr.create_client(params([p.addr], "tok", token="from-the-config")).status()
+    assert [r["headers"].get("Authorization") for r in p.requests] == [
+        "Bearer from-the-environment", "Bearer from-the-config"]
+
+    # A cluster that cannot be reached: the rendezvous fails within read_timeout.
+    dead = "127.0.0.1:%d" % free_ports(1)[0]
+    backend, _ = tr.create_backend(params([dead], "unreachable", read_timeout="1"))
+    with pytest.raises(RendezvousConnectionError):
+        backend.get_state()
+
+    # The handler torchrun gets.
+    tr.register()
+    tr.register()  # again: nothing changes
+    handler = registry.get_rendezvous_handler(params(cluster.addrs, "h-" + uuid.uuid4().hex[:8], 1, 1,
+                                                     join_timeout="60"))
+    assert isinstance(handler, DynamicRendezvousHandler) and handler.get_backend() == "raftmaster"
+    store, rank, world_size = handler.next_rendezvous()
+    assert (rank, world_size) == (0, 1)
+    store.set("k", b"v")
+    assert store.get("k") == b"v"
+    state, _ = handler._state_holder._backend.get_state()
+    assert pickle.loads(state).complete
+    assert handler.shutdown()
+    assert pickle.loads(handler._state_holder._backend.get_state()[0]).closed
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory):
+    """A 1-node cluster over HTTPS with tokens: certificates by raftmaster tls gen."""
+    d = tmp_path_factory.mktemp("secure")
+    certs = d / "certs"
+    subprocess.run([binary(), "tls", "gen", "--out", str(certs), "--hosts", "127.0.0.1,localhost"], check=True,
+                   capture_output=True)
+    tokens = d / "tokens"
+    token = "trainer-" + uuid.uuid4().hex
+    tokens.write_text("trainer %s\noperator operator-%s\n" % (token, uuid.uuid4().hex))
+    import ssl
+    ca = str(certs / "ca.crt")
+    c = Cluster(str(d), nodes=1, ssl_context=ssl.create_default_context(cafile=ca), args=[
+        "--tls-cert", str(certs / "node.crt"), "--tls-key", str(certs / "node.key"), "--tls-ca", ca,
+        "--auth-tokens", str(tokens)])
+    c.token = token
+    c.start()
+    yield c, ca, token
+    c.stop()
+
+
+def test_over_https_with_a_token_from_the_environment(secure, monkeypatch, job):
+    cluster, ca, token = secure
+    monkeypatch.setenv("RAFTMASTER_TOKEN", token)
+    monkeypatch.setenv("RAFTMASTER_TLS_CA", ca)
+    backend, store = tr.create_backend(params(cluster.addrs, job))
+    assert backend._client.addrs == ["https://" + cluster.addrs[0]]
+    _, t, has_set = backend.set_state(b"over TLS")
+    assert has_set and backend.get_state() == (b"over TLS", t)
+    store.set("k", b"v")
+    assert store.get("k") == b"v"
+    # From the configuration instead, which comes first.
+    monkeypatch.delenv("RAFTMASTER_TLS_CA")
+    monkeypatch.setenv("RAFTMASTER_TOKEN", "not-a-known-token")
+    configured, _ = tr.create_backend(params(cluster.addrs, job, tls_ca=ca, token=token))
+    assert configured.get_state() == (b"over TLS", t)
+    # Without the token the cluster refuses; without the CA the handshake fails.
+    refused, _ = tr.create_backend(params(cluster.addrs, job, tls_ca=ca, read_timeout="1"))
+    with pytest.raises(RendezvousConnectionError, match="unauthorized"):
+        refused.get_state()
+    untrusting, _ = tr.create_backend(params(["https://" + cluster.addrs[0]], job, token=token, read_timeout="1"))
+    with pytest.raises(RendezvousConnectionError):
+        untrusting.get_state()
+    with pytest.raises(ValueError, match="tls_ca"):
+        tr.create_backend(params(cluster.addrs, job, tls_ca=os.path.join(os.path.dirname(ca), "absent.crt")))

@@ -1,0 +1,143 @@
+"""python -m raftmaster.torchrun: torchrun agents that rendezvous through a
+real 3-node cluster and start workers that all_reduce with gloo, also
+across the SIGKILL of the cluster's leader in the middle of the rendezvous."""
+
+import os
+import pickle
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import raftmaster
+from cluster import REPO, Cluster, wait_until
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed (apt-get install python3-torch)")
+
+from raftmaster import torch_rendezvous as tr  # noqa: E402
+from raftmaster.torchrun import torchrun_args  # noqa: E402
+
+ALL_REDUCE = """
+import torch
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+t = torch.tensor([float(dist.get_rank() + 1)])
+dist.all_reduce(t)
+print("rank %d of %d: all_reduce %g" % (dist.get_rank(), dist.get_world_size(), t.item()), flush=True)
+dist.destroy_process_group()
+"""
+
+
+class Launcher:
+    """One "python -m raftmaster.torchrun" process (an agent and its worker)."""
+
+    def __init__(self, tmp_path, name, endpoints, run_id, nnodes):
+        script = tmp_path / "all_reduce.py"
+        if not script.exists():
+            script.write_text(ALL_REDUCE)
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python")] + (
+            [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+        env.update(GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+        self.out, self.err = tmp_path / (name + ".out"), tmp_path / (name + ".err")
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "raftmaster.torchrun", "--nnodes", str(nnodes), "--nproc-per-node", "1",
+                 "--rdzv-backend", "raftmaster", "--rdzv-endpoint", ",".join(endpoints), "--rdzv-id", run_id,
+                 "--monitor-interval", "0.5", str(script)],
+                stdout=out, stderr=err, env=env, cwd=str(tmp_path), start_new_session=True)
+
+    def result(self, timeout=120.0):
+        """Wait for the launcher to end; return its output, failing with its log unless it succeeded."""
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        out, err = self.out.read_text(), self.err.read_text()
+        assert self.proc.returncode == 0, "launcher exited with %s:\n%s\n%s" % (self.proc.returncode, out, err[-6000:])
+        return out
+
+    def kill(self):
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def launchers():
+    made = []
+    yield made
+    for launcher in made:
+        launcher.kill()
+
+
+def ranks(outputs, world):
+    """The rank each worker printed, with the all_reduce it got: every rank's sum is 1 + ... + world."""
+    got = {}
+    for out in outputs:
+        for m in re.finditer(r"rank (\d+) of (\d+): all_reduce (\S+)", out):
+            got[int(m.group(1))] = (int(m.group(2)), float(m.group(3)))
+    want = {r: (world, float(world * (world + 1) // 2)) for r in range(world)}
+    assert got == want
+    return got
+
+
+def rendezvous_state(client, run_id):
+    v = client.kv_get(tr.state_key(run_id))
+    return pickle.loads(v.value) if v.found else None
+
+
+def test_two_agents_rendezvous_and_their_workers_all_reduce(cluster, job, tmp_path, launchers):
+    for i in range(2):
+        launchers.append(Launcher(tmp_path, "agent%d" % i, cluster.addrs, job, 2))
+    ranks([launcher.result() for launcher in launchers], 2)
+    # The rendezvous and the agents' store were the job's register: round 0,
+    # complete, two participants, and closed when the launchers ended.
+    with raftmaster.Client(cluster.addrs, job=job, retry=30) as c:
+        state = rendezvous_state(c, job)
+        assert state.round == 0 and state.complete and state.closed and len(state.participants) == 2
+        assert c.kv_get(tr.store_key(job, "torch.rendezvous.%s.0/MASTER_ADDR" % job)).found
+
+
+def test_the_rendezvous_survives_the_leaders_sigkill(tmp_path, launchers):
+    c3 = Cluster(str(tmp_path / "cluster"), nodes=3).start()
+    client = raftmaster.Client(c3.addrs, job="rdzv-failover", retry=60)
+    try:
+        for i in range(2):
+            launchers.append(Launcher(tmp_path, "agent%d" % i, c3.addrs, "rdzv-failover", 3))
+
+        def two_joined():
+            state = rendezvous_state(client, "rdzv-failover")
+            return state is not None and len(state.participants) == 2 and not state.complete
+        wait_until(two_joined, "two of three agents in the rendezvous", timeout=90, every=0.1)
+
+        # Two agents are in the round and wait for the third: the leader dies.
+        leader = c3.leader()
+        node = next(n for n in c3.nodes if n.api == leader)
+        node.proc.kill()
+        node.proc.wait(10)
+        launchers.append(Launcher(tmp_path, "agent2", c3.addrs, "rdzv-failover", 3))
+
+        ranks([launcher.result() for launcher in launchers], 3)
+        assert c3.leader() != leader
+        state = rendezvous_state(client, "rdzv-failover")
+        assert state.round == 0 and state.complete and len(state.participants) == 3
+    finally:
+        client.close()
+        c3.stop()
+
+
+def test_torchruns_options_may_be_spelt_with_hyphens():
+    from torch.distributed.run import get_args_parser
+    parser = get_args_parser()
+    argv = ["--nnodes", "1:2", "--nproc-per-node=2", "--rdzv-backend", "raftmaster", "--rdzv_id", "x", "-r3",
+            "--max-restarts", "1", "-m", "pkg.train", "--nproc-per-node", "stays", "--lr=0.1"]
+    translated = torchrun_args(parser, argv)
+    assert translated == ["--nnodes", "1:2", "--nproc_per_node=2", "--rdzv_backend", "raftmaster", "--rdzv_id", "x",
+                          "-r3", "--max_restarts", "1", "-m", "pkg.train", "--nproc-per-node", "stays", "--lr=0.1"]
+    args = parser.parse_args(translated)
+    assert (args.nproc_per_node, args.rdzv_backend, args.max_restarts, args.module) == ("2", "raftmaster", 1, True)
+    assert args.training_script == "pkg.train" and args.training_script_args == ["--nproc-per-node", "stays", "--lr=0.1"]
