@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -30,14 +29,7 @@ func TestDatasetRootOnRealNodes(t *testing.T) {
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--dataset-root", root}})
 	c.WaitReady()
 	leader := c.Leader()
-	hash := func() string {
-		t.Helper()
-		st, err := proccluster.DebugState(context.Background(), leader.APIAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Hash
-	}
+	hash := func() string { return stateHash(t, leader) }
 	cl := newClient(t, client.WithAddrs(c.APIAddrs()...))
 	before := hash()
 	for _, globs := range [][]string{

@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"context"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -70,4 +71,15 @@ func follower(c *proccluster.Cluster) *proccluster.Proc {
 func readFile(path string) (string, error) {
 	b, err := os.ReadFile(path)
 	return string(b), err
+}
+
+// stateHash is the hash of p's state, which a refused request must leave
+// as it was.
+func stateHash(t *testing.T, p *proccluster.Proc) string {
+	t.Helper()
+	st, err := proccluster.DebugState(context.Background(), p.APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Hash
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
@@ -72,14 +71,7 @@ func TestTLSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash := func() string {
-		t.Helper()
-		st, err := proccluster.DebugState(context.Background(), leader.APIAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st.Hash
-	}
+	hash := func() string { return stateHash(t, leader) }
 
 	before := hash()
 
