@@ -371,10 +371,13 @@ func (c *Cluster) currentLeader() *Proc {
 	return nil
 }
 
-// WaitReady waits until every running node answers /readyz.
+// WaitReady waits until every running node is ready, one of them leads,
+// and the leader's node registry holds every running node, so that no
+// registration is still to be applied when a test compares states.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
-	c.WaitFor("every node ready", 60*time.Second, func() bool {
+	c.WaitFor("every node ready and registered", 60*time.Second, func() bool {
+		running, leader, etcd := 0, "", false
 		for _, p := range c.Procs {
 			if !p.Running() || p.Paused() {
 				continue
@@ -383,8 +386,23 @@ func (c *Cluster) WaitReady() {
 			if err != nil || !st.Ready {
 				return false
 			}
+			if st.RaftAddr == "" {
+				etcd = true // masters of the etcd backend keep no registry
+			}
+			running++
+			if st.State == "Leader" {
+				leader = p.APIAddr
+			}
 		}
-		return true
+		if etcd {
+			return true
+		}
+		if leader == "" {
+			return false
+		}
+		var cl rpc.ClusterResponse
+		err := getJSON(context.Background(), leader, rpc.PathCluster+"?"+rpc.ParamStale, &cl)
+		return err == nil && cl.FSM.Nodes >= running
 	})
 }
 
