@@ -113,7 +113,7 @@ func healthCommand() *cli.Command {
 			&cli.DurationFlag{Name: "wait", Usage: "keep trying this long"},
 		},
 		Action: func(c *cli.Context) error {
-			cl, err := client.NewClient(client.WithAddr(c.String("addr")), client.WithRetry(time.Second))
+			cl, err := newClient(c, client.WithRetry(time.Second))
 			if err != nil {
 				return err
 			}

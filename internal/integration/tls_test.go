@@ -87,6 +87,10 @@ func TestTLSCluster(t *testing.T) {
 			}
 		}
 	}
+	// The probe command trusts the CA through RAFTMASTER_TLS_CA too.
+	if out, err := cli(t, c, "health", "--addr", fol.APIAddr); err != nil || !strings.Contains(out, "ready") {
+		t.Fatalf("health over HTTPS: %q, %v", out, err)
+	}
 	// The CLI without the CA says what to do.
 	if _, err := cli(t, c, "--tls-ca", "", "cluster", "inspect", "--addr", leader.APIAddr); err == nil || !strings.Contains(err.Error(), "serves HTTPS") {
 		t.Fatalf("CLI over plain HTTP: %v, want an error that the node serves HTTPS", err)
