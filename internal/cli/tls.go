@@ -22,13 +22,15 @@ func tlsCommand() *cli.Command {
 				"each of --hosts), client.crt and client.key (client authentication only: it cannot\n" +
 				"pose as a Raft peer). Keys are ECDSA P-256, mode 0600. Start each node with\n" +
 				"  serve --tls-cert out/node.crt --tls-key out/node.key --tls-ca out/ca.crt\n" +
-				"and clients with --tls-ca out/ca.crt (or RAFTMASTER_TLS_CA). For tests and quick\n" +
-				"starts: in production, use certificates from your own CA and keep its key offline.",
+				"and clients with --tls-ca out/ca.crt (or RAFTMASTER_TLS_CA). Run it again with\n" +
+				"--force on a directory that holds the CA to issue new certificates from the same CA\n" +
+				"(rotation, more hosts), then send the nodes SIGHUP. For tests and quick starts: in\n" +
+				"production, use certificates from your own CA and keep its key offline.",
 			Flags: []cli.Flag{
 				&cli.StringFlag{Name: "out", Usage: "directory to write the files into", Required: true},
 				&cli.StringFlag{Name: "hosts", Usage: "comma-separated names and IP addresses nodes are reached at (wildcards such as *.raftmaster.ns.svc.cluster.local allowed)", Required: true},
 				&cli.DurationFlag{Name: "valid-for", Usage: "how long the certificates are valid", Value: 365 * 24 * time.Hour},
-				&cli.BoolFlag{Name: "force", Usage: "overwrite existing files"},
+				&cli.BoolFlag{Name: "force", Usage: "overwrite existing node and client files (a CA already in --out is kept)"},
 			},
 			Action: func(c *cli.Context) error {
 				written, err := certs.Generate(certs.GenerateOptions{
