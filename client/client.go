@@ -86,9 +86,10 @@ func WithAddrs(addrs ...string) Option {
 // WithTLS makes the client speak HTTPS with conf, for a cluster started
 // with serve --tls-cert: conf.RootCAs must hold the cluster's CA (see
 // raftmaster tls gen), and conf.Certificates may hold a client
-// certificate. Addresses without a scheme then mean HTTPS, and a redirect
-// to plain HTTP is refused. It cannot be combined with WithHTTPClient:
-// configure that client's transport instead.
+// certificate. Addresses without a scheme then mean HTTPS, and a plain-HTTP
+// address or redirect is refused. It cannot be combined with
+// WithHTTPClient: configure that client's transport instead (an
+// *http.Transport with a TLSClientConfig gets the same rules).
 func WithTLS(conf *tls.Config) Option {
 	return func(c *Client) error {
 		if conf == nil {
@@ -214,6 +215,11 @@ func NewClient(opts ...Option) (*Client, error) {
 	if c.tls != nil && c.hc != nil {
 		return nil, errors.New("raftmaster client: WithTLS and WithHTTPClient: set TLS on the HTTP client's transport instead")
 	}
+	if t, ok := transportOf(c.hc); ok && t.TLSClientConfig != nil {
+		// A caller's transport configured for TLS: the same rules as
+		// WithTLS (host:port means HTTPS, no plain-HTTP address).
+		c.tls = t.TLSClientConfig
+	}
 	for _, a := range c.rawAddrs {
 		u, err := c.normalize(a)
 		if err != nil {
@@ -255,6 +261,15 @@ func NewClient(opts ...Option) (*Client, error) {
 		c.spawn(func() { c.followMaster(&etcdHC) })
 	}
 	return c, nil
+}
+
+// transportOf returns hc's transport when it is an *http.Transport.
+func transportOf(hc *http.Client) (*http.Transport, bool) {
+	if hc == nil {
+		return nil, false
+	}
+	t, ok := hc.Transport.(*http.Transport)
+	return t, ok
 }
 
 // Close stops the record reader and the allgather watchers and waits for

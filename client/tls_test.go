@@ -75,3 +75,21 @@ func TestWithTLSAndWithHTTPClientConflict(t *testing.T) {
 		t.Fatal("WithTLS(nil) accepted")
 	}
 }
+
+// TestWithTLSRefusesPlainHTTPAddresses: under TLS, an address that names
+// plain HTTP is refused rather than sent the token in the clear; a caller's
+// transport configured for TLS gets the same rules as WithTLS.
+func TestWithTLSRefusesPlainHTTPAddresses(t *testing.T) {
+	if _, err := client.NewClient(client.WithAddrs("http://127.0.0.1:1"), client.WithTLS(&tls.Config{})); err == nil || !strings.Contains(err.Error(), "plain HTTP") {
+		t.Fatalf("WithTLS with an http:// address: %v", err)
+	}
+	addr, conf := tlsServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"node_id":"n1","ready":true}`))
+	}))
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: conf}}
+	c := newClient(t, client.WithAddrs(addr), client.WithHTTPClient(hc))
+	if st, err := c.Status(); err != nil || st.NodeID != "n1" {
+		t.Fatalf("Status through a caller's TLS transport and a bare address: %+v, %v", st, err)
+	}
+}

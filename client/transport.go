@@ -158,10 +158,16 @@ func (e *endpoints) failed(base string) {
 // normalize is normalizeAddr with the client's scheme: https under
 // WithTLS, else http.
 func (c *Client) normalize(a string) (string, error) {
-	if c.tls != nil {
-		return normalizeAddr(a, "https")
+	if c.tls == nil {
+		return normalizeAddr(a, "http")
 	}
-	return normalizeAddr(a, "http")
+	u, err := normalizeAddr(a, "https")
+	if err == nil && !strings.HasPrefix(u, "https://") {
+		// A token must not go out in the clear, whoever named the address
+		// (the caller, a node's status, etcd).
+		return "", fmt.Errorf("raftmaster client: address %q is plain HTTP, and the client uses TLS", a)
+	}
+	return u, err
 }
 
 // normalizeAddr turns "host:port" or "http://host:port/" into

@@ -125,8 +125,13 @@ func (s *Handler) redirect(w http.ResponseWriter, r *http.Request) {
 const leaderPoll = 10 * time.Millisecond
 
 // baseURL turns an API address into a URL prefix: "host:port" takes
-// scheme, an address with a scheme is used as it is.
+// scheme, an address with a scheme is used as it is, except that an
+// "http://" one is upgraded when scheme is https: a node that serves HTTPS
+// never points a client, or sends a token, to plain HTTP.
 func baseURL(scheme, addr string) string {
+	if rest, ok := strings.CutPrefix(addr, "http://"); ok && scheme == "https" {
+		addr = rest
+	}
 	if strings.Contains(addr, "://") {
 		return strings.TrimSuffix(addr, "/")
 	}

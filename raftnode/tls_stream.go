@@ -3,7 +3,6 @@ package raftnode
 import (
 	"context"
 	"crypto/tls"
-	"errors"
 	"net"
 	"sync"
 	"time"
@@ -58,26 +57,42 @@ func newTLSStreamLayer(ln net.Listener, advertise net.Addr, conf PeerTLS, log hc
 	return s
 }
 
+// maxHandshakes bounds the handshakes in progress: connections beyond it
+// wait in the kernel's backlog, so that a flood of connections that never
+// finish their handshake cannot exhaust the process's files.
+const maxHandshakes = 64
+
+// acceptLoop accepts connections until Close, backing off on errors (too
+// many open files, for one) rather than giving up: a listener that stopped
+// would cut the node off from Raft for good.
 func (s *tlsStreamLayer) acceptLoop() {
 	defer s.wg.Done()
+	slots := make(chan struct{}, maxHandshakes)
+	backoff := 5 * time.Millisecond
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-s.done:
+			return
+		}
 		conn, err := s.ln.Accept()
 		if err != nil {
+			<-slots
 			select {
 			case <-s.done:
 				return
-			default:
+			case <-time.After(backoff):
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			s.log.Error("raft listener stopped", "error", err)
-			s.Close()
-			return
+			s.log.Warn("raft listener: accept failed; retrying", "error", err, "backoff", backoff)
+			backoff = min(2*backoff, time.Second)
+			continue
 		}
+		backoff = 5 * time.Millisecond
 		s.wg.Add(1)
-		go s.handshake(conn)
+		go func() {
+			defer func() { <-slots }()
+			s.handshake(conn)
+		}()
 	}
 }
 

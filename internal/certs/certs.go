@@ -69,6 +69,9 @@ func (s *Store) Reload() error {
 	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
 		return fmt.Errorf("tls: certificate %s is not signed by the CA in %s: %w", s.certFile, s.caFile, err)
 	}
+	if err := checkNodeUsage(leaf); err != nil {
+		return fmt.Errorf("tls: certificate %s: %w", s.certFile, err)
+	}
 	s.cur.Store(&material{cert: cert, leaf: leaf, pool: pool})
 	return nil
 }
@@ -159,9 +162,14 @@ func verifyNodeCert(cs tls.ConnectionState) error {
 	if len(cs.PeerCertificates) == 0 {
 		return errors.New("tls: the peer presented no certificate")
 	}
-	usage := cs.PeerCertificates[0].ExtKeyUsage
-	if !slices.Contains(usage, x509.ExtKeyUsageServerAuth) || !slices.Contains(usage, x509.ExtKeyUsageClientAuth) {
-		return fmt.Errorf("tls: %q is not a node certificate (it must be valid for server and client authentication)", cs.PeerCertificates[0].Subject.CommonName)
+	return checkNodeUsage(cs.PeerCertificates[0])
+}
+
+// checkNodeUsage says whether c is a node certificate: valid for server
+// and client authentication.
+func checkNodeUsage(c *x509.Certificate) error {
+	if !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || !slices.Contains(c.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return fmt.Errorf("tls: %q is not a node certificate (it must be valid for server and client authentication)", c.Subject.CommonName)
 	}
 	return nil
 }

@@ -144,6 +144,11 @@ func TestLoadRefusesACertificateOfAnotherCA(t *testing.T) {
 	if _, err := Load(filepath.Join(a, NodeCertFile), filepath.Join(b, NodeKeyFile), filepath.Join(a, CAFile)); err == nil {
 		t.Fatal("a certificate with another's key loaded")
 	}
+	// The client certificate cannot serve a node: Raft would refuse it.
+	_, err = Load(filepath.Join(a, ClientCertFile), filepath.Join(a, ClientKeyFile), filepath.Join(a, CAFile))
+	if err == nil || !strings.Contains(err.Error(), "not a node certificate") {
+		t.Fatalf("Load of the client certificate as a node's: %v", err)
+	}
 }
 
 // TestReloadKeepsMaterialOnError: a broken file on reload leaves the

@@ -75,7 +75,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN' lines, ROLE trainer or operator, reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve the API over HTTPS and run Raft over mutual TLS with this PEM certificate (valid for server and client authentication, for every name the node is reached at; see raftmaster tls gen); reloaded on SIGHUP", EnvVars: env("tls-cert"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-key", Usage: "the PEM private key of --tls-cert; reloaded on SIGHUP", EnvVars: env("tls-key"), TakesFile: true},
-			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate(s) that sign every node's certificate: Raft peers must present one, and the node trusts only it when it calls the others; reloaded on SIGHUP", EnvVars: env("tls-ca"), TakesFile: true},
+			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate(s) that sign every node's certificate: Raft peers must present one, and the node trusts only it when it calls the others; reloaded on SIGHUP; without --tls-cert it is not used", EnvVars: env("tls-ca"), TakesFile: true},
 			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files outside it are refused unread (default: anywhere the process can read)", EnvVars: env("dataset-root")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
@@ -154,10 +154,12 @@ func reloadOnHangup(logger hclog.Logger, rs []reloader) {
 	}()
 }
 
-// tlsStore reads the TLS flags: all three, or none.
+// tlsStore reads the TLS flags: all three, or no certificate and key. A
+// CA alone does not turn TLS on: RAFTMASTER_TLS_CA is also the CLI's
+// variable, which a shell that talks to a TLS cluster exports.
 func tlsStore(c *cli.Context) (*certs.Store, error) {
 	cert, key, ca := c.String("tls-cert"), c.String("tls-key"), c.String("tls-ca")
-	if cert == "" && key == "" && ca == "" {
+	if cert == "" && key == "" {
 		return nil, nil
 	}
 	if cert == "" || key == "" || ca == "" {

@@ -33,6 +33,8 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "1", "--peers", "n1=127.0.0.1:7001"}, "needs the founding members' API addresses first in --join; it has 0"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--bootstrap-expect", "3"}, "--bootstrap-expect is for the raft backend"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:0", "--raft-advertise", "0.0.0.0:7000"}, "unspecified; other nodes could not dial it"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--tls-cert", "node.crt"}, "TLS needs --tls-cert, --tls-key and --tls-ca together"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--tls-cert", "no.crt", "--tls-key", "no.key", "--tls-ca", "no-ca.crt"}, "tls: certificate no.crt and key no.key"},
 	} {
 		var out, errOut bytes.Buffer
 		code := RunWith(append([]string{"raftmaster", "serve"}, tt.args...), &out, &errOut)
@@ -68,5 +70,17 @@ func TestServeDatasetDefaults(t *testing.T) {
 	want := fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
 	if p := got.API.DatasetDefaults; p != want || p != httpapi.DefaultDatasetParams {
 		t.Fatalf("serve's dataset defaults %+v, want %+v (httpapi.DefaultDatasetParams %+v)", p, want, httpapi.DefaultDatasetParams)
+	}
+}
+
+// TestServeIgnoresTheClientsCAVariable: RAFTMASTER_TLS_CA, which a shell
+// that talks to a TLS cluster exports for the CLI, does not turn TLS on
+// for serve by itself: serve goes on to its next check.
+func TestServeIgnoresTheClientsCAVariable(t *testing.T) {
+	t.Setenv("RAFTMASTER_TLS_CA", "/no/such/ca.crt")
+	var out, errOut bytes.Buffer
+	code := RunWith([]string{"raftmaster", "serve", "--node-id", "n1"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), "--data-dir is required") {
+		t.Fatalf("serve with only RAFTMASTER_TLS_CA: exit %d, stderr %q; want the --data-dir error", code, errOut.String())
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -153,6 +155,27 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatalf("cluster inspect could not ask a member:\n%s", out)
 	}
 
+	// Raft's port admits a node certificate of the CA, and refuses the
+	// CA's client certificate (a trainer's) and another CA's node
+	// certificate, logging each refusal.
+	goodCert, goodKey := filepath.Join(good, certs.NodeCertFile), filepath.Join(good, certs.NodeKeyFile)
+	raftSerial, err := raftHandshake(t, leader.RaftAddr, goodCert, goodKey, caFile)
+	if err != nil {
+		t.Fatalf("a node certificate on Raft's port: %v", err)
+	}
+	for _, pair := range [][2]string{
+		{filepath.Join(good, certs.ClientCertFile), filepath.Join(good, certs.ClientKeyFile)},
+		{filepath.Join(rogue, certs.NodeCertFile), filepath.Join(rogue, certs.NodeKeyFile)},
+	} {
+		if _, err := raftHandshake(t, leader.RaftAddr, pair[0], pair[1], caFile); err == nil {
+			t.Fatalf("Raft's port accepted %s", pair[0])
+		}
+	}
+	c.WaitFor("both refusals in the leader's log", time.Minute, func() bool {
+		log, _ := readFile(leader.LogPath)
+		return strings.Contains(log, "is not a node certificate") && strings.Contains(log, "refused a Raft connection")
+	})
+
 	// A node with another CA's certificate, which trusts both CAs, joins
 	// through the API: the leader adds it to the configuration, but Raft
 	// refuses it.
@@ -264,6 +287,9 @@ func TestTLSCluster(t *testing.T) {
 	c.WaitFor("the rotated certificate in use", time.Minute, func() bool {
 		return serverSerial(t, leader.APIAddr, conf) != oldSerial
 	})
+	if s, err := raftHandshake(t, leader.RaftAddr, goodCert, goodKey, caFile); err != nil || s == raftSerial {
+		t.Fatalf("Raft's port after the rotation: serial %s (before %s), %v; want the new certificate", s, raftSerial, err)
+	}
 	if _, err := cl2.CreateJob("after-the-rotation"); err != nil {
 		t.Fatalf("after the rotation: %v", err)
 	}
@@ -287,4 +313,34 @@ func rotateCert(t *testing.T, src, dst string) {
 		}
 	}
 	genCerts(t, dst)
+}
+
+// raftHandshake connects to the Raft port at addr presenting the pair in
+// certFile and keyFile and trusting caFile, and returns the serial number
+// of the node's certificate, or why the connection was refused. The node
+// sends nothing to an accepted peer until it speaks, so a read that waits
+// out its deadline means the node accepted the certificate; a refusal
+// arrives as an alert.
+func raftHandshake(t *testing.T, addr, certFile, keyFile, caFile string) (string, error) {
+	t.Helper()
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf, err := certs.ClientTLS(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conf.Certificates = []tls.Certificate{pair}
+	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 10 * time.Second}, "tcp", addr, conf)
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	serial := conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		return "", fmt.Errorf("refused after the handshake: %v", err)
+	}
+	return serial, nil
 }

@@ -65,6 +65,9 @@ func (cfg Config) httpClient(timeout time.Duration) *http.Client {
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.DialTLSContext = cfg.TLS.DialContext
+	// Through a proxy, net/http would not use DialTLSContext: the node
+	// would present no certificate and trust the system's roots.
+	t.Proxy = nil
 	return &http.Client{Timeout: timeout, Transport: t}
 }
 
@@ -317,6 +320,9 @@ func newPeerAPI(cfg Config) peerAPI {
 	client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= 10 {
 			return errors.New("too many redirects")
+		}
+		if cfg.TLS != nil && req.URL.Scheme != "https" {
+			return fmt.Errorf("refusing a redirect to plain HTTP (%s) under TLS", req.URL.Redacted())
 		}
 		// The leader may be on another host, where net/http would not
 		// send the token on.
