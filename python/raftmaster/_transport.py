@@ -73,16 +73,22 @@ def job_path(job: str, path: str) -> str:
     return "/v1/jobs/" + job + (path[3:] if path.startswith("/v1") else path)
 
 
-def normalize_addr(addr: str) -> str:
-    """Turn "host:port" or "http(s)://host:port/" into "scheme://host:port"."""
+def normalize_addr(addr: str, tls: bool = False) -> str:
+    """Turn "host:port" or "http(s)://host:port/" into "scheme://host:port".
+
+    With tls (the client has an ssl_context), "host:port" means HTTPS and a
+    plain-HTTP address is refused, so that a token never goes out in the
+    clear, as the Go client does under WithTLS."""
     s = addr.strip()
     if not s:
         raise ValueError("raftmaster client: empty address")
     if "://" not in s:
-        s = "http://" + s
+        s = ("https://" if tls else "http://") + s
     u = urlsplit(s)
     if u.scheme not in ("http", "https") or not u.netloc:
         raise ValueError("raftmaster client: address %r: want host:port or http(s)://host:port" % addr)
+    if tls and u.scheme != "https":
+        raise ValueError("raftmaster client: address %r is plain HTTP, and the client uses TLS" % addr)
     return u.scheme + "://" + u.netloc
 
 
@@ -418,6 +424,10 @@ class Transport:
                     if nxt is None or nxt.scheme not in ("http", "https") or not nxt.netloc:
                         return False, None, _AttemptError(errors.TransportError(
                             "raftmaster client: bad redirect %r from %s" % (loc, target)), retry=True)
+                    if self.ssl_context is not None and nxt.scheme != "https":
+                        return False, None, _AttemptError(errors.RaftmasterError(
+                            "raftmaster client: refusing a redirect from %s to plain HTTP (%r): the client uses TLS"
+                            % (target, loc)))
                     current = nxt.scheme + "://" + nxt.netloc
                     self.ep.set_leader(current)
                     if watch is not None:
@@ -592,7 +602,7 @@ class Transport:
                 return base
             if leader.get("api_addr") and leader.get("id") != current_id:
                 try:
-                    addr = normalize_addr(leader["api_addr"])
+                    addr = normalize_addr(leader["api_addr"], tls=self.ssl_context is not None)
                 except ValueError:
                     continue
                 if addr != current:

@@ -115,8 +115,10 @@ class Client:
     followers redirect to the leader. ``job`` makes every dataset, task,
     save-model, allgather and register call address that job (under
     /v1/jobs/{job}/...) instead of the default one. ``token`` is sent as
-    the bearer token. ``ssl_context`` verifies https addresses (the
-    system's default trust when None). ``retry`` is how long, in seconds, a
+    the bearer token. ``ssl_context`` (an ``ssl.SSLContext`` that trusts
+    the cluster's CA) makes "host:port" mean HTTPS and refuses plain-HTTP
+    addresses and redirects; without it, "https://" addresses use the
+    system's default trust. ``retry`` is how long, in seconds, a
     call keeps retrying while the cluster has no leader or cannot be
     reached (two minutes by default; 0 means a single attempt).
     ``client_indexing`` makes set_dataset expand the globs and index the
@@ -132,7 +134,7 @@ class Client:
                  client_indexing: bool = False) -> None:
         if isinstance(addrs, str):
             addrs = [a for a in addrs.split(",") if a.strip()]
-        bases = [normalize_addr(a) for a in addrs]
+        bases = [normalize_addr(a, tls=ssl_context is not None) for a in addrs]
         if not bases:
             raise ValueError("raftmaster client: no address")
         if token is not None and (not token or any(c in token for c in " \t\r\n")):

@@ -299,6 +299,10 @@ def test_the_job_scoped_paths_are_those_of_the_contract():
 def test_addresses_and_options():
     assert _transport.normalize_addr("n1:8001") == "http://n1:8001"
     assert _transport.normalize_addr(" https://n1:8443/x ") == "https://n1:8443"
+    # With TLS, host:port means HTTPS and plain HTTP is refused.
+    assert _transport.normalize_addr("n1:8001", tls=True) == "https://n1:8001"
+    with pytest.raises(ValueError, match="plain HTTP"):
+        _transport.normalize_addr("http://n1:8001", tls=True)
     for bad in ("", "ftp://n1:21", "http://"):
         with pytest.raises(ValueError):
             _transport.normalize_addr(bad)
