@@ -64,7 +64,8 @@ def test_a_trainer_waits_for_the_dataset_and_for_its_pass(make_client, dataset):
 def wait_for_plain_leases(c, timeout):
     """Wait until a lease granted in c's job lasts timeout: a new leader
     extends the leases it grants for its first seconds (serve
-    --failover-grace), and renewals do not say by how much."""
+    --failover-grace), and the test wants renewals at the timeout's pace
+    from the first one."""
     def plain():
         t = c.get_task(0)
         c.task_failed(t)
