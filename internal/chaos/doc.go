@@ -39,7 +39,10 @@
 // Raft stable store that never persists the current term and vote
 // (chaos_broken_votes, under a schedule of paused and isolated leaders
 // with one CrashAll per run), which the one-leader-per-term check must be
-// the one to report.
+// the one to report. The client is run a second time, and then the
+// register's linearizability check must be the one to report it: a compare-and-set whose answer was
+// lost is applied twice, and the retry answers that it did not swap, at
+// the version its first attempt wrote.
 //
 // A run is reproducible from its seed: the schedule and every random choice
 // of the workload derive from it (timing still varies from run to run).
