@@ -67,6 +67,8 @@ chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n
 chaos-variants: ## prove the fault-injection checks catch deliberately broken builds
 	CHAOS_EXPECT_VIOLATION=1 CHAOS_FAULTS=lose-answers,kill-leader,pause-leader \
 		$(GO) test -count=1 -timeout 30m -tags chaos_broken_client -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
+	CHAOS_EXPECT_VIOLATION='register linearizability' CHAOS_FAULTS=lose-answers,kill-leader,pause-leader \
+		$(GO) test -count=1 -timeout 30m -tags chaos_broken_client -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION=1 RAFTMASTER_BUILD_TAGS=chaos_broken_fsm $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION='one leader per term' CHAOS_FAULTS=pause-leader,isolate-leader CHAOS_ONCE=crash-all \
 		RAFTMASTER_BUILD_TAGS=chaos_broken_votes $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/

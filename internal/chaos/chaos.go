@@ -64,7 +64,8 @@ const (
 const JobB = "job-b"
 
 // Jobs are the jobs every run drives at once, each with its own dataset,
-// trainers, save-model contenders and allgather gatherers. The default
+// trainers, save-model contenders, allgather gatherers and register
+// clients. The default
 // job's clients use the plain paths, JobB's the /v1/jobs/job-b/ ones.
 var Jobs = []string{rpc.DefaultJob, JobB}
 
@@ -74,6 +75,40 @@ type JobReport struct {
 	Ops  int    `json:"ops"`
 	// Passes is the pass the job's dataset reached.
 	Passes int `json:"passes"`
+	// Register counts the job's operations on its compare-and-set register.
+	Register RegisterReport `json:"register"`
+}
+
+// RegisterReport counts one job's register operations: reads and
+// compare-and-sets, the compare-and-sets known to have swapped, and those
+// whose outcome is unknown.
+type RegisterReport struct {
+	Reads   int `json:"reads"`
+	CASes   int `json:"cases"`
+	Swapped int `json:"swapped"`
+	Unknown int `json:"unknown"`
+}
+
+// registerReport counts the register operations of ops.
+func registerReport(ops []history.Op) RegisterReport {
+	var r RegisterReport
+	for _, op := range ops {
+		switch {
+		case op.Kind == history.KVGet:
+			r.Reads++
+		case op.Kind != history.KVCAS:
+			continue
+		case op.Unknown():
+			r.CASes++
+			r.Unknown++
+		case op.Swapped:
+			r.CASes++
+			r.Swapped++
+		default:
+			r.CASes++
+		}
+	}
+	return r
 }
 
 // Report is the outcome of a run.
@@ -194,6 +229,7 @@ func Run(t testing.TB, cfg Config) Report {
 	for _, job := range Jobs {
 		spawn(job, 3, (*actor).trainer)
 		spawn(job, 2, (*actor).saver)
+		spawn(job, 3, (*actor).kv)
 		wg.Add(1)
 		go func() { defer wg.Done(); w.gatherer(ctx, job, 0) }()
 	}
@@ -265,7 +301,7 @@ func Run(t testing.TB, cfg Config) Report {
 	rep.Ops = len(ops)
 	byJob := history.ByJob(ops)
 	for _, job := range Jobs {
-		jr := JobReport{Name: job, Ops: len(byJob[job])}
+		jr := JobReport{Name: job, Ops: len(byJob[job]), Register: registerReport(byJob[job])}
 		if j, err := setup.Job(job); err == nil {
 			jr.Passes = j.Pass
 		} else {

@@ -26,7 +26,9 @@ func report(t *testing.T, rep Report) {
 	t.Logf("seed %d: %d ops, %d faults, pass %d, checked in %v, history %s",
 		rep.Seed, rep.Ops, len(rep.Faults), rep.Passes, rep.Checked.Round(time.Millisecond), rep.HistoryPath)
 	for _, j := range rep.Jobs {
-		t.Logf("  job %-8s %d ops, pass %d", j.Name, j.Ops, j.Passes)
+		r := j.Register
+		t.Logf("  job %-8s %d ops, pass %d; register: %d reads, %d compare-and-sets (%d swapped, %d unknown)",
+			j.Name, j.Ops, j.Passes, r.Reads, r.CASes, r.Swapped, r.Unknown)
 	}
 	if n := len(rep.Leaders); n > 0 {
 		lo, hi := rep.Leaders[0].Term, rep.Leaders[0].Term

@@ -8,15 +8,17 @@
 // whose clients use the plain paths, and "job-b" (JobB), whose clients use
 // /v1/jobs/job-b/... (client.WithJob). Each job has its own dataset, in
 // RecordIO files named after it in a directory of its own, and its own
-// three trainers, two save-model contenders and three allgather gatherers.
+// three trainers, two save-model contenders, three allgather gatherers and
+// three clients that read and compare-and-set three keys of its register.
 // Every operation in the history names its job (history.Op.Job; empty, in
 // histories written before jobs, is the default job), and every leased
 // task the files of its chunks.
 //
 // Per job, on that job's operations alone (check.PerJob): linearizability
 // of the task leases and the save-model lease (porcupine), exact pass
-// accounting, a single save-model holder at any FSM time, and identical
-// allgather results; and that operations of the job resume within a minute
+// accounting, a single save-model holder at any FSM time, identical
+// allgather results, linearizability of the compare-and-set register per
+// key (porcupine) and versions never given to two writes; and that operations of the job resume within a minute
 // of each fault being healed. Across jobs, that they never cross
 // (check.NoCrossing): a task leased in a job names only files of that
 // job's dataset (and a task id always the same files); a save-model denial
@@ -37,7 +39,10 @@
 // Raft stable store that never persists the current term and vote
 // (chaos_broken_votes, under a schedule of paused and isolated leaders
 // with one CrashAll per run), which the one-leader-per-term check must be
-// the one to report.
+// the one to report. The client is run a second time, and then the
+// register's linearizability check must be the one to report it: a compare-and-set whose answer was
+// lost is applied twice, and the retry answers that it did not swap, at
+// the version its first attempt wrote.
 //
 // A run is reproducible from its seed: the schedule and every random choice
 // of the workload derive from it (timing still varies from run to run).

@@ -190,6 +190,49 @@ func (a *actor) saver(ctx context.Context) {
 	}
 }
 
+// kvKeys are the keys of the register the kv actors share: few, so that
+// their compare-and-sets race.
+var kvKeys = []string{"k0", "k1", "k2"}
+
+// kv reads and compare-and-sets the keys of its job's register. A
+// compare-and-set expects the version the actor last saw of the key (in a
+// read or a compare-and-set's answer), 0 before it saw one, so it fails
+// when another actor wrote the key in between. Every value it writes is
+// unique in the run: job, actor and a sequence number.
+func (a *actor) kv(ctx context.Context) {
+	seen := map[string]uint64{}
+	for n := 0; ctx.Err() == nil; n++ {
+		key := kvKeys[a.rng.IntN(len(kvKeys))]
+		op := history.Op{Client: a.id, Job: a.job, Key: key}
+		var v client.KVValue
+		var err error
+		if a.rng.IntN(3) == 0 {
+			op.Kind = history.KVGet
+			op.Invoke = a.w.rec.Now()
+			v, err = a.cl.KVGet(ctx, key)
+		} else {
+			op.Kind, op.Expect, op.Value = history.KVCAS, seen[key], fmt.Sprintf("%s/%d/%d", a.job, a.id, n)
+			op.Invoke = a.w.rec.Now()
+			var r client.KVResult
+			r, err = a.cl.KVCompareAndSet(ctx, key, op.Expect, []byte(op.Value))
+			v, op.Swapped = r.KVValue, r.Swapped
+		}
+		op.Return = a.w.rec.Now()
+		code, _, unknown := outcome(err)
+		switch {
+		case err == nil:
+			op.Found, op.Read, op.Version = v.Found, string(v.Value), v.Version
+			seen[key] = v.Version
+		case unknown:
+			op.Return, op.Swapped = history.Never, false
+		default:
+			op.Code = code
+		}
+		a.w.rec.Add(op)
+		sleep(ctx, time.Duration(10+a.rng.IntN(90))*time.Millisecond)
+	}
+}
+
 // gatherer runs allgather rounds of three members of job: groups complete,
 // a member sometimes re-joins before completion (its first join sees
 // ErrReconnected), and members sometimes leave afterwards. Group ids

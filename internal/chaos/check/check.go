@@ -56,10 +56,18 @@ func All(ops []history.Op, cfg Config) []error {
 	if err := res.Err(); err != nil {
 		errs = append(errs, err)
 	}
+	kv, err := KVLinearizable(ops, cfg, timeout)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := kv.Err(); err != nil {
+		errs = append(errs, err)
+	}
 	for _, f := range []func() error{
 		func() error { return PassAccounting(ops, cfg) },
 		func() error { return SingleSaveHolder(ops) },
 		func() error { return Allgather(ops) },
+		func() error { return KVVersionsUnique(ops) },
 	} {
 		if err := f(); err != nil {
 			errs = append(errs, err)
@@ -103,6 +111,10 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, " %q for %v", op.Trainer, op.BlockDur)
 	case history.Join, history.Watch, history.Leave:
 		fmt.Fprintf(&b, " group %q member %s", op.Group, op.Member)
+	case history.KVGet:
+		fmt.Fprintf(&b, " %q", op.Key)
+	case history.KVCAS:
+		fmt.Fprintf(&b, " %q version %d value %q", op.Key, op.Expect, op.Value)
 	}
 	switch {
 	case unknown(op):
@@ -120,6 +132,8 @@ func describe(i int, op history.Op) string {
 		b.WriteString(" -> ignored")
 	case op.Kind == history.Watch:
 		fmt.Fprintf(&b, " -> rank %d of %d", op.Rank, len(op.Result))
+	case op.Kind == history.KVGet || op.Kind == history.KVCAS:
+		fmt.Fprintf(&b, " -> swapped=%v found=%v %q at version %d", op.Swapped, op.Found, op.Read, op.Version)
 	default:
 		b.WriteString(" -> ok")
 	}

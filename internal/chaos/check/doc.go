@@ -55,6 +55,25 @@
 // its end state and why none of the operations that could come next can.
 // A check that times out is Unknown, which is not a pass.
 //
+// # KVLinearizable
+//
+// The job's compare-and-set register, checked with porcupine one key at a
+// time. State {found, value, version}, initially absent (version 0).
+// KVGet answers the state. KVCAS(v, x) swaps iff the key is at version v
+// (0: absent); its answer is then x at a new version above v, the key's
+// state from then on. When it does not swap its answer is the key as it
+// is, at a version other than v. A compare-and-set refused with an error
+// code changed nothing; one whose outcome is unknown returns at the end of
+// the history and may or may not have swapped: if it did, its version is
+// only known to be above v until an answer reports the key. A read whose
+// outcome is unknown is left out.
+//
+// # KVVersionsUnique
+//
+// Versions come from one counter and are never given out twice: no two
+// known swaps report one version, and every answer that reports a key at
+// a version names the same key and value for it.
+//
 // # PassAccounting
 //
 // Each accepted finish belongs to the pass of the GetTask that dispatched

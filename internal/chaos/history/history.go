@@ -27,6 +27,8 @@ const (
 	Join         Kind = "join"  // allgather join; the result arrives as a Watch op
 	Watch        Kind = "watch" // allgather result of one join
 	Leave        Kind = "leave"
+	KVGet        Kind = "kv_get" // read a key of the job's register
+	KVCAS        Kind = "kv_cas" // compare-and-set a key of the job's register
 )
 
 // Never is the return time of an operation whose outcome is unknown: the
@@ -52,6 +54,9 @@ type Op struct {
 	Member   uuid.UUID     `json:"member,omitzero"`
 	NumPeers int           `json:"num_peers,omitempty"`
 	Data     string        `json:"data,omitempty"`
+	Key      string        `json:"key,omitempty"`    // KVGet, KVCAS
+	Expect   uint64        `json:"expect,omitempty"` // KVCAS: the version expected, 0 for absent
+	Value    string        `json:"value,omitempty"`  // KVCAS: the value to store
 
 	// Outputs. Code is "" for success or the wire error code.
 	Code       string       `json:"code,omitempty"`
@@ -63,6 +68,13 @@ type Op struct {
 	Generation uint64       `json:"generation,omitempty"` // Join
 	Result     []string     `json:"result,omitempty"`     // Watch: every member's data in order
 	Rank       int          `json:"rank,omitempty"`
+	// KVGet and KVCAS: whether the CAS stored its value, and the key as the
+	// answer reported it (the new value and version after a swap, else the
+	// key as it was).
+	Swapped bool   `json:"swapped,omitempty"`
+	Found   bool   `json:"found,omitempty"`
+	Read    string `json:"read,omitempty"`
+	Version uint64 `json:"version,omitempty"`
 }
 
 // DefaultJob is the job of an operation whose Job is empty.
