@@ -106,14 +106,19 @@ func (s *Store) APIServer() *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
-			m := s.cur.Load()
-			return &tls.Config{
-				MinVersion:   tls.VersionTLS12,
-				Certificates: []tls.Certificate{m.cert},
-				ClientAuth:   tls.VerifyClientCertIfGiven,
-				ClientCAs:    m.pool,
-			}, nil
+			return s.cur.Load().server(tls.VerifyClientCertIfGiven), nil
 		},
+	}
+}
+
+// server is the configuration of a server that presents m's certificate
+// and verifies the client's certificate, as auth says, against m's CA.
+func (m *material) server(auth tls.ClientAuthType) *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{m.cert},
+		ClientAuth:   auth,
+		ClientCAs:    m.pool,
 	}
 }
 
@@ -136,14 +141,9 @@ func (s *Store) Client(serverName string) *tls.Config {
 // PeerServer is the TLS configuration of Raft's listener: the peer must
 // present a node certificate (see verifyNodeCert) from the CA.
 func (s *Store) PeerServer() *tls.Config {
-	m := s.cur.Load()
-	return &tls.Config{
-		MinVersion:       tls.VersionTLS12,
-		Certificates:     []tls.Certificate{m.cert},
-		ClientAuth:       tls.RequireAndVerifyClientCert,
-		ClientCAs:        m.pool,
-		VerifyConnection: verifyNodeCert,
-	}
+	c := s.cur.Load().server(tls.RequireAndVerifyClientCert)
+	c.VerifyConnection = verifyNodeCert
+	return c
 }
 
 // PeerClient is the TLS configuration of a Raft connection to serverName:

@@ -1,10 +1,8 @@
 package check
 
 import (
-	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -35,17 +33,7 @@ type KVResult struct {
 // error that explains the violation, or that the check timed out,
 // otherwise.
 func (r KVResult) Err() error {
-	switch r.Outcome {
-	case porcupine.Ok:
-		return nil
-	case porcupine.Illegal:
-		msg := "register linearizability: history is not linearizable"
-		if r.Visualization != "" {
-			msg += " (visualization: " + r.Visualization + ")"
-		}
-		return errors.New(msg + "\n" + r.Explanation)
-	}
-	return fmt.Errorf("register linearizability: check of %d operations timed out after %v: outcome unknown", r.Ops, r.Elapsed)
+	return porcupineErr("register linearizability", r.Outcome, r.Visualization, r.Explanation, r.Ops, r.Elapsed)
 }
 
 // kvOp is a register operation: the porcupine input.
@@ -129,21 +117,9 @@ func KVLinearizable(ops []history.Op, cfg Config, timeout time.Duration) (KVResu
 		return res, nil
 	}
 	res.Explanation = explainKV(parts, info)
-	dir := cfg.VisualizeDir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	f, err := os.CreateTemp(dir, "raftmaster-kv-linearizability-*.html")
-	if err != nil {
-		return res, fmt.Errorf("register linearizability: visualization: %w", err)
-	}
-	path := f.Name()
-	f.Close()
-	if err := porcupine.VisualizePath(pm, info, path); err != nil {
-		return res, fmt.Errorf("register linearizability: visualization: %w", err)
-	}
+	path, err := visualize(pm, info, cfg.VisualizeDir, "register linearizability", "raftmaster-kv-linearizability-*.html")
 	res.Visualization = path
-	return res, nil
+	return res, err
 }
 
 // kvPartition splits a register history into one partition per key, in

@@ -42,17 +42,43 @@ type Result struct {
 // Err returns nil when the history is linearizable, and an error that
 // explains the violation, or that the check timed out, otherwise.
 func (r Result) Err() error {
-	switch r.Outcome {
+	return porcupineErr("linearizability", r.Outcome, r.Visualization, r.Explanation, r.Ops, r.Elapsed)
+}
+
+// porcupineErr is the error of a porcupine check named check: nil when the
+// history is linearizable; the explanation and the visualization's path
+// when it is not; a timeout otherwise.
+func porcupineErr(check string, outcome porcupine.CheckResult, visualization, explanation string, ops int, elapsed time.Duration) error {
+	switch outcome {
 	case porcupine.Ok:
 		return nil
 	case porcupine.Illegal:
-		msg := "linearizability: history is not linearizable"
-		if r.Visualization != "" {
-			msg += " (visualization: " + r.Visualization + ")"
+		msg := check + ": history is not linearizable"
+		if visualization != "" {
+			msg += " (visualization: " + visualization + ")"
 		}
-		return errors.New(msg + "\n" + r.Explanation)
+		return errors.New(msg + "\n" + explanation)
 	}
-	return fmt.Errorf("linearizability: check of %d operations timed out after %v: outcome unknown", r.Ops, r.Elapsed)
+	return fmt.Errorf("%s: check of %d operations timed out after %v: outcome unknown", check, ops, elapsed)
+}
+
+// visualize writes porcupine's HTML view of a failed check named check
+// into dir (the system's temporary directory when empty) and returns its
+// path.
+func visualize(pm porcupine.Model, info porcupine.LinearizationInfo, dir, check, pattern string) (string, error) {
+	if dir == "" {
+		dir = os.TempDir()
+	}
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", fmt.Errorf("%s: visualization: %w", check, err)
+	}
+	path := f.Name()
+	f.Close()
+	if err := porcupine.VisualizePath(pm, info, path); err != nil {
+		return "", fmt.Errorf("%s: visualization: %w", check, err)
+	}
+	return path, nil
 }
 
 // Linearizable checks ops for linearizability against the task-lease and
@@ -110,21 +136,9 @@ func Linearizable(ops []history.Op, cfg Config, timeout time.Duration) (Result, 
 	if timeout > 0 && res.Elapsed >= timeout {
 		res.Explanation = "(the check also reached its timeout: a partition listed may only have been cut short)\n" + res.Explanation
 	}
-	dir := cfg.VisualizeDir
-	if dir == "" {
-		dir = os.TempDir()
-	}
-	f, err := os.CreateTemp(dir, "raftmaster-linearizability-*.html")
-	if err != nil {
-		return res, fmt.Errorf("linearizability: visualization: %w", err)
-	}
-	path := f.Name()
-	f.Close()
-	if err := porcupine.VisualizePath(pm, info, path); err != nil {
-		return res, fmt.Errorf("linearizability: visualization: %w", err)
-	}
+	path, err := visualize(pm, info, cfg.VisualizeDir, "linearizability", "raftmaster-linearizability-*.html")
 	res.Visualization = path
-	return res, nil
+	return res, err
 }
 
 // status is a task's queue in the model.
