@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/http"
@@ -160,9 +161,20 @@ func (c *composeCluster) waitMembers(ids ...string) {
 	c.t.Helper()
 	cl := newClient(c.t, append(c.clientOpts(ids...), client.WithRetry(5*time.Second))...)
 	want := slices.Sorted(slices.Values(ids))
+	// On a timeout, what each node said last tells a stuck follower (its
+	// indexes) from a missing member.
+	last := map[string]string{}
+	defer func() {
+		if c.t.Failed() {
+			for _, id := range slices.Sorted(maps.Keys(last)) {
+				c.t.Logf("last seen %s: %s", id, last[id])
+			}
+		}
+	}()
 	waitCond(c.t, "members "+strings.Join(want, " "), func() bool {
 		m, err := cl.Members()
 		if err != nil {
+			last["members"] = err.Error()
 			return false
 		}
 		var got []string
@@ -170,16 +182,17 @@ func (c *composeCluster) waitMembers(ids ...string) {
 			got = append(got, s.ID)
 		}
 		slices.Sort(got)
+		last["members"] = strings.Join(got, " ")
 		if !slices.Equal(got, want) {
 			return false
 		}
+		ok := true
 		for _, id := range ids {
 			st, err := proccluster.Status(context.Background(), hostPorts[id])
-			if err != nil || !st.Ready || st.Servers != len(ids) {
-				return false
-			}
+			last[id] = fmt.Sprintf("%+v %v", st, err)
+			ok = ok && err == nil && st.Ready && st.Servers == len(ids)
 		}
-		return true
+		return ok
 	})
 }
 
