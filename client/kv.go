@@ -70,5 +70,10 @@ func (c *Client) KVCompareAndSet(ctx context.Context, key string, version uint64
 func (c *Client) callContext(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(ctx)
 	stop := context.AfterFunc(c.ctx, cancel)
+	if c.ctx.Err() != nil {
+		// AfterFunc cancels in a goroutine of its own: after Close, the
+		// call must not start before it runs.
+		cancel()
+	}
 	return ctx, func() { stop(); cancel() }
 }
