@@ -37,6 +37,7 @@ const (
 	TypeDeleteJob
 	TypeSetLimits
 	TypeKVCompareAndSet
+	TypeSetProtocol
 	numTypes
 )
 
@@ -55,6 +56,10 @@ const (
 //     cluster-wide command, or of *job (registerJob) for a command
 //     addressed to the job its header names, next to the state it
 //     changes.
+//
+// A type added after Protocol1 takes the level that added it, with
+// .from(ProtocolN) on its row: leaders propose it only once the cluster is
+// at that level.
 //
 // If its answer grants something for a time, also say in
 // dedupEntry.result how a retry is answered once the grant has run out.
@@ -83,6 +88,7 @@ var commands = [numTypes]cmdSpec{
 	TypeDeleteJob:        registerJob("DeleteJob", (*DeleteJob).validate, (*job).deleteJob, !creates),
 	TypeSetLimits:        register("SetLimits", (*SetLimits).validate, (*state).setLimits),
 	TypeKVCompareAndSet:  registerJob("KVCompareAndSet", (*KVCompareAndSet).validate, (*job).kvCompareAndSet, creates),
+	TypeSetProtocol:      register("SetProtocol", (*SetProtocol).validate, (*state).setProtocol),
 }
 
 // creates marks, in registerJob, a command that creates the job it
@@ -111,6 +117,16 @@ type cmdSpec struct {
 	creates bool
 	// jobScoped is set for the rows of registerJob.
 	jobScoped bool
+	// since is the protocol level from which a leader may propose the
+	// type (protocol.go); Protocol1 for the types older releases know.
+	since uint64
+}
+
+// from returns the row with the protocol level from which the type may be
+// proposed: a type added after Protocol1 takes the level that added it.
+func (spec cmdSpec) from(level uint64) cmdSpec {
+	spec.since = level
+	return spec
 }
 
 // register builds the row of cluster-wide command type *C. A nil validate
@@ -119,7 +135,7 @@ func register[C any, P interface {
 	*C
 	Command
 }](name string, validate func(P) error, apply func(*state, P) *Result) cmdSpec {
-	spec := cmdSpec{name: name, new: func() Command { return P(new(C)) }}
+	spec := cmdSpec{name: name, new: func() Command { return P(new(C)) }, since: Protocol1}
 	if validate != nil {
 		// The assertions cannot fail: the row is found by c.Type(), and
 		// TestCommandTable checks that every row's commands report its type.
@@ -453,6 +469,9 @@ func Decode(b []byte) (Command, error) {
 	c.decode(d)
 	if err := d.done(); err != nil {
 		return nil, invalidf("%v: %v", t, err)
+	}
+	if err := unsupportedLevel(c); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -69,6 +69,7 @@ func seedCommands() []Command {
 		&Join{Header: Header{Now: t0 + int64(time.Second), Job: "job-b"}, Group: "g", Member: memberID(2), NumPeers: 2, Data: []byte("c")},
 		&KVCompareAndSet{Header: Header{Now: t0 + int64(time.Second), Job: "job-b", Request: RequestID{Client: clientID(2), Seq: 1}},
 			Key: "rdzv", Version: 1, Value: []byte("next")},
+		&SetProtocol{Header: later, Level: Protocol},
 	}
 }
 

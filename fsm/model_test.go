@@ -30,7 +30,13 @@ type model struct {
 	ranOn   uint64 // the seq of the job the last command ran on
 	// kvVersion is the last version a register write was given.
 	kvVersion uint64
+	// protocol is the cluster's protocol level.
+	protocol uint64
 }
+
+// modelSince gives the protocol level from which each command type added
+// after Protocol1 may be applied.
+var modelSince = map[CmdType]uint64{}
 
 // modelJob is one job of the model. It embeds the model, as a job embeds
 // its cluster, so that its methods read the clock and the generations.
@@ -100,7 +106,7 @@ type modelSeen struct {
 }
 
 func newModel() *model {
-	return &model{nodes: map[string]Registration{}, jobs: map[string]*modelJob{}}
+	return &model{nodes: map[string]Registration{}, jobs: map[string]*modelJob{}, protocol: Protocol1}
 }
 
 func (m *model) newJob() *modelJob {
@@ -123,6 +129,9 @@ func (m *model) apply(b []byte) Result {
 		return ignoredResult
 	}
 	if err != nil || validate(c) != nil {
+		return invalidResult
+	}
+	if modelSince[c.Type()] > m.protocol {
 		return invalidResult
 	}
 	req := c.Hdr().Request
@@ -256,6 +265,12 @@ func (m *model) dispatch(c Command) Result {
 		return Result{}
 	case *SetLimits:
 		m.limits = c.Limits
+		return Result{}
+	case *SetProtocol:
+		if c.Level <= m.protocol {
+			return ignoredResult
+		}
+		m.protocol = c.Level
 		return Result{}
 	}
 	name := jobName(c.Hdr().Job)

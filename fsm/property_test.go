@@ -23,12 +23,12 @@ const propClients = 2
 var propKinds = []string{
 	"get", "finish", "tick", "get", "finish", "fail", "renew", "get", "tick",
 	"dataset", "part", "part", "commit", "save", "join", "join", "join", "leave",
-	"grace", "node", "create", "delete", "limits", "kv", "kv", "kv", "retry", "retry", "reuse", "garbage", "mutate",
+	"grace", "node", "create", "delete", "limits", "kv", "kv", "kv", "protocol", "retry", "retry", "reuse", "garbage", "mutate",
 }
 
 // propMutable is how many of propKinds, from the first, name a command
 // that "mutate" may damage.
-const propMutable = 26
+const propMutable = 27
 
 // propJobs are the jobs the generator addresses: "" and DefaultJob are the
 // same job.
@@ -232,6 +232,9 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		cur := g.f.KV(job, key).Version
 		version := rapid.SampledFrom([]uint64{cur, cur, cur, 0, max(cur, 1) - 1, cur + 1, 1 << 40}).Draw(t, "version")
 		return &KVCompareAndSet{Key: key, Version: version, Value: rapid.SliceOfN(rapid.Byte(), 0, 3).Draw(t, "value")}
+	case "protocol":
+		// Every level this build knows, and 0, which is refused.
+		return &SetProtocol{Level: rapid.Uint64Range(0, Protocol).Draw(t, "level")}
 	}
 	return &Tick{}
 }

@@ -12,6 +12,9 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 5 adds the cluster's protocol level after the register's
+// counter; a state writes it only once its level is Protocol2 or later
+// (snapshotVersionAt), and version 4 and older restore at Protocol1.
 // Version 4 added the register: its limits and version counter in the
 // cluster's part, and each job's keys after the job. Version 3 holds many
 // jobs: the cluster's part, then every job in name order. Version 3 is
@@ -21,7 +24,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 4
+	snapshotVersion = 5
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -90,7 +93,9 @@ func (sw *snapWriter) flush() {
 // encodeState writes the whole state in the versioned snapshot format:
 // the cluster's part, then every job in name order. Every map is written in
 // key order, so equal states give equal bytes.
-func encodeState(w io.Writer, s *state) error { return encodeStateVersion(w, s, snapshotVersion) }
+func encodeState(w io.Writer, s *state) error {
+	return encodeStateVersion(w, s, snapshotVersionAt(s.protocol))
+}
 
 // encodeStateVersion writes s in snapshot format version, 3 or later.
 // Version 3 has no register: its limits, its counter and its keys are
@@ -108,6 +113,9 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 	if version >= 4 {
 		s.limits.encodeKV(e)
 		e.uvarint(s.kvVersion)
+	}
+	if version >= 5 {
+		e.uvarint(s.protocol)
 	}
 
 	encodeNodes(e, s.nodes)
@@ -305,6 +313,12 @@ func decodeState(b []byte) (*state, error) {
 		if version >= 4 {
 			s.limits.decodeKV(d)
 			s.kvVersion = d.uvarint()
+		}
+		if version >= 5 {
+			s.protocol = d.uvarint()
+			if d.err == nil && (s.protocol < Protocol2 || s.protocol > Protocol) {
+				d.fail(fmt.Errorf("protocol level %d in a version %d snapshot; this replica knows %d to %d", s.protocol, version, Protocol2, Protocol))
+			}
 		}
 		decodeNodes(d, s)
 		decodeDedup(d, s, version)

@@ -32,6 +32,11 @@ type state struct {
 	// limits is the record SetLimits set, zero fields meaning defaults.
 	limits Limits
 
+	// protocol is the cluster's protocol level (protocol.go): which
+	// commands may be proposed, the semantics apply gives them and the
+	// snapshot version written. It only rises.
+	protocol uint64
+
 	// jobs holds every job by name; it is only ranged over through
 	// sortedKeys.
 	jobs map[string]*job
@@ -98,9 +103,10 @@ type job struct {
 
 func newState() *state {
 	return &state{
-		jobs:  make(map[string]*job),
-		nodes: make(map[string]Registration),
-		dedup: newDedupTable(),
+		protocol: Protocol1,
+		jobs:     make(map[string]*job),
+		nodes:    make(map[string]Registration),
+		dedup:    newDedupTable(),
 	}
 }
 
@@ -206,6 +212,9 @@ func (r *Result) rejected() bool { return r.Code == CodeInvalid || r.Code == Cod
 // leaves the state exactly as it was.
 func (s *state) apply(c Command) *Result {
 	if err := validate(c); err != nil {
+		return errResult(err)
+	}
+	if err := s.checkLevel(c); err != nil {
 		return errResult(err)
 	}
 	h := c.Hdr()

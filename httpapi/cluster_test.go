@@ -120,7 +120,7 @@ func TestClusterFanOut(t *testing.T) {
 	if r.status != http.StatusOK || len(c.Members) != 4 {
 		t.Fatalf("cluster: %d %s", r.status, r.body)
 	}
-	if m := c.Members[0]; m.State != "Leader" || m.Term != 1 || m.AppliedIndex != 1 || m.Error != "" {
+	if m := c.Members[0]; m.State != "Leader" || m.Term != 1 || m.AppliedIndex != e.local.FSM().AppliedIndex() || m.Error != "" {
 		t.Errorf("self %+v", m)
 	}
 	if m := c.Members[1]; m.State != "Leader" || m.Term != 1 || m.Error != "" {

@@ -30,6 +30,8 @@ func (s *Handler) status() rpc.StatusResponse {
 	st := s.b.Status()
 	st.FSM = StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob))
 	st.Version = version.String()
+	st.Protocol = fsm.Protocol
+	st.ClusterProtocol = s.b.FSM().Protocol()
 	return st
 }
 

@@ -69,7 +69,7 @@ func (s *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 		e = rpc.Errorf(rpc.CodeUnknownOutcome, "the write may or may not have applied; retry with the same request id: %v", err)
 		writeJSON(w, http.StatusServiceUnavailable, e)
 		return
-	case errors.Is(err, context.Canceled):
+	case errors.Is(err, context.Canceled), errors.Is(err, fsm.ErrUpgradePending):
 		e = rpc.Errorf(rpc.CodeUnavailable, "%v", err)
 	default:
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)

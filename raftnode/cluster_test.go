@@ -26,6 +26,8 @@ func testConfig(t *testing.T, id, dir string) Config {
 		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: time.Second,
 		LeaderLeaseTimeout: 500 * time.Millisecond, FailoverGrace: time.Second,
 		Logger: hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}}),
+		// Every node of a test cluster runs this build.
+		PeerLevel: func(context.Context, fsm.Registration) (uint64, error) { return fsm.Protocol, nil },
 	}
 }
 

@@ -103,6 +103,11 @@ type Config struct {
 	// cut links without sockets. The node closes it when it implements
 	// io.Closer.
 	Transport raft.Transport
+	// PeerLevel asks another server which protocol level its release
+	// applies; a leader raises the cluster's level once every server
+	// applies it. Without it the cluster stays at fsm.Protocol1 unless the
+	// configuration lists this node alone.
+	PeerLevel PeerLevel
 	// Clock is the node's time source; tests offset it.
 	Clock func() time.Time
 	// Logger receives all logs; nil discards them.

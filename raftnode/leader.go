@@ -3,6 +3,8 @@ package raftnode
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
@@ -68,6 +70,13 @@ func (n *Node) leaderLoop(ctx context.Context) {
 	}
 	n.leaderReady.Store(true)
 	n.log.Info("leader ready")
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		n.raiseProtocol(ctx)
+	}()
 	leader.Ticker{
 		FSM:     n.fsm,
 		Now:     n.now,
@@ -118,4 +127,73 @@ func (n *Node) takeOver(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// PeerLevel asks a server of the configuration for the highest protocol
+// level its build applies (fsm.Protocol of its release); an older
+// release, which does not say, applies fsm.Protocol1. The registration
+// is the server's entry of the node registry, with only its ID and Raft
+// address when it has not registered yet.
+type PeerLevel func(ctx context.Context, server fsm.Registration) (uint64, error)
+
+// protocolCheckInterval is how often a leader below this build's protocol
+// level asks the servers whether it can raise it.
+const protocolCheckInterval = 2 * time.Second
+
+// raiseProtocol proposes SetProtocol(fsm.Protocol) once every server of
+// the Raft configuration, voters and non-voters, applies that level, so
+// that the commands, semantics and snapshot version of the level reach no
+// replica that cannot read them. It runs while this node leads and the
+// cluster is below the level.
+func (n *Node) raiseProtocol(ctx context.Context) {
+	lastWhy := ""
+	for n.fsm.Protocol() < fsm.Protocol {
+		why := n.levelBlocker(ctx, fsm.Protocol)
+		if why == "" {
+			_, err := n.propose(ctx, &fsm.SetProtocol{Level: fsm.Protocol})
+			if err == nil {
+				n.log.Info("raised the cluster's protocol level: every server runs a release that knows it", "level", fsm.Protocol)
+				return
+			}
+			why = "proposing it: " + err.Error()
+		}
+		if why != lastWhy {
+			n.log.Info("not raising the cluster's protocol level yet", "level", fsm.Protocol, "at", n.fsm.Protocol(), "why", why)
+			lastWhy = why
+		}
+		if !leader.Sleep(ctx, protocolCheckInterval) {
+			return
+		}
+	}
+}
+
+// levelBlocker returns "" when every server of the configuration applies
+// level, or says which one does not, or could not be asked.
+func (n *Node) levelBlocker(ctx context.Context, level uint64) string {
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err.Error()
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == n.cfg.ID {
+			continue
+		}
+		if n.cfg.PeerLevel == nil {
+			return "no way to ask the other servers their level"
+		}
+		reg, ok := n.fsm.Registration(string(s.ID))
+		if !ok {
+			reg = fsm.Registration{ID: string(s.ID), RaftAddr: string(s.Address)}
+		}
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		got, err := n.cfg.PeerLevel(actx, reg)
+		cancel()
+		switch {
+		case err != nil:
+			return fmt.Sprintf("server %s did not say its level: %v", s.ID, err)
+		case got < level:
+			return fmt.Sprintf("server %s runs a release of level %d", s.ID, got)
+		}
+	}
+	return ""
 }

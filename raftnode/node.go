@@ -242,6 +242,9 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 	if !n.leaderReady.Load() {
 		return nil, ErrNotReady
 	}
+	if err := n.fsm.Allows(c); err != nil {
+		return nil, err
+	}
 	return n.propose(ctx, c)
 }
 

@@ -271,6 +271,14 @@ type StatusResponse struct {
 	FSM     Stats `json:"fsm"`
 	// Version is the build of the answering node.
 	Version string `json:"version"`
+	// Protocol is the highest protocol level the answering node's build
+	// applies; absent (0) from releases before protocol levels, which
+	// apply level 1.
+	Protocol uint64 `json:"protocol"`
+	// ClusterProtocol is the protocol level of the state as this node has
+	// applied it: a leader raises it once every server's Protocol reaches
+	// the next level.
+	ClusterProtocol uint64 `json:"cluster_protocol"`
 }
 
 // Member is one server of the Raft configuration, with what its own status
@@ -306,6 +314,10 @@ type AddVoterRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
+	// Protocol is the highest protocol level the joining node's build
+	// applies; absent (0) from releases before protocol levels. A cluster
+	// refuses a node below its own level.
+	Protocol uint64 `json:"protocol,omitempty"`
 }
 
 // RemoveRequest removes a server from the cluster.

@@ -25,9 +25,14 @@ type Local struct {
 	idx uint64
 }
 
-// NewLocal returns a Local backend with node id "local".
+// NewLocal returns a Local backend with node id "local", its state at
+// this build's protocol level, as a new cluster's is once its leader has
+// raised it.
 func NewLocal() *Local {
-	return &Local{ID: "local", Now: time.Now, fsm: fsm.New()}
+	l := &Local{ID: "local", Now: time.Now, fsm: fsm.New()}
+	l.idx++
+	l.fsm.ApplyEntry(l.idx, fsm.Encode(&fsm.SetProtocol{Level: fsm.Protocol})) // at FSM time 0: tests may set Now
+	return l
 }
 
 // NodeID implements httpapi.Backend.

@@ -227,6 +227,15 @@ func (m *Master) takeOver(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// One master applies and saves the state; a standby restores it from
+	// etcd when it takes over. So the level rises with the first master of
+	// a release, and a standby of an older release fails to read the state
+	// rather than apply it with the wrong semantics.
+	if m.fsm.Protocol() < fsm.Protocol {
+		if _, err := m.applyLocked(ctx, &fsm.SetProtocol{Level: fsm.Protocol}); err != nil {
+			return err
+		}
+	}
 	m.drainStepDown()
 	m.active.Store(true)
 	return nil
@@ -347,7 +356,7 @@ const StateHeadroom = 64 << 10
 // internalCommand reports whether c is one of the master's own commands.
 func internalCommand(c fsm.Command) bool {
 	switch c.(type) {
-	case *fsm.Tick, *fsm.LeaderGrace, *fsm.RegisterNode:
+	case *fsm.Tick, *fsm.LeaderGrace, *fsm.RegisterNode, *fsm.SetProtocol:
 		return true
 	}
 	return false

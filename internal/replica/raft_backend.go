@@ -99,6 +99,10 @@ func (b raftBackend) AddVoter(ctx context.Context, req rpc.AddVoterRequest) erro
 	if req.ID == "" || req.RaftAddr == "" || req.APIAddr == "" {
 		return fmt.Errorf("%w: join needs id, raft_addr and api_addr", fsm.ErrInvalid)
 	}
+	if level := b.node.FSM().Protocol(); max(req.Protocol, fsm.Protocol1) < level {
+		return fmt.Errorf("%w: node %s runs a release of protocol level %d, below the cluster's %d: upgrade it before it joins",
+			fsm.ErrInvalid, req.ID, max(req.Protocol, fsm.Protocol1), level)
+	}
 	return b.wireErr(b.node.AddVoter(ctx, req.ID, req.RaftAddr, req.APIAddr))
 }
 

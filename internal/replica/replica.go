@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
@@ -175,6 +176,14 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 	if cfg.TLS != nil {
 		rc.Node.PeerTLS = cfg.TLS
 	}
+	peers := newPeerAPI(cfg)
+	rc.Node.PeerLevel = func(ctx context.Context, server fsm.Registration) (uint64, error) {
+		if server.APIAddr == "" {
+			return 0, errors.New("it has not registered its API address yet")
+		}
+		st, err := fetchStatus(ctx, peers, server.APIAddr)
+		return max(st.Protocol, fsm.Protocol1), err
+	}
 	node, err := raftnode.New(rc.Node)
 	if err != nil {
 		ln.Close()
@@ -186,7 +195,6 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 		stopState: node.Shutdown, stopped: node.Halted(), why: node.HaltErr,
 	}
 	r.serve(cfg, raftBackend{node})
-	peers := newPeerAPI(cfg)
 	if rc.BootstrapExpect > 0 && node.Servers() == 0 {
 		r.wg.Add(1)
 		go func() {
@@ -265,7 +273,7 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // the node registry. The leader registers itself. It retries until the
 // registry holds this node's entry.
 func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, peers peerAPI) {
-	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr()}
+	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(), Protocol: fsm.Protocol}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
 		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {

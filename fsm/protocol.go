@@ -1,0 +1,120 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Protocol levels. A level names what every replica of a cluster must know
+// before a leader may use it: the command types it may propose, the
+// semantics apply gives the existing ones, and the snapshot version each
+// replica writes. The state holds the cluster's level, which only rises,
+// through SetProtocol; a leader proposes SetProtocol only once every server
+// of the Raft configuration runs a release that knows the level. So a
+// rolling upgrade never puts an entry or a snapshot before a replica that
+// cannot read it: until the last node is upgraded, the cluster keeps the
+// old level's commands, semantics and snapshot version, and an old replica
+// that meets SetProtocol (or anything after it) halts rather than diverge.
+const (
+	// Protocol1 is the state machine of every release before protocol
+	// levels: command types 1 to 18 and snapshot version 4. A state
+	// restored from a snapshot of version 4 or older is at this level.
+	Protocol1 uint64 = 1
+	// Protocol2 adds SetProtocol, registrations that carry each node's
+	// release and level, and snapshot version 5.
+	Protocol2 uint64 = 2
+
+	// Protocol is the highest level this build applies.
+	Protocol = Protocol2
+)
+
+// ErrUpgradePending means a command needs a protocol level the cluster has
+// not reached: some server of the Raft configuration runs an older release.
+// Nothing was proposed; the leader raises the level once every server is
+// upgraded, and the call can be retried then.
+var ErrUpgradePending = errors.New("the cluster is not upgraded yet")
+
+// SetProtocol raises the cluster's protocol level to Level. It is proposed
+// by a leader that found every server of the Raft configuration able to
+// apply Level; a Level at or below the current one is ignored. A replica
+// built for a lower level halts on it (Decode answers ErrUnsupported).
+type SetProtocol struct {
+	Header
+	Level uint64
+}
+
+func (*SetProtocol) Type() CmdType { return TypeSetProtocol }
+
+func (c *SetProtocol) encode(e *encoder) { e.uvarint(c.Level) }
+func (c *SetProtocol) decode(d *decoder) { c.Level = d.uvarint() }
+
+func (c *SetProtocol) validate() error {
+	if c.Level < Protocol1 {
+		return invalidf("protocol level %d: levels start at %d", c.Level, Protocol1)
+	}
+	return nil
+}
+
+// setProtocol raises the level; it never lowers it.
+func (s *state) setProtocol(c *SetProtocol) *Result {
+	if c.Level <= s.protocol {
+		return &Result{Ignored: true}
+	}
+	s.protocol = c.Level
+	return &Result{}
+}
+
+// atLeast reports whether the cluster's protocol level is at least p: the
+// semantics of level p are in effect.
+func (s *state) atLeast(p uint64) bool { return s.protocol >= p }
+
+// checkLevel refuses a command whose type needs a higher level than the
+// state's. The leader checks first (FSM.Allows), so only a command from a
+// misbehaving proposer meets this; it is refused on every replica alike.
+func (s *state) checkLevel(c Command) error {
+	if spec := lookup(c.Type()); spec != nil && spec.since > s.protocol {
+		return invalidf("%v needs protocol level %d; the cluster is at %d", c.Type(), spec.since, s.protocol)
+	}
+	return nil
+}
+
+// unsupportedLevel returns ErrUnsupported for a decoded command that needs
+// a level this build does not know.
+func unsupportedLevel(c Command) error {
+	if sp, ok := c.(*SetProtocol); ok && sp.Level > Protocol {
+		return fmt.Errorf("%w: protocol level %d, this replica knows 1 to %d", ErrUnsupported, sp.Level, Protocol)
+	}
+	return nil
+}
+
+// snapshotVersionAt is the snapshot version a state at protocol level p
+// writes: a replica of the previous release must be able to restore every
+// snapshot a leader may send it until the level rises.
+func snapshotVersionAt(p uint64) uint64 {
+	if p >= Protocol2 {
+		return 5
+	}
+	return 4
+}
+
+// Protocol returns the cluster's protocol level as this replica has
+// applied it.
+func (f *FSM) Protocol() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.protocol
+}
+
+// Allows returns nil when the cluster's level lets a leader propose c, and
+// an error wrapping ErrUpgradePending otherwise.
+func (f *FSM) Allows(c Command) error {
+	spec := lookup(c.Type())
+	if spec == nil {
+		return invalidf("unknown command type %v", c.Type())
+	}
+	if level := f.Protocol(); spec.since > level {
+		return fmt.Errorf("%w: %v needs protocol level %d, and the cluster is at %d until every node runs a release that knows it",
+			ErrUpgradePending, c.Type(), spec.since, level)
+	}
+	return nil
+}
