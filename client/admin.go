@@ -36,8 +36,15 @@ func (c *Client) Members() (rpc.ClusterResponse, error) {
 // AddNode adds node id as a voter, with its Raft and API addresses, or
 // refreshes its addresses when it is already a member.
 func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddVoter, write: true, noProbe: true,
-		body: rpc.AddVoterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
+	return c.AddServer(rpc.AddVoterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
+}
+
+// AddServer asks the cluster to add the server req describes, as a node
+// started with --join does: a new incarnation (a server id with one) is
+// added as a non-voter and promoted once it has caught up, so ask again
+// until its status says it is a voter.
+func (c *Client) AddServer(req rpc.AddVoterRequest) error {
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddVoter, write: true, noProbe: true, body: req})
 }
 
 // RemoveNode removes node id from the cluster.

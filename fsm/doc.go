@@ -53,6 +53,16 @@
 // the steps of adding a command. Type numbers are written in logs on disk:
 // types are only ever added at the end, never renumbered or reused.
 //
+// The state holds the cluster's protocol level (protocol.go), raised by
+// SetProtocol once the leader found every server of the Raft
+// configuration running a release that knows it. A command type added
+// after the first level is proposed only at its level (Allows; leaders
+// answer ErrUpgradePending below it, and apply refuses it on every replica
+// alike), the semantics a level gives existing commands apply only from
+// that level, and a state writes the snapshot version of its level. So a
+// rolling upgrade never shows a replica an entry or a snapshot it cannot
+// read, and replicas of two releases apply the same log to the same state.
+//
 // A type with IgnorableFlag set is skipped by a replica that does not know
 // it. An entry whose command version or (non-ignorable) type this replica
 // does not know, ErrUnsupported, was written by a newer version, as in a

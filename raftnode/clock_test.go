@@ -72,7 +72,7 @@ func TestSkewedLeaderDoesNotFreezeLeases(t *testing.T) {
 			})
 			c.leader()
 			// Node 0's clock is ahead; it leads while the lease is granted.
-			clocks[c.nodes[0].ID()].set(skew)
+			clocks[c.nodes[0].Name()].set(skew)
 			c.transferTo(0)
 			before := c.nodes[0].FSM().Clock()
 			m := leaseTest(c)
@@ -95,7 +95,7 @@ func TestLeaderClockJumpBack(t *testing.T) {
 	})
 	l := c.leader()
 	m := leaseTest(c)
-	clocks[l.ID()].set(-3 * time.Hour)
+	clocks[l.Name()].set(-3 * time.Hour)
 	c.waitExpired(m)
 }
 
@@ -122,9 +122,13 @@ func TestUnknownEntryHaltsEveryReplica(t *testing.T) {
 	hashes := map[string]string{}
 	waitFor(t, "replicas to agree", func() bool {
 		for _, n := range c.nodes {
+			if n.FSM().Protocol() != fsm.Protocol {
+				return false
+			}
 			hashes[n.ID()] = n.FSM().StateHash()
 		}
-		return hashes["n1"] == hashes["n2"] && hashes["n2"] == hashes["n3"]
+		h := func(i int) string { return hashes[c.nodes[i].ID()] }
+		return h(0) == h(1) && h(1) == h(2)
 	})
 	// A command type from a newer version, proposed as a newer leader would.
 	newer := append([]byte{1, 0x7e}, fsm.Encode(&fsm.Tick{})[2:]...)

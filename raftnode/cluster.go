@@ -13,6 +13,7 @@ import (
 // Member is one server of the Raft configuration with its registry entry.
 type Member struct {
 	ID       string
+	Name     string
 	RaftAddr string
 	APIAddr  string
 	Suffrage string
@@ -30,7 +31,7 @@ func (n *Node) Members() ([]Member, error) {
 	for _, s := range f.Configuration().Servers {
 		entry, _ := n.fsm.Registration(string(s.ID))
 		out = append(out, Member{
-			ID: string(s.ID), RaftAddr: string(s.Address), APIAddr: entry.APIAddr,
+			ID: string(s.ID), Name: NameOf(string(s.ID)), RaftAddr: string(s.Address), APIAddr: entry.APIAddr,
 			Suffrage: s.Suffrage.String(), Leader: s.ID == leaderID,
 		})
 	}
@@ -48,31 +49,98 @@ func (n *Node) Servers() int {
 	return len(f.Configuration().Servers)
 }
 
-// AddVoter adds a voter, or only refreshes its registry entry when it is
-// already a voter at that address. A server at the same address under
-// another id is removed first: it is a previous life of the same node.
-func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) error {
+// IsVoter reports whether this node is a voter of its latest
+// configuration: a node that joined as a new incarnation is not, until
+// the leader promotes it, and until then it votes for no one.
+func (n *Node) IsVoter() bool { return n.isVoter() }
+
+// CatchUpSlack is how many entries a non-voter may lag the leader's commit
+// index and still be promoted: about what is in flight under load.
+const CatchUpSlack = 256
+
+// AddVoter brings the server id, at raftAddr, with its API at apiAddr, one
+// step closer to being a voter of the cluster; lastIndex is the last index
+// of its log. The node asks again until it is a voter.
+//
+//   - Every other server of the same node name (a previous incarnation,
+//     whose volume was lost) or at the same Raft address leaves the
+//     configuration and the registry first.
+//   - A server id with an incarnation joins as a non-voter, and is
+//     promoted once its log is within CatchUpSlack of the commit index.
+//     Until the promotion it refuses to vote (voteGate), so a node that
+//     lost its data never counts towards a quorum.
+//   - A server id without one, a node of an earlier release, becomes a
+//     voter at once, as it did then.
+//
+// A voter already listed at that address only has its registry entry
+// refreshed.
+func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string, lastIndex uint64) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
+	}
+	if err := CheckNodeName(NameOf(id)); err != nil {
+		return fmt.Errorf("%w: server id %q: %v", fsm.ErrInvalid, id, err)
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return mapRaftError(err)
 	}
-	member := false
+	name := NameOf(id)
+	var self *raft.Server
 	for _, s := range f.Configuration().Servers {
 		switch {
-		case string(s.ID) == id && string(s.Address) == raftAddr && s.Suffrage == raft.Voter:
-			member = true
-		case string(s.ID) != id && string(s.Address) == raftAddr:
-			n.log.Info("removing stale server at the joining address", "id", s.ID, "addr", s.Address)
-			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-				return mapRaftError(err)
+		case string(s.ID) == id:
+			self = &s
+		case s.ID == raft.ServerID(n.id) && (NameOf(string(s.ID)) == name || string(s.Address) == raftAddr):
+			return fmt.Errorf("%w: server %s at %s is this leader: a node may not replace the leader; "+
+				"start the new node with another name or address", fsm.ErrInvalid, s.ID, s.Address)
+		case NameOf(string(s.ID)) == name:
+			n.log.Warn("removing the previous incarnation of a node that came back empty", "node", name, "old", s.ID, "new", id)
+			if err := n.removeServer(ctx, string(s.ID)); err != nil {
+				return err
+			}
+		case string(s.Address) == raftAddr:
+			n.log.Info("removing a stale server at the joining address", "id", s.ID, "addr", s.Address)
+			if err := n.removeServer(ctx, string(s.ID)); err != nil {
+				return err
 			}
 		}
 	}
-	if !member {
+	for _, reg := range n.fsm.Registrations() {
+		if reg.ID != id && NameOf(reg.ID) == name && !n.hasServer(reg.ID) {
+			if _, err := n.propose(ctx, &fsm.RemoveNode{ID: reg.ID}); err != nil {
+				return err
+			}
+		}
+	}
+	legacy := name == id
+	switch {
+	case self == nil && legacy:
 		n.log.Info("adding voter", "id", id, "raft_addr", raftAddr)
+		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return mapRaftError(err)
+		}
+	case self == nil:
+		n.log.Info("adding a new incarnation as a non-voter until it catches up", "id", id, "raft_addr", raftAddr)
+		if err := n.raft.AddNonvoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return mapRaftError(err)
+		}
+	case string(self.Address) != raftAddr:
+		n.log.Info("server moved to a new Raft address", "id", id, "from", self.Address, "to", raftAddr)
+		add := n.raft.AddNonvoter
+		if self.Suffrage == raft.Voter {
+			add = n.raft.AddVoter
+		}
+		if err := add(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return mapRaftError(err)
+		}
+	case self.Suffrage != raft.Voter:
+		commit := n.raft.CommitIndex()
+		if lastIndex+CatchUpSlack < commit {
+			n.log.Debug("non-voter catching up", "id", id, "last_index", lastIndex, "commit_index", commit)
+			break
+		}
+		n.log.Info("promoting a caught-up non-voter", "id", id, "last_index", lastIndex, "commit_index", commit)
 		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 			return mapRaftError(err)
 		}
@@ -84,14 +152,29 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string) error
 	return err
 }
 
-// RemoveServer removes id from the configuration and the registry. A
+// removeServer removes the server id from the configuration and the
+// registry.
+func (n *Node) removeServer(ctx context.Context, id string) error {
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return mapRaftError(err)
+	}
+	if _, ok := n.fsm.Registration(id); !ok {
+		return nil
+	}
+	_, err := n.propose(ctx, &fsm.RemoveNode{ID: id})
+	return err
+}
+
+// RemoveServer removes id, a server id or a node name, from the
+// configuration and the registry. A
 // leader asked to remove itself first hands leadership over and answers
 // ErrNotLeader, so the caller retries on the new leader.
 func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
-	if id == n.cfg.ID {
+	id = n.resolve(id)
+	if id == n.id {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			return mapRaftError(err)
 		}
@@ -109,6 +192,26 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	return err
 }
 
+// resolve returns the server id that idOrName names: the id itself, or
+// the server of the configuration whose node name it is.
+func (n *Node) resolve(idOrName string) string {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil || n.hasServer(idOrName) {
+		return idOrName
+	}
+	for _, s := range f.Configuration().Servers {
+		if NameOf(string(s.ID)) == idOrName {
+			return string(s.ID)
+		}
+	}
+	for _, reg := range n.fsm.Registrations() {
+		if NameOf(reg.ID) == idOrName {
+			return reg.ID
+		}
+	}
+	return idOrName
+}
+
 func (n *Node) hasServer(id string) bool {
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
@@ -122,8 +225,8 @@ func (n *Node) hasServer(id string) bool {
 	return false
 }
 
-// TransferLeadership hands leadership to id, or to the most up-to-date
-// follower when id is empty.
+// TransferLeadership hands leadership to id, a server id or a node name,
+// or to the most up-to-date follower when id is empty.
 func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
@@ -131,7 +234,8 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 	if id == "" {
 		return mapRaftError(n.raft.LeadershipTransfer().Error())
 	}
-	if id == n.cfg.ID {
+	id = n.resolve(id)
+	if id == n.id {
 		return nil // already the leader
 	}
 	f := n.raft.GetConfiguration()
@@ -191,7 +295,7 @@ func (n *Node) SetDataset(ctx context.Context, job string, req fsm.RequestID, pa
 	for i, c := range cmds[:last] {
 		// The local FSM is the leader's applied state: once it has a
 		// dataset, the rest of the parts could only be ignored.
-		if n.fsm.Stats(fsm.DefaultJob).HasDataset {
+		if n.fsm.Stats(job).HasDataset {
 			n.log.Info("dataset set by another upload; abandoning this one", "upload", upload, "parts_sent", i, "of", last)
 			break
 		}

@@ -62,7 +62,7 @@ func newTestClusterWith(t *testing.T, n int, configure func(*Config)) *testClust
 		cfg.RaftAddr = node.RaftAddr()
 		c.nodes = append(c.nodes, node)
 		c.cfgs = append(c.cfgs, cfg)
-		peers = append(peers, Peer{ID: cfg.ID, RaftAddr: node.RaftAddr()})
+		peers = append(peers, Peer{ID: node.ID(), RaftAddr: node.RaftAddr()})
 	}
 	for _, node := range c.nodes {
 		if err := node.Bootstrap(peers); err != nil {
@@ -79,6 +79,19 @@ func newTestClusterWith(t *testing.T, n int, configure func(*Config)) *testClust
 		}
 	})
 	return c
+}
+
+// join adds node to the cluster of leader as its registration loop does:
+// asking again until the node is a voter (a new incarnation is added as a
+// non-voter first, and promoted once it has caught up).
+func join(t *testing.T, leader, node *Node, apiAddr string) {
+	t.Helper()
+	waitFor(t, node.ID()+" to become a voter", func() bool {
+		if err := leader.AddVoter(context.Background(), node.ID(), node.RaftAddr(), apiAddr, node.Raft().LastIndex()); err != nil {
+			t.Fatalf("AddVoter: %v", err)
+		}
+		return node.IsVoter()
+	})
 }
 
 // waitFor polls cond until it holds or a generous deadline passes.
@@ -341,15 +354,13 @@ func TestMembershipChanges(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.nodes = append(c.nodes, n4)
-	if err := leader.AddVoter(ctx, "n4", n4.RaftAddr(), "api-n4"); err != nil {
-		t.Fatalf("AddVoter: %v", err)
-	}
+	join(t, leader, n4, "api-n4")
 	c.converged()
 	servers, err := leader.Members()
 	if err != nil || len(servers) != 4 {
 		t.Fatalf("servers %+v %v, want 4", servers, err)
 	}
-	if e, ok := n4.FSM().Registration("n4"); !ok || e.APIAddr != "api-n4" {
+	if e, ok := n4.FSM().Registration(n4.ID()); !ok || e.APIAddr != "api-n4" {
 		t.Fatalf("registry entry of n4: %+v %v", e, ok)
 	}
 

@@ -11,7 +11,8 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
-// Peer is a member of the static bootstrap configuration.
+// Peer is a member of a bootstrap configuration: in Config.Peers, a node
+// name and its Raft address; in Node.Bootstrap, a server id.
 type Peer struct {
 	ID       string
 	RaftAddr string
@@ -55,7 +56,8 @@ const (
 
 // Config configures a Node. Zero durations and sizes take the defaults.
 type Config struct {
-	// ID is the node's unique id in the cluster.
+	// ID is the node's name, unique in the cluster. Its Raft server id is
+	// the name and the incarnation of its data directory (identity.go).
 	ID string
 	// DataDir holds raft.db and the snapshots.
 	DataDir string
@@ -65,7 +67,9 @@ type Config struct {
 	RaftAdvertise string
 	// APIAddr is the HTTP API address registered in the node registry.
 	APIAddr string
-	// Peers, when set, is the bootstrap configuration. It must contain ID.
+	// Peers, when set, are the nodes of a static cluster, by name. A node
+	// with an empty data directory bootstraps them only when every peer
+	// answers with no state of a cluster (peers.go). It must contain ID.
 	Peers []Peer
 
 	// HeartbeatTimeout, ElectionTimeout and LeaderLeaseTimeout are Raft's
@@ -90,7 +94,7 @@ type Config struct {
 	SnapshotInterval  time.Duration // how often to check the threshold; default 30s
 	// MaxEntryBytes bounds a dataset part entry.
 	MaxEntryBytes int // default 256 KiB
-	// DialOverride maps server ids to the address this node dials instead
+	// DialOverride maps node names to the address this node dials instead
 	// of the configured one. Fault-injection tests route each link through
 	// its own proxy with it.
 	DialOverride map[string]string
@@ -115,8 +119,8 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() error {
-	if c.ID == "" {
-		return errors.New("raftnode: node id is empty")
+	if err := CheckNodeName(c.ID); err != nil {
+		return fmt.Errorf("raftnode: node id: %w", err)
 	}
 	if c.DataDir == "" {
 		return errors.New("raftnode: data dir is empty")

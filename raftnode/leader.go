@@ -104,7 +104,7 @@ func (n *Node) takeOver(ctx context.Context) bool {
 		{"take-over", func() error {
 			return leader.TakeOver{
 				FSM: n.fsm, Clock: &n.clock, Wall: n.cfg.Clock,
-				Self:  fsm.Registration{ID: n.cfg.ID, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr},
+				Self:  fsm.Registration{ID: n.id, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr},
 				Grace: n.cfg.FailoverGrace, Limits: n.cfg.Limits, Propose: n.propose,
 			}.Run(ctx)
 		}},
@@ -175,7 +175,7 @@ func (n *Node) levelBlocker(ctx context.Context, level uint64) string {
 		return err.Error()
 	}
 	for _, s := range f.Configuration().Servers {
-		if string(s.ID) == n.cfg.ID {
+		if string(s.ID) == n.id {
 			continue
 		}
 		if n.cfg.PeerLevel == nil {

@@ -37,13 +37,26 @@ var (
 
 // Node is one replica.
 type Node struct {
-	cfg    Config
+	cfg Config
+	// id is the node's Raft server id: its name and incarnation
+	// (identity.go), or its name alone for a data directory of an earlier
+	// release.
+	id     string
 	log    hclog.Logger
 	fsm    *fsm.FSM
 	raft   *raft.Raft
 	trans  raft.Transport
 	store  *raftboltdb.BoltStore
 	notify chan bool
+	// rp is raft once it runs, for the transport's goroutines, which may
+	// run before New returns.
+	rp atomic.Pointer[raft.Raft]
+	// joinVia holds API addresses of a cluster that a node with an empty
+	// data directory found through its --peers (peers.go).
+	joinVia atomic.Pointer[[]string]
+	// savedLevel is the protocol level stored in the data directory: the
+	// highest the state machine had reached (transportLevel).
+	savedLevel atomic.Uint64
 
 	leaderReady atomic.Bool
 	// clock stamps proposals while this node leads (see leader.Clock).
@@ -76,6 +89,23 @@ func New(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("raftnode: open log store (is another raftmaster using %s?): %w", cfg.DataDir, err)
 	}
+	lastIndex, err := n.store.LastIndex()
+	if err != nil {
+		n.store.Close()
+		return nil, fmt.Errorf("raftnode: read the log: %w", err)
+	}
+	ident, made, err := loadIdentity(n.store, cfg.ID, lastIndex > 0)
+	if err != nil {
+		n.store.Close()
+		return nil, err
+	}
+	n.id = ident.ServerID
+	if lvl, err := n.store.GetUint64(levelKey); err == nil {
+		n.savedLevel.Store(lvl)
+	}
+	if made {
+		n.log.Info("this data directory is a new incarnation of the node", "name", cfg.ID, "server_id", n.id)
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, n.log.Named("snapshot"))
 	if err != nil {
 		n.store.Close()
@@ -88,9 +118,10 @@ func New(cfg Config) (*Node, error) {
 		n.store.Close()
 		return nil, err
 	}
+	n.trans = newVoteGate(n.trans, n.isVoter, n.log.Named("transport"))
 
 	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.LocalID = raft.ServerID(n.id)
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
@@ -118,16 +149,55 @@ func New(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
-	if !hasState && len(cfg.Peers) > 0 {
-		if err := n.Bootstrap(cfg.Peers); err != nil {
-			n.Shutdown(context.Background())
-			return nil, err
-		}
-	}
-	n.wg.Add(2)
+	n.rp.Store(n.raft)
+	n.wg.Add(3)
 	go n.watchLeadership()
 	go n.watchHalt()
+	go n.saveLevel()
+	if !hasState && len(cfg.Peers) > 0 {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			n.foundFromPeers(cfg.Peers)
+		}()
+	}
 	return n, nil
+}
+
+// transportLevel is the protocol level the Raft transport goes by: the
+// state machine's, or the highest it had reached before the node last
+// stopped, when the log is not replayed that far yet. A restarted node
+// therefore keeps naming the server it dials, and refusing connections
+// that name none, from the moment it starts.
+func (n *Node) transportLevel() uint64 { return max(n.fsm.Protocol(), n.savedLevel.Load()) }
+
+// saveLevel stores the state machine's protocol level in the data
+// directory whenever it rises.
+func (n *Node) saveLevel() {
+	defer n.wg.Done()
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-t.C:
+		}
+		if lvl := n.fsm.Protocol(); lvl > n.savedLevel.Load() {
+			if err := n.store.SetUint64(levelKey, lvl); err != nil {
+				n.log.Warn("storing the protocol level", "error", err)
+				continue
+			}
+			n.savedLevel.Store(lvl)
+		}
+	}
+}
+
+// isVoter reports whether the latest configuration lists this node's
+// server id as a voter: only then may it vote or take leadership over.
+func (n *Node) isVoter() bool {
+	r := n.rp.Load()
+	return r != nil && hasVote(r.GetConfiguration().Configuration(), n.id)
 }
 
 // watchHalt stops Raft when the FSM halts on a log entry from a newer
@@ -156,9 +226,9 @@ func (n *Node) Halted() <-chan struct{} { return n.halted }
 // HaltErr returns why the node halted, or nil.
 func (n *Node) HaltErr() error { return n.fsm.HaltErr() }
 
-// Bootstrap sets the initial configuration to peers when the node has no
-// state. Every node of a new cluster bootstraps the same list; a node that
-// already has state ignores it.
+// Bootstrap sets the initial configuration to peers, whose ids are server
+// ids, when the node has no state. Every node of a new cluster bootstraps
+// the same list; a node that already has state ignores it.
 func (n *Node) Bootstrap(peers []Peer) error {
 	var servers []raft.Server
 	for _, p := range peers {
@@ -181,22 +251,14 @@ func (n *Node) closeStores() {
 	n.store.Close()
 }
 
-// dialOverride is a raft.ServerAddressProvider over a fixed map; ids not in
-// it fall back to their configured address.
-type dialOverride map[string]string
-
-func (d dialOverride) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
-	if a, ok := d[string(id)]; ok {
-		return raft.ServerAddress(a), nil
-	}
-	return "", fmt.Errorf("no dial override for %q", id)
-}
-
 // FSM returns the local replica of the state machine.
 func (n *Node) FSM() *fsm.FSM { return n.fsm }
 
-// ID returns the node id.
-func (n *Node) ID() string { return n.cfg.ID }
+// ID returns the node's Raft server id: its name and incarnation.
+func (n *Node) ID() string { return n.id }
+
+// Name returns the node's name, the same in every incarnation.
+func (n *Node) Name() string { return n.cfg.ID }
 
 // RaftAddr returns the advertised Raft address.
 func (n *Node) RaftAddr() string { return n.cfg.RaftAdvertise }
@@ -351,7 +413,7 @@ func (n *Node) otherVoters() int {
 	}
 	c := 0
 	for _, s := range f.Configuration().Servers {
-		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.id {
 			c++
 		}
 	}

@@ -91,7 +91,7 @@ func TestIsolatedLeaderIsReplaced(t *testing.T) {
 		t.Fatal("no task")
 	}
 	old := c.leader()
-	net.isolate(old.ID())
+	net.isolate(old.Name())
 
 	// The isolated leader's proposal cannot reach a quorum.
 	actx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -135,7 +135,7 @@ func TestNoQuorumNoProgress(t *testing.T) {
 	c.converged()
 	before := c.leader().FSM().StateHash()
 	for _, n := range c.nodes {
-		net.isolate(n.ID())
+		net.isolate(n.Name())
 	}
 	for _, n := range c.nodes {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -170,7 +170,7 @@ func TestLaggingFollowerCatchesUpBySnapshot(t *testing.T) {
 	c.setDataset(fsm.RequestID{}, params(time.Hour), dataset(300))
 	c.converged()
 	lagging := c.followers()[0]
-	net.isolate(lagging.ID())
+	net.isolate(lagging.Name())
 	leader := c.leader()
 	for range 200 {
 		r := c.apply(&fsm.GetTask{})

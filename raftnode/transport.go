@@ -7,32 +7,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
 )
-
-// tcpStream is raft's StreamLayer over TCP, advertising the configured
-// address as written. raft's own TCP transport resolves the advertised
-// name once, at start-up, and fails when it does not resolve: a pod whose
-// DNS record is not published yet would crash-loop, and the name would be
-// frozen to the address it had then. Here a name is only looked up when a
-// peer dials it, and Raft retries a dial that fails.
-type tcpStream struct {
-	ln        *net.TCPListener
-	advertise net.Addr
-}
 
 // advertisedAddr is an address kept as host:port text, name or IP.
 type advertisedAddr string
 
 func (a advertisedAddr) Network() string { return "tcp" }
 func (a advertisedAddr) String() string  { return string(a) }
-
-func (s *tcpStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	return net.DialTimeout("tcp", string(address), timeout)
-}
-
-func (s *tcpStream) Accept() (net.Conn, error) { return s.ln.Accept() }
-func (s *tcpStream) Close() error              { return s.ln.Close() }
-func (s *tcpStream) Addr() net.Addr            { return s.advertise }
 
 // CheckAdvertise refuses an address other nodes could not dial: not
 // host:port, no host, a port out of range, or an unspecified IP such as
@@ -73,14 +55,47 @@ func (n *Node) openTCPTransport() error {
 			return err
 		}
 	}
-	var stream raft.StreamLayer = &tcpStream{ln: l.(*net.TCPListener), advertise: advertise}
-	if n.cfg.PeerTLS != nil {
-		stream = newTLSStreamLayer(l, advertise, n.cfg.PeerTLS, n.log.Named("transport"))
-	}
-	tc := &raft.NetworkTransportConfig{Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: n.log.Named("transport")}
-	if len(n.cfg.DialOverride) > 0 {
-		tc.ServerAddressProvider = dialOverride(n.cfg.DialOverride)
+	stream := newPeerStream(l, advertise, n.cfg.PeerTLS, n, n.log.Named("transport"))
+	tc := &raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 4, Timeout: 10 * time.Second, Logger: n.log.Named("transport"),
+		ServerAddressProvider: dialTargets{n},
 	}
 	n.trans = raft.NewNetworkTransportWithConfig(tc)
 	return nil
+}
+
+// dialTargets is the transport's raft.ServerAddressProvider: it names the
+// server each dial means to reach, as host:port#id, so that the stream
+// layer sends the preamble that the peer checks against its own server id.
+// The address is the server's in the latest configuration, or the
+// DialOverride of its node name. For this node's own id, which raft only
+// encodes into its RPC headers, it is the plain advertised address. Below
+// protocol level 2 a server may run an earlier release, whose transport
+// would take the preamble for an unknown RPC: the address is then plain.
+type dialTargets struct{ n *Node }
+
+func (d dialTargets) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if string(id) == d.n.id {
+		return raft.ServerAddress(d.n.cfg.RaftAdvertise), nil
+	}
+	addr, ok := d.n.cfg.DialOverride[NameOf(string(id))]
+	if !ok {
+		r := d.n.rp.Load()
+		if r == nil {
+			return "", fmt.Errorf("raft is not running")
+		}
+		for _, s := range r.GetConfiguration().Configuration().Servers {
+			if s.ID == id {
+				addr, ok = string(s.Address), true
+				break
+			}
+		}
+	}
+	if !ok {
+		return "", fmt.Errorf("server %s is not in the configuration", id)
+	}
+	if d.n.transportLevel() < fsm.Protocol2 {
+		return raft.ServerAddress(addr), nil
+	}
+	return raft.ServerAddress(addr + targetSep + string(id)), nil
 }

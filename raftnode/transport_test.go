@@ -47,7 +47,7 @@ func TestAdvertisedNameNeedNotResolveAtStart(t *testing.T) {
 		t.Fatalf("members %+v, %v; want n1 at %s", members, err, name)
 	}
 	waitFor(t, "the leader to register itself", func() bool {
-		e, ok := n.FSM().Registration("n1")
+		e, ok := n.FSM().Registration(n.ID())
 		return ok && e.RaftAddr == name
 	})
 }
@@ -75,11 +75,9 @@ func TestPeersDialedByName(t *testing.T) {
 		t.Fatalf("a node started without peers lists %d servers, want 0", nodes[1].Servers())
 	}
 	waitFor(t, "n1 to lead", nodes[0].LeaderReady)
-	if err := nodes[0].AddVoter(context.Background(), "n2", addrs[1], "api-n2"); err != nil {
-		t.Fatal(err)
-	}
+	join(t, nodes[0], nodes[1], "api-n2")
 	waitFor(t, "n2 to receive the configuration and the registry", func() bool {
-		e, ok := nodes[1].FSM().Registration("n2")
+		e, ok := nodes[1].FSM().Registration(nodes[1].ID())
 		return nodes[1].Servers() == 2 && ok && e.RaftAddr == addrs[1]
 	})
 	members, err := nodes[1].Members()

@@ -252,7 +252,14 @@ type NodeRef struct {
 
 // StatusResponse describes the answering node and the state summary.
 type StatusResponse struct {
-	NodeID       string  `json:"node_id"`
+	// NodeID is the node's Raft server id: its name, then "~" and its
+	// incarnation, which changes when the node comes back with an empty
+	// data directory. A node whose data directory was made by a release
+	// before incarnations keeps its name as its id.
+	NodeID string `json:"node_id"`
+	// Name is the node's name (serve --node-id), the same in every
+	// incarnation.
+	Name         string  `json:"name,omitempty"`
 	RaftAddr     string  `json:"raft_addr"`
 	APIAddr      string  `json:"api_addr"`
 	State        string  `json:"state"`
@@ -263,6 +270,12 @@ type StatusResponse struct {
 	AppliedIndex uint64  `json:"applied_index"`
 	LastContact  string  `json:"last_contact"`
 	Ready        bool    `json:"ready"`
+	// Voter reports whether the node is a voter of its latest
+	// configuration; a new incarnation votes only once it is.
+	Voter bool `json:"voter"`
+	// Configuration is the node's latest Raft configuration, as it knows
+	// it (empty on the etcd backend).
+	Configuration []ConfigServer `json:"configuration,omitempty"`
 	// Servers is how many servers the node's Raft configuration lists: 0
 	// while it belongs to no cluster yet (a node with an empty data
 	// directory that has neither bootstrapped nor been added), and on the
@@ -281,10 +294,20 @@ type StatusResponse struct {
 	ClusterProtocol uint64 `json:"cluster_protocol"`
 }
 
+// ConfigServer is a server of a Raft configuration.
+type ConfigServer struct {
+	// ID is the server id (name~incarnation).
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	Voter    bool   `json:"voter"`
+}
+
 // Member is one server of the Raft configuration, with what its own status
 // endpoint reported (Error says why it could not be reached).
 type Member struct {
+	// ID is the server id (name~incarnation); Name the node's name.
 	ID           string `json:"id"`
+	Name         string `json:"name,omitempty"`
 	RaftAddr     string `json:"raft_addr"`
 	APIAddr      string `json:"api_addr"`
 	Suffrage     string `json:"suffrage"`
@@ -318,6 +341,10 @@ type AddVoterRequest struct {
 	// applies; absent (0) from releases before protocol levels. A cluster
 	// refuses a node below its own level.
 	Protocol uint64 `json:"protocol,omitempty"`
+	// LastIndex is the last index of the joining node's log: a new
+	// incarnation, which joins as a non-voter, is promoted once it is
+	// close to the leader's commit index.
+	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
 // RemoveRequest removes a server from the cluster.

@@ -47,6 +47,11 @@ func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 	if len(addrs) == 0 {
 		return nil, fmt.Errorf("--addr is empty")
 	}
+	return newClientAt(c, addrs, extra...)
+}
+
+// newClientAt is newClient for the nodes at addrs rather than --addr.
+func newClientAt(c *cli.Context, addrs []string, extra ...client.Option) (*client.Client, error) {
 	opts := []client.Option{client.WithAddrs(addrs...)}
 	if tok := c.String("token"); tok != "" {
 		opts = append(opts, client.WithToken(tok))

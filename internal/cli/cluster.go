@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/urfave/cli/v2"
 )
@@ -40,29 +41,46 @@ func clusterCommand() *cli.Command {
 			},
 			{
 				Name:  "join",
-				Usage: "add a started node as a voter",
+				Usage: "add a started node to the cluster",
 				UsageText: "raftmaster cluster join --addr 127.0.0.1:8001 --id n4 --raft-addr 127.0.0.1:7004 --api-addr 127.0.0.1:8004\n\n" +
 					"The node must be running (raftmaster serve without --peers). A node started with\n" +
-					"serve --join does this by itself.",
+					"serve --join does this by itself. A node with an empty data directory is a new\n" +
+					"incarnation: it is added as a non-voter, and becomes a voter by itself once it has\n" +
+					"caught up.",
 				Flags: []cli.Flag{addrFlag(), retryFlag(),
-					&cli.StringFlag{Name: "id", Usage: "id of the new node", Required: true},
+					&cli.StringFlag{Name: "id", Usage: "the new node's name, or its server id (NAME~INCARNATION, as its status says)", Required: true},
 					&cli.StringFlag{Name: "raft-addr", Usage: "its Raft address", Required: true},
 					&cli.StringFlag{Name: "api-addr", Usage: "its API address", Required: true},
 				},
 				Action: func(c *cli.Context) error {
+					// The node's own status gives its server id and level.
+					node, err := newClientAt(c, []string{c.String("api-addr")})
+					if err != nil {
+						return err
+					}
+					st, err := node.StatusStale()
+					node.Close()
+					if err != nil {
+						return fmt.Errorf("asking the node at %s for its server id: %w", c.String("api-addr"), err)
+					}
+					if id := c.String("id"); st.NodeID != id && st.Name != id && (st.Name != "" || raftnode.NameOf(st.NodeID) != id) {
+						return fmt.Errorf("the node at %s is %s, not %q", c.String("api-addr"), st.NodeID, id)
+					}
+					req := rpc.AddVoterRequest{ID: st.NodeID, RaftAddr: c.String("raft-addr"), APIAddr: c.String("api-addr"),
+						Protocol: st.Protocol, LastIndex: st.LastIndex}
 					return withClient(c, func(cl *client.Client) error {
-						if err := cl.AddNode(c.String("id"), c.String("raft-addr"), c.String("api-addr")); err != nil {
+						if err := cl.AddServer(req); err != nil {
 							return err
 						}
-						fmt.Fprintf(c.App.Writer, "added %s (raft %s, api %s)\n", c.String("id"), c.String("raft-addr"), c.String("api-addr"))
+						fmt.Fprintf(c.App.Writer, "added %s (raft %s, api %s)\n", req.ID, req.RaftAddr, req.APIAddr)
 						return nil
 					})
 				},
 			},
 			{
 				Name:      "remove",
-				Usage:     "remove a node from the cluster",
-				UsageText: "raftmaster cluster remove --addr 127.0.0.1:8001 NODE-ID",
+				Usage:     "remove a node from the cluster, by its name or its server id (NAME~INCARNATION)",
+				UsageText: "raftmaster cluster remove --addr 127.0.0.1:8001 NODE",
 				Flags:     []cli.Flag{addrFlag(), retryFlag()},
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
@@ -84,9 +102,9 @@ func clusterCommand() *cli.Command {
 			{
 				Name:      "transfer",
 				Usage:     "hand leadership to another node",
-				UsageText: "raftmaster cluster transfer --addr 127.0.0.1:8001 [--to NODE-ID]",
+				UsageText: "raftmaster cluster transfer --addr 127.0.0.1:8001 [--to NODE]",
 				Flags: []cli.Flag{addrFlag(), retryFlag(),
-					&cli.StringFlag{Name: "to", Usage: "the node to lead (default: the most up-to-date follower)"}},
+					&cli.StringFlag{Name: "to", Usage: "the node to lead, by name or server id (default: the most up-to-date follower)"}},
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(cl *client.Client) error {
 						if err := cl.TransferLeadership(c.String("to")); err != nil {
@@ -95,7 +113,7 @@ func clusterCommand() *cli.Command {
 						deadline := time.Now().Add(c.Duration("retry"))
 						for {
 							st, err := cl.Status()
-							if err == nil && st.Leader.ID != "" && (c.String("to") == "" || st.Leader.ID == c.String("to")) {
+							if err == nil && st.Leader.ID != "" && (c.String("to") == "" || st.Leader.ID == c.String("to") || raftnode.NameOf(st.Leader.ID) == c.String("to")) {
 								fmt.Fprintf(c.App.Writer, "leader is now %s (%s)\n", st.Leader.ID, st.Leader.APIAddr)
 								return nil
 							}

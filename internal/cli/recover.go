@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/urfave/cli/v2"
@@ -22,7 +23,7 @@ func recoverCommand() *cli.Command {
 			"nodes afterwards with raftmaster cluster join or serve --join.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Usage: "the stopped node's data directory", Required: true},
-			&cli.StringFlag{Name: "peers", Usage: "the new configuration, id=raftaddr,... (the survivors)", Required: true},
+			&cli.StringFlag{Name: "peers", Usage: "the new configuration, name=raftaddr,... (the survivors; a name or a server id as cluster members shows it)", Required: true},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "warn"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON"},
 		},
@@ -31,10 +32,17 @@ func recoverCommand() *cli.Command {
 			if err != nil {
 				return fmt.Errorf("--peers: %w", err)
 			}
-			if err := raftnode.Recover(c.String("data-dir"), peers, newLogger(c, "recover")); err != nil {
+			rec, err := raftnode.Recover(c.String("data-dir"), peers, newLogger(c, "recover"))
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(c.App.Writer, "recovered %s: its cluster is now %s; start the node with its usual flags\n", c.String("data-dir"), c.String("peers"))
+			ids := make([]string, len(rec.Peers))
+			for i, p := range rec.Peers {
+				ids[i] = p.ID + "=" + p.RaftAddr
+			}
+			fmt.Fprintf(c.App.Writer, "recovered %s (server %s): its cluster is now %s\n", c.String("data-dir"), rec.ServerID, strings.Join(ids, ","))
+			fmt.Fprintf(c.App.Writer, "kept every entry this node holds, up to index %d (term %d); an entry that only the lost nodes held, "+
+				"acknowledged or not, is lost.\nStart the node with its usual flags.\n", rec.LastIndex, rec.LastTerm)
 			return nil
 		},
 	}

@@ -39,19 +39,24 @@ func servers(p *proccluster.Proc) int {
 	return st.Servers
 }
 
-// memberIDs lists the cluster's members as the leader knows them.
-func memberIDs(t *testing.T, cl *client.Client) []string {
+// memberNames lists the node names of the cluster's members, sorted, as
+// the leader knows them, and how many of them are voters.
+func memberNames(t *testing.T, cl *client.Client) ([]string, int) {
 	t.Helper()
 	m, err := cl.Members()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []string
+	var names []string
+	voters := 0
 	for _, s := range m.Members {
-		ids = append(ids, s.ID)
+		names = append(names, s.Name)
+		if s.Suffrage == "Voter" {
+			voters++
+		}
 	}
-	slices.Sort(ids)
-	return ids
+	slices.Sort(names)
+	return names, voters
 }
 
 // TestBootstrapExpectWaitsForEveryFounder starts the founding members of
@@ -79,15 +84,15 @@ func TestBootstrapExpectWaitsForEveryFounder(t *testing.T) {
 	c.Launch(n3)
 	leader := c.Leader()
 	cl := newClient(t, client.WithAddrs(n1.APIAddr, n2.APIAddr, n3.APIAddr))
-	if ids := memberIDs(t, cl); !slices.Equal(ids, []string{"n1", "n2", "n3"}) {
-		t.Fatalf("members %v, want n1 n2 n3", ids)
+	if names, voters := memberNames(t, cl); !slices.Equal(names, []string{"n1", "n2", "n3"}) || voters != 3 {
+		t.Fatalf("members %v (%d voters), want voters n1 n2 n3", names, voters)
 	}
 	t.Logf("leader %s", leader.ID)
 
 	c.Launch(n4)
 	c.WaitFor("n4 to join as the fourth voter", time.Minute, func() bool {
-		m, err := cl.Members()
-		return err == nil && len(m.Members) == 4 && servers(n4) == 4
+		_, voters := memberNames(t, cl)
+		return voters == 4 && servers(n4) == 4
 	})
 	if logCount(t, n4, logBootstrapping) != 0 || logCount(t, n4, logJoining) != 1 {
 		t.Fatalf("n4, no founder, did not simply join; its log:\n%s", tail(t, n4))
@@ -97,11 +102,16 @@ func TestBootstrapExpectWaitsForEveryFounder(t *testing.T) {
 
 // TestWipedVolumesNeverBootstrapARivalCluster loses the data directories
 // of two of three nodes at once while trainers read, with the third node
-// (the survivor, whose log holds every committed entry) stopped too. The
-// wiped nodes start first: every founder answers, but one is missing, so
-// they wait rather than elect each other. Once the survivor is back they
-// join its cluster, it leads, and every pass completes with every record
-// exactly once: nothing the survivor held was truncated.
+// (the survivor) stopped too. The wiped nodes start first: every founder
+// answers, but one is missing, so they wait rather than elect each other.
+// Once the survivor is back, it still cannot lead: the wiped nodes are new
+// incarnations, which no configuration lists as voters, and the survivor
+// alone may lack entries the lost volumes acknowledged. The cluster stays
+// unavailable rather than serve a history that may be truncated, until
+// the operator accepts that loss: `raftmaster recover` on the survivor.
+// It then leads alone, the wiped nodes join as new incarnations, and
+// every pass completes with every record exactly once: nothing the
+// survivor held was truncated.
 func TestWipedVolumesNeverBootstrapARivalCluster(t *testing.T) {
 	c := proccluster.Start(t, proccluster.Options{BootstrapExpect: 3, Args: []string{"--chunks-per-task", "1", "--failover-grace", "2s"}})
 	c.WaitReady()
@@ -113,7 +123,7 @@ func TestWipedVolumesNeverBootstrapARivalCluster(t *testing.T) {
 	}
 	const passes = 3
 	var log passLog
-	wait := startTrainers(t, 3, passes, &log, at, client.WithBuffer(4), client.WithRetry(3*time.Minute))
+	wait := startTrainers(t, 3, passes, &log, at, client.WithBuffer(4), client.WithRetry(5*time.Minute))
 	c.WaitFor("pass 0 to be under way", time.Minute, func() bool { return log.delivered(0) >= 30 })
 
 	before, err := proccluster.Status(context.Background(), survivor.APIAddr)
@@ -141,6 +151,25 @@ func TestWipedVolumesNeverBootstrapARivalCluster(t *testing.T) {
 		}
 	}
 
+	campaigns := logCount(t, survivor, logCampaign)
+	c.Restart(survivor)
+	c.WaitFor("the survivor to lose three elections", 2*time.Minute, func() bool {
+		for _, p := range c.Procs {
+			if st, err := proccluster.Status(context.Background(), p.APIAddr); err == nil && st.State == "Leader" {
+				t.Fatalf("%s leads with two of three volumes lost", p.ID)
+			}
+		}
+		return logCount(t, survivor, logCampaign) >= campaigns+3
+	})
+
+	c.Term(survivor)
+	out, err := cli(t, c, "recover", "--data-dir", survivor.DataDir, "--peers", survivor.ID+"="+survivor.RaftAdv)
+	if err != nil {
+		t.Fatalf("recover: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "is lost") {
+		t.Fatalf("recover does not say what may be lost:\n%s", out)
+	}
 	c.Restart(survivor)
 	wait()
 	checkPasses(t, &log, passes, 150, false)
@@ -153,9 +182,10 @@ func TestWipedVolumesNeverBootstrapARivalCluster(t *testing.T) {
 		}
 	}
 	cl := newClient(t, at)
-	if ids := memberIDs(t, cl); !slices.Equal(ids, []string{"n1", "n2", "n3"}) {
-		t.Fatalf("members %v, want n1 n2 n3", ids)
-	}
+	c.WaitFor("the wiped nodes to become voters", time.Minute, func() bool {
+		names, voters := memberNames(t, cl)
+		return slices.Equal(names, []string{"n1", "n2", "n3"}) && voters == 3
+	})
 	c.Converged(time.Minute)
 	after, err := proccluster.Status(context.Background(), survivor.APIAddr)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/raftnode"
 )
 
 // TestRecoverFromALostMajority loses two of three nodes for good while
@@ -56,7 +57,7 @@ func TestRecoverFromALostMajority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Leader.ID != survivor.ID || st.FSM.Pass < passes-1 {
+	if raftnode.NameOf(st.Leader.ID) != survivor.ID || st.FSM.Pass < passes-1 {
 		t.Fatalf("after recovery: leader %s at pass %d, want %s at pass >= %d", st.Leader.ID, st.FSM.Pass, survivor.ID, passes-1)
 	}
 	members, err := newClient(t, client.WithAddrs(survivor.APIAddr)).Members()

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -223,7 +224,7 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatal("the rogue node joined")
 	}
 	// An operator adds it by hand; Raft still refuses it, both ways.
-	if err := cl2.AddNode("rogue", r.RaftAdv, r.APIAddr); err != nil {
+	if err := cl2.AddServer(rpc.AddVoterRequest{ID: "rogue", RaftAddr: r.RaftAdv, APIAddr: r.APIAddr, Protocol: fsm.Protocol}); err != nil {
 		t.Fatal(err)
 	}
 	if !isMember() {

@@ -372,8 +372,10 @@ func (c *Cluster) currentLeader() *Proc {
 }
 
 // WaitReady waits until every running node is ready, one of them leads,
-// and the leader's node registry holds every running node, so that no
-// registration is still to be applied when a test compares states.
+// the leader's node registry holds every running node, and every node has
+// applied the cluster's protocol level of its build, so that no
+// registration or level is still to be applied when a test compares
+// states.
 func (c *Cluster) WaitReady() {
 	c.t.Helper()
 	c.WaitFor("every node ready and registered", 60*time.Second, func() bool {
@@ -388,6 +390,9 @@ func (c *Cluster) WaitReady() {
 			}
 			if st.RaftAddr == "" {
 				etcd = true // masters of the etcd backend keep no registry
+			}
+			if st.RaftAddr != "" && st.ClusterProtocol < st.Protocol {
+				return false // the leader raises the level once every node answers
 			}
 			running++
 			if st.State == "Leader" {

@@ -48,6 +48,9 @@ func hasClusterState(st rpc.StatusResponse) bool {
 type founding struct {
 	// Peers, when set, is the configuration to bootstrap.
 	Peers []raftnode.Peer
+	// Late reports that another founder bootstrapped Peers, listing this
+	// node, before this node's probes saw every founder empty.
+	Late bool
 	// Member, when set, is the address of a node that reported state of
 	// a cluster: never bootstrap.
 	Member probe
@@ -61,6 +64,13 @@ type founding struct {
 func decideFounding(self string, expect int, probes []probe) founding {
 	for _, p := range probes {
 		if p.Err == nil && hasClusterState(p.Status) {
+			conf := make([]raftnode.ConfigServer, len(p.Status.Configuration))
+			for i, s := range p.Status.Configuration {
+				conf[i] = raftnode.ConfigServer{ID: s.ID, RaftAddr: s.RaftAddr, Voter: s.Voter}
+			}
+			if peers, ok := raftnode.FoundersListing(self, conf); ok {
+				return founding{Peers: peers, Late: true}
+			}
 			return founding{Member: p}
 		}
 	}
@@ -114,7 +124,11 @@ func found(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []st
 			for i, p := range d.Peers {
 				founders[i] = p.ID + "=" + p.RaftAddr
 			}
-			log.Info("bootstrapping: every founding member answered and none has state", "founders", strings.Join(founders, ","))
+			if d.Late {
+				log.Info("bootstrapping: another founding member bootstrapped this node's cluster first", "founders", strings.Join(founders, ","))
+			} else {
+				log.Info("bootstrapping: every founding member answered and none has state", "founders", strings.Join(founders, ","))
+			}
 			if err := node.Bootstrap(d.Peers); err != nil {
 				log.Error("bootstrap failed", "error", err)
 			}

@@ -22,6 +22,14 @@ func member(addr, id string, servers int, term, last uint64) probe {
 	return p
 }
 
+// listing gives p's node the configuration of peers, all voters.
+func listing(p probe, peers []raftnode.Peer) probe {
+	for _, s := range peers {
+		p.Status.Configuration = append(p.Status.Configuration, rpc.ConfigServer{ID: s.ID, RaftAddr: s.RaftAddr, Voter: true})
+	}
+	return p
+}
+
 func unreachable(addr string) probe {
 	return probe{Addr: addr, Err: errors.New("dial tcp: lookup " + addr + ": no such host")}
 }
@@ -52,8 +60,10 @@ func TestDecideFounding(t *testing.T) {
 			probes: []probe{empty("a1", "n1"), empty("a2", "n2"), member("a3", "n3", 3, 7, 120)}, member: "a3"},
 		{name: "a survivor with only a term (it voted)", self: "n1",
 			probes: []probe{empty("a1", "n1"), empty("a2", "n2"), member("a3", "n3", 0, 2, 0)}, member: "a3"},
-		{name: "a founder bootstrapped a moment ago", self: "n3",
+		{name: "a founder bootstrapped a moment ago, without this node", self: "n3",
 			probes: []probe{member("a1", "n1", 3, 1, 1), empty("a2", "n2"), empty("a3", "n3")}, member: "a1"},
+		{name: "a founder bootstrapped a moment ago, listing this node as a voter: the same configuration", self: "n3",
+			probes: []probe{listing(member("a1", "n1", 3, 1, 1), founders), empty("a2", "n2"), empty("a3", "n3")}, peers: founders},
 		{name: "a node beyond the founders holds the cluster", self: "n1",
 			probes: []probe{empty("a1", "n1"), empty("a2", "n2"), empty("a3", "n3"), member("a4", "n4", 5, 9, 400)}, member: "a4"},
 		{name: "not a founder", self: "n4",

@@ -36,6 +36,8 @@ func (b raftBackend) wireErr(err error) error {
 		return fmt.Errorf("%w: %v", httpapi.ErrNotReady, err)
 	case errors.Is(err, raftnode.ErrUnknownServer):
 		return rpc.Errorf(rpc.CodeNotFound, "%v", err)
+	case errors.Is(err, fsm.ErrInvalid):
+		return rpc.Errorf(rpc.CodeInvalid, "%v", err)
 	}
 	return err
 }
@@ -65,11 +67,16 @@ func (b raftBackend) Leader() (rpc.NodeRef, bool) {
 func (b raftBackend) Status() rpc.StatusResponse {
 	st := b.node.Status()
 	leader, _ := b.Leader()
+	var conf []rpc.ConfigServer
+	for _, s := range b.node.Configuration() {
+		conf = append(conf, rpc.ConfigServer{ID: s.ID, RaftAddr: s.RaftAddr, Voter: s.Voter})
+	}
 	return rpc.StatusResponse{
-		NodeID: b.node.ID(), RaftAddr: b.node.RaftAddr(), APIAddr: b.node.APIAddr(),
+		Configuration: conf,
+		NodeID:        b.node.ID(), Name: b.node.Name(), Voter: b.node.IsVoter(), RaftAddr: b.node.RaftAddr(), APIAddr: b.node.APIAddr(),
 		State: st.State, Leader: leader, Term: st.Term,
 		LastIndex: st.LastIndex, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
-		LastContact: formatContact(st.LastContact), Ready: b.node.Ready(), Servers: b.node.Servers(),
+		LastContact: formatContact(st.LastContact), Ready: b.node.Ready(), Servers: len(conf),
 	}
 }
 
@@ -90,7 +97,7 @@ func (b raftBackend) Members(context.Context) ([]rpc.Member, error) {
 	}
 	out := make([]rpc.Member, 0, len(servers))
 	for _, s := range servers {
-		out = append(out, rpc.Member{ID: s.ID, RaftAddr: s.RaftAddr, APIAddr: s.APIAddr, Suffrage: s.Suffrage, Leader: s.Leader})
+		out = append(out, rpc.Member{ID: s.ID, Name: s.Name, RaftAddr: s.RaftAddr, APIAddr: s.APIAddr, Suffrage: s.Suffrage, Leader: s.Leader})
 	}
 	return out, nil
 }
@@ -100,10 +107,10 @@ func (b raftBackend) AddVoter(ctx context.Context, req rpc.AddVoterRequest) erro
 		return fmt.Errorf("%w: join needs id, raft_addr and api_addr", fsm.ErrInvalid)
 	}
 	if level := b.node.FSM().Protocol(); max(req.Protocol, fsm.Protocol1) < level {
-		return fmt.Errorf("%w: node %s runs a release of protocol level %d, below the cluster's %d: upgrade it before it joins",
-			fsm.ErrInvalid, req.ID, max(req.Protocol, fsm.Protocol1), level)
+		return rpc.Errorf(rpc.CodeInvalid, "node %s runs a release of protocol level %d, below the cluster's %d: upgrade it before it joins",
+			req.ID, max(req.Protocol, fsm.Protocol1), level)
 	}
-	return b.wireErr(b.node.AddVoter(ctx, req.ID, req.RaftAddr, req.APIAddr))
+	return b.wireErr(b.node.AddVoter(ctx, req.ID, req.RaftAddr, req.APIAddr, req.LastIndex))
 }
 
 func (b raftBackend) Remove(ctx context.Context, id string) error {

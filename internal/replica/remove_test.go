@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -39,12 +40,12 @@ func startSingle(t *testing.T) *Replica {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, registered := s.Node().FSM().Registration("n1")
-		if s.Node().LeaderReady() && registered {
+		_, registered := s.Node().FSM().Registration(s.Node().ID())
+		if s.Node().LeaderReady() && registered && s.Node().FSM().Protocol() == fsm.Protocol {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("timed out waiting for the node to lead and register")
+			t.Fatal("timed out waiting for the node to lead, register and raise the protocol level")
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -95,7 +96,7 @@ func TestUnknownMemberIsNotFound(t *testing.T) {
 		}
 	}
 	servers, err := s.Node().Members()
-	if err != nil || len(servers) != 1 || servers[0].ID != "n1" || !servers[0].Leader {
+	if err != nil || len(servers) != 1 || servers[0].Name != "n1" || !servers[0].Leader {
 		t.Fatalf("servers %+v, %v; want n1 alone, leading", servers, err)
 	}
 	if f.StateHash() != hash || f.AppliedIndex() != applied {

@@ -267,16 +267,21 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// register makes sure the cluster knows this node: with Join addresses it
-// asks the cluster to add it as a voter; otherwise, as a follower of a
-// bootstrapped cluster, it asks the leader to record its API address in
-// the node registry. The leader registers itself. It retries until the
-// registry holds this node's entry.
+// register makes sure the cluster knows this node and counts it as a
+// voter: with Join addresses, or the addresses its --peers gave, it asks
+// the cluster to add it; otherwise, as a follower of a bootstrapped
+// cluster, it asks the leader to record its API address in the node
+// registry. A new incarnation of a node (one that came back with an empty
+// data directory) is added as a non-voter and promoted once it has caught
+// up, so it asks again until it is a voter. The leader registers itself.
 func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, peers peerAPI) {
-	self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(), Protocol: fsm.Protocol}
 	backoff := 200 * time.Millisecond
 	for attempt := 0; ; attempt++ {
-		if cur, ok := node.FSM().Registration(self.ID); ok && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr {
+		self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(),
+			Protocol: fsm.Protocol, LastIndex: node.Raft().LastIndex()}
+		cur, registered := node.FSM().Registration(self.ID)
+		registered = registered && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr
+		if registered && node.IsVoter() {
 			log.Info("node registered", "id", self.ID)
 			return
 		}
@@ -287,6 +292,8 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 			targets = []string{leader.APIAddr}
 		} else if len(join) > 0 {
 			targets = join
+		} else {
+			targets = node.JoinVia()
 		}
 		for _, addr := range targets {
 			err := postJoin(ctx, peers, addr, self)
