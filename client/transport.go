@@ -420,6 +420,13 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 				resp.Body.Close()
 				return &attemptError{err: errAnswerTimeout, retry: true}
 			}
+			if ctx.Err() != nil {
+				// Abandoned for a new leader just as the answer came:
+				// nothing was written yet, so it may be asked again.
+				resp.Body.Close()
+				cause := context.Cause(ctx)
+				return &attemptError{err: cause, retry: true, moved: errors.Is(cause, errLeaderMoved)}
+			}
 			defer resp.Body.Close()
 			if err := cl.stream(resp); err != nil {
 				return &attemptError{err: err}
