@@ -9,7 +9,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test python-test lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-heavy python-test lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -31,6 +31,9 @@ test: ## run every test with the race detector, the Helm chart's checks included
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) python-test
 
+test-heavy: ## the heavy tier (build tag heavy): a 3-node cluster filled with over 500 MiB of state, backed up and restored through the CLI (a few minutes)
+	$(GO) test -tags heavy -count=1 -timeout $(TEST_TIMEOUT) -run '^TestHeavy' -v ./internal/integration/
+
 # The interpreter of the Python tests: Debian's, which python3-torch,
 # python3-snappy and python3-pytest install into.
 PYTHON ?= /usr/bin/python3
@@ -41,6 +44,7 @@ python-test: build ## build bin/raftmaster and run the Python package's tests (p
 lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
+	$(GO) vet -tags heavy ./internal/integration/
 	$(GO) run $(STATICCHECK) ./...
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/

@@ -115,11 +115,3 @@ func (c *Client) DeleteJob(name string) error {
 	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.JobRoute(rpc.PathJobDelete, url.PathEscape(name)), write: true,
 		body: rpc.JobRequest{}})
 }
-
-// Backup takes an online, consistent copy of the whole state from the
-// leader: every write acknowledged before the call is in it.
-func (c *Client) Backup() (rpc.BackupResponse, error) {
-	var resp rpc.BackupResponse
-	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathBackup, out: &resp})
-	return resp, err
-}

@@ -41,6 +41,7 @@ type Client struct {
 	token          string // WithToken
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
+	attemptTimeout time.Duration // of an attempt whose call sets none; 0 means defaultAttemptTimeout
 
 	id     uuid.UUID
 	lanes  lanes  // request ids of writes

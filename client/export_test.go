@@ -10,3 +10,12 @@ func WithPassWait(lo, hi time.Duration) Option {
 		return nil
 	}
 }
+
+// WithAttemptTimeout sets the timeout of the attempts of calls that set
+// none themselves, so that tests can outlast it quickly.
+func WithAttemptTimeout(d time.Duration) Option {
+	return func(c *Client) error {
+		c.attemptTimeout = d
+		return nil
+	}
+}

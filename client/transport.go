@@ -205,7 +205,18 @@ type call struct {
 	// writes that are not de-duplicated, which a retry elsewhere could
 	// repeat (membership changes).
 	noProbe bool
+	// accept is the Accept header; "" means application/json.
+	accept string
+	// stream, when set, reads a 2xx answer's body instead of out: the
+	// attempt's timeout then covers the wait for the answer's headers
+	// only, and a failure once stream has begun is not retried, as what
+	// it wrote cannot be taken back.
+	stream func(*http.Response) error
 }
+
+// errAnswerTimeout is the cause of a streamed call's attempt that got no
+// answer within its timeout.
+var errAnswerTimeout = errors.New("raftmaster client: no answer within the attempt's timeout")
 
 // attemptError is the outcome of one failed attempt.
 type attemptError struct {
@@ -307,17 +318,36 @@ func (c *Client) ctxErr(ctx context.Context) error {
 func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []byte, reqID string) *attemptError {
 	timeout := cl.timeout
 	if timeout == 0 {
+		timeout = c.attemptTimeout
+	}
+	if timeout == 0 {
 		timeout = defaultAttemptTimeout
 	}
 	ctx, cancelCause := context.WithCancelCause(ctx)
 	defer cancelCause(nil)
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
+	// answered ends the attempt's timeout once a streamed answer's
+	// headers are in, and reports whether it had not run out.
+	answered := func() bool { return true }
+	if cl.stream == nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	} else {
+		t := time.AfterFunc(timeout, func() { cancelCause(errAnswerTimeout) })
+		defer t.Stop()
+		answered = t.Stop
+	}
 	var current atomic.Pointer[string] // the node being asked
 	current.Store(&base)
+	stopWatch := func() {}
 	if cl.timeout == 0 && cl.addr == "" && !cl.noProbe {
 		// Long polls set their own timeout and are expected to wait.
-		defer c.watchLeaderMove(ctx, &current, cancelCause)()
+		stopWatch = sync.OnceFunc(c.watchLeaderMove(ctx, &current, cancelCause))
+		defer stopWatch()
+	}
+	accept := cl.accept
+	if accept == "" {
+		accept = rpc.ContentTypeJSON
 	}
 	target := base + c.route(cl.path)
 	if len(cl.query) > 0 {
@@ -335,7 +365,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		if payload != nil {
 			req.Header.Set("Content-Type", "application/json")
 		}
-		req.Header.Set("Accept", "application/json")
+		req.Header.Set("Accept", accept)
 		c.setToken(req)
 		if reqID != "" {
 			req.Header.Set(rpc.HeaderRequestID, reqID)
@@ -354,6 +384,8 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 			}
 			if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
 				return &attemptError{err: cause, retry: true, moved: true}
+			} else if errors.Is(cause, errAnswerTimeout) {
+				return &attemptError{err: cause, retry: true}
 			}
 			return &attemptError{err: err, retry: true}
 		}
@@ -379,6 +411,27 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 			c.logger.Debug("redirected", "path", cl.path, "from", target, "to", u.String())
 			target = u.String()
 			continue
+		}
+		if cl.stream != nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+			// The answer has begun: it takes as long as it takes, on
+			// this node, whoever leads meanwhile.
+			stopWatch()
+			if !answered() {
+				resp.Body.Close()
+				return &attemptError{err: errAnswerTimeout, retry: true}
+			}
+			if ctx.Err() != nil {
+				// Abandoned for a new leader just as the answer came:
+				// nothing was written yet, so it may be asked again.
+				resp.Body.Close()
+				cause := context.Cause(ctx)
+				return &attemptError{err: cause, retry: true, moved: errors.Is(cause, errLeaderMoved)}
+			}
+			defer resp.Body.Close()
+			if err := cl.stream(resp); err != nil {
+				return &attemptError{err: err}
+			}
+			return nil
 		}
 		ae := c.answer(resp, cl)
 		if ae == nil && cl.write && cl.addr == "" {

@@ -234,3 +234,109 @@ func TestConcurrentSetDatasetProposesOnce(t *testing.T) {
 		})
 	}
 }
+
+// heldBackend holds every SetDataset of job held until release is closed,
+// and says on entered when one is held.
+type heldBackend struct {
+	*apitest.Local
+	held    string
+	entered chan struct{}
+	release chan struct{}
+
+	mu   sync.Mutex
+	sets map[string]int
+}
+
+func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+	h.mu.Lock()
+	h.sets[job]++
+	h.mu.Unlock()
+	if job == h.held {
+		h.entered <- struct{}{}
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return h.Local.SetDataset(ctx, job, req, p, chunks)
+}
+
+// A SetDataset held in one job's install (a slow glob, a slow proposal)
+// does not hold up another job's: the second job's dataset is installed
+// while the first is still held. Two calls of the held job still install
+// it once.
+func TestSetDatasetOfOneJobDoesNotWaitForAnother(t *testing.T) {
+	h := &heldBackend{held: "slow", entered: make(chan struct{}, 2), release: make(chan struct{}), sets: map[string]int{}}
+	e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { h.Local = l; return h }, nil)
+	dir := t.TempDir()
+	writeRecordIO(t, dir, "train-a.recordio", 20, 64)
+	body, err := json.Marshal(rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "train-*")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(job string) (int, rpc.SetDatasetResponse, error) {
+		// A deadline, so that a call that waits for the other job fails
+		// the test rather than hangs it.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.ts.URL+rpc.JobPath(job, rpc.PathDataset), bytes.NewReader(body))
+		if err != nil {
+			return 0, rpc.SetDatasetResponse{}, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0, rpc.SetDatasetResponse{}, err
+		}
+		defer resp.Body.Close()
+		var out rpc.SetDatasetResponse
+		if resp.StatusCode == http.StatusOK {
+			err = json.NewDecoder(resp.Body).Decode(&out)
+		}
+		return resp.StatusCode, out, err
+	}
+
+	type answer struct {
+		status int
+		out    rpc.SetDatasetResponse
+		err    error
+	}
+	slow := make(chan answer, 2)
+	for range 2 {
+		go func() {
+			status, out, err := post("slow")
+			slow <- answer{status, out, err}
+		}()
+	}
+	select {
+	case <-h.entered:
+	case <-time.After(time.Minute):
+		t.Fatal("no SetDataset of job slow reached the backend")
+	}
+	// While job slow's install is held, job fast's goes through.
+	status, out, err := post("fast")
+	if err != nil || status != http.StatusOK || out.Ignored || out.Chunks == 0 {
+		t.Fatalf("job fast while job slow is held: status %d, %+v, %v", status, out, err)
+	}
+	if st := e.local.FSM().Stats("slow"); st.HasDataset {
+		t.Fatal("job slow has its dataset before its install was released")
+	}
+	close(h.release)
+	installed, ignored := 0, 0
+	for range 2 {
+		a := <-slow
+		switch {
+		case a.err != nil || a.status != http.StatusOK:
+			t.Errorf("job slow: status %d, %v", a.status, a.err)
+		case a.out.Ignored:
+			ignored++
+		default:
+			installed++
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if installed != 1 || ignored != 1 || h.sets["slow"] != 1 || h.sets["fast"] != 1 {
+		t.Errorf("job slow: %d installed, %d ignored; backend sets %v; want one install per job", installed, ignored, h.sets)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
@@ -22,11 +23,12 @@ import (
 // place and Files is 0. Otherwise the leader indexes the globs, or takes
 // the client's chunk list, and proposes it.
 //
-// Every trainer calls SetDataset, often at the same moment, so one call at
-// a time on a node runs from the check to the proposal: the others wait
-// for its outcome and are then answered Ignored, and the files are indexed
-// and the chunk list logged once. If the call fails, the next one tries
-// its own request.
+// Every trainer calls SetDataset, often at the same moment, so one call of
+// a job at a time on a node runs from the check to the proposal: the
+// others of the job wait for its outcome and are then answered Ignored,
+// and the files are indexed and the chunk list logged once. If the call
+// fails, the next one tries its own request. Calls of different jobs do
+// not wait for each other.
 func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error {
 	var in rpc.SetDatasetRequest
 	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxDatasetBodyBytes)
@@ -58,12 +60,11 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 		writeJSON(w, http.StatusOK, ignoredDataset(st))
 		return nil
 	}
-	select {
-	case s.datasetSlot <- struct{}{}:
-	case <-ctx.Done():
-		return rpc.Errorf(rpc.CodeUnavailable, "waiting for another dataset request: %v", context.Cause(ctx))
+	release, err := s.datasetSlots.acquire(ctx, job)
+	if err != nil {
+		return rpc.Errorf(rpc.CodeUnavailable, "waiting for another dataset request of job %q: %v", job, err)
 	}
-	defer func() { <-s.datasetSlot }()
+	defer release()
 	// The call that held the slot may have set the dataset, or this node
 	// may have lost leadership while it waited.
 	if err := s.b.ReadBarrier(ctx); err != nil {
@@ -107,6 +108,51 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// datasetSlots are one-slot semaphores by job name. A job's slot exists
+// while a call holds or waits for it, so the map holds no more than the
+// calls in flight.
+type datasetSlots struct {
+	mu    sync.Mutex
+	slots map[string]*datasetSlot
+}
+
+// datasetSlot is one job's semaphore and the number of calls holding or
+// waiting for it.
+type datasetSlot struct {
+	ch    chan struct{}
+	users int
+}
+
+// acquire waits for job's slot, or for ctx to end (then with its cause);
+// release gives the slot back.
+func (d *datasetSlots) acquire(ctx context.Context, job string) (release func(), err error) {
+	d.mu.Lock()
+	if d.slots == nil {
+		d.slots = make(map[string]*datasetSlot)
+	}
+	sl := d.slots[job]
+	if sl == nil {
+		sl = &datasetSlot{ch: make(chan struct{}, 1)}
+		d.slots[job] = sl
+	}
+	sl.users++
+	d.mu.Unlock()
+	leave := func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if sl.users--; sl.users == 0 {
+			delete(d.slots, job)
+		}
+	}
+	select {
+	case sl.ch <- struct{}{}:
+	case <-ctx.Done():
+		leave()
+		return nil, context.Cause(ctx)
+	}
+	return func() { <-sl.ch; leave() }, nil
 }
 
 // ignoredDataset answers a request that found a dataset in place.

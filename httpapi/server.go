@@ -20,10 +20,11 @@ type Handler struct {
 	// watchWaiting, when set (by tests), is called each time a watch is
 	// about to block.
 	watchWaiting func()
-	// datasetSlot is a one-slot semaphore held while a dataset is checked,
-	// indexed and proposed, so that concurrent SetDataset calls on this
-	// node install it once and the rest find it set.
-	datasetSlot chan struct{}
+	// datasetSlots holds a one-slot semaphore per job while its dataset is
+	// checked, indexed and proposed, so that concurrent SetDataset calls
+	// of a job on this node install it once and the rest find it set,
+	// while other jobs' calls go on.
+	datasetSlots datasetSlots
 }
 
 // handlerFunc handles one route. It returns an error for the response
@@ -36,7 +37,7 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	h := &Handler{b: b, cfg: cfg.withDefaults(), log: logger, mux: http.NewServeMux(), datasetSlot: make(chan struct{}, 1)}
+	h := &Handler{b: b, cfg: cfg.withDefaults(), log: logger, mux: http.NewServeMux()}
 	h.route(rpc.Endpoints, map[string]handlerFunc{
 		rpc.PathDataset:         h.handleSetDataset,
 		rpc.PathTaskGet:         h.handleGetTask,

@@ -284,7 +284,8 @@ func (n *Node) Status() Status {
 // so a retried call is answered by de-duplication. When a dataset is
 // already set, or gets set by another upload while this one is under way,
 // no further part is proposed: the final entry alone is, and the FSM
-// answers it Ignored (a commit also drops what this upload staged).
+// answers it Ignored (a commit also drops what this upload staged). Only
+// job's own dataset counts: another job's leaves this upload going.
 func (n *Node) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, ErrNotLeader
@@ -293,8 +294,8 @@ func (n *Node) SetDataset(ctx context.Context, job string, req fsm.RequestID, pa
 	cmds := fsm.DatasetCommands(job, req, params, chunks, upload, n.cfg.MaxEntryBytes)
 	last := len(cmds) - 1
 	for i, c := range cmds[:last] {
-		// The local FSM is the leader's applied state: once it has a
-		// dataset, the rest of the parts could only be ignored.
+		// The local FSM is the leader's applied state: once the job has
+		// a dataset, the rest of the parts could only be ignored.
 		if n.fsm.Stats(job).HasDataset {
 			n.log.Info("dataset set by another upload; abandoning this one", "upload", upload, "parts_sent", i, "of", last)
 			break

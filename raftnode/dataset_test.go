@@ -59,3 +59,29 @@ func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
 		t.Fatalf("the log grew by %d entries; the losing upload went on after the dataset was set (%d parts)", grew, parts)
 	}
 }
+
+// TestUploadOfANamedJobIgnoresOtherJobsDatasets: an upload in many parts
+// for a named job goes on to its commit while the default job has a
+// dataset; only the job's own dataset stops an upload.
+func TestUploadOfANamedJobIgnoresOtherJobsDatasets(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for _, n := range c.nodes {
+		n.cfg.MaxEntryBytes = 1 << 10
+	}
+	leader := c.leader()
+	ctx := context.Background()
+	if r, err := leader.SetDataset(ctx, fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10)); err != nil || r.Code != fsm.CodeOK {
+		t.Fatalf("default job's dataset: %+v, %v", r, err)
+	}
+	big := dataset(2000)
+	if parts := len(fsm.SplitChunks(big, 1<<10)); parts < 3 {
+		t.Fatalf("want several parts, got %d", parts)
+	}
+	r, err := leader.SetDataset(ctx, "job-a", fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), big)
+	if err != nil || r.Code != fsm.CodeOK || r.Ignored {
+		t.Fatalf("job-a's upload: %+v, %v; want it installed", r, err)
+	}
+	if st := leader.FSM().Stats("job-a"); st.Chunks != len(big) || st.Uploads != 0 {
+		t.Fatalf("job-a: %+v, want %d chunks and nothing staged", st, len(big))
+	}
+}

@@ -1,8 +1,8 @@
 package raftnode
 
 import (
-	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 
@@ -11,13 +11,16 @@ import (
 )
 
 // Seed makes dataDir the data directory of the first node of a new cluster
-// whose state is snapshot (a state machine snapshot taken at index, as a
-// backup holds): a Raft snapshot at index with a configuration of this
-// node alone. Started with its usual flags (no --peers needed), the node
-// restores the state and elects itself; further nodes join it. Seed
-// refuses a directory that already holds Raft state, and writes nothing
-// then.
-func Seed(dataDir, nodeID, raftAddr string, index uint64, snapshot []byte, logger hclog.Logger) (err error) {
+// whose state is a state machine snapshot taken at index, as a backup
+// holds: a Raft snapshot at index with a configuration of this node alone.
+// writeState writes the snapshot's encoding into the Raft snapshot as it
+// is read, so the state need not fit in memory; if it fails, because the
+// state it read turned out damaged, the snapshot is discarded. Started
+// with its usual flags (no --peers needed), the node restores the state
+// and elects itself; further nodes join it. Seed refuses a directory that
+// already holds Raft state; when it fails, it leaves no Raft state behind
+// (and no directory it made).
+func Seed(dataDir, nodeID, raftAddr string, index uint64, writeState func(io.Writer) error, logger hclog.Logger) (err error) {
 	if nodeID == "" || raftAddr == "" {
 		return fmt.Errorf("raftnode: seed: need the node's id and Raft address")
 	}
@@ -53,7 +56,7 @@ func Seed(dataDir, nodeID, raftAddr string, index uint64, snapshot []byte, logge
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: %w", err)
 	}
-	if _, err := bytes.NewReader(snapshot).WriteTo(sink); err != nil {
+	if err := writeState(sink); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("raftnode: seed: writing the snapshot: %w", err)
 	}

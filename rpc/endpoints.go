@@ -39,6 +39,10 @@ type Endpoint struct {
 	Job bool
 	// Query lists the query parameters (GET endpoints only).
 	Query []Param
+	// Stream, when set, is the answer the endpoint streams, instead of
+	// Response's JSON, to a request whose Accept header names
+	// Stream.ContentType.
+	Stream *Stream
 	// Errors lists the error codes the endpoint may answer with, besides
 	// CodeMethod and CodeInternal, which any endpoint may, and the
 	// CodeNotLeader of a redirect; HTTPStatus gives each one's status.
@@ -56,6 +60,22 @@ type Param struct {
 	// Type is the zero value of the Go type whose text form the value is
 	// written in: "" for a string, uint64(0), Duration(0), uuid.Nil, false.
 	Type any
+}
+
+// Stream describes an answer streamed as raw bytes (Endpoint.Stream):
+// its length need not be known, or fit in memory, on either side.
+type Stream struct {
+	// ContentType is the media type of the body, which the request's
+	// Accept header names to have it.
+	ContentType string
+	// Doc says what the body holds.
+	Doc string
+	// Headers are sent before the body.
+	Headers []Param
+	// Trailers are sent after the body, as HTTP trailers: they hold what
+	// is only known once the body is written. A body that ends without
+	// them was cut short.
+	Trailers []Param
 }
 
 // The access levels of endpoints (Endpoint.Access). A token of the
@@ -255,8 +275,22 @@ var Endpoints = []Endpoint{
 	{
 		Method: http.MethodGet, Path: PathBackup, Access: AccessOperator,
 		Summary: "Take an online, consistent backup: the leader's whole state after a read barrier, with its index and hash. " +
-			"raftmaster restore seeds a new cluster's first node from it.",
+			"With Accept: " + ContentTypeStream + " the state is streamed as it is encoded, whatever its size, " +
+			"its index in a header and its SHA-256 and length in trailers; any other Accept gets the JSON answer of earlier releases, " +
+			"the whole state in base64 in one body. raftmaster restore seeds a new cluster's first node from it.",
 		Response: BackupResponse{}, Redirects: true, Errors: codes(leaderReadErrors),
+		Stream: &Stream{
+			ContentType: ContentTypeStream,
+			Doc:         "The state machine's snapshot encoding, the Snapshot of BackupResponse as raw bytes.",
+			Headers: []Param{
+				{Name: HeaderBackupIndex, Doc: "The last log entry the backup includes.", Required: true, Type: uint64(0)},
+				{Name: HeaderBackupVersion, Doc: "The build of the node that took it.", Required: true, Type: ""},
+			},
+			Trailers: []Param{
+				{Name: TrailerBackupSha256, Doc: "The SHA-256 of the body, in hex: the state hash that /v1/debug/state reports for this state.", Required: true, Type: ""},
+				{Name: TrailerBackupSize, Doc: "The body's length in bytes.", Required: true, Type: int64(0)},
+			},
+		},
 	},
 	{
 		Method: http.MethodGet, Path: PathHealthz, Access: AccessPublic,

@@ -232,6 +232,16 @@ func TestEndpoints(t *testing.T) {
 		if ep.Summary == "" || ep.Response == nil {
 			t.Errorf("%s: no summary or no response type", name)
 		}
+		if st := ep.Stream; st != nil {
+			if st.ContentType == "" || st.ContentType == ContentTypeJSON || st.Doc == "" || len(st.Trailers) == 0 && len(st.Headers) == 0 {
+				t.Errorf("%s: a stream needs a content type other than JSON's, a doc, and its header fields", name)
+			}
+			for _, p := range append(slices.Clone(st.Headers), st.Trailers...) {
+				if !strings.HasPrefix(p.Name, "X-Raftmaster-") || p.Doc == "" || p.Type == nil {
+					t.Errorf("%s: stream field %q: not X-Raftmaster-, undocumented or untyped", name, p.Name)
+				}
+			}
+		}
 		params := map[string]bool{}
 		for _, p := range ep.Query {
 			if p.Name == "" || p.Doc == "" || p.Type == nil || params[p.Name] {
@@ -466,7 +476,7 @@ func (g *generator) operation(ep Endpoint, path string) *object {
 	if ep.Request != nil {
 		op.set("requestBody", obj("required", true, "content", jsonContent(g.schema(reflect.TypeOf(ep.Request)))))
 	}
-	responses := obj("200", obj("description", "OK", "content", jsonContent(g.schema(reflect.TypeOf(ep.Response)))))
+	responses := obj("200", g.okResponse(ep))
 	if ep.Redirects {
 		responses.set("307", obj("$ref", "#/components/responses/Redirect"))
 	}
@@ -496,6 +506,34 @@ func (g *generator) operation(ep Endpoint, path string) *object {
 	responses.set("default", obj("$ref", "#/components/responses/Error"))
 	op.set("responses", responses)
 	return op
+}
+
+// okResponse describes the 200 answer: Response's JSON, and with a
+// Stream, the streamed body too, its headers and its trailers (which
+// OpenAPI 3.0 has no field for: they go in x-trailers and the
+// description).
+func (g *generator) okResponse(ep Endpoint) *object {
+	content := jsonContent(g.schema(reflect.TypeOf(ep.Response)))
+	if ep.Stream == nil {
+		return obj("description", "OK", "content", content)
+	}
+	st := ep.Stream
+	content.set(st.ContentType, obj("schema", obj("type", "string", "format", "binary", "description", st.Doc)))
+	// Sent with the stream only, so required by neither answer.
+	fields := func(ps []Param) *object {
+		o := obj()
+		for _, p := range ps {
+			o.set(p.Name, obj("description", p.Doc+" Sent with the "+st.ContentType+" answer only.", "schema", g.schema(reflect.TypeOf(p.Type))))
+		}
+		return o
+	}
+	names := make([]string, len(st.Trailers))
+	for i, p := range st.Trailers {
+		names[i] = p.Name
+	}
+	desc := fmt.Sprintf("OK. With Accept: %s, the body is streamed and ends with the trailers %s (declared in the Trailer header): "+
+		"a body without them was cut short. Otherwise the JSON object.", st.ContentType, strings.Join(names, " and "))
+	return obj("description", desc, "headers", fields(st.Headers), "content", content, "x-trailers", fields(st.Trailers))
 }
 
 // operationID is the name of path's constant without "Path", such as

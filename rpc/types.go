@@ -507,8 +507,30 @@ const DefaultEtcdPrefix = "/master"
 // backend under prefix publishes its API address, for clients to follow.
 func EtcdAddrKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/addr" }
 
+// The media types of an endpoint with a Stream, which the request's Accept
+// header chooses between.
+const (
+	ContentTypeJSON   = "application/json"
+	ContentTypeStream = "application/octet-stream"
+)
+
+// The header fields of a streamed backup (PathBackup with Accept:
+// ContentTypeStream): two headers, then the state, then two trailers.
+const (
+	// HeaderBackupIndex is the last log entry the backup includes.
+	HeaderBackupIndex = "X-Raftmaster-Backup-Index"
+	// HeaderBackupVersion is the build of the node that took the backup.
+	HeaderBackupVersion = "X-Raftmaster-Backup-Version"
+	// TrailerBackupSha256 is the SHA-256 of the state streamed, in hex.
+	TrailerBackupSha256 = "X-Raftmaster-Backup-Sha256"
+	// TrailerBackupSize is the length of the state streamed, in bytes.
+	TrailerBackupSize = "X-Raftmaster-Backup-Size"
+)
+
 // BackupResponse is a consistent copy of the whole state, taken by the
-// leader: the state machine's snapshot encoding at Index.
+// leader: the state machine's snapshot encoding at Index. It is the answer
+// to a request that does not ask for the stream, and holds the whole state
+// in one body.
 type BackupResponse struct {
 	// Version is the build of the node that took it.
 	Version string `json:"version"`

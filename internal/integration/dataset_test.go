@@ -142,3 +142,46 @@ func TestManyTrainersSetALargeDataset(t *testing.T) {
 		t.Errorf("the dataset was indexed %d times, want once", indexed)
 	}
 }
+
+// TestNamedJobLargeDatasetAfterTheDefaultJobs: a dataset too large for one
+// Raft entry (DatasetPart entries, then a DatasetCommit) is installed whole
+// in a named job while the default job already has a dataset: the leader
+// sends every part of the named job's upload, and no other job's dataset
+// makes it give up.
+func TestNamedJobLargeDatasetAfterTheDefaultJobs(t *testing.T) {
+	const files, perFile = 5, 20000
+	c := proccluster.Start(t, proccluster.Options{})
+	c.WaitReady()
+	at := client.WithAddrs(c.APIAddrs()...)
+	if err := newClient(t, at).SetDataset([]string{writeDataset(t, t.TempDir(), 100, 50, 60)}); err != nil {
+		t.Fatal(err)
+	}
+	glob := writeOneRecordChunks(t, t.TempDir(), files, perFile)
+	found, _, err := recordio.IndexGlobs(context.Background(), []string{glob}, recordio.IndexLimits{})
+	if err != nil || len(found) != files*perFile {
+		t.Fatalf("indexed %d chunks, %v; want %d", len(found), err, files*perFile)
+	}
+	chunks := make([]fsm.Chunk, len(found))
+	for i, c := range found {
+		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+	}
+	// The default MaxEntryBytes (256 KiB) cuts it into parts.
+	if n := len(fsm.DatasetCommands("job-big", fsm.RequestID{}, fsm.DatasetParams{}, chunks, "upload", 256<<10)); n < 3 {
+		t.Fatalf("the dataset takes %d entries, want a few parts and a commit", n)
+	}
+
+	resp, err := newClient(t, at, client.WithJob("job-big")).SetDatasetWithParams([]string{glob}, client.DatasetParams{})
+	if err != nil {
+		t.Fatalf("SetDataset of job-big: %v", err)
+	}
+	if resp.Ignored || resp.Chunks != files*perFile {
+		t.Fatalf("SetDataset of job-big answered %+v, want %d chunks installed", resp, files*perFile)
+	}
+	j, err := newClient(t, at).Job("job-big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !j.HasDataset || j.Tasks != resp.Tasks || j.Uploads != 0 {
+		t.Fatalf("job-big: %+v, want the dataset of %d tasks and nothing staged", j, resp.Tasks)
+	}
+}

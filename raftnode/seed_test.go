@@ -1,0 +1,72 @@
+package raftnode
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// TestSeedStreamsAndLeavesNothingOnFailure: Seed writes the state it is
+// given as a Raft snapshot at the index; when the state's writer fails
+// partway, no snapshot and no directory Seed made are left, and the
+// directory can be seeded afterwards.
+func TestSeedStreamsAndLeavesNothingOnFailure(t *testing.T) {
+	state := bytes.Repeat([]byte("state "), 1<<18)
+	damaged := errors.New("damaged")
+	for _, exists := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "node")
+		if exists {
+			if err := os.Mkdir(dir, 0o750); err != nil {
+				t.Fatal(err)
+			}
+		}
+		err := Seed(dir, "n1", "127.0.0.1:1", 42, func(w io.Writer) error {
+			if _, err := w.Write(state[:len(state)/2]); err != nil {
+				return err
+			}
+			return damaged
+		}, nil)
+		if !errors.Is(err, damaged) {
+			t.Fatalf("seed with a failing state: %v", err)
+		}
+		if !exists {
+			if _, err := os.Stat(dir); !os.IsNotExist(err) {
+				t.Fatalf("a failed seed left %s behind", dir)
+			}
+		} else if snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots")); len(snaps) != 0 {
+			t.Fatalf("a failed seed left snapshots %v", snaps)
+		}
+
+		if err := Seed(dir, "n1", "127.0.0.1:1", 42, func(w io.Writer) error {
+			_, err := w.Write(state)
+			return err
+		}, nil); err != nil {
+			t.Fatal(err)
+		}
+		store, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		metas, err := store.List()
+		if err != nil || len(metas) != 1 || metas[0].Index != 42 {
+			t.Fatalf("snapshots %+v, %v; want one at index 42", metas, err)
+		}
+		_, rc, err := store.Open(metas[0].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || !bytes.Equal(got, state) {
+			t.Fatalf("the snapshot holds %d bytes (%v), want the %d of the state", len(got), err, len(state))
+		}
+		if err := Seed(dir, "n1", "127.0.0.1:1", 42, func(io.Writer) error { return nil }, nil); err == nil {
+			t.Fatal("a second seed of the same directory succeeded")
+		}
+	}
+}
