@@ -98,10 +98,10 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 // maxActive clients used within DedupWindow of now.
 func (t *dedupTable) admit(req RequestID, now int64) error {
 	if req.Seq > 1 {
-		return &refusal{msg: fmt.Sprintf("request id %s/%d: %v; nothing was applied", req.Client, req.Seq, ErrUnknownClient), err: ErrUnknownClient}
+		return &refusal{msg: fmt.Sprintf("request id %s/%d refused: %v", req.Client, req.Seq, ErrUnknownClient), err: ErrUnknownClient}
 	}
 	if t.n-t.expiring(now, t.n-t.maxActive+1) >= t.maxActive {
-		return &refusal{msg: fmt.Sprintf("request id %s/%d: %v (%d); nothing was applied, retry later", req.Client, req.Seq, ErrTooManyClients, t.maxActive), err: ErrTooManyClients}
+		return &refusal{msg: fmt.Sprintf("request id %s/%d refused: %v (%d); retry later", req.Client, req.Seq, ErrTooManyClients, t.maxActive), err: ErrTooManyClients}
 	}
 	return nil
 }
