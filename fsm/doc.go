@@ -286,10 +286,13 @@
 //     within the window of the command's time. Clients already held never
 //     notice.
 //
-// So the only retry that can be applied twice is one of sequence 1 sent
-// more than DedupWindow after its client's last request was applied; the
-// clients give up on a write well before (the Go client's and the Python
-// client's retries of a write end within MaxWriteRetry, half the window).
+// This is the session model of the Raft dissertation (§6.3), a client id
+// standing for a session that its first request opens. The only retry
+// that can still be applied twice is one of sequence 1 that arrives after
+// its client was forgotten, more than DedupWindow after it was first
+// applied; the clients give up on a write well before (the Go and Python
+// clients send no attempt of a write later than rpc.MaxWriteRetry, 15
+// minutes, after its first).
 // The table takes about 140 bytes per client plus 56 per outcome kept, at
 // most about 270 MB at DedupMaxActiveClients clients of DedupPerClient
 // outcomes each (BenchmarkDedupFullTable), and about 315 bytes per such
