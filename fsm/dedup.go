@@ -161,8 +161,9 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 
 // record remembers the outcome r, in the job numbered job, of a new
 // request. With lru (Protocol1), a client past DedupMaxClients evicts the
-// least recently used one; otherwise admit has made room, which expire
-// frees.
+// least recently used one. Otherwise nothing is evicted: admit let a new
+// client in only when fewer than maxActive are within the window, and the
+// expire that ends every apply forgets the others.
 func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, job uint64, lru bool) {
 	c := t.clients[req.Client]
 	if c == nil {

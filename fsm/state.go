@@ -220,7 +220,8 @@ func (r *Result) rejected() bool {
 
 // apply applies one decoded command. A command that fails validation, or
 // would go past a limit, is rejected with CodeInvalid or CodeLimit and
-// leaves the state exactly as it was.
+// leaves the state exactly as it was, as does one the de-duplication table
+// refuses (CodeUnknownClient, CodeTooManyClients).
 func (s *state) apply(c Command) *Result {
 	if err := validate(c); err != nil {
 		return errResult(err)
