@@ -35,6 +35,7 @@ type Client struct {
 	transport      *http.Transport // ours, when WithHTTPClient was not used
 	logger         hclog.Logger
 	retry          time.Duration
+	maxWriteRetry  time.Duration // rpc.MaxWriteRetry; tests shorten it
 	bufSize        int
 	clientIndexing bool
 	job            string // WithJob; "" for the default job
@@ -177,7 +178,10 @@ func WithLogger(l hclog.Logger) Option {
 
 // WithRetry sets how long a call keeps retrying while the cluster has no
 // leader or its nodes cannot be reached (DefaultRetry by default). Zero
-// means a single attempt.
+// means a single attempt. A write sends no attempt later than
+// rpc.MaxWriteRetry (15 minutes) after its first, whatever the budget, so
+// that the cluster, which remembers its outcome for rpc.DedupWindow (30
+// minutes), answers every retry with it.
 func WithRetry(maxElapsed time.Duration) Option {
 	return func(c *Client) error {
 		if maxElapsed < 0 {
@@ -201,12 +205,13 @@ func WithClientIndexing(on bool) Option {
 // NewClient returns a Client for the cluster named by WithAddrs or WithAddr.
 func NewClient(opts ...Option) (*Client, error) {
 	c := &Client{
-		logger:      hclog.NewNullLogger(),
-		retry:       DefaultRetry,
-		passWaitMin: defaultPassWaitMin,
-		passWaitMax: defaultPassWaitMax,
-		id:          uuid.New(),
-		watchers:    make(map[watchKey]map[*poller]struct{}),
+		logger:        hclog.NewNullLogger(),
+		retry:         DefaultRetry,
+		maxWriteRetry: rpc.MaxWriteRetry,
+		passWaitMin:   defaultPassWaitMin,
+		passWaitMax:   defaultPassWaitMax,
+		id:            uuid.New(),
+		watchers:      make(map[watchKey]map[*poller]struct{}),
 	}
 	for _, opt := range opts {
 		if err := opt(c); err != nil {

@@ -113,6 +113,21 @@
 // WithRetry's budget; other errors are returned at once. Methods without a
 // context use one that Close cancels.
 //
+// The cluster remembers an identity's outcomes for rpc.DedupWindow (30
+// minutes) after its last request, and a write sends no attempt later than
+// rpc.MaxWriteRetry (15 minutes) after its first: with DefaultRetry, the
+// last attempt starts within 2 minutes and the call ends within about 2
+// minutes and 5 seconds (an attempt waits 5 seconds at most; SetDataset's
+// waits up to the budget, so it ends within 4 minutes). Each write in
+// flight has its own identity, one of the Client's lanes, so a Client
+// holds as many identities as it has writes in flight at once. A lane
+// left idle past the window meets ErrUnknownClient on its next write's
+// first attempt, which applied nothing: the client then takes a new
+// identity and sends the write again as its first. A retry refused so
+// returns ErrUnknownClient, since an earlier attempt may have applied.
+// When the cluster has no room for a new identity it answers 503
+// too_many_clients, which is retried like a missing leader.
+//
 // # Example
 //
 //	c, err := client.NewClient(client.WithAddrs("n1:8080", "n2:8080", "n3:8080"), client.WithBuffer(100))

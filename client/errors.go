@@ -46,6 +46,15 @@ var (
 	ErrLimitExceeded = rpc.ErrLimitExceeded
 	// ErrUnknownJob means the job named does not exist.
 	ErrUnknownJob = rpc.ErrUnknownJob
+	// ErrUnknownClient means the cluster refused a retried write because
+	// it no longer remembers the identity the write was sent under: the
+	// write may or may not have applied. (A first attempt refused so is
+	// sent again under a new identity, and never returns it.)
+	ErrUnknownClient = rpc.ErrUnknownClient
+	// ErrTooManyClients means the cluster had no room for a new
+	// identity for as long as the call retried (the cluster's table of
+	// identities used within its de-duplication window was full).
+	ErrTooManyClients = rpc.ErrTooManyClients
 )
 
 // ErrClientClosed is returned by calls made after Close, by NextRecord once

@@ -19,3 +19,12 @@ func WithAttemptTimeout(d time.Duration) Option {
 		return nil
 	}
 }
+
+// WithMaxWriteRetry shortens rpc.MaxWriteRetry, the longest a write keeps
+// retrying whatever WithRetry says, so that a test can reach it.
+func WithMaxWriteRetry(d time.Duration) Option {
+	return func(c *Client) error {
+		c.maxWriteRetry = d
+		return nil
+	}
+}

@@ -16,17 +16,34 @@ import (
 // than one write outstanding, so every retry is still remembered, however
 // many goroutines share the Client. Lanes are reused, so the number of
 // identities is the Client's peak concurrency of writes.
+//
+// The cluster forgets an identity after rpc.DedupWindow without requests,
+// and then refuses its next request (ErrUnknownClient): a lane idle that
+// long takes a new identity (renew) and sends that request again as its
+// first, which is safe only because the refused attempt was the request's
+// first (see Client.do).
 type lanes struct {
 	base uuid.UUID
 	mu   sync.Mutex
 	free []*lane
-	n    int
+	n    int // identities minted
 }
 
 // lane is one de-duplication identity and its last sequence number.
 type lane struct {
 	id  uuid.UUID
 	seq uint64
+}
+
+// mintLocked returns a new identity: the Client's own id first (a Client
+// with one writer at a time uses only it), then name-based ids in its
+// namespace.
+func (l *lanes) mintLocked() uuid.UUID {
+	l.n++
+	if l.n == 1 {
+		return l.base
+	}
+	return uuid.NewSHA1(l.base, []byte(strconv.Itoa(l.n)))
 }
 
 // acquire returns a lane that no other write is using.
@@ -38,11 +55,7 @@ func (l *lanes) acquire() *lane {
 		l.free = l.free[:n-1]
 		return ln
 	}
-	l.n++
-	if l.n == 1 {
-		return &lane{id: l.base} // a Client with one writer at a time uses its own id
-	}
-	return &lane{id: uuid.NewSHA1(l.base, []byte(strconv.Itoa(l.n)))}
+	return &lane{id: l.mintLocked()}
 }
 
 // release returns ln for reuse once its write is over.
@@ -50,6 +63,14 @@ func (l *lanes) release(ln *lane) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.free = append(l.free, ln)
+}
+
+// renew gives ln, whose identity the cluster no longer holds, a new one,
+// whose next request is its first.
+func (l *lanes) renew(ln *lane) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ln.id, ln.seq = l.mintLocked(), 0
 }
 
 // next returns the lane's next request id.

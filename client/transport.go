@@ -249,8 +249,14 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	if budget == 0 {
 		budget = c.retry
 	}
+	if cl.write {
+		// Every attempt of a write must reach the cluster well within the
+		// de-duplication window of its first.
+		budget = min(budget, c.maxWriteRetry)
+	}
 	start := time.Now()
-	refusals := 0 // attempts refused in a row
+	refusals := 0     // attempts refused in a row
+	first := cl.write // no attempt of the write has been sent yet
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return c.ctxErr(ctx)
@@ -269,6 +275,24 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		if ctx.Err() != nil {
 			return c.ctxErr(ctx)
 		}
+		if errors.Is(ae.err, rpc.ErrUnknownClient) && cl.write {
+			if first {
+				// The lane was idle past the window and the cluster
+				// forgot its identity. The refusal applied nothing, and
+				// no other attempt of the write was ever sent, so the
+				// write goes again, at once, as the first request of a
+				// new identity.
+				c.lanes.renew(ln)
+				reqID = ln.next()
+				first = false
+				attempt--
+				continue
+			}
+			// A retry refused so may follow an attempt that was applied
+			// before the cluster forgot the identity.
+			return fmt.Errorf("raftmaster client: %s %s: the write may or may not have applied (an earlier attempt may have, before the cluster forgot this client): %w", cl.method, cl.path, ae.err)
+		}
+		first = false
 		if !ae.retry || cl.addr != "" {
 			return ae.err
 		}

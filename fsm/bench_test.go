@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // benchSizes are the dataset sizes, in tasks, of the apply benchmarks.
@@ -218,4 +220,48 @@ func BenchmarkGetTaskAfterGrace(b *testing.B) {
 			b.Fatalf("GetTask: %v", r.Err())
 		}
 	}
+}
+
+// BenchmarkDedupFullTable fills the de-duplication table of a Protocol2
+// state to DedupMaxActiveClients clients of DedupPerClient outcomes each,
+// the most it can hold, and reports the heap and the snapshot bytes it
+// takes per client, and the time of Snapshot (the copy under the lock).
+func BenchmarkDedupFullTable(b *testing.B) {
+	var heap, snap uint64
+	var copied time.Duration
+	for range b.N {
+		b.StopTimer()
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		b.StartTimer()
+		f := New()
+		f.ApplyEntry(1, Encode(&SetProtocol{Header: Header{Now: t0}, Level: Protocol2}))
+		index := uint64(1)
+		for n := range DedupMaxActiveClients {
+			id := uuid.UUID{0: 0xee, 12: byte(n >> 24), 13: byte(n >> 16), 14: byte(n >> 8), 15: byte(n)}
+			for seq := range uint64(DedupPerClient) {
+				index++
+				f.ApplyEntry(index, Encode(&Tick{Header: Header{Now: t0, Request: RequestID{Client: id, Seq: seq + 1}}}))
+			}
+		}
+		b.StopTimer()
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		heap += after.HeapAlloc - before.HeapAlloc
+		if r := f.ApplyEntry(index+1, Encode(&Tick{Header: Header{Now: t0, Request: RequestID{Client: uuid.New(), Seq: 1}}})); r.Code != CodeTooManyClients {
+			b.Fatalf("a new client at the bound: %+v, want too_many_clients", r)
+		}
+		start := time.Now()
+		if _, err := f.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+		copied += time.Since(start)
+		snap += uint64(len(f.SnapshotBytes()))
+		b.StartTimer()
+	}
+	n := float64(b.N) * DedupMaxActiveClients
+	b.ReportMetric(float64(heap)/n, "heap-B/client")
+	b.ReportMetric(float64(snap)/n, "snapshot-B/client")
+	b.ReportMetric(float64(copied.Milliseconds())/float64(b.N), "Snapshot-ms")
 }

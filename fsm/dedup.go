@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"fmt"
+
 	"github.com/google/uuid"
 )
 
@@ -8,15 +10,27 @@ import (
 // returns its first result and changes nothing.
 //
 // The memory is bounded and deterministic: per client the last
-// DedupPerClient outcomes, for at most DedupMaxClients clients, each
-// forgotten after DedupWindow of FSM time without a request. Clients sit in
-// a list ordered by last use, so eviction is O(1) and needs no map order. A
-// request whose sequence number is at or below the highest one a client has
-// forgotten is refused rather than applied twice.
+// DedupPerClient outcomes, each client forgotten after DedupWindow of FSM
+// time without a request. Clients sit in a list ordered by last use, which
+// is also the order of their last FSM times, so expiry and eviction are
+// O(1) and need no map order. A request whose sequence number is at or
+// below the highest one a client has forgotten (its floor) is refused
+// rather than applied twice.
+//
+// At Protocol1 the table holds at most DedupMaxClients clients and
+// evicts the least recently used one to take a new one, however recently
+// it was used. From Protocol2 on, no client is forgotten within the
+// window: a new client id is refused (ErrTooManyClients) while maxActive
+// ids used within the window are held, and a client id the table does not
+// hold is refused with a sequence number above 1 (ErrUnknownClient), so
+// that a forgotten client's late retry is never applied as a new request.
 type dedupTable struct {
 	clients    map[uuid.UUID]*dedupClient
 	head, tail *dedupClient // least and most recently used
 	n          int
+	// maxActive is DedupMaxActiveClients. It is not state (not
+	// encoded): a build's constant, which tests lower to reach it.
+	maxActive int
 }
 
 type dedupClient struct {
@@ -46,7 +60,7 @@ type dedupEntry struct {
 }
 
 func newDedupTable() dedupTable {
-	return dedupTable{clients: make(map[uuid.UUID]*dedupClient)}
+	return dedupTable{clients: make(map[uuid.UUID]*dedupClient), maxActive: DedupMaxActiveClients}
 }
 
 // lookup returns the replayed result of command c, whose request was seen
@@ -56,6 +70,9 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 	typ := c.Type()
 	cl := t.clients[req.Client]
 	if cl == nil {
+		if s.atLeast(Protocol2) {
+			return nil, t.admit(req, max(s.clock, c.Hdr().Now))
+		}
 		return nil, nil
 	}
 	for i := range cl.entries {
@@ -72,6 +89,32 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 		return nil, invalidf("request id %s/%d is too old to be de-duplicated", req.Client, req.Seq)
 	}
 	return nil, nil
+}
+
+// admit decides, from Protocol2 on, whether a request under a client id
+// the table does not hold may be applied at FSM time now: not with a
+// sequence number above 1, which only a client that was forgotten (or that
+// skipped its first request) sends, and not while the table holds
+// maxActive clients used within DedupWindow of now.
+func (t *dedupTable) admit(req RequestID, now int64) error {
+	if req.Seq > 1 {
+		return &refusal{msg: fmt.Sprintf("request id %s/%d refused: %v", req.Client, req.Seq, ErrUnknownClient), err: ErrUnknownClient}
+	}
+	if t.n-t.expiring(now, t.n-t.maxActive+1) >= t.maxActive {
+		return &refusal{msg: fmt.Sprintf("request id %s/%d refused: %v (%d); retry later", req.Client, req.Seq, ErrTooManyClients, t.maxActive), err: ErrTooManyClients}
+	}
+	return nil
+}
+
+// expiring counts the clients that DedupWindow has passed for at now,
+// least recently used first, stopping at limit: the list is in order of
+// last use, so the first client still within the window ends the count.
+func (t *dedupTable) expiring(now int64, limit int) int {
+	n := 0
+	for c := t.head; c != nil && n < limit && now-c.lastSeen > int64(DedupWindow); c = c.next {
+		n++
+	}
+	return n
 }
 
 // result replays the first outcome for command c. An answer that grants
@@ -117,8 +160,11 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 }
 
 // record remembers the outcome r, in the job numbered job, of a new
-// request.
-func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, job uint64) {
+// request. With lru (Protocol1), a client past DedupMaxClients evicts the
+// least recently used one. Otherwise nothing is evicted: admit let a new
+// client in only when fewer than maxActive are within the window, and the
+// expire that ends every apply forgets the others.
+func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, job uint64, lru bool) {
 	c := t.clients[req.Client]
 	if c == nil {
 		c = &dedupClient{id: req.Client}
@@ -142,7 +188,7 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 		c.entries = c.entries[:len(c.entries)-1]
 	}
 	c.entries = append(c.entries, e)
-	for t.n > DedupMaxClients {
+	for lru && t.n > DedupMaxClients {
 		t.forget(t.head)
 	}
 }

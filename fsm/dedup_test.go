@@ -3,8 +3,11 @@ package fsm
 import (
 	"bytes"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // withRequest sets c's request id to client n, sequence seq.
@@ -155,4 +158,148 @@ func TestDedup(t *testing.T) {
 			}
 		}},
 	})
+}
+
+// refused applies c and fails the test unless it was refused with want
+// (ErrUnknownClient or ErrTooManyClients) without changing the state,
+// the clock included.
+func (h *harness) refused(c Command, want error) *Result {
+	h.t.Helper()
+	before := h.f.SnapshotBytes()
+	r := h.fails(c, want)
+	if r.Duplicate || r.Clock != 0 || !r.rejected() || r.Message == "" {
+		h.t.Fatalf("%v refused as %+v, want a rejection with a message", c.Type(), r)
+	}
+	if !bytes.Equal(before, h.f.SnapshotBytes()) {
+		h.t.Fatalf("%v refused (%s) changed the state", c.Type(), r.Message)
+	}
+	return r
+}
+
+// atProtocol2 raises the harness's cluster to Protocol2 and lowers its
+// de-duplication table to maxActive clients within the window.
+func (h *harness) atProtocol2(maxActive int) {
+	h.t.Helper()
+	h.ok(&SetProtocol{Level: Protocol2})
+	withMaxActive(h.f, maxActive)
+}
+
+// dedupClients is how many clients the de-duplication table holds.
+func (h *harness) dedupClients() int { return h.f.Stats(DefaultJob).DedupClients }
+
+// TestDedupWindow: from Protocol2 on, no client used within DedupWindow is
+// forgotten, whatever other clients do; a new client past the table's
+// bound, and a client id the table does not hold past sequence 1, are
+// refused and change nothing.
+func TestDedupWindow(t *testing.T) {
+	runScenarios(t, []scenario{
+		{"a flood of new clients forgets no client within the window", func(h *harness) {
+			h.atProtocol2(4)
+			h.setDataset(3, defaultParams)
+			first := h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
+			swap := h.ok(withRequest(&KVCompareAndSet{Key: "k", Value: []byte("a")}, 1, 2))
+			for n := byte(2); n <= 4; n++ {
+				h.ok(withRequest(&Tick{}, n, 1))
+			}
+			for n := byte(5); n <= 20; n++ {
+				h.advance(100 * time.Millisecond)
+				h.refused(withRequest(&Tick{}, n, 1), ErrTooManyClients)
+			}
+			if n := h.dedupClients(); n != 4 {
+				h.t.Fatalf("%d clients held, want the 4 admitted", n)
+			}
+			retry := h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
+			if !retry.Duplicate || retry.Task.Meta != first.Task.Meta {
+				h.t.Fatalf("retried GetTask after the flood %+v, want task %+v replayed", retry.Task, first.Task.Meta)
+			}
+			h.ok(withRequest(&KVCompareAndSet{Key: "k", Version: 1, Value: []byte("b")}, 2, 2))
+			again := h.ok(withRequest(&KVCompareAndSet{Key: "k", Value: []byte("a")}, 1, 2))
+			if !again.Duplicate || !again.Swapped || again.KV.Version != swap.KV.Version {
+				h.t.Fatalf("retried swap after the flood %+v, want swapped at version %d", again, swap.KV.Version)
+			}
+		}},
+		{"a new client is admitted once a client's window has passed", func(h *harness) {
+			h.atProtocol2(2)
+			h.ok(withRequest(&Tick{}, 1, 1))
+			h.advance(time.Minute)
+			h.ok(withRequest(&Tick{}, 2, 1))
+			h.advance(DedupWindow - time.Minute)
+			h.refused(withRequest(&Tick{}, 3, 1), ErrTooManyClients) // client 1 is at the end of its window
+			h.advance(1)
+			// No Tick has forgotten client 1 yet: the command's own time
+			// decides, and its apply forgets it.
+			r := h.ok(withRequest(&Tick{}, 3, 1))
+			if r.Duplicate || h.dedupClients() != 2 {
+				h.t.Fatalf("client 3 %+v with %d clients held, want a new request and clients 2 and 3", r, h.dedupClients())
+			}
+			h.refused(withRequest(&Tick{}, 1, 2), ErrUnknownClient) // client 1 was forgotten
+			h.refused(withRequest(&Tick{}, 4, 1), ErrTooManyClients)
+		}},
+		{"a forgotten client's late retry is refused, never applied", func(h *harness) {
+			h.atProtocol2(8)
+			h.setDataset(3, defaultParams)
+			h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))
+			first := h.ok(withRequest(&GetTask{Pass: 0}, 1, 2))
+			h.advance(DedupWindow + time.Second)
+			h.tick()
+			if n := h.dedupClients(); n != 0 {
+				h.t.Fatalf("%d clients held after the window, want 0", n)
+			}
+			h.refused(withRequest(&GetTask{Pass: 0}, 1, 2), ErrUnknownClient)
+			// The client continues under a new id; task 3 is the next.
+			if m := h.ok(withRequest(&GetTask{Pass: 0}, 9, 1)).Task.Meta; m.ID != 3 || m == first.Task.Meta {
+				h.t.Fatalf("the new client's GetTask leased %+v, want task 3", m)
+			}
+		}},
+		{"a client id never seen is refused past sequence 1", func(h *harness) {
+			h.atProtocol2(8)
+			r := h.refused(withRequest(&CreateJob{}, 1, 2), ErrUnknownClient)
+			if !strings.Contains(r.Message, clientID(1).String()+"/2") {
+				h.t.Fatalf("refusal %q does not name the request id", r.Message)
+			}
+			h.ok(withRequest(&CreateJob{}, 1, 1))
+			h.ok(withRequest(&CreateJob{}, 1, 2))
+			h.ok(withRequest(&CreateJob{}, 2, 0)) // sequence 0 starts a client too
+		}},
+		{"retries and invalid commands do not take room", func(h *harness) {
+			h.atProtocol2(1)
+			h.rejects(withRequest(&GetTask{Pass: -1}, 2, 1))
+			h.ok(withRequest(&Tick{}, 1, 1))
+			h.advance(DedupWindow)
+			if r := h.ok(withRequest(&Tick{}, 1, 1)); !r.Duplicate {
+				h.t.Fatalf("retry at the end of the window %+v, want a duplicate", r)
+			}
+			h.refused(withRequest(&Tick{}, 2, 1), ErrTooManyClients)
+		}},
+		{"a table held at Protocol1 keeps its clients at Protocol2", func(h *harness) {
+			h.ok(withRequest(&Tick{}, 1, 1))
+			h.ok(withRequest(&Tick{}, 2, 5))
+			h.atProtocol2(2)
+			if r := h.ok(withRequest(&Tick{}, 2, 5)); !r.Duplicate {
+				h.t.Fatalf("retry across the level change %+v, want a duplicate", r)
+			}
+			h.ok(withRequest(&Tick{}, 2, 6))
+			h.refused(withRequest(&Tick{}, 3, 1), ErrTooManyClients)
+		}},
+	})
+}
+
+// TestDedupProtocol1 keeps the table of releases before Protocol2: the
+// least recently used client is evicted to take a new one, however
+// recently it was used, and a forgotten client's request past sequence 1
+// is applied as new.
+func TestDedupProtocol1(t *testing.T) {
+	h := newHarness(t)
+	h.ok(withRequest(&CreateJob{Header: Header{Job: "a"}}, 1, 3))
+	for n := range DedupMaxClients {
+		h.ok(&Tick{Header: Header{Request: RequestID{Client: uuid.UUID{0: 0xee, 12: byte(n >> 16), 13: byte(n >> 8), 14: byte(n)}, Seq: 1}}})
+	}
+	if n := h.dedupClients(); n != DedupMaxClients {
+		h.t.Fatalf("%d clients held, want %d", n, DedupMaxClients)
+	}
+	h.ok(withRequest(&DeleteJob{Header: Header{Job: "a"}}, 2, 1))
+	h.ok(withRequest(&CreateJob{Header: Header{Job: "a"}}, 2, 2))
+	if r := h.ok(withRequest(&CreateJob{Header: Header{Job: "a"}}, 1, 3)); r.Duplicate || !r.Ignored {
+		h.t.Fatalf("client 1's retry after %d new clients %+v, want it applied again (ignored: the job exists)", DedupMaxClients, r)
+	}
 }

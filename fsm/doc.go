@@ -271,12 +271,46 @@
 //
 // Every other replay (TaskFinished, TaskFailed, Join's generation, Leave,
 // SetDataset, node registry changes) is the first outcome, which time does
-// not change. The table keeps the last DedupPerClient outcomes of
-// each client, at most DedupMaxClients clients, and forgets a client after
-// DedupWindow of FSM time without requests; all three bounds depend only on
-// the log, so every replica forgets the same ids. A retry older than what
-// its client's table still holds is refused with ErrInvalid rather than
-// applied twice. Commands rejected as invalid are not remembered.
+// not change. The table keeps the last DedupPerClient outcomes of each
+// client, and forgets a client after DedupWindow (30 minutes) of FSM time
+// without requests; every bound depends only on the log, so every replica
+// forgets the same ids. A retry older than what its client's table still
+// holds (at or below its floor, the highest sequence number it dropped) is
+// refused with ErrInvalid rather than applied twice. Commands rejected as
+// invalid are not remembered.
+//
+// From Protocol2 on the window is a promise: a client id used within
+// DedupWindow is never forgotten, whatever other clients do, so a retry
+// within the window is always answered with its first outcome. Two
+// refusals keep it, both decided by the log alone and changing nothing:
+//
+//   - A client id the table does not hold, with a sequence number above
+//     1, is refused with ErrUnknownClient: its client was forgotten after
+//     the window (or skipped its first request), and its request may be
+//     the late retry of one applied before. Sequence 0 or 1 starts a new
+//     client. A client that meets this refusal on the first attempt of a
+//     request, which no earlier attempt can have applied, sends it again
+//     as sequence 1 of a new id; on a retry, the outcome is unknown.
+//   - A new client id is refused with ErrTooManyClients (retry later)
+//     while the table holds DedupMaxActiveClients (262,144) ids used
+//     within the window of the command's time. Clients already held never
+//     notice.
+//
+// This is the session model of the Raft dissertation (§6.3), a client id
+// standing for a session that its first request opens. The only retry
+// that can still be applied twice is one of sequence 1 that arrives after
+// its client was forgotten, more than DedupWindow after it was first
+// applied; the clients give up on a write well before (the Go and Python
+// clients send no attempt of a write later than rpc.MaxWriteRetry, 15
+// minutes, after its first).
+// The table takes about 140 bytes per client plus 56 per outcome kept, at
+// most about 270 MB at DedupMaxActiveClients clients of DedupPerClient
+// outcomes each (BenchmarkDedupFullTable), and about 315 bytes per such
+// client in a snapshot. At Protocol1 the table holds at most
+// DedupMaxClients clients, evicting the least recently used to take a new
+// one, and a forgotten client's request is applied as new, as releases
+// before Protocol2 did; the snapshot form of the table is the same at both
+// levels.
 //
 // # Snapshots
 //

@@ -50,6 +50,21 @@ var (
 	ErrLimitExceeded = errors.New("limit exceeded")
 	// ErrUnknownJob means the job named does not exist.
 	ErrUnknownJob = errors.New("unknown job")
+
+	// ErrUnknownClient means a request names a client id that the
+	// de-duplication table does not hold, with a sequence number above 1:
+	// the client was forgotten after DedupWindow without requests, or
+	// never seen. The request was refused and changed nothing. Its client
+	// may send it again as sequence 1 of a new client id only when no
+	// attempt of it was sent before; a retry refused this way has an
+	// unknown outcome, since its first attempt may have been applied
+	// before the client was forgotten.
+	ErrUnknownClient = errors.New("unknown client id: forgotten after the de-duplication window, or never seen")
+	// ErrTooManyClients means a request under a client id the
+	// de-duplication table does not hold was refused because the table
+	// holds DedupMaxActiveClients ids used within DedupWindow. It changed
+	// nothing; retry with the same request id once an id expires.
+	ErrTooManyClients = errors.New("too many client ids used within the de-duplication window")
 )
 
 // Code is the stable identifier of a command outcome, used on the wire.
@@ -72,6 +87,8 @@ const (
 	CodeInvalid
 	CodeLimit
 	CodeUnknownJob
+	CodeUnknownClient
+	CodeTooManyClients
 	numCodes
 )
 
@@ -94,6 +111,8 @@ var codeTable = [numCodes]struct {
 	CodeInvalid:          {"invalid", ErrInvalid},
 	CodeLimit:            {"limit_exceeded", ErrLimitExceeded},
 	CodeUnknownJob:       {"unknown_job", ErrUnknownJob},
+	CodeUnknownClient:    {"unknown_client", ErrUnknownClient},
+	CodeTooManyClients:   {"too_many_clients", ErrTooManyClients},
 }
 
 // String returns the code's stable wire name, such as "pass_before".
@@ -147,6 +166,16 @@ type limitError struct{ msg string }
 
 func (e *limitError) Error() string { return e.msg }
 func (e *limitError) Unwrap() error { return ErrLimitExceeded }
+
+// refusal is a sentinel error whose text is a message of its own, which
+// details the sentinel's cause.
+type refusal struct {
+	msg string
+	err error
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.err }
 
 // limitf returns the ErrLimitExceeded of limit name, whose value is limit,
 // with a message saying what the command would have done.

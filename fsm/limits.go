@@ -55,10 +55,19 @@ const (
 
 	// DedupPerClient is how many recent requests are remembered per client.
 	DedupPerClient = 16
-	// DedupMaxClients bounds the clients remembered at once; the least
-	// recently seen is forgotten first.
+	// DedupMaxClients bounds the clients remembered at once at Protocol1,
+	// where the least recently seen is forgotten first, however recently.
 	DedupMaxClients = 1 << 14
+	// DedupMaxActiveClients bounds the clients remembered at once from
+	// Protocol2 on, where none is forgotten within DedupWindow: a new
+	// client id is refused (ErrTooManyClients) while this many ids used
+	// within the window are held. It is sized for 10,000 trainers of about
+	// a dozen ids each (a client and its lanes; each DataLoader worker is a
+	// client of its own) and a restart of all of them, whose old ids stay
+	// for the window: about 240,000 ids.
+	DedupMaxActiveClients = 1 << 18
 	// DedupWindow forgets a client not seen for this long in FSM time.
+	// Clients bound their retries of a write well within it.
 	DedupWindow = 30 * time.Minute
 )
 

@@ -32,6 +32,9 @@ type model struct {
 	kvVersion uint64
 	// protocol is the cluster's protocol level.
 	protocol uint64
+	// maxActive bounds the clients used within DedupWindow from
+	// Protocol2 on (DedupMaxActiveClients, or what a test lowered it to).
+	maxActive int
 }
 
 // modelSince gives the protocol level from which each command type added
@@ -106,7 +109,7 @@ type modelSeen struct {
 }
 
 func newModel() *model {
-	return &model{nodes: map[string]Registration{}, jobs: map[string]*modelJob{}, protocol: Protocol1}
+	return &model{nodes: map[string]Registration{}, jobs: map[string]*modelJob{}, protocol: Protocol1, maxActive: DedupMaxActiveClients}
 }
 
 func (m *model) newJob() *modelJob {
@@ -149,6 +152,23 @@ func (m *model) apply(b []byte) Result {
 		}
 		if req.Seq <= cl.floor {
 			return invalidResult
+		}
+	}
+	if !req.IsZero() && m.client(req.Client) == nil && m.protocol >= Protocol2 {
+		// A client id the table does not hold: refused past sequence 1,
+		// and while the table holds maxActive clients within the window.
+		now := max(m.clock, c.Hdr().Now)
+		active := 0
+		for _, cl := range m.clients {
+			if now-cl.lastSeen <= int64(DedupWindow) {
+				active++
+			}
+		}
+		switch {
+		case req.Seq > 1:
+			return Result{Code: CodeUnknownClient}
+		case active >= m.maxActive:
+			return Result{Code: CodeTooManyClients}
 		}
 	}
 	before := m.clock

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"pgregory.net/rapid"
 )
 
@@ -15,8 +16,27 @@ import (
 // -rapid.checks=1000 the package's tests take about 50s on two cores.
 const propMaxSteps = 1000
 
-// propClients is the number of clients that send request ids.
-const propClients = 2
+// propClients is the number of clients that send request ids; at
+// Protocol2 the de-duplication table holds propMaxActive of them within
+// the window, so that the third is refused until one expires.
+const (
+	propClients   = 3
+	propMaxActive = 2
+)
+
+// propFSM returns an empty FSM whose de-duplication table holds
+// propMaxActive clients within the window.
+func propFSM() *FSM { return withMaxActive(New(), propMaxActive) }
+
+// withMaxActive lowers f's de-duplication table to n clients within the
+// window, as a build with a smaller DedupMaxActiveClients would, and
+// returns f.
+func withMaxActive(f *FSM, n int) *FSM {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.s.dedup.maxActive = n
+	return f
+}
 
 // propKinds weights the commands the generator draws; the simplest comes
 // first, so that rapid shrinks towards it.
@@ -51,16 +71,34 @@ type propGen struct {
 	now   int64
 	metas []TaskMeta // recently leased, newest last
 	sent  []Command  // commands sent with a request id, for retries
-	seqs  [propClients]uint64
+	// ids and seqs are each client's current id and last sequence
+	// number; minted numbers the ids a client takes once its id is
+	// refused as unknown, as the clients do.
+	ids    [propClients]uuid.UUID
+	seqs   [propClients]uint64
+	minted byte
 }
 
-func newPropGen() *propGen { return &propGen{f: New(), now: t0} }
+func newPropGen() *propGen {
+	g := &propGen{f: propFSM(), now: t0}
+	for n := range g.ids {
+		g.ids[n] = clientID(byte(n + 1))
+	}
+	return g
+}
 
 // step draws one entry and applies it to g.f.
 func (g *propGen) step(t *rapid.T) ([]byte, *Result) {
 	b := g.draw(t)
 	g.index++
 	r := g.f.ApplyEntry(g.index, b)
+	if c, err := Decode(b); err == nil && r.Code == CodeUnknownClient {
+		// The client continues under a new id, from sequence 1.
+		if n := slices.Index(g.ids[:], c.Hdr().Request.Client); n >= 0 {
+			g.minted++
+			g.ids[n], g.seqs[n] = uuid.UUID{15: g.minted, 0: 0xcd}, 0
+		}
+	}
 	if r.Task != nil && !slices.Contains(g.metas, r.Task.Meta) {
 		g.metas = append(g.metas, r.Task.Meta)
 		if len(g.metas) > 8 {
@@ -124,7 +162,7 @@ func (g *propGen) encode(t *rapid.T, c Command) []byte {
 	if rapid.Bool().Draw(t, "dedup") {
 		n := rapid.IntRange(0, propClients-1).Draw(t, "client")
 		g.seqs[n] += uint64(rapid.SampledFrom([]int{1, 1, 1, 2, 5}).Draw(t, "seqStep"))
-		h.Request = RequestID{Client: clientID(byte(n + 1)), Seq: g.seqs[n]}
+		h.Request = RequestID{Client: g.ids[n], Seq: g.seqs[n]}
 		g.sent = append(g.sent, c)
 	}
 	return Encode(c)
@@ -289,7 +327,7 @@ func sameResult(a, b *Result) bool {
 func TestPropertyReplicasAgree(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := newPropGen()
-		replica := New()
+		replica := propFSM()
 		for range rapid.IntRange(propMaxSteps/4, propMaxSteps).Draw(t, "steps") {
 			b, want := g.step(t)
 			got := replica.ApplyEntry(g.index, b)
@@ -353,7 +391,7 @@ func TestPropertySnapshotReplay(t *testing.T) {
 		if !bytes.Equal(b, want) {
 			t.Fatalf("persisted snapshot (%d bytes) is not the state at entry %d (%d bytes)", len(b), at, len(want))
 		}
-		f := restored(t, b)
+		f := withMaxActive(restored(t, b), propMaxActive)
 		for i, e := range rest {
 			f.ApplyEntry(uint64(at+i+1), e)
 		}
@@ -372,6 +410,7 @@ func TestPropertyInvariants(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		g := newPropGen()
 		m := newModel()
+		m.maxActive = propMaxActive
 		prev := map[string]Stats{}
 		for range rapid.IntRange(propMaxSteps/4, propMaxSteps).Draw(t, "steps") {
 			before := g.f.SnapshotBytes()
@@ -380,7 +419,7 @@ func TestPropertyInvariants(t *testing.T) {
 			if !sameResult(got, &want) {
 				t.Fatalf("entry %d: got %+v, model says %+v", g.index, got, want)
 			}
-			if got.Code == CodeInvalid || got.Code == CodeLimit || got.Duplicate {
+			if got.rejected() || got.Duplicate {
 				if !bytes.Equal(before, g.f.SnapshotBytes()) {
 					t.Fatalf("entry %d: a rejected or replayed command changed the state", g.index)
 				}

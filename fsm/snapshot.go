@@ -39,6 +39,7 @@ func (s *state) clone() *state {
 	}
 	c.nodes = maps.Clone(s.nodes)
 	c.dedup = newDedupTable()
+	c.dedup.maxActive = s.dedup.maxActive
 	for cl := s.dedup.head; cl != nil; cl = cl.next {
 		cc := &dedupClient{id: cl.id, lastSeen: cl.lastSeen, floor: cl.floor, entries: slices.Clone(cl.entries)}
 		c.dedup.clients[cc.id] = cc
@@ -516,7 +517,7 @@ func (s *state) check() error {
 	switch {
 	case s.clock < 0 || s.clock > maxNow || s.graceUntil < 0 || s.graceUntil > s.clock+int64(MaxGrace):
 		return fmt.Errorf("clock %d or grace %d out of range", s.clock, s.graceUntil)
-	case len(s.jobs) > MaxJobsCeiling || len(s.nodes) > MaxNodes || s.dedup.n > DedupMaxClients:
+	case len(s.jobs) > MaxJobsCeiling || len(s.nodes) > MaxNodes || s.dedup.n > s.dedupLimit():
 		return errors.New("a table exceeds its limit")
 	}
 	if err := s.limits.validate(); err != nil {
@@ -548,6 +549,10 @@ func (s *state) check() error {
 		if len(c.entries) > DedupPerClient {
 			return fmt.Errorf("dedup client %s: %d entries", c.id, len(c.entries))
 		}
+		if c.lastSeen > s.clock || c.prev != nil && c.lastSeen < c.prev.lastSeen {
+			// Expiry takes clients from the head while they are old.
+			return fmt.Errorf("dedup client %s: last seen at %d, out of order or after the clock %d", c.id, c.lastSeen, s.clock)
+		}
 		for _, e := range c.entries {
 			if e.job > s.jobSeq {
 				return fmt.Errorf("dedup client %s: job %d of %d", c.id, e.job, s.jobSeq)
@@ -555,6 +560,15 @@ func (s *state) check() error {
 		}
 	}
 	return nil
+}
+
+// dedupLimit is how many clients the de-duplication table may hold at the
+// state's protocol level.
+func (s *state) dedupLimit() int {
+	if s.atLeast(Protocol2) {
+		return s.dedup.maxActive
+	}
+	return DedupMaxClients
 }
 
 // check verifies the invariants of one job.

@@ -158,14 +158,17 @@ type Result struct {
 	Collected []string
 }
 
-// Err returns the result as an error: nil, a sentinel, or ErrInvalid or
-// ErrLimitExceeded with the message.
+// Err returns the result as an error: nil, a sentinel, or ErrInvalid,
+// ErrLimitExceeded, ErrUnknownClient or ErrTooManyClients with the
+// message.
 func (r *Result) Err() error {
 	switch {
 	case r.Code == CodeInvalid && r.Message != "":
 		return invalidf("%s", r.Message)
 	case r.Code == CodeLimit && r.Message != "":
 		return &limitError{msg: r.Message}
+	case (r.Code == CodeUnknownClient || r.Code == CodeTooManyClients) && r.Message != "":
+		return &refusal{msg: r.Message, err: r.Code.Err()}
 	}
 	return r.Code.Err()
 }
@@ -188,7 +191,7 @@ func errResult(err error) *Result {
 	switch r.Code {
 	case CodeInvalid:
 		r.Message = trimInvalid(err.Error())
-	case CodeLimit:
+	case CodeLimit, CodeUnknownClient, CodeTooManyClients:
 		r.Message = err.Error()
 	}
 	return r
@@ -204,12 +207,21 @@ func trimInvalid(msg string) string {
 }
 
 // rejected reports whether r rejects its command: such a command changed
-// nothing, and is not remembered for de-duplication.
-func (r *Result) rejected() bool { return r.Code == CodeInvalid || r.Code == CodeLimit }
+// nothing, and is not remembered for de-duplication. The de-duplication
+// table's refusals (ErrUnknownClient, ErrTooManyClients) are rejections
+// too.
+func (r *Result) rejected() bool {
+	switch r.Code {
+	case CodeInvalid, CodeLimit, CodeUnknownClient, CodeTooManyClients:
+		return true
+	}
+	return false
+}
 
 // apply applies one decoded command. A command that fails validation, or
 // would go past a limit, is rejected with CodeInvalid or CodeLimit and
-// leaves the state exactly as it was.
+// leaves the state exactly as it was, as does one the de-duplication table
+// refuses (CodeUnknownClient, CodeTooManyClients).
 func (s *state) apply(c Command) *Result {
 	if err := validate(c); err != nil {
 		return errResult(err)
@@ -238,7 +250,7 @@ func (s *state) apply(c Command) *Result {
 	}
 	r.Clock = s.clock
 	if dedupOn {
-		s.dedup.record(h.Request, c.Type(), r, s.clock, seq)
+		s.dedup.record(h.Request, c.Type(), r, s.clock, seq, !s.atLeast(Protocol2))
 	}
 	s.dedup.expire(s.clock)
 	return r

@@ -24,6 +24,14 @@
 // with errors.Is.
 //
 // Writes carry a request id in the X-Raftmaster-Request-Id header
-// ("<client uuid>/<sequence>"). A retry with the same id is answered with
-// the first outcome and changes nothing.
+// ("<client uuid>/<sequence>"). A retry with the same id within
+// DedupWindow of the client's last request is answered with the first
+// outcome and changes nothing; clients stop retrying a write after
+// MaxWriteRetry. A client id the cluster does not remember is refused past
+// sequence 1 (409 unknown_client: it was forgotten, or never seen), and a
+// new client id is refused while the cluster remembers as many as it
+// holds within the window (503 too_many_clients, with Retry-After). A
+// client that meets unknown_client on the first attempt of a write may
+// send it again as sequence 1 of a new client id; on a retry the write's
+// outcome is unknown.
 package rpc

@@ -99,6 +99,9 @@ const ParamStale = "stale"
 var (
 	// writeErrors may answer any state-machine command.
 	writeErrors = []string{CodeInvalid, CodeTooLarge, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable}
+	// requestErrors may answer any write that carries a request id: the
+	// de-duplication table's refusals.
+	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients)
 	// leaderReadErrors may answer a read that needs the leader.
 	leaderReadErrors = []string{CodeNoLeader, CodeUnavailable}
 )
@@ -115,50 +118,50 @@ var Endpoints = []Endpoint{
 		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client. " +
 			"The first dataset counts; later requests are answered with ignored set and change nothing.",
 		Request: SetDatasetRequest{}, Response: SetDatasetResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,
 		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out.",
 		Request: GetTaskRequest{}, Response: GetTaskResponse{},
 		Write: true, Redirects: true, Job: true,
-		Errors: codes(writeErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch),
+		Errors: codes(requestErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskFinished,
 		Summary: "Report a leased task done.",
 		Request: TaskRequest{}, Response: TaskResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskFailed,
 		Summary: "Report a leased task failed: it is dispatched again, or set aside once it has failed more than failure_max times.",
 		Request: TaskRequest{}, Response: TaskResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset, CodeUnknownTask),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskRenew,
 		Summary: "Extend the lease of a task by the task timeout.",
 		Request: TaskRequest{}, Response: TaskResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
 	},
 	{
 		Method: http.MethodPost, Path: PathSaveModel,
 		Summary: "Ask for the save-model lease: granted to one trainer at a time, for block_dur.",
 		Request: SaveModelRequest{}, Response: SaveModelResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathAllgatherJoin,
 		Summary: "Join an allgather group with a JSON value; watch (" + PathAllgatherWatch + ") the generation it returns for the outcome.",
 		Request: JoinRequest{}, Response: JoinResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeGroupMismatch, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeGroupMismatch, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathAllgatherLeave,
 		Summary: "Leave an allgather group; the last member out closes it.",
 		Request: LeaveRequest{}, Response: LeaveResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors),
 	},
 	{
 		Method: http.MethodGet, Path: PathAllgatherWatch,
@@ -194,7 +197,7 @@ var Endpoints = []Endpoint{
 			"carries the key's current value and version. This is the compare-and-set of a rendezvous backend such as torchrun's, " +
 			"the version being its fencing token.",
 		Request: KVCompareAndSetRequest{}, Response: KVCompareAndSetResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(writeErrors, CodeLimit),
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodGet, Path: PathStatus,
@@ -263,14 +266,14 @@ var Endpoints = []Endpoint{
 		Summary: "Create a job, empty. A job is also created by its first dataset, join or save-model request; " +
 			"creating a job that exists is answered with ignored set.",
 		Request: JobRequest{}, Response: JobResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeLimit),
+		Write: true, Redirects: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathJobDelete, Access: AccessOperator,
 		Summary: "Delete a job and everything it holds: dataset, tasks, leases, allgather groups and register " +
 			"(their watches answer closed). A job of the same name created later starts from nothing.",
 		Request: JobRequest{}, Response: JobResponse{},
-		Write: true, Redirects: true, Errors: codes(writeErrors, CodeUnknownJob),
+		Write: true, Redirects: true, Errors: codes(requestErrors, CodeUnknownJob),
 	},
 	{
 		Method: http.MethodGet, Path: PathBackup, Access: AccessOperator,

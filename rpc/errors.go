@@ -24,6 +24,8 @@ const (
 	CodeInvalid          = "invalid" // 400: malformed or out of limits; nothing changed
 	CodeLimit            = "limit_exceeded"
 	CodeUnknownJob       = "unknown_job"
+	CodeUnknownClient    = "unknown_client"   // 409: the request id's client is not held; nothing changed
+	CodeTooManyClients   = "too_many_clients" // 503: no room for a new client id; retry with the same id
 
 	CodeNotLeader      = "not_leader"      // 307 to the leader, or 503 when unknown
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
@@ -77,6 +79,20 @@ var (
 	ErrLimitExceeded = errors.New("limit exceeded")
 	// ErrUnknownJob means the job named does not exist.
 	ErrUnknownJob = errors.New("unknown job")
+	// ErrUnknownClient means the request id's client id is not among
+	// those the cluster remembers, and its sequence number is above 1:
+	// the client was forgotten after DedupWindow without requests, or
+	// never seen. Nothing changed. A client that gets it on the first
+	// attempt of a write sends the write again as sequence 1 of a new
+	// client id; on a retry the write's outcome is unknown, since an
+	// earlier attempt may have been applied before the client was
+	// forgotten.
+	ErrUnknownClient = errors.New("unknown client id: forgotten after the de-duplication window, or never seen")
+	// ErrTooManyClients means the request id's client id is new and the
+	// cluster already remembers as many client ids used within
+	// DedupWindow as it holds. Nothing changed; it is answered 503 with
+	// Retry-After, and the write may be retried with the same request id.
+	ErrTooManyClients = errors.New("too many client ids used within the de-duplication window")
 )
 
 // sentinels maps the codes that have a sentinel error to it.
@@ -95,6 +111,8 @@ var sentinels = map[string]error{
 	CodeInvalid:          ErrInvalid,
 	CodeLimit:            ErrLimitExceeded,
 	CodeUnknownJob:       ErrUnknownJob,
+	CodeUnknownClient:    ErrUnknownClient,
+	CodeTooManyClients:   ErrTooManyClients,
 }
 
 // Sentinel returns the sentinel error of an outcome code, or nil when the
@@ -145,7 +163,7 @@ func HTTPStatus(code string) int {
 		return http.StatusUnauthorized
 	case CodeForbidden:
 		return http.StatusForbidden
-	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable:
+	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients:
 		return http.StatusServiceUnavailable
 	case CodeInternal:
 		return http.StatusInternalServerError
@@ -157,15 +175,16 @@ func HTTPStatus(code string) int {
 }
 
 // Retryable reports whether a request that failed with err may be sent
-// again with the same request id: the server had no leader, lost it, or
-// could not tell whether the write applied.
+// again with the same request id: the server had no leader, lost it,
+// could not tell whether the write applied, or had no room for a new
+// client id yet.
 func Retryable(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false
 	}
 	switch e.Code {
-	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable:
+	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients:
 		return true
 	}
 	return false

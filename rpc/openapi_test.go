@@ -59,12 +59,18 @@ var openAPIDescription = strings.Join([]string{
 		"then redirects; only then does a node that knows no leader answer 503 with code `no_leader`. " +
 		"A client may list in the " + HeaderUnreachable + " header the API addresses that just refused its connections, " +
 		"so that no node redirects it to a dead leader. Every answer names the node that gave it in the " + HeaderNode + " header.",
-	"- **Retry-After.** A 503 `no_leader` or `unavailable` carries Retry-After (in seconds): retry after it. " +
+	"- **Retry-After.** A 503 `no_leader`, `unavailable` or `too_many_clients` carries Retry-After (in seconds): retry after it. " +
 		"`unknown_outcome` carries none: retry at once, with the same request id.",
 	"- **Request ids.** A write (an operation that takes the " + HeaderRequestID + " header) carries " +
-		"`<client uuid>/<sequence>`: one client id per client process and a new sequence number per request, " +
+		"`<client uuid>/<sequence>`: one client id per client process and a new sequence number per request, starting at 1, " +
 		"reused by every retry of that request. The cluster answers a retry with the first outcome and changes nothing, " +
 		"so a write can always be retried. `unknown_outcome` means the write may or may not have applied: retry with the same id.",
+	"- **The de-duplication window.** The cluster remembers a client id's outcomes until 30 minutes of cluster time pass " +
+		"without a request from it, whatever other clients do; send no retry later than 15 minutes after a write's first attempt. " +
+		"A client id it does not remember is refused past sequence 1 with 409 `unknown_client` (forgotten, or never seen; " +
+		"nothing changed): if no earlier attempt of that write was sent, send it again as sequence 1 of a new client id; " +
+		"if it was a retry, the write's outcome is unknown. A new client id is refused with 503 `too_many_clients` " +
+		"while the cluster remembers as many client ids used within the window as it holds: retry with the same id.",
 	"- **FSM time.** Times in answers (applied_at, clock, deadlines) are FSM time, the cluster's own clock, " +
 		"written as RFC 3339 with nanoseconds: compare them with each other, not with a wall clock.",
 	"- **Durations** are Go duration strings such as `30s` or `1m30s`.",
@@ -382,8 +388,8 @@ func (g *generator) document() *object {
 			"in", "header",
 			"required", false,
 			"description", "`<client uuid>/<sequence>`: the client's id and a new sequence number for each request, "+
-				"the same on every retry of it. A retry with the same id is answered with the first outcome and changes nothing. "+
-				"Without it the write is not de-duplicated.",
+				"the same on every retry of it. A retry with the same id, within the de-duplication window, is answered with the "+
+				"first outcome and changes nothing. Without it the write is not de-duplicated.",
 			"schema", obj("type", "string", "pattern", requestIDPattern),
 			"example", "6f1c2f4e-8a77-4c1e-9d43-2b0a6a9e5c11/42",
 		)),

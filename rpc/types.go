@@ -12,6 +12,17 @@ import (
 // HeaderRequestID carries "<client uuid>/<sequence>" on every write.
 const HeaderRequestID = "X-Raftmaster-Request-Id"
 
+// The de-duplication window. The cluster remembers each client id's recent
+// outcomes until DedupWindow of cluster time has passed without a request
+// from it, and answers a retry within the window with the first outcome;
+// no flood of other clients makes it forget one sooner. A client sends no
+// attempt of a write later than MaxWriteRetry after its first, half the
+// window, so that every retry lands well inside it.
+const (
+	DedupWindow   = 30 * time.Minute
+	MaxWriteRetry = DedupWindow / 2
+)
+
 // HeaderNode is set on every answer to the id of the node that answered,
 // so that a client knows which node it talks to under which address.
 const HeaderNode = "X-Raftmaster-Node"

@@ -80,14 +80,15 @@ func fsmTime(t time.Time) int64 {
 
 // outcome classifies a call's error: a seed error code is a definite
 // outcome; anything else (no leader, unknown outcome, giving up, a broken
-// connection) leaves the outcome unknown.
+// connection, a retry the de-duplication table refused) leaves the outcome
+// unknown.
 func outcome(err error) (code string, appliedAt int64, unknown bool) {
 	if err == nil {
 		return "", 0, false
 	}
 	var e *rpc.Error
 	if errors.As(err, &e) {
-		if c, ok := fsm.ParseCode(e.Code); ok && c != fsm.CodeInvalid {
+		if c, ok := fsm.ParseCode(e.Code); ok && c != fsm.CodeInvalid && c != fsm.CodeUnknownClient && c != fsm.CodeTooManyClients {
 			return e.Code, fsmTime(e.AppliedAt), false
 		}
 	}

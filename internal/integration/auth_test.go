@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -57,7 +57,7 @@ func TestTokenMatrix(t *testing.T) {
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
-			req.Header.Set(rpc.HeaderRequestID, fmt.Sprintf("6f1c2f4e-8a77-4c1e-9d43-2b0a6a9e5c11/%d", time.Now().UnixNano()))
+			req.Header.Set(rpc.HeaderRequestID, uuid.NewString()+"/1")
 		}
 		if token != "" {
 			req.Header.Set(rpc.HeaderAuthorization, "Bearer "+token)

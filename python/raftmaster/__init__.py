@@ -22,8 +22,8 @@ from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetRes
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
                      GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
                      NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, Reconnected,
-                     StaleEpoch, TooLarge, TransportError, Unauthorized, Unavailable, UnknownJob, UnknownOutcome,
-                     UnknownTask)
+                     StaleEpoch, TooLarge, TooManyClients, TransportError, Unauthorized, Unavailable, UnknownClient,
+                     UnknownJob, UnknownOutcome, UnknownTask)
 from .records import PassRecords
 
 __version__ = "0.1.0"
@@ -33,7 +33,7 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
-    "LimitExceeded", "UnknownJob", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",
+    "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",
     "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ClientClosed", "TransportError",
     "ChunkError",
 ]

@@ -2,7 +2,13 @@
 client/lanes.go, client/leadermove.go).
 
 Every write carries a request id, "<lane uuid>/<sequence>", and every retry
-of that write reuses it, so the cluster applies it once. A follower
+of that write reuses it, so the cluster applies it once. A write sends no
+attempt later than MAX_WRITE_RETRY (15 minutes) after its first, well
+within the cluster's de-duplication window (30 minutes). A lane idle past
+the window, whose identity the cluster forgot, is refused (unknown_client)
+on its next write's first attempt, which applied nothing: the write goes
+again as the first request of a new identity. A retry refused so raises
+UnknownClient, since an earlier attempt may have applied. A follower
 redirects (307) to the leader, whose address is remembered. Connection
 errors and the retryable codes (no leader, not leader, unknown outcome,
 unavailable) move on to the next address and retry with exponential backoff
@@ -50,6 +56,12 @@ MAX_ERROR_BYTES = 64 << 10
 DEAD_REFUSAL = 2.0
 #: How long a call keeps retrying when no leader answers (client.DefaultRetry).
 DEFAULT_RETRY = 120.0
+#: How long the cluster remembers an identity's outcomes after its last
+#: request (rpc.DedupWindow), and how long after its first attempt a write
+#: may send its last (rpc.MaxWriteRetry): half the window, whatever the
+#: client's retry budget.
+DEDUP_WINDOW = 1800.0
+MAX_WRITE_RETRY = DEDUP_WINDOW / 2
 
 # Leader probes of a hanging attempt (client/leadermove.go).
 LEADER_PROBE_AFTER = 0.300
@@ -187,8 +199,10 @@ class Lanes:
     """Hands every write in flight its own de-duplication identity, as the Go
     client does: the cluster remembers the last few request ids of each
     identity, so a write retried after many newer writes of other threads
-    would otherwise be too old to tell. The first lane is the client's own
-    id; the n-th is the name-based (SHA-1) UUID of str(n) in its namespace."""
+    would otherwise be too old to tell. The first identity is the client's
+    own id; the n-th is the name-based (SHA-1) UUID of str(n) in its
+    namespace. A lane idle past the de-duplication window, whose identity
+    the cluster forgot, takes the next one (renew)."""
 
     def __init__(self, base: uuid.UUID) -> None:
         self.base = base
@@ -196,18 +210,26 @@ class Lanes:
         self._free: List[Lane] = []
         self._n = 0
 
+    def _mint(self) -> uuid.UUID:
+        self._n += 1
+        if self._n == 1:
+            return self.base
+        return uuid.uuid5(self.base, str(self._n))
+
     def acquire(self) -> Lane:
         with self._lock:
             if self._free:
                 return self._free.pop()
-            self._n += 1
-            if self._n == 1:
-                return Lane(self.base)
-            return Lane(uuid.uuid5(self.base, str(self._n)))
+            return Lane(self._mint())
 
     def release(self, lane: Lane) -> None:
         with self._lock:
             self._free.append(lane)
+
+    def renew(self, lane: Lane) -> None:
+        """Give lane, whose identity the cluster no longer holds, a new one, whose next request is its first."""
+        with self._lock:
+            lane.id, lane.seq = self._mint(), 0
 
 
 class Call:
@@ -325,16 +347,21 @@ class Transport:
             lane = self.lanes.acquire()
             req_id = lane.next()
         try:
-            return self._do(call, payload, req_id)
+            return self._do(call, payload, lane, req_id)
         finally:
             if lane is not None:
                 self.lanes.release(lane)
 
-    def _do(self, call: Call, payload: Optional[bytes], req_id: str) -> Any:
+    def _do(self, call: Call, payload: Optional[bytes], lane: Optional[Lane], req_id: str) -> Any:
         budget = self.retry if call.budget is None else call.budget
+        if call.write:
+            # Every attempt of a write must reach the cluster well within
+            # the de-duplication window of its first.
+            budget = min(budget, MAX_WRITE_RETRY)
         start = time.monotonic()
         refusals = 0
         attempt = 0
+        first = call.write  # no attempt of the write has been sent yet
         while True:
             if self.closed.is_set():
                 raise errors.ClientClosed()
@@ -346,6 +373,24 @@ class Transport:
                 return out
             if self.closed.is_set():
                 raise errors.ClientClosed()
+            if isinstance(ae.err, errors.UnknownClient) and lane is not None:
+                if first:
+                    # The lane was idle past the window and the cluster
+                    # forgot its identity. The refusal applied nothing, and
+                    # no other attempt of the write was ever sent, so the
+                    # write goes again, at once, as the first request of a
+                    # new identity.
+                    self.lanes.renew(lane)
+                    req_id = lane.next()
+                    first = False
+                    continue
+                # A retry refused so may follow an attempt that was applied
+                # before the cluster forgot the identity.
+                ae.err.context = ("raftmaster client: %s %s: the write may or may not have applied "
+                                  "(an earlier attempt may have, before the cluster forgot this client)"
+                                  % (call.method, call.path))
+                raise ae.err
+            first = False
             if not ae.retry or call.addr:
                 raise ae.err
             if not ae.moved:

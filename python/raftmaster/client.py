@@ -120,7 +120,10 @@ class Client:
     addresses and redirects; without it, "https://" addresses use the
     system's default trust. ``retry`` is how long, in seconds, a
     call keeps retrying while the cluster has no leader or cannot be
-    reached (two minutes by default; 0 means a single attempt).
+    reached (two minutes by default; 0 means a single attempt); a write
+    sends no attempt later than 15 minutes after its first, whatever
+    ``retry`` says, so that the cluster, which remembers its outcome for
+    30 minutes, answers every retry with it.
     ``client_indexing`` makes set_dataset expand the globs and index the
     RecordIO files here, and send the chunk list, for clusters that cannot
     see the data.

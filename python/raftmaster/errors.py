@@ -120,6 +120,21 @@ class UnknownJob(RaftmasterError):
     code = "unknown_job"
 
 
+class UnknownClient(RaftmasterError):
+    """The cluster does not remember the identity a retried write was sent
+    under (it forgot it after the de-duplication window): the write may or
+    may not have applied. A first attempt refused so is sent again under a
+    new identity, and never raises it."""
+    code = "unknown_client"
+
+
+class TooManyClients(RaftmasterError):
+    """The cluster had no room for a new identity (503): its table of
+    identities used within the de-duplication window was full; retried."""
+    code = "too_many_clients"
+    retryable = True
+
+
 # The transport's codes.
 
 class NotLeader(RaftmasterError):
@@ -225,8 +240,8 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
     cls.code: cls for cls in (
         PassBefore, PassAfter, NoMoreAvailable, AllTaskFailed, NoDataset, UnknownTask,
         StaleEpoch, Closed, Reconnected, AllGatherTimeoutExceeded, GroupMismatch, Invalid,
-        LimitExceeded, UnknownJob, NotLeader, NoLeader, UnknownOutcome, Unavailable,
-        TooLarge, NotFound, MethodNotAllowed, Internal, Unauthorized, Forbidden,
+        LimitExceeded, UnknownJob, UnknownClient, TooManyClients, NotLeader, NoLeader, UnknownOutcome,
+        Unavailable, TooLarge, NotFound, MethodNotAllowed, Internal, Unauthorized, Forbidden,
     )
 }
 
@@ -235,7 +250,7 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
 SENTINEL_CODES = frozenset(c.code for c in (
     PassBefore, PassAfter, NoMoreAvailable, AllTaskFailed, NoDataset, UnknownTask,
     StaleEpoch, Closed, Reconnected, AllGatherTimeoutExceeded, GroupMismatch, Invalid,
-    LimitExceeded, UnknownJob))
+    LimitExceeded, UnknownJob, UnknownClient, TooManyClients))
 
 
 def error_class(code: str) -> Type[RaftmasterError]:

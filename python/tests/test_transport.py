@@ -236,6 +236,8 @@ CODES = {
     "invalid": (400, raftmaster.Invalid),
     "limit_exceeded": (409, raftmaster.LimitExceeded),
     "unknown_job": (404, raftmaster.UnknownJob),
+    "unknown_client": (409, raftmaster.UnknownClient),
+    "too_many_clients": (503, raftmaster.TooManyClients),
     "not_leader": (503, raftmaster.NotLeader),
     "no_leader": (503, raftmaster.NoLeader),
     "unknown_outcome": (503, raftmaster.UnknownOutcome),
@@ -258,7 +260,7 @@ def test_every_wire_code_of_the_contract_has_its_class():
     for code, (_, cls) in CODES.items():
         assert errors.error_class(code) is cls and cls.code == code
         assert issubclass(cls, raftmaster.RaftmasterError)
-        assert cls.retryable == (code in ("not_leader", "no_leader", "unknown_outcome", "unavailable"))
+        assert cls.retryable == (code in ("not_leader", "no_leader", "unknown_outcome", "unavailable", "too_many_clients"))
 
 
 @pytest.mark.parametrize("code", sorted(CODES))
@@ -322,6 +324,73 @@ def test_lanes_give_concurrent_writes_their_own_identity():
     assert a.next() == "%s/1" % base and a.next() == "%s/2" % base
     lanes.release(a)
     assert lanes.acquire() is a
+
+
+def test_a_lane_the_cluster_forgot_takes_the_next_identity():
+    base = uuid.uuid4()
+    lanes = _transport.Lanes(base)
+    a = lanes.acquire()
+    a.next()
+    lanes.renew(a)
+    assert a.id == uuid.uuid5(base, "2") and a.next() == "%s/1" % a.id
+    assert lanes.acquire().id == uuid.uuid5(base, "3")
+
+
+def request_ids(s):
+    return [r["headers"][_transport.HEADER_REQUEST_ID] for r in s.requests]
+
+
+UNKNOWN_CLIENT = (409, {}, {"code": "unknown_client", "message": "request id refused: unknown client id"})
+
+
+def test_an_idle_lane_sends_its_write_again_under_a_new_identity(fake):
+    # The cluster forgot the lane's identity while it was idle: the next
+    # write's first attempt is refused, and, since nothing of it was
+    # applied, goes again at once as sequence 1 of a new identity.
+    s = fake([(200, {}, TASK), UNKNOWN_CLIENT, (200, {}, TASK)])
+    c = raftmaster.Client([s.addr], retry=60)
+    waits = recording_waits(c)
+    c.get_task(0)
+    assert c.get_task(0).meta == raftmaster.TaskMeta(3, 1)
+    renewed = uuid.uuid5(c.id, "2")
+    assert request_ids(s) == ["%s/1" % c.id, "%s/2" % c.id, "%s/1" % renewed]
+    assert waits == []
+    c.get_task(0)
+    assert request_ids(s)[-1] == "%s/2" % renewed
+
+
+def test_a_retry_refused_as_unknown_client_raises_with_an_unknown_outcome(fake):
+    # The first attempt's answer was lost; its retry is refused because the
+    # cluster does not hold the identity. The first attempt may have been
+    # applied before the cluster forgot it: never sent again.
+    s = fake([(200, {}, TASK), (503, {}, {"code": "unknown_outcome", "message": "lost"}), UNKNOWN_CLIENT])
+    c = raftmaster.Client([s.addr], retry=60)
+    recording_waits(c)
+    c.get_task(0)
+    with pytest.raises(raftmaster.UnknownClient) as e:
+        c.get_task(0)
+    assert "may or may not have applied" in str(e.value)
+    ids = request_ids(s)
+    assert len(ids) == 3 and ids[1] == ids[2] == "%s/2" % c.id
+
+
+def test_write_retries_end_within_the_window(fake, monkeypatch):
+    assert _transport.MAX_WRITE_RETRY <= _transport.DEDUP_WINDOW / 2
+    monkeypatch.setattr(_transport, "MAX_WRITE_RETRY", 0.3)
+    s = fake([(503, {}, {"code": "too_many_clients", "message": "no room"})])
+    c = raftmaster.Client([s.addr], retry=3600)
+    with pytest.raises(raftmaster.TooManyClients, match="giving up"):
+        c.get_task(0)
+    assert len(set(request_ids(s))) == 1
+
+
+def test_the_window_is_the_contract_s():
+    with open(os.path.join(REPO, "rpc", "types.go")) as f:
+        src = f.read()
+    import re
+    assert re.search(r"\bDedupWindow\s*=\s*30 \* time\.Minute\b", src)
+    assert re.search(r"\bMaxWriteRetry\s*=\s*DedupWindow / 2\b", src)
+    assert _transport.DEDUP_WINDOW == 1800.0 and _transport.MAX_WRITE_RETRY == 900.0
 
 
 def test_retry_after_forms():

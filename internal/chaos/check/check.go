@@ -78,9 +78,10 @@ func All(ops []history.Op, cfg Config) []error {
 
 // unknown reports whether op's outcome is unknown: it never returned, or it
 // returned an error that is not an FSM outcome (the command may still have
-// been applied, even after the client gave up).
+// been applied, even after the client gave up), or a refusal of the
+// de-duplication table, which says nothing of an earlier attempt.
 func unknown(op history.Op) bool {
-	if op.Unknown() || op.Code == rpc.CodeUnknownOutcome {
+	if op.Unknown() || op.Code == rpc.CodeUnknownOutcome || op.Code == rpc.CodeUnknownClient || op.Code == rpc.CodeTooManyClients {
 		return true
 	}
 	if op.Code == "" {
