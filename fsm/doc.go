@@ -86,7 +86,11 @@
 // exist is answered as an empty job answers it, which is how the default
 // job behaved before it held anything: GetTask, TaskFinished, TaskFailed
 // and RenewLease answer ErrNoDataset, DatasetCommit an unknown upload,
-// Leave is ignored. A command that is rejected creates nothing.
+// Leave is ignored. A command that is rejected creates nothing. A
+// KVCompareAndSet that expects a version (not 0) cannot create its job, so
+// to a job that does not exist it is answered as a compare-and-set that
+// did not swap, the key absent, even when MaxJobs is reached; before
+// Protocol2 it was refused with CodeLimit there, as old replicas still do.
 //
 // DeleteJob deletes its job, named explicitly, with everything it holds;
 // the watches of its groups answer ErrClosed. An unknown job answers

@@ -282,7 +282,11 @@ func (m *model) dispatch(c Command) Result {
 		creates = true
 	}
 	if !exists {
-		if creates && len(m.jobs) >= m.limits.Effective().MaxJobs {
+		// From Protocol2 a compare-and-set that expects a version cannot
+		// create the job, and is answered as on an empty job.
+		kv, isKV := c.(*KVCompareAndSet)
+		createsNothing := m.protocol >= Protocol2 && isKV && kv.Version != 0
+		if creates && !createsNothing && len(m.jobs) >= m.limits.Effective().MaxJobs {
 			return limitResult
 		}
 		j = m.newJob()

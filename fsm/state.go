@@ -249,7 +249,9 @@ func (s *state) apply(c Command) *Result {
 // on a new, empty job, which joins the jobs only when the row creates jobs
 // and the command is neither rejected nor ignored: so a command that does not create
 // answers as it would on an empty job (GetTask: ErrNoDataset; Leave:
-// ignored). It returns the seq of the job the command ran on, 0 for none.
+// ignored). A command of a creating row is first checked against the
+// limits on creating a job, unless it cannot create one (createsNothing).
+// It returns the seq of the job the command ran on, 0 for none.
 func (s *state) dispatch(c Command) (*Result, uint64) {
 	spec := lookup(c.Type())
 	switch {
@@ -261,7 +263,7 @@ func (s *state) dispatch(c Command) (*Result, uint64) {
 	name := jobName(c.Hdr().Job)
 	j := s.jobs[name]
 	if j == nil {
-		if spec.creates {
+		if spec.creates && !(s.atLeast(Protocol2) && createsNothing(c)) {
 			if err := s.roomForJob(name); err != nil {
 				return errResult(err), 0
 			}
@@ -277,6 +279,17 @@ func (s *state) dispatch(c Command) (*Result, uint64) {
 	}
 	j.lastActivity = s.clock
 	return r, j.seq
+}
+
+// createsNothing reports a command of a creating type that, addressed to
+// a job that does not exist, cannot create it: a compare-and-set that
+// expects a version of its key, which an empty job does not hold. From
+// Protocol2 on it is answered as on an empty job (not swapped, the key
+// absent), changing nothing, rather than refused for the limits on
+// creating a job; below, it was refused, and old replicas still do.
+func createsNothing(c Command) bool {
+	kv, ok := c.(*KVCompareAndSet)
+	return ok && kv.Version != 0
 }
 
 // tick expires every deadline that is due at the current clock, in every
