@@ -270,9 +270,10 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 }
 
 // keepLease renews t's lease every third of its length until ctx is done
-// or the lease is lost. A renewal's answer gives the length of the renewed
-// lease, which may be shorter than the first (a new leader's grace makes
-// the first one longer).
+// or the lease is lost. A renewal's answer gives how long the renewed
+// lease lasts from the answer, which may be shorter than the first (a new
+// leader's grace makes the first one longer, and a renewal retried after
+// the cluster applied it gets what remains of its lease at the retry).
 func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
 	every := renewFallback
 	if t.Lease > 0 {

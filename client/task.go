@@ -137,8 +137,9 @@ func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) err
 	return err
 }
 
-// taskReportLease is taskReport that also returns the length of a renewed
-// lease (zero when the cluster did not say).
+// taskReportLease is taskReport that also returns how long a renewed lease
+// lasts from the answer, what remains of it when the renewal was retried
+// after the cluster had applied it (zero when the cluster did not say).
 func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta) (time.Duration, error) {
 	var resp rpc.TaskResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: path, body: rpc.TaskRequest{Meta: meta}, write: true, out: &resp})
@@ -150,10 +151,29 @@ func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta
 
 // RequestSaveModel asks whether trainerID may save the model now. It is
 // granted to one trainer at a time, for blockDur; the holder may ask again
-// to extend it.
+// to extend it. RequestSaveModelLease also says how long the grant lasts.
 func (c *Client) RequestSaveModel(trainerID string, blockDur time.Duration) (bool, error) {
+	g, err := c.RequestSaveModelLease(trainerID, blockDur)
+	return g.Granted, err
+}
+
+// SaveModelGrant is the answer to RequestSaveModelLease.
+type SaveModelGrant struct {
+	// Granted reports whether the caller holds the save-model lease.
+	Granted bool
+	// Lease is how long the caller holds it from the answer: blockDur,
+	// or less when the call was retried after the cluster had applied it
+	// (its answer lost), since the lease started then. Zero when not
+	// granted, or when the server did not say (a release before it): then
+	// count on no more than blockDur from the call.
+	Lease time.Duration
+}
+
+// RequestSaveModelLease is RequestSaveModel that also says how long the
+// lease lasts from the answer: save within it, or ask again to extend it.
+func (c *Client) RequestSaveModelLease(trainerID string, blockDur time.Duration) (SaveModelGrant, error) {
 	var resp rpc.SaveModelResponse
 	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel,
 		body: rpc.SaveModelRequest{TrainerID: trainerID, BlockDur: rpc.Duration(blockDur)}, write: true, out: &resp})
-	return resp.Granted, err
+	return SaveModelGrant{Granted: resp.Granted, Lease: time.Duration(resp.Lease)}, err
 }

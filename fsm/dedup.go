@@ -1,6 +1,8 @@
 package fsm
 
 import (
+	"time"
+
 	"github.com/google/uuid"
 )
 
@@ -77,11 +79,12 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 // result replays the first outcome for command c. An answer that grants
 // something for a time is replayed as true only while it still holds at
 // the FSM time of the retry, which is the later of the clock and c's
-// stamp, in the job c addresses: a retried save-model request answers
-// whether the caller holds the lease now, a retried GetTask or RenewLease
-// whose lease has ended, or whose job was deleted (and maybe created
-// again) since, answers ErrStaleEpoch. A KVCompareAndSet is replayed as
-// replayKV says. Anything else is replayed as it was.
+// stamp, in the job c addresses, and then with what remains of the lease
+// at that time: a retried save-model request answers whether the caller
+// holds the lease now, a retried GetTask or RenewLease whose lease has
+// ended, or whose job was deleted (and maybe created again) since,
+// answers ErrStaleEpoch. A KVCompareAndSet is replayed as replayKV says.
+// Anything else is replayed as it was.
 func (e *dedupEntry) result(c Command, s *state) *Result {
 	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
 	now := max(s.clock, c.Hdr().Now)
@@ -97,6 +100,9 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 	switch c := c.(type) {
 	case *RequestSaveModel:
 		r.Granted = j != nil && j.save.holder == c.TrainerID && j.save.deadline > now
+		if r.Granted {
+			r.Lease = time.Duration(j.save.deadline - now)
+		}
 	case *GetTask:
 		if e.code != CodeOK {
 			break
@@ -107,7 +113,12 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 			r.Code = CodeStaleEpoch
 		}
 	case *RenewLease:
-		if _, ok := held(c.Meta.ID, c.Meta.Epoch); e.code == CodeOK && !ok {
+		if e.code != CodeOK {
+			break
+		}
+		if i, ok := held(c.Meta.ID, c.Meta.Epoch); ok {
+			r.Lease = time.Duration(j.tasks[i].deadline - now)
+		} else {
 			r.Code = CodeStaleEpoch
 		}
 	case *KVCompareAndSet:

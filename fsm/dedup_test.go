@@ -87,19 +87,21 @@ func TestDedup(t *testing.T) {
 			save := func(trainer string, seq uint64) *Result {
 				return h.ok(withRequest(&RequestSaveModel{TrainerID: trainer, BlockDur: 2 * time.Second}, 1, seq))
 			}
-			if r := save("a", 1); !r.Granted {
-				h.t.Fatalf("first request %+v, want granted", r)
+			if r := save("a", 1); !r.Granted || r.Lease != 2*time.Second {
+				h.t.Fatalf("first request %+v, want granted for 2s", r)
 			}
 			h.advance(time.Second)
-			if r := save("a", 1); !r.Granted || !r.Duplicate {
-				h.t.Fatalf("retry while a holds the lease %+v, want granted", r)
+			// The retry says what remains of the lease, not the lease
+			// the first answer gave.
+			if r := save("a", 1); !r.Granted || !r.Duplicate || r.Lease != time.Second {
+				h.t.Fatalf("retry while a holds the lease %+v, want granted with 1s left", r)
 			}
 			h.advance(time.Second + time.Second/2) // a's lease ended at +2s
 			if r := save("b", 2); !r.Granted {
 				h.t.Fatalf("b's request after a's lease %+v, want granted", r)
 			}
 			before := h.f.SnapshotBytes()
-			if r := save("a", 1); r.Granted || !r.Duplicate {
+			if r := save("a", 1); r.Granted || !r.Duplicate || r.Lease != 0 {
 				h.t.Fatalf("a's retry while b holds the lease %+v, want a duplicate that is not granted", r)
 			}
 			if !bytes.Equal(before, h.f.SnapshotBytes()) {
@@ -130,6 +132,31 @@ func TestDedup(t *testing.T) {
 			h.fails(withRequest(&RenewLease{Meta: first.Task.Meta}, 1, 2), ErrStaleEpoch)
 			if m := h.getTask(0); m.ID != 2 {
 				h.t.Fatalf("next lease %+v, want task 2 (task 1 went to the end of todo)", m)
+			}
+		}},
+		{"renewal retry says what remains of the renewed lease", func(h *harness) {
+			h.setDataset(2, defaultParams)
+			m := h.getTask(0)
+			h.advance(3 * time.Second)
+			renew := withRequest(&RenewLease{Meta: m}, 1, 1)
+			if r := h.ok(renew); r.Lease != defaultParams.TaskTimeout {
+				h.t.Fatalf("renewal %+v, want a lease of the task timeout", r)
+			}
+			h.advance(4 * time.Second)
+			before := h.f.SnapshotBytes()
+			r := h.ok(withRequest(&RenewLease{Meta: m}, 1, 1))
+			if !r.Duplicate || r.Lease != defaultParams.TaskTimeout-4*time.Second {
+				h.t.Fatalf("retry 4s after the renewal %+v, want a duplicate with %v left", r, defaultParams.TaskTimeout-4*time.Second)
+			}
+			if !bytes.Equal(before, h.f.SnapshotBytes()) {
+				h.t.Fatalf("a replayed renewal changed the state")
+			}
+			// A later renewal moved the deadline: the retry of the first
+			// says how long the lease now lasts.
+			h.ok(&RenewLease{Meta: m})
+			h.advance(time.Second)
+			if r := h.ok(withRequest(&RenewLease{Meta: m}, 1, 1)); r.Lease != defaultParams.TaskTimeout-time.Second {
+				h.t.Fatalf("retry after a later renewal %+v, want %v left", r, defaultParams.TaskTimeout-time.Second)
 			}
 		}},
 		{"clients are forgotten after the window", func(h *harness) {

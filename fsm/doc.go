@@ -164,7 +164,9 @@
 // failureMax times. A stale epoch is ignored.
 //
 // RenewLease{ID, Epoch} moves the current lease's deadline to
-// clock+timeout; any other epoch gets ErrStaleEpoch.
+// clock+timeout (or the end of a leader's grace, if later), and answers
+// how long the lease lasts (Result.Lease); any other epoch gets
+// ErrStaleEpoch.
 //
 // When no task is todo or pending and at least one is done, the pass
 // counter increments and every task, done or failed, goes back to todo in
@@ -186,8 +188,8 @@
 //
 // RequestSaveModel{TrainerID, BlockDur} grants the save-model lease when
 // nobody holds it, when the lease has expired, or when the holder asks
-// again; the lease then ends at clock+BlockDur. Otherwise it answers
-// Granted=false. At most one trainer holds it at any FSM time.
+// again; the lease then ends at clock+BlockDur, and Result.Lease is
+// BlockDur. Otherwise it answers Granted=false. At most one trainer holds it at any FSM time.
 //
 // Join{Group, Member, NumPeers, Data, Timeout, FailOnTimeout} adds a
 // member to an allgather group, creating the group with the timeout
@@ -252,10 +254,13 @@
 // the grant has run out and passed to someone else:
 //
 //   - RequestSaveModel: Granted says whether the caller holds the lease
-//     now, so two trainers never both hear "granted" at once.
+//     now, so two trainers never both hear "granted" at once, and Lease
+//     what remains of it, so that the holder does not count on the
+//     length the first answer gave.
 //   - GetTask: the same task, with the lease's remaining length, while the
 //     lease is current; once it has ended, ErrStaleEpoch (ask again).
-//   - RenewLease: ErrStaleEpoch once the renewed lease has ended.
+//   - RenewLease: the lease's remaining length while the lease is
+//     current; ErrStaleEpoch once it has ended.
 //   - KVCompareAndSet: a swap is the first outcome, with the version it
 //     stored. One that did not swap changed nothing, so its retry answers
 //     the key as it is at the retry, which lies within the caller's call;

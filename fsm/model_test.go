@@ -183,6 +183,10 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 	switch c := c.(type) {
 	case *RequestSaveModel:
 		r.Granted = j != nil && j.holder == c.TrainerID && j.saveEnd > now
+		r.Lease = 0
+		if r.Granted {
+			r.Lease = time.Duration(j.saveEnd - now) // what remains at the retry
+		}
 	case *GetTask:
 		if r.Code != CodeOK {
 			break
@@ -195,8 +199,13 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 			r.Code, r.Task = CodeStaleEpoch, nil
 		}
 	case *RenewLease:
-		if _, ok := held(c.Meta); r.Code == CodeOK && !ok {
-			r.Code = CodeStaleEpoch
+		if r.Code != CodeOK {
+			break
+		}
+		if t, ok := held(c.Meta); ok {
+			r.Lease = time.Duration(t.deadline - now) // what remains at the retry
+		} else {
+			r.Code, r.Lease = CodeStaleEpoch, 0
 		}
 	case *KVCompareAndSet:
 		var cur KVValue
@@ -346,7 +355,7 @@ func (m *modelJob) dispatch(c Command) Result {
 			return Result{}
 		}
 		m.holder, m.saveEnd = c.TrainerID, m.clock+int64(c.BlockDur)
-		return Result{Granted: true}
+		return Result{Granted: true, Lease: c.BlockDur}
 	case *Join:
 		return m.join(c)
 	case *Leave:
@@ -558,7 +567,7 @@ func (m *modelJob) renew(meta TaskMeta) Result {
 	m.unpend(meta.ID - 1)
 	t.deadline = max(m.clock+int64(m.ds.params.TaskTimeout), m.graceTo)
 	m.addPending(meta.ID - 1)
-	return Result{}
+	return Result{Lease: time.Duration(t.deadline - m.clock)}
 }
 
 func (m *modelJob) nextPass() {

@@ -78,7 +78,13 @@ func (g *propGen) draw(t *rapid.T) []byte {
 	}
 	switch {
 	case kind == "retry" && len(g.sent) > 0:
-		c := rapid.SampledFrom(g.sent).Draw(t, "retried")
+		// Half the time one of the last few, whose grants may still
+		// hold, so that their replays are judged at a later time.
+		sent := g.sent
+		if rapid.Bool().Draw(t, "recent") {
+			sent = sent[max(0, len(sent)-4):]
+		}
+		c := rapid.SampledFrom(sent).Draw(t, "retried")
 		c.Hdr().Now = g.now
 		return Encode(c)
 	case kind == "reuse" && len(g.sent) > 0:
@@ -279,7 +285,7 @@ func sameResult(a, b *Result) bool {
 	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {
 		return false
 	}
-	return a.Code == b.Code && a.Granted == b.Granted && a.Generation == b.Generation && a.Swapped == b.Swapped &&
+	return a.Code == b.Code && a.Granted == b.Granted && a.Lease == b.Lease && a.Generation == b.Generation && a.Swapped == b.Swapped &&
 		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate && slices.Equal(a.Collected, b.Collected)
 }
 

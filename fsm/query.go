@@ -73,19 +73,6 @@ func (f *FSM) LeasesExpired(job string) uint64 {
 	return 0
 }
 
-// RenewedLease is the length of a lease of job renewed at FSM time at: the
-// task timeout, or longer while a new leader's grace lasts (leaseEnd); 0
-// for a job without a dataset.
-func (f *FSM) RenewedLease(job string, at int64) time.Duration {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	j := f.s.jobs[jobName(job)]
-	if j == nil || j.ds == nil {
-		return 0
-	}
-	return time.Duration(max(at+int64(j.ds.params.TaskTimeout), f.s.graceUntil) - at)
-}
-
 // JobInfo describes one job.
 type JobInfo struct {
 	Name string `json:"name"`

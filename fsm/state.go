@@ -135,6 +135,11 @@ type Result struct {
 	Task *Task
 	// Granted reports whether RequestSaveModel granted the lease.
 	Granted bool
+	// Lease is, for a RenewLease that renewed and a RequestSaveModel
+	// that granted, how long the lease lasts from the answer's FSM time;
+	// for a duplicate, from the retry's FSM time, so that it is what
+	// remains of the lease then. Task.Lease is GetTask's.
+	Lease time.Duration
 	// Generation identifies a Join: watches compare it with the member's
 	// current generation to detect a reconnect.
 	Generation uint64

@@ -237,7 +237,7 @@ func (s *job) renewLease(c *RenewLease) *Result {
 	s.unlink(i)
 	t.deadline = s.leaseEnd()
 	s.insertPending(i)
-	return &Result{}
+	return &Result{Lease: time.Duration(t.deadline - s.clock)}
 }
 
 // expireTasks fails every pending task whose lease is due.

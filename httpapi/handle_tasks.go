@@ -50,15 +50,6 @@ func (s *Handler) handleTaskRenew(w http.ResponseWriter, r *http.Request) error 
 	return s.taskReport(w, r, func(m fsm.TaskMeta) fsm.Command { return &fsm.RenewLease{Meta: m} })
 }
 
-// renewedLease is the lease a renewal applied at FSM time at gave, for
-// the answer; 0 for other reports.
-func (s *Handler) renewedLease(r *http.Request, c fsm.Command, at int64) rpc.Duration {
-	if _, ok := c.(*fsm.RenewLease); !ok {
-		return 0
-	}
-	return rpc.Duration(s.b.FSM().RenewedLease(jobOf(r), at))
-}
-
 func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fsm.TaskMeta) fsm.Command) error {
 	var in rpc.TaskRequest
 	req, err := s.readWrite(w, r, &in)
@@ -76,7 +67,9 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: s.renewedLease(r, c, res.Clock)})
+	// A renewal's answer says how long its lease lasts, a replayed one
+	// what remains of it at the retry.
+	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: rpc.Duration(res.Lease)})
 	return nil
 }
 
@@ -98,6 +91,7 @@ func (s *Handler) handleSaveModel(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rpc.SaveModelResponse{Granted: res.Granted, AppliedAt: FSMTime(res.Clock), Replayed: res.Duplicate})
+	writeJSON(w, http.StatusOK, rpc.SaveModelResponse{Granted: res.Granted, AppliedAt: FSMTime(res.Clock), Replayed: res.Duplicate,
+		Lease: rpc.Duration(res.Lease)})
 	return nil
 }

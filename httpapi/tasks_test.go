@@ -95,6 +95,57 @@ func TestSaveModel(t *testing.T) {
 	}
 }
 
+// TestReplayedLeases: the answer to a retried save-model request or lease
+// renewal says how much of the lease remains at the retry, not the length
+// the first answer gave, so that the holder does not count on time it
+// does not have.
+func TestReplayedLeases(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	e.setDataset(2, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute})
+	client := uuid.New()
+
+	var save rpc.SaveModelResponse
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t1", BlockDur: rpc.Duration(time.Minute)}, &save, reqID(client, 1)...)
+	if !save.Granted || save.Replayed || time.Duration(save.Lease) != time.Minute {
+		t.Fatalf("save-model grant %+v, want granted for 1m", save)
+	}
+	var task rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &task)
+	var renew rpc.TaskResponse
+	e.ok(rpc.PathTaskRenew, rpc.TaskRequest{Meta: task.Task.Meta}, &renew, reqID(client, 2)...)
+	if time.Duration(renew.Lease) != time.Minute {
+		t.Fatalf("renewal %+v, want a lease of 1m", renew)
+	}
+
+	e.clock.Advance(20 * time.Second)
+	before := e.state()
+	var saveAgain rpc.SaveModelResponse
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t1", BlockDur: rpc.Duration(time.Minute)}, &saveAgain, reqID(client, 1)...)
+	if !saveAgain.Granted || !saveAgain.Replayed || time.Duration(saveAgain.Lease) != 40*time.Second || !saveAgain.AppliedAt.Equal(save.AppliedAt) {
+		t.Fatalf("retried save-model request 20s later %+v, want the first answer (%v) with 40s of lease left", saveAgain, save.AppliedAt)
+	}
+	var renewAgain rpc.TaskResponse
+	e.ok(rpc.PathTaskRenew, rpc.TaskRequest{Meta: task.Task.Meta}, &renewAgain, reqID(client, 2)...)
+	if time.Duration(renewAgain.Lease) != 40*time.Second || !renewAgain.AppliedAt.Equal(renew.AppliedAt) {
+		t.Fatalf("retried renewal 20s later %+v, want the first answer (%v) with 40s of lease left", renewAgain, renew.AppliedAt)
+	}
+	if e.state().hash != before.hash {
+		t.Fatal("a retry changed the state")
+	}
+
+	// Once the lease is another's, a retry grants nothing and says no
+	// lease.
+	e.clock.Advance(time.Minute)
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t2", BlockDur: rpc.Duration(time.Minute)}, &save)
+	var lost rpc.SaveModelResponse
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t1", BlockDur: rpc.Duration(time.Minute)}, &lost, reqID(client, 1)...)
+	if lost.Granted || lost.Lease != 0 {
+		t.Fatalf("retried save-model request while t2 holds the lease %+v, want not granted, no lease", lost)
+	}
+	r := e.post(rpc.PathTaskRenew, rpc.TaskRequest{Meta: task.Task.Meta}, reqID(client, 2)...)
+	wantError(t, r, http.StatusConflict, rpc.CodeStaleEpoch)
+}
+
 func TestAllgatherJoinLeave(t *testing.T) {
 	e := newEnv(t, testConfig(), nil, nil)
 	a, b := uuid.New(), uuid.New()

@@ -168,7 +168,9 @@ type TaskResponse struct {
 	Ignored   bool      `json:"ignored"`
 	AppliedAt time.Time `json:"applied_at"`
 	// Lease, in the answer to a renewal, is how long the renewed lease
-	// lasts from AppliedAt: renew again well before it runs out.
+	// lasts from the answer: renew again well before it runs out. The
+	// answer to a retried renewal says what remains of the lease at the
+	// retry, which may be less than from AppliedAt, the first time.
 	Lease Duration `json:"lease,omitempty"`
 }
 
@@ -186,6 +188,11 @@ type SaveModelResponse struct {
 	// (at AppliedAt): Granted then says whether the caller holds the lease
 	// now, not whether the first request got it.
 	Replayed bool `json:"replayed,omitempty"`
+	// Lease, while Granted, is how long the caller holds the lease from
+	// the answer: block_dur, or, for a replayed answer, what remains of
+	// the lease at the retry. Absent when not granted, and from servers
+	// that predate it.
+	Lease Duration `json:"lease,omitempty"`
 }
 
 // JoinRequest adds a member to an allgather group. Data is any JSON value.

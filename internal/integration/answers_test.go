@@ -3,12 +3,15 @@ package integration
 import (
 	"context"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // waitProtocol2 waits until every running node has applied protocol level
@@ -59,4 +62,75 @@ func TestKVMissAtMaxJobs(t *testing.T) {
 		t.Fatalf("jobs %+v, want a alone", jobs.Jobs)
 	}
 	c.Converged(time.Minute)
+}
+
+// waitClockPast waits until the FSM time that the running nodes report is
+// past t: the leader ticks at least every second while a lease is out.
+func waitClockPast(c *proccluster.Cluster, t time.Time) {
+	c.WaitFor("FSM time to pass "+t.String(), time.Minute, func() bool {
+		for _, p := range c.Procs {
+			if st, err := proccluster.Status(context.Background(), p.APIAddr); err == nil && p.Running() && st.FSM.Clock.After(t) {
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// TestReplayedLeasesSayWhatRemains: a save-model request and a lease
+// renewal whose answers were lost (the leader is killed) are retried with
+// their request ids after some FSM time has passed: the answers to the
+// retries say how much of each lease remains then, not the whole length
+// the first answers gave, so that the holder does not count on time it
+// does not have.
+func TestReplayedLeasesSayWhatRemains(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{Args: []string{"--failover-grace", "1s"}})
+	c.WaitReady()
+	at := client.WithAddrs(c.APIAddrs()...)
+	const lease = 30 * time.Second
+	if _, err := newClient(t, at).SetDatasetWithParams([]string{writeDataset(t, t.TempDir(), 20, 10, 40)},
+		client.DatasetParams{TaskTimeout: lease}); err != nil {
+		t.Fatal(err)
+	}
+	task, err := newClient(t, at).GetTask(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The answers' lease, which releases before it did not give.
+	type grant struct {
+		Granted   bool         `json:"granted"`
+		Lease     rpc.Duration `json:"lease"`
+		AppliedAt time.Time    `json:"applied_at"`
+	}
+	leader := c.Leader()
+	saveID, renewID := uuid.NewString()+"/1", uuid.NewString()+"/1"
+	save := rpc.SaveModelRequest{TrainerID: "trainer-a", BlockDur: rpc.Duration(lease)}
+	renew := rpc.TaskRequest{Meta: task.Meta}
+	var saved, renewed grant
+	if st := postWithID(t, leader.APIAddr, rpc.PathTaskRenew, renewID, renew, &renewed); st != http.StatusOK || time.Duration(renewed.Lease) != lease {
+		t.Fatalf("renewal: HTTP %d %+v, want a lease of %v", st, renewed, lease)
+	}
+	if st := postWithID(t, leader.APIAddr, rpc.PathSaveModel, saveID, save, &saved); st != http.StatusOK || !saved.Granted {
+		t.Fatalf("save-model request: HTTP %d %+v, want granted", st, saved)
+	}
+	// The answers are lost with the leader; the callers retry later.
+	c.Kill(leader)
+	waitClockPast(c, renewed.AppliedAt.Add(3*time.Second))
+	addr := c.Leader().APIAddr
+	var saveAgain, renewAgain grant
+	if st := postWithID(t, addr, rpc.PathTaskRenew, renewID, renew, &renewAgain); st != http.StatusOK {
+		t.Fatalf("retried renewal: HTTP %d", st)
+	}
+	if !renewAgain.AppliedAt.Equal(renewed.AppliedAt) || time.Duration(renewAgain.Lease) > lease-3*time.Second || renewAgain.Lease <= 0 {
+		t.Fatalf("retried renewal %+v: want the first renewal (applied at %v) with at most %v of its lease left",
+			renewAgain, renewed.AppliedAt, lease-3*time.Second)
+	}
+	if st := postWithID(t, addr, rpc.PathSaveModel, saveID, save, &saveAgain); st != http.StatusOK {
+		t.Fatalf("retried save-model request: HTTP %d", st)
+	}
+	if time.Duration(saved.Lease) != lease || !saveAgain.Granted || !saveAgain.AppliedAt.Equal(saved.AppliedAt) ||
+		time.Duration(saveAgain.Lease) > lease-3*time.Second || saveAgain.Lease <= 0 {
+		t.Fatalf("save-model request %+v, retried %+v: want granted for %v, then the first grant with at most %v of its lease left",
+			saved, saveAgain, lease, lease-3*time.Second)
+	}
 }

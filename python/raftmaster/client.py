@@ -63,6 +63,19 @@ class Task:
 
 
 @dataclass(frozen=True)
+class SaveModelGrant:
+    """The answer to request_save_model_lease."""
+    #: Whether the caller holds the save-model lease.
+    granted: bool
+    #: How long the caller holds it from the answer, in seconds: the block
+    #: asked for, or less when the request was retried after the cluster
+    #: had applied it (its answer lost), since the lease started then. 0
+    #: when not granted, or when the server did not say (a release before
+    #: it): then count on no more than the block from the call.
+    lease: float = 0.0
+
+
+@dataclass(frozen=True)
 class DatasetResult:
     """The answer to set_dataset. ``ignored`` is True when a dataset was
     already set: the first one counts."""
@@ -242,9 +255,10 @@ class Client:
 
     def renew_lease(self, meta: Union[TaskMeta, Task]) -> float:
         """Extend the lease of a task still being worked on by the dataset's
-        task timeout, and return how long the renewed lease lasts, in
-        seconds (renew again well before). It raises StaleEpoch when the
-        lease is no longer this one."""
+        task timeout, and return how long the renewed lease lasts from the
+        answer, in seconds (renew again well before): what remains of it
+        when the renewal was retried after the cluster had applied it. It
+        raises StaleEpoch when the lease is no longer this one."""
         return self._report("/v1/task/renew", meta)
 
     def _report(self, path: str, meta: Union[TaskMeta, Task], budget: Optional[float] = None,
@@ -262,10 +276,18 @@ class Client:
     def request_save_model(self, trainer_id: str, block: Seconds) -> bool:
         """Ask whether trainer_id may save the model now. The lease is
         granted to one trainer at a time, for ``block`` (seconds or a
-        timedelta); the holder may ask again to extend it."""
+        timedelta); the holder may ask again to extend it.
+        request_save_model_lease also says how long the grant lasts."""
+        return self.request_save_model_lease(trainer_id, block).granted
+
+    def request_save_model_lease(self, trainer_id: str, block: Seconds) -> SaveModelGrant:
+        """request_save_model that also says how long the lease lasts from
+        the answer: save within it, or ask again to extend it."""
         out = self._do(Call("POST", "/v1/savemodel", write=True,
                             body={"trainer_id": trainer_id, "block_dur": format_duration(block)})) or {}
-        return bool(out.get("granted"))
+        granted = bool(out.get("granted"))
+        lease = out.get("lease")
+        return SaveModelGrant(granted, parse_duration(lease) if granted and isinstance(lease, str) and lease else 0.0)
 
     def records(self, pass_id: int, *, skip_damaged: bool = False) -> "PassRecords":
         """Iterate over this trainer's share of the records of pass pass_id.
@@ -462,5 +484,5 @@ def _task(out: Dict[str, Any]) -> Task:
     )
 
 
-__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "KVValue", "KVResult",
-           "DEFAULT_TIMEOUT"]
+__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
+           "KVResult", "DEFAULT_TIMEOUT"]
