@@ -94,7 +94,11 @@
 //
 // DeleteJob deletes its job, named explicitly, with everything it holds;
 // the watches of its groups answer ErrClosed. An unknown job answers
-// ErrUnknownJob. The default job may be deleted too: it then starts empty,
+// ErrUnknownJob. Every job is numbered at its creation, and GetTask's
+// answers carry the number (Task.JobNumber), so that a reader can tell
+// the job it read from one created again under its name: a GetTask that
+// names the number (GetTask.JobNumber, from Protocol2) is answered
+// ErrUnknownJob, leasing nothing, once that job is gone. The default job may be deleted too: it then starts empty,
 // like any job created again, whose first dataset counts afresh. A retried
 // GetTask or RenewLease whose job was deleted and created again since
 // answers ErrStaleEpoch.

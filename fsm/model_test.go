@@ -343,6 +343,14 @@ func (m *modelJob) dispatch(c Command) Result {
 	case *DatasetCommit:
 		return m.commit(c)
 	case *GetTask:
+		if c.JobNumber != 0 {
+			switch {
+			case m.protocol < Protocol2:
+				return invalidResult // older replicas cannot decode it
+			case c.JobNumber != m.seq: // 0 while the job does not exist
+				return codeResult(ErrUnknownJob)
+			}
+		}
 		return m.getTask(c.Pass)
 	case *TaskFinished:
 		return m.finish(c.Meta)
@@ -470,7 +478,7 @@ func (m *modelJob) getTask(pass int) Result {
 	cpt := m.ds.params.ChunksPerTask
 	chunks := m.ds.chunks[i*cpt : min((i+1)*cpt, len(m.ds.chunks))]
 	return Result{Task: &Task{Meta: TaskMeta{ID: i + 1, Epoch: t.epoch}, Chunks: slices.Clone(chunks),
-		Pass: m.pass, Lease: time.Duration(t.deadline - m.clock)}}
+		Pass: m.pass, Lease: time.Duration(t.deadline - m.clock), JobNumber: m.seq}}
 }
 
 func (m *modelJob) count(queue string) int {

@@ -158,7 +158,14 @@ func (g *propGen) upload(job, id string) *upload {
 func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 	switch kind {
 	case "get":
-		return &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta"))}
+		// Mostly without the job's number; else the job's, an earlier
+		// one's, or one never given.
+		var number uint64
+		if j := g.f.s.jobs[jobName(job)]; j != nil {
+			number = j.seq
+		}
+		return &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta")),
+			JobNumber: rapid.SampledFrom([]uint64{0, 0, 0, number, number, max(number, 2) - 1, 1 << 30}).Draw(t, "jobNumber")}
 	case "finish":
 		return &TaskFinished{Meta: g.meta(t)}
 	case "fail":
@@ -279,7 +286,7 @@ func sameResult(a, b *Result) bool {
 		return false
 	}
 	if a.Task != nil && (a.Task.Meta != b.Task.Meta || !slices.Equal(a.Task.Chunks, b.Task.Chunks) ||
-		a.Task.Pass != b.Task.Pass || a.Task.Lease != b.Task.Lease) {
+		a.Task.Pass != b.Task.Pass || a.Task.Lease != b.Task.Lease || a.Task.JobNumber != b.Task.JobNumber) {
 		return false
 	}
 	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {

@@ -186,6 +186,10 @@ type Task struct {
 	// Lease is how long the lease lasts from the answer's FSM time;
 	// renew it well before it runs out.
 	Lease time.Duration
+	// JobNumber is the number the task's job was given at its creation:
+	// a job deleted and created again under its name has another, so a
+	// reader that sees it change knows that the job it read was deleted.
+	JobNumber uint64
 }
 
 func errResult(err error) *Result {

@@ -19,7 +19,13 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	if in.Pass < 0 || in.Pass > math.MaxInt32 {
 		return invalidf("pass %d out of range [0, %d]", in.Pass, math.MaxInt32)
 	}
-	res, err := s.apply(r, req, &fsm.GetTask{Pass: in.Pass})
+	c := &fsm.GetTask{Pass: in.Pass, JobNumber: in.JobNumber}
+	if c.JobNumber != 0 && s.b.FSM().Protocol() < fsm.Protocol2 {
+		// Replicas of the previous release cannot read it. The level
+		// only rises, so at Protocol2 here every replica applies it.
+		c.JobNumber = 0
+	}
+	res, err := s.apply(r, req, c)
 	if err != nil {
 		return err
 	}
@@ -27,7 +33,7 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		return rpc.Errorf(rpc.CodeInternal, "GetTask succeeded without a task")
 	}
 	out := rpc.GetTaskResponse{Task: rpc.Task{Meta: TaskMetaFromFSM(res.Task.Meta), Chunks: make([]rpc.Chunk, len(res.Task.Chunks)),
-		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease)}, AppliedAt: FSMTime(res.Clock)}
+		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease)}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber}
 	for i, c := range res.Task.Chunks {
 		out.Task.Chunks[i] = ChunkFromFSM(c)
 	}

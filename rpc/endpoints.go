@@ -99,10 +99,13 @@ var Endpoints = []Endpoint{
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,
-		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out.",
+		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out. " +
+			"Give the job_number of an earlier answer to be told unknown_job, rather than no_dataset or another job's task, " +
+			"once the job read is deleted.",
 		Request: GetTaskRequest{}, Response: GetTaskResponse{},
 		Write: true, Redirects: true, Job: true,
-		Errors: codes(writeErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch),
+		Errors: codes(writeErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch,
+			CodeUnknownJob),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskFinished,

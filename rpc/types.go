@@ -125,6 +125,12 @@ type SetDatasetResponse struct {
 // GetTaskRequest leases the next task of Pass.
 type GetTaskRequest struct {
 	Pass int `json:"pass"`
+	// JobNumber, when set, is the job_number of an earlier answer: the
+	// job the caller reads. When that job has been deleted, and maybe
+	// created again under its name, the answer is unknown_job and nothing
+	// is leased. A cluster not yet upgraded to protocol level 2 leases as
+	// if it were absent.
+	JobNumber uint64 `json:"job_number,omitempty"`
 }
 
 // TaskMeta identifies one dispatch of a task: its id and the epoch of the
@@ -155,6 +161,11 @@ type Task struct {
 type GetTaskResponse struct {
 	Task      Task      `json:"task"`
 	AppliedAt time.Time `json:"applied_at"`
+	// JobNumber is the number the job was given when it was created. A
+	// job deleted and created again under its name gets another, so a
+	// reader that remembers it knows when the job it read is gone.
+	// Absent from servers that predate it.
+	JobNumber uint64 `json:"job_number,omitempty"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.

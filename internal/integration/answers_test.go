@@ -134,3 +134,53 @@ func TestReplayedLeasesSayWhatRemains(t *testing.T) {
 			saved, saveAgain, lease, lease-3*time.Second)
 	}
 }
+
+// TestReadersOfADeletedJob: trainers reading a job that an operator
+// deletes are told (ErrUnknownJob) once the records they hold are
+// delivered, instead of waiting for a dataset for ever; a trainer that
+// started before its job existed waited for the dataset and read, and a
+// trainer started after the delete waits as for a job not created yet.
+func TestReadersOfADeletedJob(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
+	c.WaitReady()
+	waitProtocol2(t, c)
+	at := client.WithAddrs(c.APIAddrs()...)
+	// The first trainer comes before its job.
+	early := newClient(t, at, client.WithJob("doomed"), client.WithBuffer(1))
+	early.StartGetRecords(0)
+	if err := newClient(t, at, client.WithJob("doomed")).SetDataset([]string{writeDataset(t, t.TempDir(), 200, 20, 40)}); err != nil {
+		t.Fatal(err)
+	}
+	late := newClient(t, at, client.WithJob("doomed"), client.WithBuffer(1))
+	late.StartGetRecords(0)
+	for _, tr := range []*client.Client{early, late} {
+		if _, err := tr.NextRecord(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := cli(t, c, "job", "delete", "--addr", c.Leader().APIAddr, "doomed"); err != nil {
+		t.Fatalf("job delete: %v\n%s", err, out)
+	}
+	for i, tr := range []*client.Client{early, late} {
+		errc := make(chan error, 1)
+		go func() {
+			for {
+				if _, err := tr.NextRecord(); err != nil {
+					errc <- err
+					return
+				}
+			}
+		}()
+		select {
+		case err := <-errc:
+			if !errors.Is(err, client.ErrUnknownJob) {
+				t.Fatalf("trainer %d: NextRecord after its job was deleted: %v, want ErrUnknownJob", i, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("trainer %d: NextRecord still waits a minute after its job was deleted", i)
+		}
+	}
+	if _, err := newClient(t, at, client.WithJob("doomed")).GetTask(0); !errors.Is(err, client.ErrNoDataset) {
+		t.Fatalf("GetTask of a new trainer of the deleted job: %v, want ErrNoDataset", err)
+	}
+}

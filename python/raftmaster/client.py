@@ -165,6 +165,7 @@ class Client:
         self._readers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._shown: Dict[tuple, bool] = {}
         self._shown_lock = threading.Lock()
+        self._read = _ReadJob()
 
     @property
     def id(self) -> uuid.UUID:
@@ -239,9 +240,36 @@ class Client:
     def get_task(self, pass_id: int) -> Task:
         """Lease the next task of pass pass_id. It raises PassBefore or
         PassAfter for another pass, NoMoreAvailable when the rest of the pass
-        is leased to others, AllTaskFailed, or NoDataset."""
-        out = self._do(Call("POST", "/v1/task/get", body={"pass": pass_id}, write=True)) or {}
-        return _task(out)
+        is leased to others, AllTaskFailed, or NoDataset while the job has
+        none yet. Once the client has seen the job with a dataset, it raises
+        UnknownJob when that job has been deleted, even if a job of the same
+        name was created since: make a new client to read that one."""
+        body: Dict[str, Any] = {"pass": pass_id}
+        number = self._read.number
+        if number:
+            # The cluster answers unknown_job once this job is gone.
+            body["job_number"] = number
+        try:
+            out = self._do(Call("POST", "/v1/task/get", body=body, write=True)) or {}
+        except errors.RaftmasterError as e:
+            if self._read.answered(0, e):
+                raise self._job_gone() from e
+            raise
+        task = _task(out)
+        if self._read.answered(int(out.get("job_number") or 0), None):
+            # A task of the job created again under the name, from a
+            # cluster below protocol level 2, which does not check the
+            # number: hand it back at once rather than hold it for its
+            # whole lease.
+            try:
+                self._report("/v1/task/failed", task.meta, budget=5.0)
+            except errors.RaftmasterError as e:
+                log.debug("cannot hand back a task of a job created again: %s", e)
+            raise self._job_gone()
+        return task
+
+    def _job_gone(self) -> errors.UnknownJob:
+        return errors.UnknownJob("job %r, which this client read, was deleted" % (self.job or DEFAULT_JOB))
 
     def task_finished(self, meta: Union[TaskMeta, Task]) -> None:
         """Report the task done. A late report from an earlier lease is
@@ -267,8 +295,13 @@ class Client:
         the answer to a renewal gives (0 otherwise)."""
         if isinstance(meta, Task):
             meta = meta.meta
-        out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
-                            budget=budget, cancel=cancel)) or {}
+        try:
+            out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
+                                budget=budget, cancel=cancel)) or {}
+        except errors.NoDataset as e:
+            if self._read.reported(e):
+                raise self._job_gone() from e
+            raise
         if out.get("ignored"):
             log.debug("task report ignored: %s task %d epoch %d", path, meta.id, meta.epoch)
         return parse_duration(out["lease"]) if out.get("lease") else 0.0
@@ -301,7 +334,8 @@ class Client:
         reached; it ends (StopIteration) when the pass has nothing left for
         this trainer: PassBefore (the pass is over) or NoMoreAvailable (the
         rest is leased to others), which ``end`` then holds. AllTaskFailed,
-        and answers that asking again would not change, are raised.
+        UnknownJob once the job it read was deleted (see get_task), and
+        answers that asking again would not change, are raised.
 
         A task whose data cannot be read is reported failed and raises a
         ChunkError (none of its records are yielded); the next ``next()``
@@ -443,6 +477,55 @@ class Client:
         """Delete the job named name with everything it holds (an operator
         call); UnknownJob when there is no such job."""
         self._do(Call("POST", "/v1/jobs/%s/delete" % _quote(name), body={}, write=True))
+
+
+class _ReadJob:
+    """What a client learnt of its job from the answers to get_task: whether
+    the job had a dataset, and its number. get_task names the number once
+    it is known, and the cluster then answers unknown_job when the job is
+    gone. Besides, a job's dataset goes only with the job, and a job created
+    again under its name has another number, so NoDataset once a dataset
+    was seen, or a task of another number (from a cluster that does not
+    check it yet), also means that the job the client read was deleted. A
+    client that never saw a dataset waits for one, as for a job not created
+    yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.dataset = False
+        self.number = 0
+        self.gone = False
+
+    def answered(self, number: int, e: Optional[errors.RaftmasterError]) -> bool:
+        """Record what an answer to get_task (the job's number, or the error)
+        says; return whether the job the client read is gone."""
+        with self._lock:
+            if self.gone:
+                pass
+            elif isinstance(e, errors.UnknownJob):
+                self.gone = self.number != 0
+            elif e is None:
+                self.dataset = True
+                if number and self.number and number != self.number:
+                    self.gone = True
+                elif number:
+                    self.number = number
+            elif isinstance(e, errors.NoDataset):
+                self.gone = self.dataset
+            elif isinstance(e, (errors.PassBefore, errors.PassAfter, errors.NoMoreAvailable, errors.AllTaskFailed,
+                                errors.StaleEpoch)):
+                # Answers of a job with a dataset (a stale epoch replays a task).
+                self.dataset = True
+            else:
+                return False
+            return self.gone
+
+    def reported(self, e: errors.RaftmasterError) -> bool:
+        """Whether the answer to a task report, e, shows that the job read is gone."""
+        with self._lock:
+            if isinstance(e, errors.NoDataset) and self.dataset:
+                self.gone = True
+            return self.gone
 
 
 def _quote(name: str) -> str:
