@@ -127,6 +127,29 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 	return r
 }
 
+// DatasetOutcome returns the first outcome of the dataset request req
+// (its SetDataset, or the DatasetCommit that ends its upload) as a
+// duplicate, when this replica remembers it: a retry is answered with it
+// before anything is indexed or proposed, as the retried entry would be
+// answered.
+func (f *FSM) DatasetOutcome(req RequestID) (*Result, bool) {
+	if req.IsZero() {
+		return nil, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	cl := f.s.dedup.clients[req.Client]
+	if cl == nil {
+		return nil, false
+	}
+	for _, e := range cl.entries {
+		if e.seq == req.Seq && (e.typ == TypeSetDataset || e.typ == TypeDatasetCommit) {
+			return &Result{Code: e.code, Ignored: e.ignored, Duplicate: true, Clock: e.clock}, true
+		}
+	}
+	return nil, false
+}
+
 // record remembers the outcome r, in the job numbered job, of a new
 // request.
 func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, job uint64) {

@@ -159,6 +159,38 @@ func TestDedup(t *testing.T) {
 				h.t.Fatalf("retry after a later renewal %+v, want %v left", r, defaultParams.TaskTimeout-time.Second)
 			}
 		}},
+		{"a dataset request's first outcome is read without applying", func(h *harness) {
+			if _, ok := h.f.DatasetOutcome(RequestID{Client: clientID(1), Seq: 1}); ok {
+				h.t.Fatalf("an unknown request has an outcome")
+			}
+			first := h.ok(withRequest(in("a", &SetDataset{Params: defaultParams, Chunks: testChunks(2)}), 1, 1))
+			h.ok(withRequest(in("b", part("u", 0, testChunks(2))), 2, 1))
+			h.ok(withRequest(in("b", &DatasetCommit{UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams}), 2, 2))
+			h.ok(withRequest(in("a", &SetDataset{Params: defaultParams, Chunks: testChunks(3)}), 1, 2))
+			h.ok(withRequest(&Tick{}, 1, 3))
+			for _, c := range []struct {
+				req     RequestID
+				ignored bool
+			}{
+				{RequestID{Client: clientID(1), Seq: 1}, false},
+				{RequestID{Client: clientID(2), Seq: 2}, false},
+				{RequestID{Client: clientID(1), Seq: 2}, true},
+			} {
+				r, ok := h.f.DatasetOutcome(c.req)
+				if !ok || r.Code != CodeOK || r.Ignored != c.ignored || !r.Duplicate || r.Clock == 0 {
+					h.t.Fatalf("%v: %+v, %v; want ignored %v", c.req, r, ok, c.ignored)
+				}
+			}
+			if r, _ := h.f.DatasetOutcome(RequestID{Client: clientID(1), Seq: 1}); r.Clock != first.Clock {
+				h.t.Fatalf("outcome at %d, applied at %d", r.Clock, first.Clock)
+			}
+			// Neither another command's id nor a part's is a dataset request.
+			for _, req := range []RequestID{{Client: clientID(1), Seq: 3}, {Client: clientID(2), Seq: 1}, {}} {
+				if _, ok := h.f.DatasetOutcome(req); ok {
+					h.t.Fatalf("%v has a dataset outcome", req)
+				}
+			}
+		}},
 		{"clients are forgotten after the window", func(h *harness) {
 			h.setDataset(2, defaultParams)
 			h.ok(withRequest(&GetTask{Pass: 0}, 1, 1))

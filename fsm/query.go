@@ -12,10 +12,12 @@ import (
 type Stats struct {
 	// Job is the job the other job fields describe; an unknown job's are
 	// those of an empty job.
-	Job          string        `json:"job"`
-	Clock        int64         `json:"clock"`
-	HasDataset   bool          `json:"has_dataset"`
-	Pass         int           `json:"pass"`
+	Job        string `json:"job"`
+	Clock      int64  `json:"clock"`
+	HasDataset bool   `json:"has_dataset"`
+	Pass       int    `json:"pass"`
+	// Files counts the dataset's files that hold chunks.
+	Files        int           `json:"files"`
 	Chunks       int           `json:"chunks"`
 	Tasks        int           `json:"tasks"`
 	Todo         int           `json:"todo"`
@@ -54,7 +56,7 @@ func (f *FSM) Stats(job string) Stats {
 	st.Todo, st.Pending, st.Done, st.Failed = j.queues[qTodo].n, j.queues[qPending].n, j.queues[qDone].n, j.queues[qFailed].n
 	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
 	if j.ds != nil {
-		st.Chunks = len(j.ds.chunks)
+		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
 		st.Params = j.ds.params
 	}
 	st.SaveHolder, st.SaveDeadline, _ = j.saveHolder()

@@ -115,6 +115,9 @@ type SetDatasetRequest struct {
 
 // SetDatasetResponse reports the dataset. Ignored is true when a dataset
 // was already set: the first one is honoured, as in the original master.
+// A request retried with its request id gets its first outcome: one that
+// installed the dataset is not ignored, Files then counting the files
+// that hold its chunks.
 type SetDatasetResponse struct {
 	Ignored bool `json:"ignored"`
 	Files   int  `json:"files"`

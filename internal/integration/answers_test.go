@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/etcdtest"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -182,5 +183,45 @@ func TestReadersOfADeletedJob(t *testing.T) {
 	}
 	if _, err := newClient(t, at, client.WithJob("doomed")).GetTask(0); !errors.Is(err, client.ErrNoDataset) {
 		t.Fatalf("GetTask of a new trainer of the deleted job: %v, want ErrNoDataset", err)
+	}
+}
+
+// TestSetDatasetRetryAfterLeaderKill: a SetDataset whose answer was lost
+// with its leader, retried with its request id at the next leader, is
+// answered as its first attempt was (installed, not ignored), while
+// another trainer's request is ignored; on both backends.
+func TestSetDatasetRetryAfterLeaderKill(t *testing.T) {
+	t.Run("raft", func(t *testing.T) {
+		c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "2"}})
+		c.WaitReady()
+		checkSetDatasetRetry(t, c)
+	})
+	t.Run("etcd", func(t *testing.T) {
+		e := etcdtest.Start(t)
+		c := proccluster.StartEtcd(t, e.Endpoint, 2, "--etcd-ttl", "2s", "--chunks-per-task", "2")
+		c.WaitReady()
+		checkSetDatasetRetry(t, c)
+	})
+}
+
+// checkSetDatasetRetry sets a dataset at c's leader, kills it, and retries.
+func checkSetDatasetRetry(t *testing.T, c *proccluster.Cluster) {
+	t.Helper()
+	req := rpc.SetDatasetRequest{Globs: []string{writeDataset(t, t.TempDir(), 120, 40, 60)}}
+	id := uuid.NewString() + "/1"
+	leader := c.Leader()
+	var first rpc.SetDatasetResponse
+	if st := postWithID(t, leader.APIAddr, rpc.PathDataset, id, req, &first); st != http.StatusOK || first.Ignored || first.Files != 3 {
+		t.Fatalf("first attempt: HTTP %d %+v, want 3 files installed", st, first)
+	}
+	c.Kill(leader)
+	addr := c.Leader().APIAddr
+	var retry, other rpc.SetDatasetResponse
+	if st := postWithID(t, addr, rpc.PathDataset, id, req, &retry); st != http.StatusOK || retry != first {
+		t.Fatalf("retry with the request id: HTTP %d %+v, want the first answer %+v", st, retry, first)
+	}
+	if st := postWithID(t, addr, rpc.PathDataset, uuid.NewString()+"/1", req, &other); st != http.StatusOK ||
+		!other.Ignored || other.Chunks != first.Chunks || other.Tasks != first.Tasks {
+		t.Fatalf("another trainer's request: HTTP %d %+v, want ignored with the dataset in place", st, other)
 	}
 }

@@ -25,6 +25,19 @@ def test_set_dataset_counts_the_first_one(client, dataset, tmp_path):
     assert {c.path for c in task.chunks} <= set(paths)
 
 
+def test_a_set_dataset_whose_answer_is_lost_says_it_installed(make_client, proxies, cluster, dataset):
+    """Retried with its request id after its answer was lost, the request
+    that installed the dataset is told so, not that it was ignored."""
+    paths, _ = dataset
+    p = proxies(cluster.leader())
+    c = make_client([p.addr])
+    p.drop("/dataset")
+    res = c.set_dataset(paths, chunks_per_task=4)
+    assert len(p.seen("/dataset")) == 2 and len(p.dropped) == 1
+    assert res == raftmaster.DatasetResult(ignored=False, files=2, chunks=40, tasks=10)
+    assert make_client().set_dataset(paths).ignored
+
+
 def test_set_dataset_with_client_indexing(make_client, dataset):
     paths, recs = dataset
     c = make_client(client_indexing=True)
