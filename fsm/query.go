@@ -148,6 +148,15 @@ func (f *FSM) Limits() Limits {
 	return f.s.effectiveLimits()
 }
 
+// LimitsRecord returns the limits record as SetLimits last set it, zero
+// fields meaning their defaults: the record a change of some fields
+// starts from.
+func (f *FSM) LimitsRecord() Limits {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.limits
+}
+
 // Clock returns the FSM time in unix nanoseconds.
 func (f *FSM) Clock() int64 {
 	f.mu.RLock()

@@ -4,6 +4,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/auth"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,6 +25,9 @@ type Handler struct {
 	// indexed and proposed, so that concurrent SetDataset calls on this
 	// node install it once and the rest find it set.
 	datasetSlot chan struct{}
+	// limitsMu serialises the changes of the limits on this node, each a
+	// read of the record and a proposal of it changed.
+	limitsMu sync.Mutex
 }
 
 // handlerFunc handles one route. It returns an error for the response
@@ -62,6 +66,8 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathBackup:          h.handleBackup,
 		rpc.PathKVGet:           h.handleKVGet,
 		rpc.PathKVCompareAndSet: h.handleKVCompareAndSet,
+		rpc.PathLimits:          h.handleLimits,
+		rpc.PathLimitsSet:       h.handleLimitsSet,
 	})
 	return h
 }

@@ -256,6 +256,26 @@ var Endpoints = []Endpoint{
 		Write: true, Redirects: true, Errors: codes(writeErrors, CodeUnknownJob),
 	},
 	{
+		Method: http.MethodGet, Path: PathLimits, Access: AccessOperator,
+		Summary: "The cluster's limits in effect, the same on every replica. They are part of the replicated state: " +
+			"the serve flags (--max-jobs, ...) of a new cluster's first leader seed them, and " + PathLimitsSet + " changes them. " +
+			"A leader read unless stale is given.",
+		Response: Limits{}, Redirects: true,
+		Query: []Param{
+			{Name: ParamStale, Doc: "Present, with any value or none, to have any node answer from its local state.", Type: false},
+		},
+		Errors: codes(leaderReadErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathLimitsSet, Access: AccessOperator,
+		Summary: "Change the cluster's limits: only the fields given change, 0 meaning the default. A value out of range is refused " +
+			"and nothing changes. Lowering a limit below what exists removes nothing; it refuses growth from then on. " +
+			"The answer is the limits in effect. A cluster not yet upgraded to protocol level 2, where each new leader still sets " +
+			"the limits from its own flags, answers unavailable.",
+		Request: LimitsRequest{}, Response: Limits{},
+		Write: true, Redirects: true, Errors: codes(writeErrors),
+	},
+	{
 		Method: http.MethodGet, Path: PathBackup, Access: AccessOperator,
 		Summary: "Take an online, consistent backup: the leader's whole state after a read barrier, with its index and hash. " +
 			"raftmaster restore seeds a new cluster's first node from it.",

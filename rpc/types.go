@@ -48,6 +48,8 @@ const (
 	PathBackup          = "/v1/backup"
 	PathKVGet           = "/v1/kv/get"
 	PathKVCompareAndSet = "/v1/kv/cas"
+	PathLimits          = "/v1/limits"
+	PathLimitsSet       = "/v1/limits/set"
 )
 
 // DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
@@ -436,8 +438,9 @@ type Job struct {
 	CollectAt time.Time `json:"collect_at,omitzero"`
 }
 
-// Limits are the limits in effect, the same on every replica: set from the
-// leader's serve flags (--max-jobs, ...) and replicated.
+// Limits are the limits in effect, the same on every replica: part of the
+// replicated state, seeded by the serve flags (--max-jobs, ...) of a new
+// cluster's first leader and changed by PathLimitsSet.
 type Limits struct {
 	MaxJobs         int   `json:"max_jobs"`
 	MaxJobTasks     int   `json:"max_job_tasks"`
@@ -451,6 +454,22 @@ type Limits struct {
 	// bytes of one value.
 	MaxJobKVKeys int   `json:"max_job_kv_keys"`
 	MaxKVValue   int64 `json:"max_kv_value"`
+}
+
+// LimitsRequest changes the cluster's limits (PathLimitsSet): only the
+// fields given change, the others keep their values. 0 sets a limit to
+// its default (job_ttl 0: collection off); a value below 0 or above its
+// ceiling is refused, and nothing changes.
+type LimitsRequest struct {
+	MaxJobs         *int      `json:"max_jobs,omitempty"`
+	MaxJobTasks     *int      `json:"max_job_tasks,omitempty"`
+	MaxJobChunks    *int      `json:"max_job_chunks,omitempty"`
+	MaxJobGroups    *int      `json:"max_job_groups,omitempty"`
+	MaxJobGroupData *int64    `json:"max_job_group_data,omitempty"`
+	MaxStateBytes   *int64    `json:"max_state_bytes,omitempty"`
+	JobTTL          *Duration `json:"job_ttl,omitempty"`
+	MaxJobKVKeys    *int      `json:"max_job_kv_keys,omitempty"`
+	MaxKVValue      *int64    `json:"max_kv_value,omitempty"`
 }
 
 // JobsResponse lists every job, sorted by name, with the limits.
