@@ -151,14 +151,15 @@ type readJob struct {
 }
 
 // answered records what the answer to GetTask (the job's number and the
-// error) says, and reports whether the job the client read is gone.
+// error) says, and reports whether the job the client read is gone; false
+// for an error that is no answer of the job's, such as a cluster that
+// cannot be reached.
 func (r *readJob) answered(number uint64, err error) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	switch {
-	case r.gone:
 	case errors.Is(err, ErrUnknownJob):
-		r.gone = r.number != 0 // the job of the number named is gone
+		r.gone = r.gone || r.number != 0 // the job of the number named is gone
 	case err == nil:
 		r.dataset = true
 		if number != 0 && r.number != 0 && number != r.number {
@@ -167,7 +168,7 @@ func (r *readJob) answered(number uint64, err error) bool {
 			r.number = number
 		}
 	case errors.Is(err, ErrNoDataset):
-		r.gone = r.dataset
+		r.gone = r.gone || r.dataset
 	case errors.Is(err, ErrPassBefore), errors.Is(err, ErrPassAfter), errors.Is(err, ErrNoMoreAvailable),
 		errors.Is(err, ErrAllTaskFailed), errors.Is(err, ErrStaleEpoch):
 		// Answers of a job with a dataset (a stale epoch replays a task).
@@ -189,12 +190,13 @@ func (r *readJob) jobNumber() uint64 {
 // reported says whether the answer to a task report, err, shows that the
 // job the client read is gone: ErrNoDataset once a dataset was seen.
 func (r *readJob) reported(err error) bool {
+	if !errors.Is(err, ErrNoDataset) {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if errors.Is(err, ErrNoDataset) && r.dataset {
-		r.gone = true
-	}
-	return r.gone && err != nil
+	r.gone = r.gone || r.dataset
+	return r.gone
 }
 
 // jobGone is the error of a call to the job the client read once it is

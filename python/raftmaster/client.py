@@ -500,10 +500,8 @@ class _ReadJob:
         """Record what an answer to get_task (the job's number, or the error)
         says; return whether the job the client read is gone."""
         with self._lock:
-            if self.gone:
-                pass
-            elif isinstance(e, errors.UnknownJob):
-                self.gone = self.number != 0
+            if isinstance(e, errors.UnknownJob):
+                self.gone = self.gone or self.number != 0
             elif e is None:
                 self.dataset = True
                 if number and self.number and number != self.number:
@@ -511,13 +509,13 @@ class _ReadJob:
                 elif number:
                     self.number = number
             elif isinstance(e, errors.NoDataset):
-                self.gone = self.dataset
+                self.gone = self.gone or self.dataset
             elif isinstance(e, (errors.PassBefore, errors.PassAfter, errors.NoMoreAvailable, errors.AllTaskFailed,
                                 errors.StaleEpoch)):
                 # Answers of a job with a dataset (a stale epoch replays a task).
                 self.dataset = True
             else:
-                return False
+                return False  # no answer of the job's, such as a cluster that cannot be reached
             return self.gone
 
     def reported(self, e: errors.RaftmasterError) -> bool:
