@@ -115,3 +115,23 @@ func (c *Client) DeleteJob(name string) error {
 	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.JobRoute(rpc.PathJobDelete, url.PathEscape(name)), write: true,
 		body: rpc.JobRequest{}})
 }
+
+// Limits returns the cluster's limits in effect, read at the leader: the
+// same on every replica, seeded by a new cluster's serve flags and changed
+// by SetLimits.
+func (c *Client) Limits() (rpc.Limits, error) {
+	var resp rpc.Limits
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathLimits, out: &resp})
+	return resp, err
+}
+
+// SetLimits changes the cluster's limits: only the fields change sets
+// change, 0 meaning the limit's default, and it returns the limits in
+// effect afterwards. A value out of range is ErrInvalid, and nothing
+// changes. A cluster not yet upgraded to protocol level 2 answers
+// unavailable, which is retried while the client's retry budget lasts.
+func (c *Client) SetLimits(change rpc.LimitsRequest) (rpc.Limits, error) {
+	var resp rpc.Limits
+	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathLimitsSet, write: true, body: change, out: &resp})
+	return resp, err
+}

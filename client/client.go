@@ -58,6 +58,7 @@ type Client struct {
 	ch     chan record
 	passMu sync.Mutex // serialises StartGetRecords
 	pass   *passRun
+	read   readJob // what GetTask said of the job
 
 	watchers map[watchKey]map[*poller]struct{}
 

@@ -74,7 +74,11 @@
 // back, so that a pass never stalls on a dead trainer. An answer that
 // asking again would not change (ErrInvalid, ErrUnknownTask, ...) also ends
 // the pass; a cluster that cannot be reached or has no leader is waited
-// for.
+// for, and so is a job without a dataset. Once the client has seen its job
+// with a dataset, the deletion of that job ends the pass, and every later
+// one, with ErrUnknownJob, even if a job of the same name is created again:
+// the job's number, which GetTask answers carry and the client names in its
+// next GetTask, tells the two apart.
 //
 // A task's records are delivered all or nothing: every chunk is read and
 // verified, into memory, before the first record is. When a chunk cannot

@@ -44,7 +44,9 @@ var (
 	// cluster past a configured limit, which the error's message names;
 	// nothing changed.
 	ErrLimitExceeded = rpc.ErrLimitExceeded
-	// ErrUnknownJob means the job named does not exist.
+	// ErrUnknownJob means the job named does not exist: from GetTask, the
+	// record reader and task reports, that the job the client read was
+	// deleted (see GetTask).
 	ErrUnknownJob = rpc.ErrUnknownJob
 	// ErrUnknownClient means the cluster refused a retried write because
 	// it no longer remembers the identity the write was sent under: the

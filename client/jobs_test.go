@@ -65,7 +65,12 @@ func TestWithJob(t *testing.T) {
 	if err := def.DeleteJob("job-a"); !errors.Is(err, client.ErrUnknownJob) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if _, err := a.GetTask(0); !errors.Is(err, client.ErrNoDataset) {
+	// The client that read job a knows it was deleted; a new client
+	// cannot tell it from a job not created yet.
+	if _, err := a.GetTask(0); !errors.Is(err, client.ErrUnknownJob) {
+		t.Fatalf("GetTask of a client that read the deleted job: %v, want ErrUnknownJob", err)
+	}
+	if _, err := newClient(t, client.WithAddr(ts.URL), client.WithJob("job-a")).GetTask(0); !errors.Is(err, client.ErrNoDataset) {
 		t.Fatalf("a deleted job still dispatches: %v", err)
 	}
 	if created, err := def.CreateJob("job-a"); err != nil || !created {

@@ -98,8 +98,9 @@ func (c *Client) current() *passRun {
 // a *ChunkError instead (see the package documentation). The reader waits
 // while the pass has not started, there is no dataset yet, or the cluster
 // cannot be reached, and it ends the pass with ErrPassBefore,
-// ErrNoMoreAvailable, ErrAllTaskFailed or an error the cluster would
-// answer again, such as ErrInvalid, which NextRecord returns.
+// ErrNoMoreAvailable, ErrAllTaskFailed, ErrUnknownJob once the job it read
+// was deleted (see GetTask), or an error the cluster would answer again,
+// such as ErrInvalid, which NextRecord returns.
 func (c *Client) StartGetRecords(passID int) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
@@ -136,8 +137,9 @@ func (c *Client) StartGetRecords(passID int) {
 // StartGetRecords. It returns a *ChunkError for a task whose data could not
 // be read, and then goes on with the next records. At the end of the pass
 // it returns ErrPassBefore, ErrNoMoreAvailable or ErrAllTaskFailed (match
-// them with errors.Is), or an error the cluster answered that asking again
-// would not change, such as ErrInvalid; after that it blocks until the next
+// them with errors.Is), ErrUnknownJob when the job it read was deleted, or
+// an error the cluster answered that asking again would not change, such
+// as ErrInvalid; after that it blocks until the next
 // StartGetRecords, whose records a NextRecord already waiting returns. It
 // returns ErrClientClosed once the client is closed. The record is the
 // caller's.
@@ -181,6 +183,12 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 			// back in the queue, and a new request may lease it.
 			log.Debug("lease of a retried GetTask ended; asking again", "error", err)
 			continue
+		case errors.Is(err, ErrUnknownJob):
+			// The job this client read was deleted: no dataset will
+			// come, however long it waits.
+			log.Warn("the job was deleted; the pass ends", "error", err)
+			c.push(ctx, p, record{err: err})
+			return
 		case errors.Is(err, ErrPassAfter), errors.Is(err, ErrNoDataset), transient(err):
 			// ErrPassAfter: others are finishing the previous pass, and a
 			// task of it that comes back is handed to us. ErrNoDataset:
@@ -270,9 +278,10 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 }
 
 // keepLease renews t's lease every third of its length until ctx is done
-// or the lease is lost. A renewal's answer gives the length of the renewed
-// lease, which may be shorter than the first (a new leader's grace makes
-// the first one longer).
+// or the lease is lost. A renewal's answer gives how long the renewed
+// lease lasts from the answer, which may be shorter than the first (a new
+// leader's grace makes the first one longer, and a renewal retried after
+// the cluster applied it gets what remains of its lease at the retry).
 func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
 	every := renewFallback
 	if t.Lease > 0 {
@@ -291,6 +300,9 @@ func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
 			// The task may go to another trainer; its records are still
 			// delivered here, and a late finish is accepted.
 			log.Warn("lease lost", "error", err)
+			return
+		case errors.Is(err, ErrUnknownJob):
+			log.Warn("lease lost with its job", "error", err)
 			return
 		case transient(err):
 			log.Warn("cannot renew the lease", "error", err)

@@ -1,9 +1,12 @@
 package client
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/raftmaster/raftmaster/recordio"
@@ -99,18 +102,107 @@ func indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
 
 // GetTask leases the next task of pass passID. It fails with ErrPassBefore
 // or ErrPassAfter for another pass, ErrNoMoreAvailable when the rest of the
-// pass is leased to others, ErrAllTaskFailed, or ErrNoDataset.
+// pass is leased to others, ErrAllTaskFailed, or ErrNoDataset while the job
+// has none yet. Once the client has seen the job with a dataset, it fails
+// with ErrUnknownJob when that job has been deleted, even if a job of the
+// same name was created since: make a new client to read that one.
 func (c *Client) GetTask(passID int) (Task, error) {
 	return c.getTask(c.ctx, passID)
 }
 
 func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	var resp rpc.GetTaskResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet, body: rpc.GetTaskRequest{Pass: passID}, write: true, out: &resp})
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet,
+		body: rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber()}, write: true, out: &resp})
+	if gone := c.read.answered(resp.JobNumber, err); gone {
+		if err == nil {
+			// A task of the job created again under the name, from a
+			// cluster below protocol level 2, which does not check the
+			// number: hand it back at once rather than hold it for its
+			// whole lease.
+			actx, cancel := context.WithTimeout(c.ctx, abandonTimeout)
+			if rerr := c.taskReport(actx, rpc.PathTaskFailed, resp.Task.Meta); rerr != nil {
+				c.logger.Debug("cannot hand back a task of a job created again", "task", resp.Task.Meta.ID, "error", rerr)
+			}
+			cancel()
+		}
+		return Task{}, c.jobGone()
+	}
 	if err != nil {
 		return Task{}, err
 	}
 	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease)}, nil
+}
+
+// readJob is what a client learnt of its job from the answers to GetTask:
+// whether the job had a dataset, and its number. GetTask names the number
+// once it is known, and the cluster then answers ErrUnknownJob when the
+// job is gone. Besides, a job's dataset goes only with the job, and a job
+// created again under its name has another number, so ErrNoDataset once
+// a dataset was seen, or a task of another number (from a cluster that
+// does not check it yet), also means that the job the client read was
+// deleted. A client that never saw a dataset waits for one, as for a job
+// not created yet.
+type readJob struct {
+	mu      sync.Mutex
+	dataset bool   // an answer showed that the job had a dataset
+	number  uint64 // the job's number, 0 until a task said it
+	gone    bool   // the job read was deleted
+}
+
+// answered records what the answer to GetTask (the job's number and the
+// error) says, and reports whether the job the client read is gone; false
+// for an error that is no answer of the job's, such as a cluster that
+// cannot be reached.
+func (r *readJob) answered(number uint64, err error) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	switch {
+	case errors.Is(err, ErrUnknownJob):
+		r.gone = r.gone || r.number != 0 // the job of the number named is gone
+	case err == nil:
+		r.dataset = true
+		if number != 0 && r.number != 0 && number != r.number {
+			r.gone = true
+		} else if number != 0 {
+			r.number = number
+		}
+	case errors.Is(err, ErrNoDataset):
+		r.gone = r.gone || r.dataset
+	case errors.Is(err, ErrPassBefore), errors.Is(err, ErrPassAfter), errors.Is(err, ErrNoMoreAvailable),
+		errors.Is(err, ErrAllTaskFailed), errors.Is(err, ErrStaleEpoch):
+		// Answers of a job with a dataset (a stale epoch replays a task).
+		r.dataset = true
+	default:
+		return false // no answer of the job's
+	}
+	return r.gone
+}
+
+// jobNumber is the number of the job read, for GetTask to name; 0 while
+// it is not known.
+func (r *readJob) jobNumber() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.number
+}
+
+// reported says whether the answer to a task report, err, shows that the
+// job the client read is gone: ErrNoDataset once a dataset was seen.
+func (r *readJob) reported(err error) bool {
+	if !errors.Is(err, ErrNoDataset) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gone = r.gone || r.dataset
+	return r.gone
+}
+
+// jobGone is the error of a call to the job the client read once it is
+// gone.
+func (c *Client) jobGone() error {
+	return fmt.Errorf("raftmaster client: job %q, which this client read, was deleted: %w", cmp.Or(c.job, rpc.DefaultJob), ErrUnknownJob)
 }
 
 // TaskFinished reports the task done. A late report from an earlier lease
@@ -137,11 +229,15 @@ func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) err
 	return err
 }
 
-// taskReportLease is taskReport that also returns the length of a renewed
-// lease (zero when the cluster did not say).
+// taskReportLease is taskReport that also returns how long a renewed lease
+// lasts from the answer, what remains of it when the renewal was retried
+// after the cluster had applied it (zero when the cluster did not say).
 func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta) (time.Duration, error) {
 	var resp rpc.TaskResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: path, body: rpc.TaskRequest{Meta: meta}, write: true, out: &resp})
+	if c.read.reported(err) {
+		return 0, c.jobGone()
+	}
 	if err == nil && resp.Ignored {
 		c.logger.Debug("task report ignored", "path", path, "task", meta.ID, "epoch", meta.Epoch)
 	}
@@ -150,10 +246,29 @@ func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta
 
 // RequestSaveModel asks whether trainerID may save the model now. It is
 // granted to one trainer at a time, for blockDur; the holder may ask again
-// to extend it.
+// to extend it. RequestSaveModelLease also says how long the grant lasts.
 func (c *Client) RequestSaveModel(trainerID string, blockDur time.Duration) (bool, error) {
+	g, err := c.RequestSaveModelLease(trainerID, blockDur)
+	return g.Granted, err
+}
+
+// SaveModelGrant is the answer to RequestSaveModelLease.
+type SaveModelGrant struct {
+	// Granted reports whether the caller holds the save-model lease.
+	Granted bool
+	// Lease is how long the caller holds it from the answer: blockDur,
+	// or less when the call was retried after the cluster had applied it
+	// (its answer lost), since the lease started then. Zero when not
+	// granted, or when the server did not say (a release before it): then
+	// count on no more than blockDur from the call.
+	Lease time.Duration
+}
+
+// RequestSaveModelLease is RequestSaveModel that also says how long the
+// lease lasts from the answer: save within it, or ask again to extend it.
+func (c *Client) RequestSaveModelLease(trainerID string, blockDur time.Duration) (SaveModelGrant, error) {
 	var resp rpc.SaveModelResponse
 	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel,
 		body: rpc.SaveModelRequest{TrainerID: trainerID, BlockDur: rpc.Duration(blockDur)}, write: true, out: &resp})
-	return resp.Granted, err
+	return SaveModelGrant{Granted: resp.Granted, Lease: time.Duration(resp.Lease)}, err
 }

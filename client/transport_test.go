@@ -209,6 +209,40 @@ func TestRetrySameRequestID(t *testing.T) {
 	}
 }
 
+// TestRetriedGrantSaysWhatRemains: a save-model request whose answer was
+// lost is retried with its request id 20s of cluster time after the
+// cluster granted it; the grant the caller gets says what remains of the
+// lease then, not the whole blockDur.
+func TestRetriedGrantSaysWhatRemains(t *testing.T) {
+	local := apitest.NewLocal()
+	now := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	local.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	proxy := &faultyProxy{path: rpc.PathSaveModel}
+	ts := startServer(t, local, func(h http.Handler) http.Handler {
+		proxy.h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			h.ServeHTTP(w, r)
+			mu.Lock()
+			now = now.Add(20 * time.Second) // the retry comes 20s later
+			mu.Unlock()
+		})
+		return proxy
+	})
+	c := newClient(t, client.WithAddr(ts.URL))
+	g, err := c.RequestSaveModelLease("t", time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first rpc.SaveModelResponse
+	proxy.retried(t, &first)
+	if !first.Granted || time.Duration(first.Lease) != time.Minute {
+		t.Fatalf("first answer %+v, want granted for 1m", first)
+	}
+	if !g.Granted || g.Lease != 40*time.Second {
+		t.Fatalf("retried grant %+v, want granted with the 40s that remain", g)
+	}
+}
+
 // TestRequestIDs checks that every write gets a fresh request id and reads
 // get none.
 func TestRequestIDs(t *testing.T) {

@@ -284,6 +284,13 @@ type DatasetCommit struct {
 type GetTask struct {
 	Header
 	Pass int
+	// JobNumber, when not 0, is the number of the job the caller reads
+	// (Task.JobNumber of an earlier answer): when the job named is not
+	// that one, because it was deleted since and maybe created again, the
+	// answer is ErrUnknownJob and nothing is leased. It needs Protocol2:
+	// it is encoded only when set, so that older replicas read every
+	// GetTask without it, and a leader sends it only from that level.
+	JobNumber uint64
 }
 
 // TaskFinished reports a task done.
@@ -566,8 +573,21 @@ func (c *DatasetCommit) decode(d *decoder) {
 	c.Params.decode(d)
 }
 
-func (c *GetTask) encode(e *encoder) { e.int(c.Pass) }
-func (c *GetTask) decode(d *decoder) { c.Pass = d.int() }
+func (c *GetTask) encode(e *encoder) {
+	e.int(c.Pass)
+	if c.JobNumber != 0 {
+		e.uvarint(c.JobNumber)
+	}
+}
+
+// decode reads a GetTask; one written without the job's number, as every
+// one before Protocol2, reads the whole job as before.
+func (c *GetTask) decode(d *decoder) {
+	c.Pass = d.int()
+	if !d.empty() {
+		c.JobNumber = d.uvarint()
+	}
+}
 
 func encodeMeta(e *encoder, m TaskMeta)   { e.int(m.ID); e.int(m.Epoch) }
 func decodeMeta(d *decoder) TaskMeta      { return TaskMeta{ID: d.int(), Epoch: d.int()} }

@@ -163,20 +163,15 @@ func TestLeaderGrace(t *testing.T) {
 			h.setDataset(1, defaultParams)
 			m := h.getTask(0)
 			h.ok(&LeaderGrace{Grace: 3 * defaultParams.TaskTimeout})
-			h.ok(&RenewLease{Meta: m})
-			if got := h.f.RenewedLease(DefaultJob, h.now); got != 3*defaultParams.TaskTimeout {
+			if got := h.ok(&RenewLease{Meta: m}).Lease; got != 3*defaultParams.TaskTimeout {
 				h.t.Fatalf("lease during the grace %v, want %v", got, 3*defaultParams.TaskTimeout)
 			}
 			h.advance(3 * defaultParams.TaskTimeout)
-			h.ok(&RenewLease{Meta: m})
-			if got := h.f.RenewedLease(DefaultJob, h.now); got != defaultParams.TaskTimeout {
+			if got := h.ok(&RenewLease{Meta: m}).Lease; got != defaultParams.TaskTimeout {
 				h.t.Fatalf("lease after the grace %v, want the timeout %v", got, defaultParams.TaskTimeout)
 			}
 			if ts := h.wantTask(m.ID, "pending", 1, 0); ts.Deadline != h.now+int64(defaultParams.TaskTimeout) {
 				h.t.Fatalf("deadline %d, want now+timeout", ts.Deadline)
-			}
-			if got := h.f.RenewedLease("no-such-job", h.now); got != 0 {
-				h.t.Fatalf("lease of an unknown job %v", got)
 			}
 		}},
 		{"extends an idle upload", func(h *harness) {

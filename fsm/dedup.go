@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -120,11 +121,12 @@ func (t *dedupTable) expiring(now int64, limit int) int {
 // result replays the first outcome for command c. An answer that grants
 // something for a time is replayed as true only while it still holds at
 // the FSM time of the retry, which is the later of the clock and c's
-// stamp, in the job c addresses: a retried save-model request answers
-// whether the caller holds the lease now, a retried GetTask or RenewLease
-// whose lease has ended, or whose job was deleted (and maybe created
-// again) since, answers ErrStaleEpoch. A KVCompareAndSet is replayed as
-// replayKV says. Anything else is replayed as it was.
+// stamp, in the job c addresses, and then with what remains of the lease
+// at that time: a retried save-model request answers whether the caller
+// holds the lease now, a retried GetTask or RenewLease whose lease has
+// ended, or whose job was deleted (and maybe created again) since,
+// answers ErrStaleEpoch. A KVCompareAndSet is replayed as replayKV says.
+// Anything else is replayed as it was.
 func (e *dedupEntry) result(c Command, s *state) *Result {
 	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
 	now := max(s.clock, c.Hdr().Now)
@@ -140,6 +142,9 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 	switch c := c.(type) {
 	case *RequestSaveModel:
 		r.Granted = j != nil && j.save.holder == c.TrainerID && j.save.deadline > now
+		if r.Granted {
+			r.Lease = time.Duration(j.save.deadline - now)
+		}
 	case *GetTask:
 		if e.code != CodeOK {
 			break
@@ -150,13 +155,41 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 			r.Code = CodeStaleEpoch
 		}
 	case *RenewLease:
-		if _, ok := held(c.Meta.ID, c.Meta.Epoch); e.code == CodeOK && !ok {
+		if e.code != CodeOK {
+			break
+		}
+		if i, ok := held(c.Meta.ID, c.Meta.Epoch); ok {
+			r.Lease = time.Duration(j.tasks[i].deadline - now)
+		} else {
 			r.Code = CodeStaleEpoch
 		}
 	case *KVCompareAndSet:
 		return s.replayKV(c, e, r)
 	}
 	return r
+}
+
+// DatasetOutcome returns the first outcome of the dataset request req
+// (its SetDataset, or the DatasetCommit that ends its upload) as a
+// duplicate, when this replica remembers it: a retry is answered with it
+// before anything is indexed or proposed, as the retried entry would be
+// answered.
+func (f *FSM) DatasetOutcome(req RequestID) (*Result, bool) {
+	if req.IsZero() {
+		return nil, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	cl := f.s.dedup.clients[req.Client]
+	if cl == nil {
+		return nil, false
+	}
+	for _, e := range cl.entries {
+		if e.seq == req.Seq && (e.typ == TypeSetDataset || e.typ == TypeDatasetCommit) {
+			return &Result{Code: e.code, Ignored: e.ignored, Duplicate: true, Clock: e.clock}, true
+		}
+	}
+	return nil, false
 }
 
 // record remembers the outcome r, in the job numbered job, of a new

@@ -90,19 +90,21 @@ func TestDedup(t *testing.T) {
 			save := func(trainer string, seq uint64) *Result {
 				return h.ok(withRequest(&RequestSaveModel{TrainerID: trainer, BlockDur: 2 * time.Second}, 1, seq))
 			}
-			if r := save("a", 1); !r.Granted {
-				h.t.Fatalf("first request %+v, want granted", r)
+			if r := save("a", 1); !r.Granted || r.Lease != 2*time.Second {
+				h.t.Fatalf("first request %+v, want granted for 2s", r)
 			}
 			h.advance(time.Second)
-			if r := save("a", 1); !r.Granted || !r.Duplicate {
-				h.t.Fatalf("retry while a holds the lease %+v, want granted", r)
+			// The retry says what remains of the lease, not the lease
+			// the first answer gave.
+			if r := save("a", 1); !r.Granted || !r.Duplicate || r.Lease != time.Second {
+				h.t.Fatalf("retry while a holds the lease %+v, want granted with 1s left", r)
 			}
 			h.advance(time.Second + time.Second/2) // a's lease ended at +2s
 			if r := save("b", 2); !r.Granted {
 				h.t.Fatalf("b's request after a's lease %+v, want granted", r)
 			}
 			before := h.f.SnapshotBytes()
-			if r := save("a", 1); r.Granted || !r.Duplicate {
+			if r := save("a", 1); r.Granted || !r.Duplicate || r.Lease != 0 {
 				h.t.Fatalf("a's retry while b holds the lease %+v, want a duplicate that is not granted", r)
 			}
 			if !bytes.Equal(before, h.f.SnapshotBytes()) {
@@ -133,6 +135,63 @@ func TestDedup(t *testing.T) {
 			h.fails(withRequest(&RenewLease{Meta: first.Task.Meta}, 1, 2), ErrStaleEpoch)
 			if m := h.getTask(0); m.ID != 2 {
 				h.t.Fatalf("next lease %+v, want task 2 (task 1 went to the end of todo)", m)
+			}
+		}},
+		{"renewal retry says what remains of the renewed lease", func(h *harness) {
+			h.setDataset(2, defaultParams)
+			m := h.getTask(0)
+			h.advance(3 * time.Second)
+			renew := withRequest(&RenewLease{Meta: m}, 1, 1)
+			if r := h.ok(renew); r.Lease != defaultParams.TaskTimeout {
+				h.t.Fatalf("renewal %+v, want a lease of the task timeout", r)
+			}
+			h.advance(4 * time.Second)
+			before := h.f.SnapshotBytes()
+			r := h.ok(withRequest(&RenewLease{Meta: m}, 1, 1))
+			if !r.Duplicate || r.Lease != defaultParams.TaskTimeout-4*time.Second {
+				h.t.Fatalf("retry 4s after the renewal %+v, want a duplicate with %v left", r, defaultParams.TaskTimeout-4*time.Second)
+			}
+			if !bytes.Equal(before, h.f.SnapshotBytes()) {
+				h.t.Fatalf("a replayed renewal changed the state")
+			}
+			// A later renewal moved the deadline: the retry of the first
+			// says how long the lease now lasts.
+			h.ok(&RenewLease{Meta: m})
+			h.advance(time.Second)
+			if r := h.ok(withRequest(&RenewLease{Meta: m}, 1, 1)); r.Lease != defaultParams.TaskTimeout-time.Second {
+				h.t.Fatalf("retry after a later renewal %+v, want %v left", r, defaultParams.TaskTimeout-time.Second)
+			}
+		}},
+		{"a dataset request's first outcome is read without applying", func(h *harness) {
+			if _, ok := h.f.DatasetOutcome(RequestID{Client: clientID(1), Seq: 1}); ok {
+				h.t.Fatalf("an unknown request has an outcome")
+			}
+			first := h.ok(withRequest(in("a", &SetDataset{Params: defaultParams, Chunks: testChunks(2)}), 1, 1))
+			h.ok(withRequest(in("b", part("u", 0, testChunks(2))), 2, 1))
+			h.ok(withRequest(in("b", &DatasetCommit{UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams}), 2, 2))
+			h.ok(withRequest(in("a", &SetDataset{Params: defaultParams, Chunks: testChunks(3)}), 1, 2))
+			h.ok(withRequest(&Tick{}, 1, 3))
+			for _, c := range []struct {
+				req     RequestID
+				ignored bool
+			}{
+				{RequestID{Client: clientID(1), Seq: 1}, false},
+				{RequestID{Client: clientID(2), Seq: 2}, false},
+				{RequestID{Client: clientID(1), Seq: 2}, true},
+			} {
+				r, ok := h.f.DatasetOutcome(c.req)
+				if !ok || r.Code != CodeOK || r.Ignored != c.ignored || !r.Duplicate || r.Clock == 0 {
+					h.t.Fatalf("%v: %+v, %v; want ignored %v", c.req, r, ok, c.ignored)
+				}
+			}
+			if r, _ := h.f.DatasetOutcome(RequestID{Client: clientID(1), Seq: 1}); r.Clock != first.Clock {
+				h.t.Fatalf("outcome at %d, applied at %d", r.Clock, first.Clock)
+			}
+			// Neither another command's id nor a part's is a dataset request.
+			for _, req := range []RequestID{{Client: clientID(1), Seq: 3}, {Client: clientID(2), Seq: 1}, {}} {
+				if _, ok := h.f.DatasetOutcome(req); ok {
+					h.t.Fatalf("%v has a dataset outcome", req)
+				}
 			}
 		}},
 		{"clients are forgotten after the window", func(h *harness) {

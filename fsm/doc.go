@@ -96,11 +96,19 @@
 // exist is answered as an empty job answers it, which is how the default
 // job behaved before it held anything: GetTask, TaskFinished, TaskFailed
 // and RenewLease answer ErrNoDataset, DatasetCommit an unknown upload,
-// Leave is ignored. A command that is rejected creates nothing.
+// Leave is ignored. A command that is rejected creates nothing. A
+// KVCompareAndSet that expects a version (not 0) cannot create its job, so
+// to a job that does not exist it is answered as a compare-and-set that
+// did not swap, the key absent, even when MaxJobs is reached; before
+// Protocol2 it was refused with CodeLimit there, as old replicas still do.
 //
 // DeleteJob deletes its job, named explicitly, with everything it holds;
 // the watches of its groups answer ErrClosed. An unknown job answers
-// ErrUnknownJob. The default job may be deleted too: it then starts empty,
+// ErrUnknownJob. Every job is numbered at its creation, and GetTask's
+// answers carry the number (Task.JobNumber), so that a reader can tell
+// the job it read from one created again under its name: a GetTask that
+// names the number (GetTask.JobNumber, from Protocol2) is answered
+// ErrUnknownJob, leasing nothing, once that job is gone. The default job may be deleted too: it then starts empty,
 // like any job created again, whose first dataset counts afresh. A retried
 // GetTask or RenewLease whose job was deleted and created again since
 // answers ErrStaleEpoch.
@@ -170,7 +178,9 @@
 // failureMax times. A stale epoch is ignored.
 //
 // RenewLease{ID, Epoch} moves the current lease's deadline to
-// clock+timeout; any other epoch gets ErrStaleEpoch.
+// clock+timeout (or the end of a leader's grace, if later), and answers
+// how long the lease lasts (Result.Lease); any other epoch gets
+// ErrStaleEpoch.
 //
 // When no task is todo or pending and at least one is done, the pass
 // counter increments and every task, done or failed, goes back to todo in
@@ -192,8 +202,8 @@
 //
 // RequestSaveModel{TrainerID, BlockDur} grants the save-model lease when
 // nobody holds it, when the lease has expired, or when the holder asks
-// again; the lease then ends at clock+BlockDur. Otherwise it answers
-// Granted=false. At most one trainer holds it at any FSM time.
+// again; the lease then ends at clock+BlockDur, and Result.Lease is
+// BlockDur. Otherwise it answers Granted=false. At most one trainer holds it at any FSM time.
 //
 // Join{Group, Member, NumPeers, Data, Timeout, FailOnTimeout} adds a
 // member to an allgather group, creating the group with the timeout
@@ -258,10 +268,13 @@
 // the grant has run out and passed to someone else:
 //
 //   - RequestSaveModel: Granted says whether the caller holds the lease
-//     now, so two trainers never both hear "granted" at once.
+//     now, so two trainers never both hear "granted" at once, and Lease
+//     what remains of it, so that the holder does not count on the
+//     length the first answer gave.
 //   - GetTask: the same task, with the lease's remaining length, while the
 //     lease is current; once it has ended, ErrStaleEpoch (ask again).
-//   - RenewLease: ErrStaleEpoch once the renewed lease has ended.
+//   - RenewLease: the lease's remaining length while the lease is
+//     current; ErrStaleEpoch once it has ended.
 //   - KVCompareAndSet: a swap is the first outcome, with the version it
 //     stored. One that did not swap changed nothing, so its retry answers
 //     the key as it is at the retry, which lies within the caller's call;

@@ -91,6 +91,7 @@ func FuzzApply(f *testing.F) {
 		f.Add(Encode(c))
 	}
 	f.Add([]byte{commandVersion, byte(IgnorableFlag | 1)})
+	f.Add(Encode(&GetTask{Header: Header{Now: t0, Job: "job-b"}, JobNumber: 2})) // invalid below Protocol2
 	log := setupLog()
 	base := applyLog(log).SnapshotBytes()
 	f.Fuzz(func(t *testing.T, b []byte) {

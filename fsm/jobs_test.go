@@ -281,6 +281,10 @@ func TestRecreateJob(t *testing.T) {
 	if again.Task.Meta != first.Task.Meta {
 		t.Fatalf("leased %+v, want the old lease's id and epoch %+v", again.Task.Meta, first.Task.Meta)
 	}
+	// The job's number tells the two apart, for a reader of the old one.
+	if first.Task.JobNumber == 0 || again.Task.JobNumber <= first.Task.JobNumber {
+		t.Fatalf("job numbers %d, then %d after a delete: want a larger one", first.Task.JobNumber, again.Task.JobNumber)
+	}
 	if r := h.apply(withRequest(in("a", &GetTask{}), 1, 1)); !r.Duplicate || r.Code != CodeStaleEpoch {
 		t.Fatalf("retry of the old job's GetTask: %+v", r)
 	}
@@ -291,6 +295,45 @@ func TestRecreateJob(t *testing.T) {
 	}
 	if w := h.f.Watch("a", "g", memberID(1), gen); w.Status != WatchReconnected {
 		t.Fatalf("old generation sees %+v", w)
+	}
+}
+
+// TestGetTaskOfTheJobRead: a GetTask that names the number of the job
+// its caller read is answered ErrUnknownJob, leasing nothing, once that
+// job is deleted, whether or not a job of the name exists again; below
+// Protocol2 it is invalid, as the previous release, which cannot decode
+// it, answers it.
+func TestGetTaskOfTheJobRead(t *testing.T) {
+	h := newHarness(t)
+	h.ok(in("a", &SetDataset{Params: defaultParams, Chunks: testChunks(3)}))
+	first := h.ok(in("a", &GetTask{}))
+	number := first.Task.JobNumber
+	h.invalid(Encode(in("a", &GetTask{Header: Header{Now: h.now}, JobNumber: number})))
+	h.ok(&SetProtocol{Level: Protocol2})
+	if r := h.ok(in("a", &GetTask{JobNumber: number})); r.Task.JobNumber != number {
+		t.Fatalf("GetTask naming the job's own number: %+v", r.Task)
+	}
+	h.fails(in("a", &GetTask{JobNumber: number + 1}), ErrUnknownJob)
+	h.ok(&DeleteJob{Header: Header{Job: "a"}})
+	// The job is gone: unknown to its readers, while a GetTask without
+	// the number cannot tell it from a job not created yet.
+	h.fails(in("a", &GetTask{JobNumber: number}), ErrUnknownJob)
+	h.fails(in("a", &GetTask{}), ErrNoDataset)
+	h.ok(in("a", &SetDataset{Params: defaultParams, Chunks: testChunks(3)}))
+	before := h.f.Stats("a")
+	h.fails(in("a", &GetTask{JobNumber: number}), ErrUnknownJob)
+	if st := h.f.Stats("a"); st.Pending != 0 || st.Todo != before.Todo {
+		t.Fatalf("a GetTask of the deleted job leased a task of the new one: %+v", st)
+	}
+	// A retry replays the answer.
+	retry := withRequest(in("a", &GetTask{JobNumber: number}), 1, 1)
+	h.fails(retry, ErrUnknownJob)
+	if r := h.apply(withRequest(in("a", &GetTask{JobNumber: number}), 1, 1)); !r.Duplicate || r.Code != CodeUnknownJob {
+		t.Fatalf("retry %+v", r)
+	}
+	// Written without the number, a GetTask is the bytes it always was.
+	if b := Encode(&GetTask{Pass: 3}); !bytes.Equal(b, Encode(&GetTask{Pass: 3, JobNumber: 0})) || len(Encode(&GetTask{Pass: 3, JobNumber: 9})) != len(b)+1 {
+		t.Fatalf("encoding %x", b)
 	}
 }
 

@@ -135,6 +135,37 @@ func TestKVCompareAndSet(t *testing.T) {
 			h.ok(&SetLimits{Limits: Limits{MaxStateBytes: h.f.Stats("").StateBytes + 1}})
 			h.wantLimit(cas("", "b", h.f.KV("", "b").Version, "xyz"), "limit max_state_bytes")
 		}},
+		{"at max_jobs, one that cannot swap is answered as a compare-and-set", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol2})
+			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1}})
+			h.swap(cas("a", "k", 0, "x"))
+			jobs := h.f.Stats("").Jobs
+			// The missing job holds no key: not swapped, found nothing,
+			// and no job is created.
+			r := h.ok(cas("b", "k", 7, "y"))
+			h.wantKV(r, false, 0, "")
+			if _, ok := h.f.Job("b"); ok || h.f.Stats("").Jobs != jobs {
+				h.t.Fatalf("a compare-and-set that did not swap created its job")
+			}
+			// A retry replays it, the key still absent.
+			retry := cas("b", "k", 7, "y")
+			retry.Request = RequestID{Client: clientID(1), Seq: 1}
+			h.wantKV(h.ok(retry), false, 0, "")
+			if r := h.apply(retry); !r.Duplicate || r.Swapped || r.KV == nil || r.KV.Found {
+				h.t.Fatalf("retry: %+v", r)
+			}
+			// One that would swap would create the job: that is still
+			// refused at the limit.
+			h.wantLimit(cas("b", "k", 0, "y"), "limit max_jobs (1) exceeded")
+			// So is a value over its limit, whatever the versions.
+			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1, MaxKVValue: 1}})
+			h.wantLimit(cas("b", "k", 7, "yy"), "limit max_kv_value (1) exceeded")
+		}},
+		{"at max_jobs below Protocol2, one that cannot swap is refused as before", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1}})
+			h.swap(cas("a", "k", 0, "x"))
+			h.wantLimit(cas("b", "k", 7, "y"), "limit max_jobs (1) exceeded")
+		}},
 		{"bad keys and values change nothing", func(h *harness) {
 			h.swap(cas("", "k", 0, "v"))
 			for _, key := range []string{"", strings.Repeat("k", MaxKVKeyLen+1), "a b", "tab\tkey", "new\nline", "nul\x00", "caf\xc3\xa9", "\x7f"} {

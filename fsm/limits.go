@@ -140,7 +140,8 @@ const (
 )
 
 // Limits are the replicated, cluster-wide limits on jobs, set by
-// SetLimits (the leader proposes its configuration after taking over). A
+// SetLimits (a new cluster's first leader proposes its configuration, an
+// operator changes it; see internal/leader.TakeOver). A
 // zero field means the built-in default (DefaultMaxJobs, ...; JobTTL 0 is
 // off). A command that would go past a limit is rejected with
 // ErrLimitExceeded (CodeLimit), whose message names the limit, and changes

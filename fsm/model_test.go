@@ -203,6 +203,10 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 	switch c := c.(type) {
 	case *RequestSaveModel:
 		r.Granted = j != nil && j.holder == c.TrainerID && j.saveEnd > now
+		r.Lease = 0
+		if r.Granted {
+			r.Lease = time.Duration(j.saveEnd - now) // what remains at the retry
+		}
 	case *GetTask:
 		if r.Code != CodeOK {
 			break
@@ -215,8 +219,13 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 			r.Code, r.Task = CodeStaleEpoch, nil
 		}
 	case *RenewLease:
-		if _, ok := held(c.Meta); r.Code == CodeOK && !ok {
-			r.Code = CodeStaleEpoch
+		if r.Code != CodeOK {
+			break
+		}
+		if t, ok := held(c.Meta); ok {
+			r.Lease = time.Duration(t.deadline - now) // what remains at the retry
+		} else {
+			r.Code, r.Lease = CodeStaleEpoch, 0
 		}
 	case *KVCompareAndSet:
 		var cur KVValue
@@ -302,7 +311,11 @@ func (m *model) dispatch(c Command) Result {
 		creates = true
 	}
 	if !exists {
-		if creates && len(m.jobs) >= m.limits.Effective().MaxJobs {
+		// From Protocol2 a compare-and-set that expects a version cannot
+		// create the job, and is answered as on an empty job.
+		kv, isKV := c.(*KVCompareAndSet)
+		createsNothing := m.protocol >= Protocol2 && isKV && kv.Version != 0
+		if creates && !createsNothing && len(m.jobs) >= m.limits.Effective().MaxJobs {
 			return limitResult
 		}
 		j = m.newJob()
@@ -350,6 +363,14 @@ func (m *modelJob) dispatch(c Command) Result {
 	case *DatasetCommit:
 		return m.commit(c)
 	case *GetTask:
+		if c.JobNumber != 0 {
+			switch {
+			case m.protocol < Protocol2:
+				return invalidResult // older replicas cannot decode it
+			case c.JobNumber != m.seq: // 0 while the job does not exist
+				return codeResult(ErrUnknownJob)
+			}
+		}
 		return m.getTask(c.Pass)
 	case *TaskFinished:
 		return m.finish(c.Meta)
@@ -362,7 +383,7 @@ func (m *modelJob) dispatch(c Command) Result {
 			return Result{}
 		}
 		m.holder, m.saveEnd = c.TrainerID, m.clock+int64(c.BlockDur)
-		return Result{Granted: true}
+		return Result{Granted: true, Lease: c.BlockDur}
 	case *Join:
 		return m.join(c)
 	case *Leave:
@@ -477,7 +498,7 @@ func (m *modelJob) getTask(pass int) Result {
 	cpt := m.ds.params.ChunksPerTask
 	chunks := m.ds.chunks[i*cpt : min((i+1)*cpt, len(m.ds.chunks))]
 	return Result{Task: &Task{Meta: TaskMeta{ID: i + 1, Epoch: t.epoch}, Chunks: slices.Clone(chunks),
-		Pass: m.pass, Lease: time.Duration(t.deadline - m.clock)}}
+		Pass: m.pass, Lease: time.Duration(t.deadline - m.clock), JobNumber: m.seq}}
 }
 
 func (m *modelJob) count(queue string) int {
@@ -574,7 +595,7 @@ func (m *modelJob) renew(meta TaskMeta) Result {
 	m.unpend(meta.ID - 1)
 	t.deadline = max(m.clock+int64(m.ds.params.TaskTimeout), m.graceTo)
 	m.addPending(meta.ID - 1)
-	return Result{}
+	return Result{Lease: time.Duration(t.deadline - m.clock)}
 }
 
 func (m *modelJob) nextPass() {

@@ -116,7 +116,13 @@ func (g *propGen) draw(t *rapid.T) []byte {
 	}
 	switch {
 	case kind == "retry" && len(g.sent) > 0:
-		c := rapid.SampledFrom(g.sent).Draw(t, "retried")
+		// Half the time one of the last few, whose grants may still
+		// hold, so that their replays are judged at a later time.
+		sent := g.sent
+		if rapid.Bool().Draw(t, "recent") {
+			sent = sent[max(0, len(sent)-4):]
+		}
+		c := rapid.SampledFrom(sent).Draw(t, "retried")
 		c.Hdr().Now = g.now
 		return Encode(c)
 	case kind == "reuse" && len(g.sent) > 0:
@@ -190,7 +196,14 @@ func (g *propGen) upload(job, id string) *upload {
 func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 	switch kind {
 	case "get":
-		return &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta"))}
+		// Mostly without the job's number; else the job's, an earlier
+		// one's, or one never given.
+		var number uint64
+		if j := g.f.s.jobs[jobName(job)]; j != nil {
+			number = j.seq
+		}
+		return &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta")),
+			JobNumber: rapid.SampledFrom([]uint64{0, 0, 0, number, number, max(number, 2) - 1, 1 << 30}).Draw(t, "jobNumber")}
 	case "finish":
 		return &TaskFinished{Meta: g.meta(t)}
 	case "fail":
@@ -311,13 +324,13 @@ func sameResult(a, b *Result) bool {
 		return false
 	}
 	if a.Task != nil && (a.Task.Meta != b.Task.Meta || !slices.Equal(a.Task.Chunks, b.Task.Chunks) ||
-		a.Task.Pass != b.Task.Pass || a.Task.Lease != b.Task.Lease) {
+		a.Task.Pass != b.Task.Pass || a.Task.Lease != b.Task.Lease || a.Task.JobNumber != b.Task.JobNumber) {
 		return false
 	}
 	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {
 		return false
 	}
-	return a.Code == b.Code && a.Granted == b.Granted && a.Generation == b.Generation && a.Swapped == b.Swapped &&
+	return a.Code == b.Code && a.Granted == b.Granted && a.Lease == b.Lease && a.Generation == b.Generation && a.Swapped == b.Swapped &&
 		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate && slices.Equal(a.Collected, b.Collected)
 }
 

@@ -12,10 +12,12 @@ import (
 type Stats struct {
 	// Job is the job the other job fields describe; an unknown job's are
 	// those of an empty job.
-	Job          string        `json:"job"`
-	Clock        int64         `json:"clock"`
-	HasDataset   bool          `json:"has_dataset"`
-	Pass         int           `json:"pass"`
+	Job        string `json:"job"`
+	Clock      int64  `json:"clock"`
+	HasDataset bool   `json:"has_dataset"`
+	Pass       int    `json:"pass"`
+	// Files counts the dataset's files that hold chunks.
+	Files        int           `json:"files"`
 	Chunks       int           `json:"chunks"`
 	Tasks        int           `json:"tasks"`
 	Todo         int           `json:"todo"`
@@ -54,7 +56,7 @@ func (f *FSM) Stats(job string) Stats {
 	st.Todo, st.Pending, st.Done, st.Failed = j.queues[qTodo].n, j.queues[qPending].n, j.queues[qDone].n, j.queues[qFailed].n
 	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
 	if j.ds != nil {
-		st.Chunks = len(j.ds.chunks)
+		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
 		st.Params = j.ds.params
 	}
 	st.SaveHolder, st.SaveDeadline, _ = j.saveHolder()
@@ -71,19 +73,6 @@ func (f *FSM) LeasesExpired(job string) uint64 {
 		return j.leasesExpired
 	}
 	return 0
-}
-
-// RenewedLease is the length of a lease of job renewed at FSM time at: the
-// task timeout, or longer while a new leader's grace lasts (leaseEnd); 0
-// for a job without a dataset.
-func (f *FSM) RenewedLease(job string, at int64) time.Duration {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	j := f.s.jobs[jobName(job)]
-	if j == nil || j.ds == nil {
-		return 0
-	}
-	return time.Duration(max(at+int64(j.ds.params.TaskTimeout), f.s.graceUntil) - at)
 }
 
 // JobInfo describes one job.
@@ -157,6 +146,15 @@ func (f *FSM) Limits() Limits {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.s.effectiveLimits()
+}
+
+// LimitsRecord returns the limits record as SetLimits last set it, zero
+// fields meaning their defaults: the record a change of some fields
+// starts from.
+func (f *FSM) LimitsRecord() Limits {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.limits
 }
 
 // Clock returns the FSM time in unix nanoseconds.

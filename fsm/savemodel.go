@@ -19,7 +19,7 @@ func (s *job) requestSaveModel(c *RequestSaveModel) *Result {
 	s.account(delta)
 	l.holder = c.TrainerID
 	l.deadline = s.clock + int64(c.BlockDur)
-	return &Result{Granted: true}
+	return &Result{Granted: true, Lease: c.BlockDur}
 }
 
 func (s *job) expireSaveLease() {

@@ -135,6 +135,11 @@ type Result struct {
 	Task *Task
 	// Granted reports whether RequestSaveModel granted the lease.
 	Granted bool
+	// Lease is, for a RenewLease that renewed and a RequestSaveModel
+	// that granted, how long the lease lasts from the answer's FSM time;
+	// for a duplicate, from the retry's FSM time, so that it is what
+	// remains of the lease then. Task.Lease is GetTask's.
+	Lease time.Duration
 	// Generation identifies a Join: watches compare it with the member's
 	// current generation to detect a reconnect.
 	Generation uint64
@@ -184,6 +189,10 @@ type Task struct {
 	// Lease is how long the lease lasts from the answer's FSM time;
 	// renew it well before it runs out.
 	Lease time.Duration
+	// JobNumber is the number the task's job was given at its creation:
+	// a job deleted and created again under its name has another, so a
+	// reader that sees it change knows that the job it read was deleted.
+	JobNumber uint64
 }
 
 func errResult(err error) *Result {
@@ -261,7 +270,9 @@ func (s *state) apply(c Command) *Result {
 // on a new, empty job, which joins the jobs only when the row creates jobs
 // and the command is neither rejected nor ignored: so a command that does not create
 // answers as it would on an empty job (GetTask: ErrNoDataset; Leave:
-// ignored). It returns the seq of the job the command ran on, 0 for none.
+// ignored). A command of a creating row is first checked against the
+// limits on creating a job, unless it cannot create one (createsNothing).
+// It returns the seq of the job the command ran on, 0 for none.
 func (s *state) dispatch(c Command) (*Result, uint64) {
 	spec := lookup(c.Type())
 	switch {
@@ -273,7 +284,7 @@ func (s *state) dispatch(c Command) (*Result, uint64) {
 	name := jobName(c.Hdr().Job)
 	j := s.jobs[name]
 	if j == nil {
-		if spec.creates {
+		if spec.creates && !(s.atLeast(Protocol2) && createsNothing(c)) {
 			if err := s.roomForJob(name); err != nil {
 				return errResult(err), 0
 			}
@@ -289,6 +300,17 @@ func (s *state) dispatch(c Command) (*Result, uint64) {
 	}
 	j.lastActivity = s.clock
 	return r, j.seq
+}
+
+// createsNothing reports a command of a creating type that, addressed to
+// a job that does not exist, cannot create it: a compare-and-set that
+// expects a version of its key, which an empty job does not hold. From
+// Protocol2 on it is answered as on an empty job (not swapped, the key
+// absent), changing nothing, rather than refused for the limits on
+// creating a job; below, it was refused, and old replicas still do.
+func createsNothing(c Command) bool {
+	kv, ok := c.(*KVCompareAndSet)
+	return ok && kv.Version != 0
 }
 
 // tick expires every deadline that is due at the current clock, in every

@@ -116,7 +116,7 @@ func (s *job) taskIndex(id int) (int32, error) {
 
 // taskOf builds the leased view of pending task i as seen at FSM time now.
 func (s *job) taskOf(i int32, now int64) *Task {
-	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}, Pass: s.pass}
+	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}, Pass: s.pass, JobNumber: s.seq}
 	t.Chunks = s.ds.taskChunks(int(i))
 	t.Lease = time.Duration(s.tasks[i].deadline - now)
 	return t
@@ -136,8 +136,21 @@ func (s *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
 // getTask leases the first todo task of the current pass. A trainer asking
 // for a later pass is waiting for this one to end; if a task of this pass
 // came back (its lease expired or it failed), it gets that task rather than
-// ErrPassAfter, so that a pass whose trainer died never stalls.
+// ErrPassAfter, so that a pass whose trainer died never stalls. A GetTask
+// that names the job's number is answered ErrUnknownJob by any other job
+// of the name, or none.
 func (s *job) getTask(c *GetTask) *Result {
+	if c.JobNumber != 0 {
+		if !s.atLeast(Protocol2) {
+			// A replica of the previous release cannot decode it, and
+			// answers it invalid: so must this one.
+			return errResult(invalidf("GetTask names job number %d, which needs protocol level %d; the cluster is at %d",
+				c.JobNumber, Protocol2, s.protocol))
+		}
+		if c.JobNumber != s.seq { // 0 for a job that does not exist
+			return errResult(ErrUnknownJob)
+		}
+	}
 	if s.ds == nil {
 		return errResult(ErrNoDataset)
 	}
@@ -237,7 +250,7 @@ func (s *job) renewLease(c *RenewLease) *Result {
 	s.unlink(i)
 	t.deadline = s.leaseEnd()
 	s.insertPending(i)
-	return &Result{}
+	return &Result{Lease: time.Duration(t.deadline - s.clock)}
 }
 
 // expireTasks fails every pending task whose lease is due.

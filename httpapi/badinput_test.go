@@ -215,6 +215,16 @@ func badCases(f badFiles) []badCase {
 		post("cas oversized body", rpc.PathKVCompareAndSet, `{"key":"k","version":0,"value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+8<<10))+`"}`,
 			http.StatusRequestEntityTooLarge, tooLarge),
 
+		// The limits.
+		post("limits none given", rpc.PathLimitsSet, `{}`, bad, invalid).naming("no limit given"),
+		post("limits negative max_jobs", rpc.PathLimitsSet, `{"max_jobs":-1}`, bad, invalid).naming("max_jobs -1"),
+		post("limits max_jobs over its ceiling", rpc.PathLimitsSet, `{"max_jobs":65537}`, bad, invalid).naming("max_jobs 65537 out of range [0, 65536]"),
+		post("limits negative job_ttl", rpc.PathLimitsSet, `{"job_ttl":"-1h"}`, bad, invalid).naming("job_ttl"),
+		post("limits job_ttl not a duration", rpc.PathLimitsSet, `{"job_ttl":"soon"}`, bad, invalid).naming("soon"),
+		post("limits max_kv_value over its ceiling", rpc.PathLimitsSet, `{"max_jobs":5,"max_kv_value":99999999999}`, bad, invalid).naming("max_kv_value"),
+		post("limits as a string", rpc.PathLimitsSet, `{"max_jobs":"5"}`, bad, invalid).naming("max_jobs"),
+		post("limits unknown field", rpc.PathLimitsSet, `{"max_job":5}`, bad, invalid).naming("max_job"),
+
 		// Cluster changes.
 		post("cluster join without id", rpc.PathClusterAddVoter, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
 		post("cluster join without raft_addr", rpc.PathClusterAddVoter, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),

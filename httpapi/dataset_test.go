@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
@@ -77,6 +78,39 @@ func TestSetDatasetFromChunks(t *testing.T) {
 	st := e.local.FSM().Stats(fsm.DefaultJob)
 	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true}); st.Params != want {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
+	}
+}
+
+// TestSetDatasetRetry: a SetDataset retried with its request id is
+// answered its first outcome without proposing anything: the retry of the
+// request that installed the dataset is not ignored, even though a
+// dataset is now in place; another request is ignored; and so is the
+// retry of one that was.
+func TestSetDatasetRetry(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	chunks := []rpc.Chunk{{Path: "/d/a", Records: 5}, {Path: "/d/a", Offset: 100, Records: 5}, {Path: "/d/b", Records: 7}}
+	installer, other := reqID(uuid.New(), 1), reqID(uuid.New(), 1)
+	var first rpc.SetDatasetResponse
+	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks}, &first, installer...)
+	want := rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}
+	if first != want {
+		t.Fatalf("first answer %+v, want %+v", first, want)
+	}
+	before := e.state()
+	var retry rpc.SetDatasetResponse
+	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks}, &retry, installer...)
+	if retry != want {
+		t.Fatalf("retry of the request that installed the dataset: %+v, want its first answer %+v", retry, want)
+	}
+	var ignored, ignoredRetry rpc.SetDatasetResponse
+	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1]}, &ignored, other...)
+	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1]}, &ignoredRetry, other...)
+	wantIgnored := rpc.SetDatasetResponse{Ignored: true, Chunks: 3, Tasks: 3}
+	if ignored != wantIgnored || ignoredRetry != wantIgnored {
+		t.Fatalf("another request %+v and its retry %+v, want both %+v", ignored, ignoredRetry, wantIgnored)
+	}
+	if e.state() != before {
+		t.Fatal("a retry, or a request that found a dataset in place, reached the log")
 	}
 }
 

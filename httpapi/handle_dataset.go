@@ -20,8 +20,10 @@ import (
 // redirects before it reads any file. When a dataset is already set the
 // request is answered Ignored without indexing or proposing anything (as
 // the original master did): Chunks and Tasks then describe the dataset in
-// place and Files is 0. Otherwise the leader indexes the globs, or takes
-// the client's chunk list, and proposes it.
+// place and Files is 0; but a retry of a request already applied gets its
+// first outcome, so a retry of the request that installed the dataset is
+// not Ignored. Otherwise the leader indexes the globs, or takes the
+// client's chunk list, and proposes it.
 //
 // Every trainer calls SetDataset, often at the same moment, so one call of
 // a job at a time on a node runs from the check to the proposal: the
@@ -56,8 +58,8 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 	}
-	if st := s.b.FSM().Stats(job); st.HasDataset {
-		writeJSON(w, http.StatusOK, ignoredDataset(st))
+	if out, ok := datasetInPlace(s.b.FSM(), job, req); ok {
+		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
 	release, err := s.datasetSlots.acquire(ctx, job)
@@ -70,8 +72,8 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	if err := s.b.ReadBarrier(ctx); err != nil {
 		return readError(err)
 	}
-	if st := s.b.FSM().Stats(job); st.HasDataset {
-		writeJSON(w, http.StatusOK, ignoredDataset(st))
+	if out, ok := datasetInPlace(s.b.FSM(), job, req); ok {
+		writeJSON(w, http.StatusOK, out)
 		return nil
 	}
 	var chunks []fsm.Chunk
@@ -158,6 +160,22 @@ func (d *datasetSlots) acquire(ctx context.Context, job string) (release func(),
 // ignoredDataset answers a request that found a dataset in place.
 func ignoredDataset(st fsm.Stats) rpc.SetDatasetResponse {
 	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks}
+}
+
+// datasetInPlace answers, without indexing or proposing anything, a retry
+// of a request that f remembers, as its first outcome (one that installed
+// the dataset is not ignored), and a request that finds the job's dataset
+// in place, ignored. It reports false for a request to carry out.
+func datasetInPlace(f *fsm.FSM, job string, req fsm.RequestID) (rpc.SetDatasetResponse, bool) {
+	st := f.Stats(job)
+	if first, ok := f.DatasetOutcome(req); ok {
+		out := ignoredDataset(st)
+		if !first.Ignored {
+			out.Ignored, out.Files = false, st.Files
+		}
+		return out, true
+	}
+	return ignoredDataset(st), st.HasDataset
 }
 
 // datasetParams applies the server's defaults to the request's settings

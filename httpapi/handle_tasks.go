@@ -19,7 +19,13 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	if in.Pass < 0 || in.Pass > math.MaxInt32 {
 		return invalidf("pass %d out of range [0, %d]", in.Pass, math.MaxInt32)
 	}
-	res, err := s.apply(r, req, &fsm.GetTask{Pass: in.Pass})
+	c := &fsm.GetTask{Pass: in.Pass, JobNumber: in.JobNumber}
+	if c.JobNumber != 0 && s.b.FSM().Protocol() < fsm.Protocol2 {
+		// Replicas of the previous release cannot read it. The level
+		// only rises, so at Protocol2 here every replica applies it.
+		c.JobNumber = 0
+	}
+	res, err := s.apply(r, req, c)
 	if err != nil {
 		return err
 	}
@@ -27,7 +33,7 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		return rpc.Errorf(rpc.CodeInternal, "GetTask succeeded without a task")
 	}
 	out := rpc.GetTaskResponse{Task: rpc.Task{Meta: TaskMetaFromFSM(res.Task.Meta), Chunks: make([]rpc.Chunk, len(res.Task.Chunks)),
-		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease)}, AppliedAt: FSMTime(res.Clock)}
+		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease)}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber}
 	for i, c := range res.Task.Chunks {
 		out.Task.Chunks[i] = ChunkFromFSM(c)
 	}
@@ -50,15 +56,6 @@ func (s *Handler) handleTaskRenew(w http.ResponseWriter, r *http.Request) error 
 	return s.taskReport(w, r, func(m fsm.TaskMeta) fsm.Command { return &fsm.RenewLease{Meta: m} })
 }
 
-// renewedLease is the lease a renewal applied at FSM time at gave, for
-// the answer; 0 for other reports.
-func (s *Handler) renewedLease(r *http.Request, c fsm.Command, at int64) rpc.Duration {
-	if _, ok := c.(*fsm.RenewLease); !ok {
-		return 0
-	}
-	return rpc.Duration(s.b.FSM().RenewedLease(jobOf(r), at))
-}
-
 func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fsm.TaskMeta) fsm.Command) error {
 	var in rpc.TaskRequest
 	req, err := s.readWrite(w, r, &in)
@@ -76,7 +73,9 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: s.renewedLease(r, c, res.Clock)})
+	// A renewal's answer says how long its lease lasts, a replayed one
+	// what remains of it at the retry.
+	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: rpc.Duration(res.Lease)})
 	return nil
 }
 
@@ -98,6 +97,7 @@ func (s *Handler) handleSaveModel(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	writeJSON(w, http.StatusOK, rpc.SaveModelResponse{Granted: res.Granted, AppliedAt: FSMTime(res.Clock), Replayed: res.Duplicate})
+	writeJSON(w, http.StatusOK, rpc.SaveModelResponse{Granted: res.Granted, AppliedAt: FSMTime(res.Clock), Replayed: res.Duplicate,
+		Lease: rpc.Duration(res.Lease)})
 	return nil
 }

@@ -159,3 +159,29 @@ func TestKVGetNeedsTheLeader(t *testing.T) {
 		t.Fatalf("Location %q", loc)
 	}
 }
+
+// TestKVMissAtMaxJobs: at max_jobs, a compare-and-set that expects a
+// version of a job that does not exist cannot create it, so it is
+// answered as a compare-and-set that did not swap, the key absent, and
+// changes nothing; one that would swap is still refused at the limit.
+func TestKVMissAtMaxJobs(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	if _, err := e.local.Apply(context.Background(), &fsm.SetLimits{Limits: fsm.Limits{MaxJobs: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	e.cas(rpc.JobPath("a", rpc.PathKVCompareAndSet), "k", 0, "v")
+	miss := e.cas(rpc.JobPath("b", rpc.PathKVCompareAndSet), "k", 3, "w")
+	if miss.Swapped || miss.Found || miss.Version != 0 || miss.Value != nil {
+		t.Fatalf("a compare-and-set of a missing job at max_jobs: %+v, want not swapped and the key absent", miss)
+	}
+	wantError(t, e.get(rpc.JobRoute(rpc.PathJob, "b")), http.StatusNotFound, rpc.CodeUnknownJob)
+	before := e.state()
+	msg := wantError(t, e.post(rpc.JobPath("b", rpc.PathKVCompareAndSet), rpc.KVCompareAndSetRequest{Key: "k", Value: []byte("w")}),
+		http.StatusConflict, rpc.CodeLimit).Message
+	if !strings.Contains(msg, "max_jobs (1)") {
+		t.Fatalf("message %q", msg)
+	}
+	if e.state().hash != before.hash {
+		t.Fatal("a compare-and-set refused at the limit changed the state")
+	}
+}

@@ -42,6 +42,8 @@ var samples = map[string]string{
 	rpc.PathBackup:          "",
 	rpc.PathKVGet:           "?key=k",
 	rpc.PathKVCompareAndSet: `{"key":"k","version":0,"value":"dg=="}`,
+	rpc.PathLimits:          "",
+	rpc.PathLimitsSet:       `{"max_jobs":5}`,
 }
 
 // samplePath is the path of endpoint ep's sample request: a job route

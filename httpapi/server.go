@@ -4,6 +4,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/auth"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -25,6 +26,9 @@ type Handler struct {
 	// of a job on this node install it once and the rest find it set,
 	// while other jobs' calls go on.
 	datasetSlots datasetSlots
+	// limitsMu serialises the changes of the limits on this node, each a
+	// read of the record and a proposal of it changed.
+	limitsMu sync.Mutex
 }
 
 // handlerFunc handles one route. It returns an error for the response
@@ -63,6 +67,8 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathBackup:          h.handleBackup,
 		rpc.PathKVGet:           h.handleKVGet,
 		rpc.PathKVCompareAndSet: h.handleKVCompareAndSet,
+		rpc.PathLimits:          h.handleLimits,
+		rpc.PathLimitsSet:       h.handleLimitsSet,
 	})
 	return h
 }

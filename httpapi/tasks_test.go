@@ -1,12 +1,16 @@
 package httpapi_test
 
 import (
+	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -95,6 +99,57 @@ func TestSaveModel(t *testing.T) {
 	}
 }
 
+// TestReplayedLeases: the answer to a retried save-model request or lease
+// renewal says how much of the lease remains at the retry, not the length
+// the first answer gave, so that the holder does not count on time it
+// does not have.
+func TestReplayedLeases(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	e.setDataset(2, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute})
+	client := uuid.New()
+
+	var save rpc.SaveModelResponse
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t1", BlockDur: rpc.Duration(time.Minute)}, &save, reqID(client, 1)...)
+	if !save.Granted || save.Replayed || time.Duration(save.Lease) != time.Minute {
+		t.Fatalf("save-model grant %+v, want granted for 1m", save)
+	}
+	var task rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &task)
+	var renew rpc.TaskResponse
+	e.ok(rpc.PathTaskRenew, rpc.TaskRequest{Meta: task.Task.Meta}, &renew, reqID(client, 2)...)
+	if time.Duration(renew.Lease) != time.Minute {
+		t.Fatalf("renewal %+v, want a lease of 1m", renew)
+	}
+
+	e.clock.Advance(20 * time.Second)
+	before := e.state()
+	var saveAgain rpc.SaveModelResponse
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t1", BlockDur: rpc.Duration(time.Minute)}, &saveAgain, reqID(client, 1)...)
+	if !saveAgain.Granted || !saveAgain.Replayed || time.Duration(saveAgain.Lease) != 40*time.Second || !saveAgain.AppliedAt.Equal(save.AppliedAt) {
+		t.Fatalf("retried save-model request 20s later %+v, want the first answer (%v) with 40s of lease left", saveAgain, save.AppliedAt)
+	}
+	var renewAgain rpc.TaskResponse
+	e.ok(rpc.PathTaskRenew, rpc.TaskRequest{Meta: task.Task.Meta}, &renewAgain, reqID(client, 2)...)
+	if time.Duration(renewAgain.Lease) != 40*time.Second || !renewAgain.AppliedAt.Equal(renew.AppliedAt) {
+		t.Fatalf("retried renewal 20s later %+v, want the first answer (%v) with 40s of lease left", renewAgain, renew.AppliedAt)
+	}
+	if e.state().hash != before.hash {
+		t.Fatal("a retry changed the state")
+	}
+
+	// Once the lease is another's, a retry grants nothing and says no
+	// lease.
+	e.clock.Advance(time.Minute)
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t2", BlockDur: rpc.Duration(time.Minute)}, &save)
+	var lost rpc.SaveModelResponse
+	e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t1", BlockDur: rpc.Duration(time.Minute)}, &lost, reqID(client, 1)...)
+	if lost.Granted || lost.Lease != 0 {
+		t.Fatalf("retried save-model request while t2 holds the lease %+v, want not granted, no lease", lost)
+	}
+	r := e.post(rpc.PathTaskRenew, rpc.TaskRequest{Meta: task.Task.Meta}, reqID(client, 2)...)
+	wantError(t, r, http.StatusConflict, rpc.CodeStaleEpoch)
+}
+
 func TestAllgatherJoinLeave(t *testing.T) {
 	e := newEnv(t, testConfig(), nil, nil)
 	a, b := uuid.New(), uuid.New()
@@ -124,5 +179,75 @@ func TestAllgatherJoinLeave(t *testing.T) {
 	gs := e.local.FSM().Groups(fsm.DefaultJob)
 	if len(gs) != 1 || gs[0].NumPeers != 2 || !gs[0].Members[0].Left {
 		t.Errorf("groups %+v", gs)
+	}
+}
+
+// TestGetTaskOfADeletedJob: a GetTask that gives the job_number of an
+// earlier answer is answered unknown_job once that job is deleted, even
+// after a job of the name is created again, and leases nothing; without
+// it, a missing job answers no_dataset, as a job not created yet.
+func TestGetTaskOfADeletedJob(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	set := func() {
+		if _, err := e.local.SetDataset(context.Background(), "j", fsm.RequestID{}, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute},
+			[]fsm.Chunk{{Path: "/data/a", Records: 1}, {Path: "/data/b", Records: 1}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set()
+	path := rpc.JobPath("j", rpc.PathTaskGet)
+	var first rpc.GetTaskResponse
+	e.ok(path, rpc.GetTaskRequest{}, &first)
+	if first.JobNumber == 0 {
+		t.Fatalf("GetTask answered no job number: %+v", first)
+	}
+	var again rpc.GetTaskResponse
+	e.ok(path, rpc.GetTaskRequest{JobNumber: first.JobNumber}, &again)
+	if again.JobNumber != first.JobNumber {
+		t.Fatalf("job number %d, then %d", first.JobNumber, again.JobNumber)
+	}
+	e.ok(rpc.JobRoute(rpc.PathJobDelete, "j"), rpc.JobRequest{}, nil)
+	wantError(t, e.post(path, rpc.GetTaskRequest{JobNumber: first.JobNumber}), http.StatusNotFound, rpc.CodeUnknownJob)
+	wantError(t, e.post(path, rpc.GetTaskRequest{}), http.StatusConflict, rpc.CodeNoDataset)
+	set()
+	wantError(t, e.post(path, rpc.GetTaskRequest{JobNumber: first.JobNumber}), http.StatusNotFound, rpc.CodeUnknownJob)
+	if st := e.local.FSM().Stats("j"); st.Pending != 0 {
+		t.Fatalf("the job created again leased a task to a reader of the deleted one: %+v", st)
+	}
+}
+
+// level1 is a backend whose state is at protocol level 1, as in a cluster
+// not upgraded yet: it applies commands to an FSM of its own.
+type level1 struct {
+	*apitest.Local
+	mu  sync.Mutex
+	f   *fsm.FSM
+	idx uint64
+}
+
+func (b *level1) FSM() *fsm.FSM { return b.f }
+
+func (b *level1) Apply(_ context.Context, c fsm.Command) (*fsm.Result, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c.Hdr().Now = time.Now().UnixNano()
+	b.idx++
+	return b.f.ApplyEntry(b.idx, fsm.Encode(c)), nil
+}
+
+// TestGetTaskJobNumberBelowProtocol2: a cluster below protocol level 2,
+// whose older replicas could not read a GetTask that names the job's
+// number, is sent none, and leases as before.
+func TestGetTaskJobNumberBelowProtocol2(t *testing.T) {
+	b := &level1{f: fsm.New()}
+	e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { b.Local = l; return b }, nil)
+	if _, err := b.Apply(context.Background(), &fsm.SetDataset{Params: fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute},
+		Chunks: []fsm.Chunk{{Path: "/data/a", Records: 1}, {Path: "/data/b", Records: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{JobNumber: 99}, &got)
+	if got.Task.Meta.ID == 0 {
+		t.Fatalf("GetTask at protocol level 1: %+v", got)
 	}
 }

@@ -10,9 +10,14 @@ import (
 // the result, or the error of a backend failure or an FSM outcome other
 // than CodeOK.
 func (s *Handler) apply(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
+	c.Hdr().Job = jobOf(r)
+	return s.applyCluster(r, req, c)
+}
+
+// applyCluster is apply for a cluster-wide command, which names no job.
+func (s *Handler) applyCluster(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
 	ctx := r.Context()
 	c.Hdr().Request = req
-	c.Hdr().Job = jobOf(r)
 	res, err := s.b.Apply(ctx, c)
 	if err != nil {
 		return nil, err

@@ -83,8 +83,8 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
 	ApplyTimeout time.Duration // default 10s
-	// Limits, when set, are the per-job and cluster limits this node
-	// proposes when it becomes leader and the state's differ.
+	// Limits, when set, are the node's limit flags, which seed a new
+	// cluster's limits (leader.TakeOver).
 	Limits *fsm.Limits
 	// FailoverGrace is the LeaderGrace a new leader proposes.
 	FailoverGrace time.Duration // default 5s

@@ -105,7 +105,7 @@ func (n *Node) takeOver(ctx context.Context) bool {
 			return leader.TakeOver{
 				FSM: n.fsm, Clock: &n.clock, Wall: n.cfg.Clock,
 				Self:  fsm.Registration{ID: n.id, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr},
-				Grace: n.cfg.FailoverGrace, Limits: n.cfg.Limits, Propose: n.propose,
+				Grace: n.cfg.FailoverGrace, Limits: n.cfg.Limits, Logger: n.log, Propose: n.propose,
 			}.Run(ctx)
 		}},
 	}

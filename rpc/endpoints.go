@@ -122,10 +122,13 @@ var Endpoints = []Endpoint{
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,
-		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out.",
+		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out. " +
+			"Give the job_number of an earlier answer to be told unknown_job, rather than no_dataset or another job's task, " +
+			"once the job read is deleted.",
 		Request: GetTaskRequest{}, Response: GetTaskResponse{},
 		Write: true, Redirects: true, Job: true,
-		Errors: codes(requestErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch),
+		Errors: codes(requestErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch,
+			CodeUnknownJob),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskFinished,
@@ -274,6 +277,26 @@ var Endpoints = []Endpoint{
 			"(their watches answer closed). A job of the same name created later starts from nothing.",
 		Request: JobRequest{}, Response: JobResponse{},
 		Write: true, Redirects: true, Errors: codes(requestErrors, CodeUnknownJob),
+	},
+	{
+		Method: http.MethodGet, Path: PathLimits, Access: AccessOperator,
+		Summary: "The cluster's limits in effect, the same on every replica. They are part of the replicated state: " +
+			"the serve flags (--max-jobs, ...) of a new cluster's first leader seed them, and " + PathLimitsSet + " changes them. " +
+			"A leader read unless stale is given.",
+		Response: Limits{}, Redirects: true,
+		Query: []Param{
+			{Name: ParamStale, Doc: "Present, with any value or none, to have any node answer from its local state.", Type: false},
+		},
+		Errors: codes(leaderReadErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathLimitsSet, Access: AccessOperator,
+		Summary: "Change the cluster's limits: only the fields given change, 0 meaning the default. A value out of range is refused " +
+			"and nothing changes. Lowering a limit below what exists removes nothing; it refuses growth from then on. " +
+			"The answer is the limits in effect. A cluster not yet upgraded to protocol level 2, where each new leader still sets " +
+			"the limits from its own flags, answers unavailable.",
+		Request: LimitsRequest{}, Response: Limits{},
+		Write: true, Redirects: true, Errors: codes(writeErrors),
 	},
 	{
 		Method: http.MethodGet, Path: PathBackup, Access: AccessOperator,

@@ -59,6 +59,8 @@ const (
 	PathBackup          = "/v1/backup"
 	PathKVGet           = "/v1/kv/get"
 	PathKVCompareAndSet = "/v1/kv/cas"
+	PathLimits          = "/v1/limits"
+	PathLimitsSet       = "/v1/limits/set"
 )
 
 // DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
@@ -126,6 +128,9 @@ type SetDatasetRequest struct {
 
 // SetDatasetResponse reports the dataset. Ignored is true when a dataset
 // was already set: the first one is honoured, as in the original master.
+// A request retried with its request id gets its first outcome: one that
+// installed the dataset is not ignored, Files then counting the files
+// that hold its chunks.
 type SetDatasetResponse struct {
 	Ignored bool `json:"ignored"`
 	Files   int  `json:"files"`
@@ -136,6 +141,12 @@ type SetDatasetResponse struct {
 // GetTaskRequest leases the next task of Pass.
 type GetTaskRequest struct {
 	Pass int `json:"pass"`
+	// JobNumber, when set, is the job_number of an earlier answer: the
+	// job the caller reads. When that job has been deleted, and maybe
+	// created again under its name, the answer is unknown_job and nothing
+	// is leased. A cluster not yet upgraded to protocol level 2 leases as
+	// if it were absent.
+	JobNumber uint64 `json:"job_number,omitempty"`
 }
 
 // TaskMeta identifies one dispatch of a task: its id and the epoch of the
@@ -166,6 +177,11 @@ type Task struct {
 type GetTaskResponse struct {
 	Task      Task      `json:"task"`
 	AppliedAt time.Time `json:"applied_at"`
+	// JobNumber is the number the job was given when it was created. A
+	// job deleted and created again under its name gets another, so a
+	// reader that remembers it knows when the job it read is gone.
+	// Absent from servers that predate it.
+	JobNumber uint64 `json:"job_number,omitempty"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.
@@ -179,7 +195,9 @@ type TaskResponse struct {
 	Ignored   bool      `json:"ignored"`
 	AppliedAt time.Time `json:"applied_at"`
 	// Lease, in the answer to a renewal, is how long the renewed lease
-	// lasts from AppliedAt: renew again well before it runs out.
+	// lasts from the answer: renew again well before it runs out. The
+	// answer to a retried renewal says what remains of the lease at the
+	// retry, which may be less than from AppliedAt, the first time.
 	Lease Duration `json:"lease,omitempty"`
 }
 
@@ -197,6 +215,11 @@ type SaveModelResponse struct {
 	// (at AppliedAt): Granted then says whether the caller holds the lease
 	// now, not whether the first request got it.
 	Replayed bool `json:"replayed,omitempty"`
+	// Lease, while Granted, is how long the caller holds the lease from
+	// the answer: block_dur, or, for a replayed answer, what remains of
+	// the lease at the retry. Absent when not granted, and from servers
+	// that predate it.
+	Lease Duration `json:"lease,omitempty"`
 }
 
 // JoinRequest adds a member to an allgather group. Data is any JSON value.
@@ -453,8 +476,9 @@ type Job struct {
 	CollectAt time.Time `json:"collect_at,omitzero"`
 }
 
-// Limits are the limits in effect, the same on every replica: set from the
-// leader's serve flags (--max-jobs, ...) and replicated.
+// Limits are the limits in effect, the same on every replica: part of the
+// replicated state, seeded by the serve flags (--max-jobs, ...) of a new
+// cluster's first leader and changed by PathLimitsSet.
 type Limits struct {
 	MaxJobs         int   `json:"max_jobs"`
 	MaxJobTasks     int   `json:"max_job_tasks"`
@@ -468,6 +492,22 @@ type Limits struct {
 	// bytes of one value.
 	MaxJobKVKeys int   `json:"max_job_kv_keys"`
 	MaxKVValue   int64 `json:"max_kv_value"`
+}
+
+// LimitsRequest changes the cluster's limits (PathLimitsSet): only the
+// fields given change, the others keep their values. 0 sets a limit to
+// its default (job_ttl 0: collection off); a value below 0 or above its
+// ceiling is refused, and nothing changes.
+type LimitsRequest struct {
+	MaxJobs         *int      `json:"max_jobs,omitempty"`
+	MaxJobTasks     *int      `json:"max_job_tasks,omitempty"`
+	MaxJobChunks    *int      `json:"max_job_chunks,omitempty"`
+	MaxJobGroups    *int      `json:"max_job_groups,omitempty"`
+	MaxJobGroupData *int64    `json:"max_job_group_data,omitempty"`
+	MaxStateBytes   *int64    `json:"max_state_bytes,omitempty"`
+	JobTTL          *Duration `json:"job_ttl,omitempty"`
+	MaxJobKVKeys    *int      `json:"max_job_kv_keys,omitempty"`
+	MaxKVValue      *int64    `json:"max_kv_value,omitempty"`
 }
 
 // JobsResponse lists every job, sorted by name, with the limits.

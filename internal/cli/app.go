@@ -43,6 +43,7 @@ func commands() []*cli.Command {
 		clusterCommand(),
 		datasetCommand(),
 		jobCommand(),
+		limitsCommand(),
 		kvCommand(),
 		recoverCommand(),
 		backupCommand(),

@@ -55,9 +55,13 @@ func serveCommand() *cli.Command {
 			"the master that holds the etcd lock serves, saving its whole state to etcd after each\n" +
 			"change, and the others stand by and redirect. It needs --etcd-endpoints, not --data-dir,\n" +
 			"--raft-addr, --peers or --join.\n\n" +
+			"The limit flags (--max-jobs, --max-job-tasks, ... --job-ttl) seed a new cluster's limits: its\n" +
+			"first leader proposes them. The limits are then part of the replicated state, and later\n" +
+			"leaders keep them whatever their own flags, so a fail-over never changes them; a node whose\n" +
+			"flags differ logs each limit that does. Change them with raftmaster limits set.\n\n" +
 			"Every flag can also be set through an environment variable, shown in brackets.\n" +
 			"SIGTERM or Ctrl-C hands leadership to another node before the process exits.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "node-id", Usage: "unique id of this node", Required: true, EnvVars: env("node-id")},
 			&cli.StringFlag{Name: "data-dir", Usage: "directory for the Raft log and snapshots (required with the raft backend)", EnvVars: env("data-dir")},
 			&cli.StringFlag{Name: "backend", Usage: "raft (replicated log) or etcd (one active master, state in etcd)", Value: "raft", EnvVars: env("backend")},
@@ -84,15 +88,6 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "election-timeout", Usage: "Raft election timeout (>= heartbeat timeout): how long a candidate waits before it tries again", Value: raftnode.DefaultElectionTimeout, EnvVars: env("election-timeout")},
 			&cli.DurationFlag{Name: "leader-lease-timeout", Usage: "Raft leader lease (<= heartbeat timeout): a leader cut off from a quorum steps down after this long", Value: raftnode.DefaultLeaderLeaseTimeout, EnvVars: env("leader-lease-timeout")},
 			&cli.DurationFlag{Name: "failover-grace", Usage: "deadlines a new leader extends to at least now+grace", Value: 5 * time.Second, EnvVars: env("failover-grace")},
-			&cli.IntFlag{Name: "max-jobs", Usage: "jobs the cluster holds at once (0: the default, " + fmt.Sprint(fsm.DefaultMaxJobs) + ")", EnvVars: env("max-jobs")},
-			&cli.IntFlag{Name: "max-job-tasks", Usage: "tasks of one job's dataset (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobTasks) + ")", EnvVars: env("max-job-tasks")},
-			&cli.IntFlag{Name: "max-job-chunks", Usage: "chunks of one job's dataset (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobChunks) + ")", EnvVars: env("max-job-chunks")},
-			&cli.IntFlag{Name: "max-job-groups", Usage: "allgather groups of one job (0: the ceiling, " + fmt.Sprint(fsm.DefaultMaxJobGroups) + ")", EnvVars: env("max-job-groups")},
-			&cli.Int64Flag{Name: "max-job-group-bytes", Usage: "allgather data of one job's groups together, in bytes (0: the default, 256 MiB)", EnvVars: env("max-job-group-bytes")},
-			&cli.Int64Flag{Name: "max-state-bytes", Usage: "estimated size of the whole state, every job together, in bytes (0: the default, 4 GiB)", EnvVars: env("max-state-bytes")},
-			&cli.IntFlag{Name: "max-job-kv-keys", Usage: "keys of one job's register (0: the default, " + fmt.Sprint(fsm.DefaultMaxJobKVKeys) + ")", EnvVars: env("max-job-kv-keys")},
-			&cli.Int64Flag{Name: "max-kv-value-bytes", Usage: "bytes of one register value (0: the default, 1 MiB)", EnvVars: env("max-kv-value-bytes")},
-			&cli.DurationFlag{Name: "job-ttl", Usage: "delete a job that has no lease, no save-model holder and no group and was not used for this long; every collection is logged (0: never)", EnvVars: env("job-ttl")},
 			&cli.Uint64Flag{Name: "snapshot-threshold", Usage: "log entries between snapshots", Value: 8192, EnvVars: env("snapshot-threshold")},
 			&cli.DurationFlag{Name: "snapshot-interval", Usage: "how often to check --snapshot-threshold", Value: 30 * time.Second, EnvVars: env("snapshot-interval")},
 			&cli.Uint64Flag{Name: "trailing-logs", Usage: "log entries kept after a snapshot, for followers to catch up from", Value: 10240, EnvVars: env("trailing-logs")},
@@ -102,7 +97,7 @@ func serveCommand() *cli.Command {
 			&cli.DurationFlag{Name: "test-clock-offset", Hidden: true, Usage: "offset this node's clock (fault-injection tests)", EnvVars: env("test-clock-offset")},
 			&cli.StringFlag{Name: "test-clock-file", Hidden: true, Usage: "read a clock offset (a Go duration) from this file, re-read as it changes (fault-injection tests)"},
 			&cli.StringFlag{Name: "test-raft-dial", Hidden: true, Usage: "id=addr,...: dial these peers at these addresses (fault-injection proxies)"},
-		},
+		}, limitFlags(true)...),
 		Action: runServe,
 	}
 }
@@ -239,8 +234,9 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token, TLS: store}, nil
 }
 
-// jobLimits reads the limit flags, which the leader replicates: every node
-// should be started with the same ones.
+// jobLimits reads the limit flags, which seed a new cluster's limits: its
+// first leader proposes them (see leader.TakeOver); raftmaster limits set
+// changes them afterwards.
 func jobLimits(c *cli.Context) (*fsm.Limits, error) {
 	l := &fsm.Limits{
 		MaxJobs: c.Int("max-jobs"), MaxJobTasks: c.Int("max-job-tasks"), MaxJobChunks: c.Int("max-job-chunks"),

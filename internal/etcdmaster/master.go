@@ -60,8 +60,8 @@ type Config struct {
 	Store store.EtcdConfig
 	// MembersPath is the prefix where masters list themselves.
 	MembersPath string
-	// Limits, when set, are the per-job and cluster limits this master
-	// proposes when it becomes active and the state's differ.
+	// Limits, when set, are the master's limit flags, which seed a new
+	// state's limits (leader.TakeOver).
 	Limits *fsm.Limits
 	// FailoverGrace is the time a new active master gives every lease.
 	FailoverGrace time.Duration
@@ -222,7 +222,7 @@ func (m *Master) takeOver(ctx context.Context) error {
 	err = leader.TakeOver{
 		FSM: m.fsm, Clock: &m.clock, Wall: m.cfg.Clock,
 		Self: fsm.Registration{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}, Grace: m.cfg.FailoverGrace,
-		Limits: m.cfg.Limits, Propose: m.applyLocked,
+		Limits: m.cfg.Limits, Logger: m.log, Propose: m.applyLocked,
 	}.Run(ctx)
 	if err != nil {
 		return err

@@ -330,3 +330,34 @@ func send[T any](t *testing.T, hc *http.Client, req *http.Request) (int, T) {
 	}
 	return resp.StatusCode, out
 }
+
+// TestLimitFlagsSeedANewStateOnly: the first master of a new state seeds
+// its limits from its flags; a master that takes over later keeps them,
+// whatever its own flags, as a Raft leader does.
+func TestLimitFlagsSeedANewStateOnly(t *testing.T) {
+	e := etcdtest.Start(t)
+	sc := store.EtcdConfig{Endpoints: []string{e.Endpoint}, TTL: 2 * time.Second}
+	start := func(id string, l fsm.Limits) *Master {
+		m, err := Start(Config{ID: id, APIAddr: id + ":8080", Store: sc, FailoverGrace: time.Second, Limits: &l})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { m.Shutdown(context.Background()) })
+		return m
+	}
+	seed := fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
+	a := start("a", seed)
+	waitFor(t, "a to be active", a.Active)
+	if got := a.FSM().Limits(); got != seed.Effective() {
+		t.Fatalf("limits of a new state %+v, want a's flags %+v", got, seed.Effective())
+	}
+	b := start("b", fsm.Limits{MaxJobs: 9})
+	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
+	if err := a.Transfer(context.Background(), ""); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b to be active", b.Active)
+	if got := b.FSM().Limits(); got != seed.Effective() {
+		t.Fatalf("limits after b took over %+v, want the seeded %+v", got, seed.Effective())
+	}
+}

@@ -3,8 +3,10 @@ package leader
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
@@ -14,7 +16,7 @@ import (
 // continues FSM time from that state; it registers itself in the node
 // registry unless it is there already; and it gives every lease the
 // fail-over grace, so that no trainer is punished for the time without a
-// leader. With Limits it also brings the cluster's limits to its own.
+// leader. With Limits it also seeds the limits of a new cluster.
 type TakeOver struct {
 	// FSM is the state the node now leads.
 	FSM *fsm.FSM
@@ -26,9 +28,16 @@ type TakeOver struct {
 	Self fsm.Registration
 	// Grace is the fail-over grace.
 	Grace time.Duration
-	// Limits, when set, are the limits the cluster should have (the
-	// leader's flags); they are proposed when the state's differ.
+	// Limits, when set, are the node's limit flags. A cluster below
+	// fsm.Protocol2 gets them whenever its limits differ: every cluster
+	// starts at level 1, so its first leader seeds them, and in a cluster
+	// of mixed releases each new leader sets its own, as older releases
+	// do. From level 2 on, leaders keep the cluster's limits, which only
+	// SetLimits from an operator changes, and a leader whose flags differ
+	// logs each limit that does.
 	Limits *fsm.Limits
+	// Logger receives that log line; nil discards it.
+	Logger hclog.Logger
 	// Propose proposes a command and returns its result once applied.
 	Propose func(ctx context.Context, c fsm.Command) (*fsm.Result, error)
 }
@@ -46,8 +55,14 @@ func (t TakeOver) Run(ctx context.Context) error {
 	if err := t.propose(ctx, &fsm.LeaderGrace{Grace: t.Grace}); err != nil {
 		return err
 	}
-	if t.Limits != nil && t.Limits.Effective() != t.FSM.Limits() {
-		return t.propose(ctx, &fsm.SetLimits{Limits: *t.Limits})
+	switch {
+	case t.Limits == nil:
+	case t.FSM.Protocol() < fsm.Protocol2:
+		if t.Limits.Effective() != t.FSM.Limits() {
+			return t.propose(ctx, &fsm.SetLimits{Limits: *t.Limits})
+		}
+	case t.Logger != nil:
+		LogLimitFlags(t.Logger, *t.Limits, t.FSM.Limits())
 	}
 	return nil
 }
@@ -62,4 +77,41 @@ func (t TakeOver) propose(ctx context.Context, c fsm.Command) error {
 		return fmt.Errorf("%v: %w", c.Type(), err)
 	}
 	return nil
+}
+
+// LimitsDiffer names each limit on which flags, a node's limit flags,
+// differ from cluster, the limits in effect, as "max-jobs 5 (cluster
+// 1024)", the limits named as their flags; "" when none does.
+func LimitsDiffer(flags fsm.Limits, cluster fsm.Limits) string {
+	f := flags.Effective()
+	var diffs []string
+	for _, l := range []struct {
+		name          string
+		flag, cluster any
+	}{
+		{"max-jobs", f.MaxJobs, cluster.MaxJobs},
+		{"max-job-tasks", f.MaxJobTasks, cluster.MaxJobTasks},
+		{"max-job-chunks", f.MaxJobChunks, cluster.MaxJobChunks},
+		{"max-job-groups", f.MaxJobGroups, cluster.MaxJobGroups},
+		{"max-job-group-bytes", f.MaxJobGroupData, cluster.MaxJobGroupData},
+		{"max-state-bytes", f.MaxStateBytes, cluster.MaxStateBytes},
+		{"max-job-kv-keys", f.MaxJobKVKeys, cluster.MaxJobKVKeys},
+		{"max-kv-value-bytes", f.MaxKVValue, cluster.MaxKVValue},
+		{"job-ttl", f.JobTTL, cluster.JobTTL},
+	} {
+		if l.flag != l.cluster {
+			diffs = append(diffs, fmt.Sprintf("%s %v (cluster %v)", l.name, l.flag, l.cluster))
+		}
+	}
+	return strings.Join(diffs, ", ")
+}
+
+// LogLimitFlags logs, when the node's limit flags differ from the
+// cluster's limits, each limit that does: the flags only seed a new
+// cluster, and the cluster's limits are the ones enforced.
+func LogLimitFlags(log hclog.Logger, flags fsm.Limits, cluster fsm.Limits) {
+	if diff := LimitsDiffer(flags, cluster); diff != "" {
+		log.Warn("this node's limit flags differ from the cluster's limits, which are the ones in effect: "+
+			"the flags only seed a new cluster; change the cluster's with raftmaster limits set", "differing", diff)
+	}
 }

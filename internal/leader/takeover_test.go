@@ -1,11 +1,15 @@
 package leader
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
@@ -46,8 +50,9 @@ func TestTakeOver(t *testing.T) {
 	}
 }
 
-// TestTakeOverLimits: a leader brings the replicated limits to its own
-// flags, and proposes nothing when they already agree.
+// TestTakeOverLimits: below protocol level 2 (every new cluster starts
+// there), a leader brings the replicated limits to its own flags, and
+// proposes nothing when they already agree.
 func TestTakeOverLimits(t *testing.T) {
 	f := fsm.New()
 	var clock TermClock
@@ -78,5 +83,59 @@ func TestTakeOverLimits(t *testing.T) {
 	to.Limits = &fsm.Limits{MaxJobs: -1}
 	if err := to.Run(context.Background()); !errors.Is(err, fsm.ErrInvalid) {
 		t.Fatalf("limits the FSM refuses: %v, want ErrInvalid", err)
+	}
+}
+
+// TestTakeOverKeepsTheLimits: from protocol level 2, a leader keeps the
+// cluster's limits whatever its flags, so that a fail-over never changes
+// them, and logs each limit on which its flags differ.
+func TestTakeOverKeepsTheLimits(t *testing.T) {
+	f := fsm.New()
+	var clock TermClock
+	var idx uint64
+	var proposed []fsm.CmdType
+	propose := func(_ context.Context, c fsm.Command) (*fsm.Result, error) {
+		proposed = append(proposed, c.Type())
+		c.Hdr().Now = clock.Now(f.Clock())
+		idx++
+		return f.ApplyEntry(idx, fsm.Encode(c)), nil
+	}
+	seed := &fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
+	first := TakeOver{FSM: f, Clock: &clock, Wall: time.Now, Self: fsm.Registration{ID: "n1", APIAddr: "a:1"},
+		Grace: time.Second, Limits: seed, Propose: propose}
+	if err := first.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := propose(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol2}); err != nil {
+		t.Fatal(err)
+	}
+	var logs bytes.Buffer
+	other := first
+	other.Self = fsm.Registration{ID: "n2", APIAddr: "a:2"}
+	other.Limits = &fsm.Limits{MaxJobs: 7, MaxKVValue: 64, JobTTL: time.Hour}
+	other.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
+	proposed = nil
+	if err := other.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(proposed, fsm.TypeSetLimits) || f.Limits() != seed.Effective() {
+		t.Fatalf("a later leader proposed %v, limits %+v; want the seeded %+v kept", proposed, f.Limits(), seed.Effective())
+	}
+	for _, want := range []string{"max-jobs 7 (cluster 3)", "max-kv-value-bytes 64 (cluster 1048576)", "raftmaster limits set"} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("log %q does not say %q", logs.String(), want)
+		}
+	}
+	if strings.Contains(logs.String(), "job-ttl") {
+		t.Errorf("log %q names job-ttl, on which the flags agree", logs.String())
+	}
+	// A leader whose flags agree logs nothing.
+	logs.Reset()
+	other.Limits = seed
+	if err := other.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if logs.Len() != 0 {
+		t.Fatalf("a leader whose flags agree logged %q", logs.String())
 	}
 }

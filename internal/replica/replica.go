@@ -207,6 +207,13 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 		defer r.wg.Done()
 		register(ctx, r.log, node, rc.Join, peers)
 	}()
+	if rc.Node.Limits != nil {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			reportLimitFlags(ctx, r.log, node, *rc.Node.Limits)
+		}()
+	}
 	r.log.Info("raftmaster node started", "id", rc.Node.ID, "raft", node.RaftAddr(), "api", apiAddr)
 	return r, nil
 }
@@ -307,6 +314,22 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 		if !sleepBackoff(ctx, &backoff) {
 			return
 		}
+	}
+}
+
+// reportLimitFlags logs, once at start, each limit on which the node's
+// flags differ from the cluster's: when the node has caught up and the
+// cluster is at protocol level 2, from which leaders no longer propose
+// their flags (before, a leader may still be setting them). A node that
+// leads then says it at its take-over instead.
+func reportLimitFlags(ctx context.Context, log hclog.Logger, node *raftnode.Node, flags fsm.Limits) {
+	for !node.Ready() || node.FSM().Protocol() < fsm.Protocol2 {
+		if !leader.Sleep(ctx, 500*time.Millisecond) {
+			return
+		}
+	}
+	if !node.IsLeader() {
+		leader.LogLimitFlags(log, flags, node.FSM().Limits())
 	}
 }
 

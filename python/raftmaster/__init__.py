@@ -17,8 +17,8 @@ raftmaster.torchrun``); those two import torch, and only when used.
             train(rec)
 """
 
-from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue, Task,
-                     TaskMeta)
+from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue,
+                     SaveModelGrant, Task, TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
                      GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
                      NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, Reconnected,
@@ -29,7 +29,8 @@ from .records import PassRecords
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "KVValue", "KVResult", "PassRecords",
+    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue", "KVResult",
+    "PassRecords",
     "DEFAULT_TIMEOUT",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",

@@ -63,6 +63,19 @@ class Task:
 
 
 @dataclass(frozen=True)
+class SaveModelGrant:
+    """The answer to request_save_model_lease."""
+    #: Whether the caller holds the save-model lease.
+    granted: bool
+    #: How long the caller holds it from the answer, in seconds: the block
+    #: asked for, or less when the request was retried after the cluster
+    #: had applied it (its answer lost), since the lease started then. 0
+    #: when not granted, or when the server did not say (a release before
+    #: it): then count on no more than the block from the call.
+    lease: float = 0.0
+
+
+@dataclass(frozen=True)
 class DatasetResult:
     """The answer to set_dataset. ``ignored`` is True when a dataset was
     already set: the first one counts."""
@@ -155,6 +168,7 @@ class Client:
         self._readers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._shown: Dict[tuple, bool] = {}
         self._shown_lock = threading.Lock()
+        self._read = _ReadJob()
 
     @property
     def id(self) -> uuid.UUID:
@@ -229,9 +243,36 @@ class Client:
     def get_task(self, pass_id: int) -> Task:
         """Lease the next task of pass pass_id. It raises PassBefore or
         PassAfter for another pass, NoMoreAvailable when the rest of the pass
-        is leased to others, AllTaskFailed, or NoDataset."""
-        out = self._do(Call("POST", "/v1/task/get", body={"pass": pass_id}, write=True)) or {}
-        return _task(out)
+        is leased to others, AllTaskFailed, or NoDataset while the job has
+        none yet. Once the client has seen the job with a dataset, it raises
+        UnknownJob when that job has been deleted, even if a job of the same
+        name was created since: make a new client to read that one."""
+        body: Dict[str, Any] = {"pass": pass_id}
+        number = self._read.number
+        if number:
+            # The cluster answers unknown_job once this job is gone.
+            body["job_number"] = number
+        try:
+            out = self._do(Call("POST", "/v1/task/get", body=body, write=True)) or {}
+        except errors.RaftmasterError as e:
+            if self._read.answered(0, e):
+                raise self._job_gone() from e
+            raise
+        task = _task(out)
+        if self._read.answered(int(out.get("job_number") or 0), None):
+            # A task of the job created again under the name, from a
+            # cluster below protocol level 2, which does not check the
+            # number: hand it back at once rather than hold it for its
+            # whole lease.
+            try:
+                self._report("/v1/task/failed", task.meta, budget=5.0)
+            except errors.RaftmasterError as e:
+                log.debug("cannot hand back a task of a job created again: %s", e)
+            raise self._job_gone()
+        return task
+
+    def _job_gone(self) -> errors.UnknownJob:
+        return errors.UnknownJob("job %r, which this client read, was deleted" % (self.job or DEFAULT_JOB))
 
     def task_finished(self, meta: Union[TaskMeta, Task]) -> None:
         """Report the task done. A late report from an earlier lease is
@@ -245,9 +286,10 @@ class Client:
 
     def renew_lease(self, meta: Union[TaskMeta, Task]) -> float:
         """Extend the lease of a task still being worked on by the dataset's
-        task timeout, and return how long the renewed lease lasts, in
-        seconds (renew again well before). It raises StaleEpoch when the
-        lease is no longer this one."""
+        task timeout, and return how long the renewed lease lasts from the
+        answer, in seconds (renew again well before): what remains of it
+        when the renewal was retried after the cluster had applied it. It
+        raises StaleEpoch when the lease is no longer this one."""
         return self._report("/v1/task/renew", meta)
 
     def _report(self, path: str, meta: Union[TaskMeta, Task], budget: Optional[float] = None,
@@ -256,8 +298,13 @@ class Client:
         the answer to a renewal gives (0 otherwise)."""
         if isinstance(meta, Task):
             meta = meta.meta
-        out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
-                            budget=budget, cancel=cancel)) or {}
+        try:
+            out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
+                                budget=budget, cancel=cancel)) or {}
+        except errors.NoDataset as e:
+            if self._read.reported(e):
+                raise self._job_gone() from e
+            raise
         if out.get("ignored"):
             log.debug("task report ignored: %s task %d epoch %d", path, meta.id, meta.epoch)
         return parse_duration(out["lease"]) if out.get("lease") else 0.0
@@ -265,10 +312,18 @@ class Client:
     def request_save_model(self, trainer_id: str, block: Seconds) -> bool:
         """Ask whether trainer_id may save the model now. The lease is
         granted to one trainer at a time, for ``block`` (seconds or a
-        timedelta); the holder may ask again to extend it."""
+        timedelta); the holder may ask again to extend it.
+        request_save_model_lease also says how long the grant lasts."""
+        return self.request_save_model_lease(trainer_id, block).granted
+
+    def request_save_model_lease(self, trainer_id: str, block: Seconds) -> SaveModelGrant:
+        """request_save_model that also says how long the lease lasts from
+        the answer: save within it, or ask again to extend it."""
         out = self._do(Call("POST", "/v1/savemodel", write=True,
                             body={"trainer_id": trainer_id, "block_dur": format_duration(block)})) or {}
-        return bool(out.get("granted"))
+        granted = bool(out.get("granted"))
+        lease = out.get("lease")
+        return SaveModelGrant(granted, parse_duration(lease) if granted and isinstance(lease, str) and lease else 0.0)
 
     def records(self, pass_id: int, *, skip_damaged: bool = False) -> "PassRecords":
         """Iterate over this trainer's share of the records of pass pass_id.
@@ -282,7 +337,8 @@ class Client:
         reached; it ends (StopIteration) when the pass has nothing left for
         this trainer: PassBefore (the pass is over) or NoMoreAvailable (the
         rest is leased to others), which ``end`` then holds. AllTaskFailed,
-        and answers that asking again would not change, are raised.
+        UnknownJob once the job it read was deleted (see get_task), and
+        answers that asking again would not change, are raised.
 
         A task whose data cannot be read is reported failed and raises a
         ChunkError (none of its records are yielded); the next ``next()``
@@ -426,6 +482,53 @@ class Client:
         self._do(Call("POST", "/v1/jobs/%s/delete" % _quote(name), body={}, write=True))
 
 
+class _ReadJob:
+    """What a client learnt of its job from the answers to get_task: whether
+    the job had a dataset, and its number. get_task names the number once
+    it is known, and the cluster then answers unknown_job when the job is
+    gone. Besides, a job's dataset goes only with the job, and a job created
+    again under its name has another number, so NoDataset once a dataset
+    was seen, or a task of another number (from a cluster that does not
+    check it yet), also means that the job the client read was deleted. A
+    client that never saw a dataset waits for one, as for a job not created
+    yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.dataset = False
+        self.number = 0
+        self.gone = False
+
+    def answered(self, number: int, e: Optional[errors.RaftmasterError]) -> bool:
+        """Record what an answer to get_task (the job's number, or the error)
+        says; return whether the job the client read is gone."""
+        with self._lock:
+            if isinstance(e, errors.UnknownJob):
+                self.gone = self.gone or self.number != 0
+            elif e is None:
+                self.dataset = True
+                if number and self.number and number != self.number:
+                    self.gone = True
+                elif number:
+                    self.number = number
+            elif isinstance(e, errors.NoDataset):
+                self.gone = self.gone or self.dataset
+            elif isinstance(e, (errors.PassBefore, errors.PassAfter, errors.NoMoreAvailable, errors.AllTaskFailed,
+                                errors.StaleEpoch)):
+                # Answers of a job with a dataset (a stale epoch replays a task).
+                self.dataset = True
+            else:
+                return False  # no answer of the job's, such as a cluster that cannot be reached
+            return self.gone
+
+    def reported(self, e: errors.RaftmasterError) -> bool:
+        """Whether the answer to a task report, e, shows that the job read is gone."""
+        with self._lock:
+            if isinstance(e, errors.NoDataset) and self.dataset:
+                self.gone = True
+            return self.gone
+
+
 def _quote(name: str) -> str:
     from urllib.parse import quote
     return quote(name, safe="")
@@ -465,5 +568,5 @@ def _task(out: Dict[str, Any]) -> Task:
     )
 
 
-__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "AllgatherResult", "KVValue", "KVResult",
-           "DEFAULT_TIMEOUT"]
+__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
+           "KVResult", "DEFAULT_TIMEOUT"]

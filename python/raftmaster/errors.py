@@ -116,7 +116,8 @@ class LimitExceeded(RaftmasterError):
 
 
 class UnknownJob(RaftmasterError):
-    """The job named does not exist."""
+    """The job named does not exist: from get_task, the record iterator and
+    task reports, the job the client read was deleted."""
     code = "unknown_job"
 
 

@@ -52,7 +52,8 @@ class _Renewer:
                 lease = self._c._report("/v1/task/renew", t.meta, cancel=self._stop)
                 if lease > 0:
                     # A new leader's grace may have made the first lease
-                    # longer than the renewed ones.
+                    # longer than the renewed ones, and a renewal retried
+                    # after the cluster applied it says what remains.
                     every = max(lease / 3, RENEW_FLOOR)
             except (errors.ClientClosed, Cancelled):
                 return

@@ -1,5 +1,6 @@
 """Every client call against a real 3-node cluster, each test in a job of its own."""
 
+import json
 import subprocess
 import sys
 import threading
@@ -22,6 +23,19 @@ def test_set_dataset_counts_the_first_one(client, dataset, tmp_path):
     assert again.ignored
     task = client.get_task(0)
     assert {c.path for c in task.chunks} <= set(paths)
+
+
+def test_a_set_dataset_whose_answer_is_lost_says_it_installed(make_client, proxies, cluster, dataset):
+    """Retried with its request id after its answer was lost, the request
+    that installed the dataset is told so, not that it was ignored."""
+    paths, _ = dataset
+    p = proxies(cluster.leader())
+    c = make_client([p.addr])
+    p.drop("/dataset")
+    res = c.set_dataset(paths, chunks_per_task=4)
+    assert len(p.seen("/dataset")) == 2 and len(p.dropped) == 1
+    assert res == raftmaster.DatasetResult(ignored=False, files=2, chunks=40, tasks=10)
+    assert make_client().set_dataset(paths).ignored
 
 
 def test_set_dataset_with_client_indexing(make_client, dataset):
@@ -100,6 +114,28 @@ def test_request_save_model_grants_one_trainer_at_a_time(client):
     assert client.request_save_model("trainer-a", 30)  # the holder extends it
     with pytest.raises(raftmaster.Invalid):
         client.request_save_model("", 30)
+
+
+def test_a_retried_grant_says_what_remains_of_the_lease(make_client, proxies, cluster, dataset):
+    """A save-model request, or a lease renewal, whose answer is lost is
+    retried with its request id: the retry's answer says how much of the
+    lease remains then, not the length the first answer gave."""
+    p = proxies(cluster.leader())
+    c = make_client([p.addr])
+    p.drop("/savemodel")
+    grant = c.request_save_model_lease("trainer-a", 30)
+    assert len(p.seen("/savemodel")) == 2 and len(p.dropped) == 1
+    first = json.loads(p.dropped[0]["body"])
+    assert first["granted"] and first["lease"] == "30s"
+    assert grant.granted and 20 < grant.lease < 30
+    assert not c.request_save_model_lease("trainer-b", 30).granted
+
+    c.set_dataset(dataset[0], task_timeout=60)
+    t = c.get_task(0)
+    p.drop("/task/renew")
+    lease = c.renew_lease(t)
+    first = json.loads(p.dropped[1]["body"])
+    assert first["lease"] == "1m0s" and 50 < lease < 60
 
 
 def test_status(client, cluster):

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import raftmaster
-from cluster import wait_until
+from cluster import http_get, wait_until
 
 
 def flip_byte(path, offset):
@@ -178,3 +178,31 @@ def test_closing_the_client_ends_its_iterators(cluster, job, dataset):
     c.close()
     t.join(30)
     assert isinstance(out.get("err"), raftmaster.ClientClosed)
+
+
+def test_a_reader_of_a_deleted_job_is_told(make_client, cluster, job, dataset):
+    """A trainer reading a job that is deleted gets UnknownJob once the
+    records it already read are yielded, rather than wait for a dataset for
+    ever; so does every later pass and get_task, even once a job of the
+    name is created again. A new client cannot tell the deleted job from
+    one not created yet, and waits."""
+    paths, recs = dataset
+    reader, setter, admin = make_client(), make_client(), make_client(job=None)
+    setter.set_dataset(paths, chunks_per_task=4)
+    it = reader.records(0)
+    got = [next(it)]
+    admin.delete_job(job)
+    with pytest.raises(raftmaster.UnknownJob):
+        for rec in it:
+            got.append(rec)
+    assert 1 <= len(got) < len(recs) and isinstance(it.end, raftmaster.UnknownJob)
+    with pytest.raises(raftmaster.UnknownJob):
+        list(reader.records(1))
+    with pytest.raises(raftmaster.NoDataset):
+        make_client().get_task(0)
+    setter.set_dataset(paths, chunks_per_task=4)
+    with pytest.raises(raftmaster.UnknownJob):
+        reader.get_task(0)
+    # The job created again leased nothing to the reader of the old one.
+    status, doc = http_get(cluster.leader(), "/v1/jobs/%s" % job)
+    assert status == 200 and doc["pending"] == 0 and doc["todo"] == doc["tasks"]
