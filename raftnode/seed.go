@@ -8,15 +8,18 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // Seed makes dataDir the data directory of the first node of a new cluster
 // whose state is snapshot (a state machine snapshot taken at index, as a
 // backup holds): a Raft snapshot at index with a configuration of this
-// node alone. Started with its usual flags (no --peers needed), the node
-// restores the state and elects itself; further nodes join it. Seed
-// refuses a directory that already holds Raft state, and writes nothing
-// then.
+// node alone. The state is the snapshot's in the next era (fsm.NextEra),
+// so that the new cluster hands out no register version, generation, task
+// epoch or job number that the cluster the backup came from handed out.
+// Started with its usual flags (no --peers needed), the node restores the
+// state and elects itself; further nodes join it. Seed refuses a
+// directory that already holds Raft state, and writes nothing then.
 func Seed(dataDir, nodeID, raftAddr string, index uint64, snapshot []byte, logger hclog.Logger) (err error) {
 	if nodeID == "" || raftAddr == "" {
 		return fmt.Errorf("raftnode: seed: need the node's id and Raft address")
@@ -53,7 +56,7 @@ func Seed(dataDir, nodeID, raftAddr string, index uint64, snapshot []byte, logge
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: %w", err)
 	}
-	if _, err := bytes.NewReader(snapshot).WriteTo(sink); err != nil {
+	if err := fsm.NextEra(sink, bytes.NewReader(snapshot)); err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("raftnode: seed: writing the snapshot: %w", err)
 	}
