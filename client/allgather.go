@@ -91,9 +91,11 @@ func (c *Client) JoinWithTimeout(groupID string, id uuid.UUID, numPeers int, dat
 // JoinWithDeadline is Join with a hard deadline: a group that is not
 // complete deadline after it was created fails for every member, whose
 // Watchers receive ErrAllGatherTimeoutExceeded after timeout (if not nil)
-// is called with it. A join after that starts the group afresh. Zero means
-// DefaultTimeout. Only the join that creates the group sets it, and the
-// kind of timeout.
+// is called with it. A join after that starts the group afresh; a member
+// of the failed round that polls only then still gets the timeout, which
+// the cluster keeps for the deadline or five minutes, the longer. Zero
+// means DefaultTimeout. Only the join that creates the group sets it, and
+// the kind of timeout.
 func (c *Client) JoinWithDeadline(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), deadline time.Duration) (Watcher, error) {
 	return c.join(groupID, id, numPeers, data, ready, timeout, deadline, true)
 }

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"maps"
 	"slices"
 	"sync"
@@ -186,6 +187,13 @@ func (s *job) join(c *Join) *Result {
 	if g != nil && g.status == groupComplete && i < 0 {
 		return errResult(ErrGroupMismatch)
 	}
+	if g != nil && g.status == groupComplete && s.atLeast(Protocol2) {
+		// A re-join after completion is the member's completed join
+		// again: the same generation, whose answer is final.
+		g.members[i].left = false
+		s.changedMember(c.Group, c.Member)
+		return &Result{Generation: g.members[i].gen}
+	}
 	// What the group holds after the join.
 	members, size := 1, len(c.Data)
 	if g != nil {
@@ -202,15 +210,25 @@ func (s *job) join(c *Join) *Result {
 	if g != nil && g.status == groupOpen && size > MaxGroupData {
 		return errResult(invalidf("group %q: data exceeds %d bytes", c.Group, MaxGroupData))
 	}
-	var oldBytes, oldData int64
+	var oldBytes, oldData, retired int64
 	if old != nil {
 		oldBytes, oldData = groupBytes(c.Group, old), int64(old.dataSize)
 	}
+	retire := g == nil && old != nil && s.atLeast(Protocol2)
+	if retire {
+		// The timed-out round is kept, without its data, for what is
+		// left of its retention.
+		retired = roundBytes(c.Group, len(old.members))
+	}
 	if err := s.checkJoin(c.Group, old == nil, int64(size)-oldData,
-		estGroup+int64(len(c.Group))+estMember*int64(members)+int64(size)-oldBytes); err != nil {
+		estGroup+int64(len(c.Group))+estMember*int64(members)+int64(size)-oldBytes+retired); err != nil {
 		return errResult(err)
 	}
 	// Validated: from here on the command takes effect.
+	if retire {
+		s.retire(c.Group, old, old.deadline)
+		oldBytes, oldData = 0, 0
+	}
 	if g == nil {
 		timeout := c.Timeout
 		if timeout == 0 {
@@ -243,7 +261,7 @@ func (s *job) join(c *Join) *Result {
 		if len(g.members) == g.numPeers {
 			g.status = groupComplete
 			g.overdue = false
-			g.deadline = s.clock + int64(g.timeout)
+			g.deadline = s.clock + s.retention(g.timeout)
 			g.gathered = gather(g.members)
 			s.changedGroup(c.Group)
 		}
@@ -303,7 +321,8 @@ func (s *job) leave(c *Leave) *Result {
 // expireGroups acts on the groups that are due: an open group past its
 // timeout fails (failOnTimeout) or becomes overdue; an overdue group that
 // got no join for AbandonedGroupTimeout, and a complete or timed-out group
-// past its retention, are forgotten.
+// past its retention, are forgotten, as are the rounds in timeouts past
+// theirs.
 func (s *job) expireGroups() {
 	if s.groupDeadline == 0 || s.groupDeadline > s.clock {
 		return
@@ -314,6 +333,8 @@ func (s *job) expireGroups() {
 			continue
 		}
 		switch {
+		case g.status == groupOpen && g.failOnTimeout && s.atLeast(Protocol2):
+			s.retire(id, g, s.clock+s.retention(g.timeout))
 		case g.status == groupOpen && g.failOnTimeout:
 			g.status = groupTimedOut
 			g.deadline = s.clock + int64(g.timeout)
@@ -325,6 +346,7 @@ func (s *job) expireGroups() {
 		}
 		s.changedGroup(id)
 	}
+	s.expireTimeouts()
 	s.updateGroupDeadline()
 }
 
@@ -336,11 +358,133 @@ func (s *job) dropGroup(id string) {
 	delete(s.groups, id)
 }
 
+// updateGroupDeadline recomputes the earliest deadline of the groups and
+// of the rounds in timeouts (timeoutsDeadline, kept by their changes).
 func (s *job) updateGroupDeadline() {
-	s.groupDeadline = 0
+	s.groupDeadline = s.timeoutsDeadline
 	for _, id := range sortedKeys(s.groups) {
 		if d := s.groups[id].deadline; s.groupDeadline == 0 || d < s.groupDeadline {
 			s.groupDeadline = d
 		}
 	}
+}
+
+// retention is how long the outcome of a round of a group with timeout is
+// kept once final. From Protocol2 it is timeout or ResultRetention, the
+// longer; before, timeout.
+func (s *state) retention(timeout time.Duration) int64 {
+	if s.atLeast(Protocol2) {
+		return int64(max(timeout, ResultRetention))
+	}
+	return int64(timeout)
+}
+
+// timedOutRound is what is kept, from Protocol2, of a round of a
+// hard-deadline group that timed out: the generation each member held
+// then, so that the watches of those joins keep answering
+// ErrAllGatherTimeoutExceeded after the next join starts the group afresh.
+// The members' data is dropped at the timeout, since no answer needs it,
+// and the group's place among the job's groups is freed.
+type timedOutRound struct {
+	// lastGen is the generation counter when the round timed out: every
+	// join of the round has a generation at or below it, and every join
+	// of a later round of the group one above it.
+	lastGen uint64
+	// until is the end of the round's retention.
+	until int64
+	// members are sorted by id. They are never modified, so clones share
+	// them.
+	members []roundMember
+}
+
+// roundMember is a member of a round that timed out, and the generation
+// of the join that held its slot.
+type roundMember struct {
+	id  uuid.UUID
+	gen uint64
+}
+
+func compareRoundMember(m roundMember, id uuid.UUID) int { return bytes.Compare(m.id[:], id[:]) }
+
+// roundBytes is the size estimate of a kept round of group id (limits.go).
+func roundBytes(id string, members int) int64 {
+	return estRound + int64(len(id)) + estRoundMember*int64(members)
+}
+
+// retire forgets group id, whose round timed out, and keeps the round in
+// timeouts until until. The state's estimate shrinks: a round costs less
+// than the group it was.
+func (s *job) retire(id string, g *group, until int64) {
+	r := timedOutRound{lastGen: s.nextGen, until: until, members: make([]roundMember, len(g.members))}
+	for i, m := range g.members {
+		r.members[i] = roundMember{id: m.id, gen: m.gen}
+	}
+	slices.SortFunc(r.members, func(a, b roundMember) int { return compareRoundMember(a, b.id) })
+	s.dropGroup(id)
+	s.timeouts[id] = append(s.timeouts[id], r)
+	s.account(roundBytes(id, len(r.members)))
+	s.updateTimeoutsDeadline()
+}
+
+// expireTimeouts forgets the rounds in timeouts whose retention has ended.
+func (s *job) expireTimeouts() {
+	if s.timeoutsDeadline == 0 || s.timeoutsDeadline > s.clock {
+		return
+	}
+	for _, id := range sortedKeys(s.timeouts) {
+		kept := s.timeouts[id][:0:0]
+		for _, r := range s.timeouts[id] {
+			if r.until > s.clock {
+				kept = append(kept, r)
+				continue
+			}
+			s.account(-roundBytes(id, len(r.members)))
+		}
+		if len(kept) == 0 {
+			delete(s.timeouts, id)
+		} else {
+			s.timeouts[id] = kept
+		}
+	}
+	s.updateTimeoutsDeadline()
+}
+
+// updateTimeoutsDeadline recomputes timeoutsDeadline.
+func (s *job) updateTimeoutsDeadline() {
+	s.timeoutsDeadline = 0
+	for _, id := range sortedKeys(s.timeouts) {
+		for _, r := range s.timeouts[id] {
+			if s.timeoutsDeadline == 0 || r.until < s.timeoutsDeadline {
+				s.timeoutsDeadline = r.until
+			}
+		}
+	}
+}
+
+// timedOutRound returns the kept round of group id that generation gen
+// belongs to, or nil: the oldest whose lastGen is at or above gen. A gen
+// of an earlier round that is no longer kept finds the oldest kept one,
+// which answers closed or reconnected, never the timeout.
+func (s *job) timedOutRound(id string, gen uint64) *timedOutRound {
+	rounds := s.timeouts[id]
+	for i := range rounds {
+		if gen <= rounds[i].lastGen {
+			return &rounds[i]
+		}
+	}
+	return nil
+}
+
+// watch is what the join gen of member sees of the round: the timeout
+// when it held its slot then, reconnected when a later join of the member
+// did, closed when the member was not in the round.
+func (r *timedOutRound) watch(member uuid.UUID, gen uint64) WatchResult {
+	i, ok := slices.BinarySearchFunc(r.members, member, compareRoundMember)
+	switch {
+	case !ok || r.members[i].gen < gen:
+		return WatchResult{Status: WatchClosed}
+	case r.members[i].gen > gen:
+		return WatchResult{Status: WatchReconnected}
+	}
+	return WatchResult{Status: WatchTimedOut}
 }

@@ -614,3 +614,163 @@ func TestWatchWaitConcurrent(t *testing.T) {
 		t.Fatalf("%d groups still registered after every watch ended", len(f.waits))
 	}
 }
+
+// protocol2 raises the harness's state to Protocol2.
+func (h *harness) protocol2() { h.t.Helper(); h.ok(&SetProtocol{Level: Protocol2}) }
+
+// joinHard adds member n to group "g" of numPeers with a hard deadline of
+// timeout.
+func (h *harness) joinHard(n byte, numPeers int, data string, timeout time.Duration) uint64 {
+	h.t.Helper()
+	return h.ok(&Join{Group: "g", Member: memberID(n), NumPeers: numPeers, Data: []byte(data), Timeout: timeout, FailOnTimeout: true}).Generation
+}
+
+// TestAllGatherFinalAnswers: from Protocol2, a watch's final answer for a
+// generation stays for the round's retention, whatever joins, leaves and
+// ticks come after.
+func TestAllGatherFinalAnswers(t *testing.T) {
+	runScenarios(t, []scenario{
+		{"a hard timeout stays the answer after the group starts afresh", func(h *harness) {
+			h.protocol2()
+			g1 := h.joinHard(1, 3, "a", 5*time.Second)
+			g2 := h.joinHard(2, 3, "b", 5*time.Second)
+			h.advance(5 * time.Second)
+			h.tick()
+			h.watch(1, g1, WatchTimedOut)
+			h.watch(2, g2, WatchTimedOut)
+			if gs := h.f.Groups(DefaultJob); len(gs) != 0 {
+				h.t.Fatalf("groups %+v: a timed-out group keeps its place and its data", gs)
+			}
+			// Another member starts the group afresh; member 2 joins the
+			// new round too. Neither changes the first round's answers.
+			h.advance(time.Second)
+			g3 := h.joinHard(3, 2, "c", time.Minute)
+			h.watch(1, g1, WatchTimedOut)
+			h.watch(2, g2, WatchTimedOut)
+			g2b := h.joinHard(2, 2, "b2", time.Minute)
+			h.watch(2, g2, WatchTimedOut)
+			h.wantData(h.watch(2, g2b, WatchComplete), 1, "c", "b2")
+			h.wantData(h.watch(3, g3, WatchComplete), 0, "c", "b2")
+			h.watch(1, g1, WatchTimedOut)
+			// Kept for ResultRetention, longer than the timeout.
+			h.advance(ResultRetention - time.Second - 1)
+			h.tick()
+			h.watch(1, g1, WatchTimedOut)
+			h.advance(1)
+			h.tick()
+			h.watch(1, g1, WatchClosed) // forgotten, and not in the new round
+			h.watch(2, g2, WatchReconnected)
+		}},
+		{"a rejoin within the round that timed out stays reconnected", func(h *harness) {
+			h.protocol2()
+			old := h.joinHard(1, 2, "a", time.Second)
+			cur := h.joinHard(1, 2, "a2", time.Second)
+			h.ok(&Join{Group: "g", Member: memberID(2), NumPeers: 3, Data: []byte("x"), Timeout: time.Second, FailOnTimeout: true,
+				Header: Header{Job: "other"}}) // a generation of another job in between
+			h.advance(time.Second)
+			h.tick()
+			h.joinHard(2, 2, "b", time.Minute) // the next round
+			h.watch(1, old, WatchReconnected)
+			h.watch(1, cur, WatchTimedOut)
+			h.watch(2, cur, WatchClosed) // member 2 was not in that round
+		}},
+		{"every member of a complete group keeps its data for the retention", func(h *harness) {
+			h.protocol2()
+			g1 := h.join(1, 2, "a")
+			g2 := h.join(2, 2, "b")
+			if g, _ := h.f.Group(DefaultJob, "g"); g.Deadline != h.now+int64(ResultRetention) {
+				h.t.Fatalf("complete group kept until %d, want %d (ResultRetention)", g.Deadline, h.now+int64(ResultRetention))
+			}
+			h.advance(time.Minute) // the group's timeout: kept
+			h.tick()
+			h.wantData(h.watch(1, g1, WatchComplete), 0, "a", "b")
+			// A re-join is the completed join again.
+			if again := h.join(1, 2, "ignored"); again != g1 {
+				h.t.Fatalf("re-join after completion got generation %d, want the completed join's %d", again, g1)
+			}
+			// A leave keeps the member's answer; the group closes when
+			// the last member has left.
+			h.ok(&Leave{Group: "g", Member: memberID(1)})
+			h.wantData(h.watch(1, g1, WatchComplete), 0, "a", "b")
+			h.wantData(h.watch(2, g2, WatchComplete), 1, "a", "b")
+			h.ok(&Leave{Group: "g", Member: memberID(2)})
+			h.watch(2, g2, WatchClosed)
+		}},
+		{"a complete group is forgotten after its retention", func(h *harness) {
+			h.protocol2()
+			g1 := h.join(1, 1, "a")
+			h.advance(ResultRetention - 1)
+			h.tick()
+			h.wantData(h.watch(1, g1, WatchComplete), 0, "a")
+			h.advance(1)
+			h.tick()
+			h.watch(1, g1, WatchClosed)
+		}},
+		{"a timed-out group of Protocol1 joined after the upgrade", func(h *harness) {
+			g1 := h.joinHard(1, 2, "a", time.Minute)
+			h.advance(time.Minute)
+			h.tick()
+			h.watch(1, g1, WatchTimedOut)
+			h.protocol2()
+			h.advance(time.Second)
+			g2 := h.joinHard(2, 2, "b", time.Minute)
+			h.watch(1, g1, WatchTimedOut)
+			h.watch(2, g2, WatchPending)
+			// Kept for what was left of the group's retention.
+			h.advance(time.Minute - time.Second - 1)
+			h.tick()
+			h.watch(1, g1, WatchTimedOut)
+			h.advance(1)
+			h.tick()
+			h.watch(1, g1, WatchClosed)
+		}},
+		{"kept rounds: deadline, grace, job TTL, estimate", func(h *harness) {
+			h.protocol2()
+			h.ok(&SetLimits{Limits: Limits{JobTTL: time.Second}})
+			g1 := h.joinHard(1, 2, "a", time.Second)
+			h.advance(time.Second)
+			h.tick()
+			if d, ok := h.f.NextDeadline(); !ok || d != h.now+int64(ResultRetention) {
+				h.t.Fatalf("NextDeadline %d %v, want the end of the round's retention %d", d, ok, h.now+int64(ResultRetention))
+			}
+			if ji, ok := h.f.Job(DefaultJob); !ok || ji.CollectAt != 0 {
+				h.t.Fatalf("job %+v: a job that keeps a round is collected", ji)
+			}
+			checkEstimate(h.t, h.f)
+			h.ok(&LeaderGrace{Grace: ResultRetention + time.Minute})
+			if d, _ := h.f.NextDeadline(); d != h.now+int64(ResultRetention+time.Minute) {
+				h.t.Fatalf("NextDeadline %d after a grace, want it moved to %d", d, h.now+int64(ResultRetention+time.Minute))
+			}
+			h.advance(ResultRetention + time.Minute)
+			h.tick()
+			h.watch(1, g1, WatchClosed)
+			if _, ok := h.f.Job(DefaultJob); ok {
+				h.t.Fatalf("the job outlived its TTL once the round was forgotten")
+			}
+		}},
+	})
+}
+
+// TestAllGatherTimedOutRoundsRestored: the kept rounds are in the
+// snapshot (version 5), so a restored replica answers as the original.
+func TestAllGatherTimedOutRoundsRestored(t *testing.T) {
+	h := newHarness(t)
+	h.protocol2()
+	g1 := h.joinHard(1, 3, "a", time.Second)
+	g2 := h.joinHard(2, 3, "b", time.Second)
+	h.advance(time.Second)
+	h.tick()
+	g3 := h.joinHard(3, 3, "c", time.Second)
+	h.advance(time.Second)
+	h.tick()
+	f := restored(t, h.f.SnapshotBytes())
+	for _, w := range []struct {
+		n   byte
+		gen uint64
+	}{{1, g1}, {2, g2}, {3, g3}} {
+		if got := f.Watch(DefaultJob, "g", memberID(w.n), w.gen); got.Status != WatchTimedOut {
+			t.Fatalf("member %d after restore: %+v, want timed out", w.n, got)
+		}
+	}
+	checkEstimate(t, f)
+}

@@ -590,7 +590,7 @@ func (c *GetTask) decode(d *decoder) {
 }
 
 func encodeMeta(e *encoder, m TaskMeta)   { e.int(m.ID); e.int(m.Epoch) }
-func decodeMeta(d *decoder) TaskMeta      { return TaskMeta{ID: d.int(), Epoch: d.int()} }
+func decodeMeta(d *decoder) TaskMeta      { return TaskMeta{ID: d.int(), Epoch: d.epoch()} }
 func (c *TaskFinished) encode(e *encoder) { encodeMeta(e, c.Meta) }
 func (c *TaskFinished) decode(d *decoder) { c.Meta = decodeMeta(d) }
 func (c *TaskFailed) encode(e *encoder)   { encodeMeta(e, c.Meta) }

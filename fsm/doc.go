@@ -116,8 +116,8 @@
 // A job's last activity is the FSM time of the last command addressed to
 // it that was not rejected (a duplicate changes nothing, so it does not
 // count). When Limits.JobTTL is positive, a Tick deletes every job that
-// has no task lease out, no save-model holder and no allgather group, and
-// whose last activity is JobTTL old, after expiring what is due; its
+// has no task lease out, no save-model holder, no allgather group and no
+// kept round that timed out, and whose last activity is JobTTL old, after expiring what is due; its
 // Result.Collected names them, for the node to log. NextDeadline includes
 // the earliest such collection. LeaderGrace does not move it.
 //
@@ -155,6 +155,12 @@
 // is todo, pending or done, and ErrNoMoreAvailable when nothing is todo
 // but some tasks are pending or done.
 //
+// Epochs are per task. On the wire an epoch carries the cluster's era
+// above its low 32 bits (see Eras); an epoch of another era names no lease
+// of this cluster: TaskFinished and RenewLease answer it ErrStaleEpoch,
+// TaskFailed ignores it. Below Protocol2 an epoch above math.MaxInt32 is
+// refused as invalid, as before eras.
+//
 // A trainer that asks for a later pass is waiting for the current one to
 // end. If a task of the current pass is todo (its lease expired, or it was
 // reported failed, after the others had moved on), that trainer is given
@@ -190,12 +196,14 @@
 // Tick expires what is due at the clock, in every job: each pending lease
 // counts as a failure (re-dispatch or fail, as the original's timeout
 // check), an expired save-model lease is released, open allgather groups
-// time out, finished groups past their retention are forgotten, and idle
-// uploads are dropped; then jobs idle for JobTTL are deleted.
+// time out, finished groups and kept rounds past their retention are
+// forgotten, and idle uploads are dropped; then jobs idle for JobTTL are
+// deleted.
 //
 // LeaderGrace{Grace} is proposed by a new leader: every deadline before
 // clock+Grace (task leases, the save-model leases, allgather groups, idle
-// uploads, in every job) moves to clock+Grace, so that trainers are not punished for an
+// uploads, the retention of kept rounds, in every job) moves to
+// clock+Grace, so that trainers are not punished for an
 // interval without a leader. A task lease granted or renewed before
 // clock+Grace ends no earlier either: pending leases then always end in the
 // order they were granted, which keeps every dispatch O(1).
@@ -212,8 +220,10 @@
 // the same member id replaces the data and the generation, and the earlier
 // join's watch sees ErrReconnected. When NumPeers members have joined the
 // group is complete; a member that joins again after completion gets the
-// completed result. A join with another numPeers, or by a stranger after
-// completion, gets ErrGroupMismatch.
+// completed result: from Protocol2 its join is the completed join again,
+// answered with that join's generation (before, a new generation, and the
+// completed join's watch saw ErrReconnected). A join with another
+// numPeers, or by a stranger after completion, gets ErrGroupMismatch.
 //
 // A group that has not filled up when its timeout passes becomes overdue,
 // as in the seed: watches report it (WatchResult.Overdue, the seed's
@@ -223,18 +233,44 @@
 // AbandonedGroupTimeout is forgotten, and its watches see ErrClosed. With
 // FailOnTimeout the timeout is a hard deadline instead: the group is timed
 // out for every member (ErrAllGatherTimeoutExceeded) and the next join
-// starts it afresh. Complete and timed-out groups are forgotten after
-// another timeout.
+// starts it afresh.
+//
+// Final answers stay final. Every watch status but pending is final for
+// its generation, and from Protocol2 a complete or timed-out answer does
+// not change for the round's retention: the group's timeout or
+// ResultRetention (five minutes), the longer, from the moment it became
+// final. A complete group is kept that long with its data, or until every
+// member has left it (each has read it, as Determined's callers leave),
+// whichever comes first; a member that left keeps its answer meanwhile.
+// A hard-deadline round that times out keeps no data: the group is
+// forgotten at once, freeing its place and its data among the job's
+// limits, and the round is kept, as each member's generation then
+// (timedOutRound, estRound plus estRoundMember per member in the size
+// estimate, bounded by MaxStateBytes), so that its watches answer
+// ErrAllGatherTimeoutExceeded even after the next join starts the group
+// afresh, and a member of it that had re-joined within it sees
+// ErrReconnected. Once the retention ends, a watch of the round answers
+// ErrClosed (or ErrReconnected for a member in a later round). Before
+// Protocol2, complete and timed-out groups are forgotten one timeout after
+// they finish, a timed-out group stays among the groups with its data
+// until then or until the next join replaces it, whose watches then see
+// ErrClosed, and a member that left a complete group sees ErrClosed; a
+// timed-out group of Protocol1 that a join replaces from Protocol2 is kept
+// as a round for what is left of its retention.
 //
 // Watch(job, group, member, gen) never judges a join from a state that predates
 // it: generations are handed out in log order, so a replica whose counter
 // is below gen (a follower behind, a new leader before its barrier)
 // answers WatchPending, and a watch there waits, instead of answering
-// ErrClosed for a member it has not seen join.
+// ErrClosed for a member it has not seen join. A gen at or below the
+// counter that is no join of this member to this group (another group's,
+// or one that the cluster a backup came from handed out after the backup)
+// answers ErrClosed, or ErrReconnected when the member joined since.
 //
 // Leave{Group, Member} removes a member: before completion its data leaves
-// the group, after completion it is only marked gone. When the last member
-// leaves, the group closes and watches see ErrClosed.
+// the group, after completion it is only marked gone (from Protocol2 its
+// watch still answers the data). When the last member leaves, the group
+// closes and watches see ErrClosed.
 //
 // RegisterNode and RemoveNode maintain nodeID -> {raftAddr, apiAddr}, so
 // any replica can say where the leader's API is.
@@ -325,13 +361,32 @@
 // before Protocol2 did; the snapshot form of the table is the same at both
 // levels.
 //
+// # Eras
+//
+// A backup restored into a new cluster carries the state of the cluster
+// it came from, which may go on, or whose clients may hold tokens it
+// handed out after the backup: register versions, generations, task epochs
+// and job numbers. NextEra, which raftnode.Seed applies to the backup's
+// snapshot, starts the next era (state.era, at most MaxEra) at Protocol2:
+// the uint64 counters continue from era<<EraShift (2^40) at least, and
+// the epochs on the wire carry the era above 32 bits. The old cluster, of
+// the era before, started its counters at (era-1)<<EraShift or 0, so it
+// would have to hand out 2^40 values of one counter to reach the new
+// era's; and an epoch of another era is told apart exactly. So the new
+// cluster hands out none of the old cluster's tokens, and refuses each:
+// no key holds an old version (a compare-and-set naming it is not
+// swapped), an old epoch is stale, and a watch of an old generation
+// answers ErrClosed or ErrReconnected. era.go states the bound.
+//
 // # Snapshots
 //
 // Snapshot copies the task arrays (32 bytes a task, no pointers) and the
 // small tables and shares the immutable chunk lists; Snapshot.WriteTo
 // streams the versioned encoding while ApplyEntry goes on: version 4 writes
 // the cluster's part, then every job in name order, each with its
-// register in key order. Version 3, written before the register existed,
+// register in key order; version 5, written from Protocol2, adds the
+// protocol level and the era to the cluster's part and each job's kept
+// rounds that timed out after its register. Version 3, written before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes
 // into a fresh state, checks in every job that every task is in exactly

@@ -83,10 +83,10 @@ func (s *job) idleExpired() bool {
 
 // ttlDeadline returns when the job is collected if nothing happens before:
 // false while JobTTL is off or the job has a task lease out, a save-model
-// holder or an allgather group.
+// holder, an allgather group or a kept round that timed out.
 func (s *job) ttlDeadline() (int64, bool) {
 	ttl := s.effectiveLimits().JobTTL
-	if ttl <= 0 || s.queues[qPending].n != 0 || s.save.holder != "" || len(s.groups) != 0 {
+	if ttl <= 0 || s.queues[qPending].n != 0 || s.save.holder != "" || len(s.groups) != 0 || len(s.timeouts) != 0 {
 		return 0, false
 	}
 	return s.lastActivity + int64(ttl), true
@@ -133,6 +133,11 @@ func (s *job) estimate() int64 {
 	for _, id := range sortedKeys(s.groups) {
 		n += groupBytes(id, s.groups[id])
 	}
+	for _, id := range sortedKeys(s.timeouts) {
+		for _, r := range s.timeouts[id] {
+			n += roundBytes(id, len(r.members))
+		}
+	}
 	for _, key := range sortedKeys(s.kv) {
 		n += kvBytes(key, s.kv[key].value)
 	}
@@ -149,6 +154,7 @@ func (s *job) recount() {
 	for _, id := range sortedKeys(s.uploads) {
 		s.staged += len(s.uploads[id].chunks)
 	}
+	s.updateTimeoutsDeadline()
 	s.updateGroupDeadline()
 }
 

@@ -47,6 +47,15 @@ const (
 	// for this long, so that groups whose trainers are gone do not pile
 	// up; their remaining watches see ErrClosed.
 	AbandonedGroupTimeout = 24 * time.Hour
+	// ResultRetention is, from Protocol2, the least time the outcome of
+	// a finished allgather round is kept after it became final: a
+	// complete group's data, and which generations a round that timed
+	// out answers ErrAllGatherTimeoutExceeded. The outcome is kept for
+	// the group's timeout or ResultRetention, the longer, so that a
+	// member still polling within its client's retry budget (the Go and
+	// Python clients retry for their retry budget, two minutes by
+	// default, or the group's timeout, the longer) finds it.
+	ResultRetention = 5 * time.Minute
 
 	// MaxNodes bounds the node registry.
 	MaxNodes = 64
@@ -126,8 +135,10 @@ const (
 // estChunk; per distinct file path estPath plus its bytes, in the dataset
 // and in each upload; per upload estUpload plus its id; the save-model
 // holder's id; per allgather group estGroup plus its id, and per member
-// estMember plus its data; per register key estKVKey plus its key and its
-// value. It approximates memory, it does not measure it.
+// estMember plus its data; per round of a group that timed out and is
+// kept, estRound plus the group's id and estRoundMember per member; per
+// register key estKVKey plus its key and its value. It approximates
+// memory, it does not measure it.
 const (
 	estJob    = 512
 	estTask   = 32
@@ -137,6 +148,10 @@ const (
 	estGroup  = 256
 	estMember = 64
 	estKVKey  = 64
+	// A round that timed out (allgather.go) keeps no data: estRound plus
+	// its group id, and estRoundMember per member.
+	estRound       = 64
+	estRoundMember = 32
 )
 
 // Limits are the replicated, cluster-wide limits on jobs, set by

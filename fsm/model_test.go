@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"slices"
 	"time"
@@ -57,7 +58,18 @@ type modelJob struct {
 	holder  string
 	saveEnd int64
 	groups  map[string]*modelGroup
-	kv      map[string]KVValue
+	// timeouts are the kept rounds of hard-deadline groups that timed
+	// out (Protocol2), by group id, oldest first.
+	timeouts map[string][]modelRound
+	kv       map[string]KVValue
+}
+
+// modelRound is a kept round that timed out: each member's generation
+// then, every generation of the round being at most lastGen.
+type modelRound struct {
+	lastGen uint64
+	until   int64
+	gens    map[uuid.UUID]uint64
 }
 
 type modelDataset struct {
@@ -114,7 +126,7 @@ func newModel() *model {
 
 func (m *model) newJob() *modelJob {
 	return &modelJob{model: m, createdAt: m.clock, lastActivity: m.clock,
-		uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, kv: map[string]KVValue{}}
+		uploads: map[string]*modelUpload{}, groups: map[string]*modelGroup{}, timeouts: map[string][]modelRound{}, kv: map[string]KVValue{}}
 }
 
 var (
@@ -136,6 +148,9 @@ func (m *model) apply(b []byte) Result {
 	}
 	if modelSince[c.Type()] > m.protocol {
 		return invalidResult
+	}
+	if meta, ok := metaOf(c); ok && meta.Epoch > math.MaxInt32 && m.protocol < Protocol2 {
+		return invalidResult // the epochs of Protocol1
 	}
 	req := c.Hdr().Request
 	if cl := m.client(req.Client); !req.IsZero() && cl != nil {
@@ -617,8 +632,7 @@ func (m *model) tick() Result {
 	for _, name := range sortedKeys(m.jobs) {
 		j := m.jobs[name]
 		j.tick()
-		if ttl := m.limits.JobTTL; ttl > 0 && len(j.pending) == 0 && j.holder == "" && len(j.groups) == 0 &&
-			m.clock-j.lastActivity >= int64(ttl) {
+		if at, ok := j.collectAt(); ok && at <= m.clock {
 			delete(m.jobs, name)
 			r.Collected = append(r.Collected, name)
 		}
@@ -642,12 +656,20 @@ func (m *modelJob) tick() {
 		g := m.groups[id]
 		switch {
 		case g.deadline > m.clock:
+		case g.status == "open" && g.failOnTimeout && m.protocol >= Protocol2:
+			m.retire(id, m.clock+m.retention(g.timeout))
 		case g.status == "open" && g.failOnTimeout:
 			g.status, g.deadline = "timed_out", m.clock+int64(g.timeout)
 		case g.status == "open" && !g.overdue:
 			g.overdue, g.deadline = true, m.clock+int64(AbandonedGroupTimeout)
 		default:
 			delete(m.groups, id)
+		}
+	}
+	for _, id := range sortedKeys(m.timeouts) {
+		m.timeouts[id] = slices.DeleteFunc(m.timeouts[id], func(r modelRound) bool { return r.until <= m.clock })
+		if len(m.timeouts[id]) == 0 {
+			delete(m.timeouts, id)
 		}
 	}
 	for _, id := range sortedKeys(m.uploads) {
@@ -675,6 +697,11 @@ func (m *modelJob) grace(limit int64) {
 	for _, g := range m.groups {
 		g.deadline = max(g.deadline, limit)
 	}
+	for _, rounds := range m.timeouts {
+		for i := range rounds {
+			rounds[i].until = max(rounds[i].until, limit)
+		}
+	}
 	for _, u := range m.uploads {
 		u.touched = max(u.touched, limit-int64(UploadIdleTimeout))
 	}
@@ -696,6 +723,10 @@ func (m *modelJob) join(c *Join) Result {
 		return codeResult(ErrGroupMismatch)
 	case g == nil && m.groups[c.Group] == nil && len(m.groups) >= m.limits.Effective().MaxJobGroups:
 		return limitResult
+	case g != nil && g.status == "complete" && m.protocol >= Protocol2:
+		// The member's completed join again.
+		g.members[i].left = false
+		return Result{Generation: g.members[i].gen}
 	}
 	// The job's group data after the join.
 	before := m.groupData()
@@ -717,6 +748,9 @@ func (m *modelJob) join(c *Join) Result {
 	if data > before && int64(data) > m.limits.Effective().MaxJobGroupData {
 		return limitResult
 	}
+	if old := m.groups[c.Group]; g == nil && old != nil && m.protocol >= Protocol2 {
+		m.retire(c.Group, old.deadline)
+	}
 	if g == nil {
 		timeout := c.Timeout
 		if timeout == 0 {
@@ -737,10 +771,29 @@ func (m *modelJob) join(c *Join) Result {
 	default:
 		g.members = append(g.members, modelMember{id: c.Member, data: c.Data, gen: m.nextGen})
 		if len(g.members) == g.numPeers {
-			g.status, g.deadline, g.overdue = "complete", m.clock+int64(g.timeout), false
+			g.status, g.deadline, g.overdue = "complete", m.clock+m.retention(g.timeout), false
 		}
 	}
 	return Result{Generation: m.nextGen}
+}
+
+// retention is how long a finished round's outcome is kept.
+func (m *model) retention(timeout time.Duration) int64 {
+	if m.protocol >= Protocol2 {
+		return int64(max(timeout, ResultRetention))
+	}
+	return int64(timeout)
+}
+
+// retire keeps the round of group id, which timed out, until until, and
+// forgets the group.
+func (m *modelJob) retire(id string, until int64) {
+	r := modelRound{lastGen: m.nextGen, until: until, gens: map[uuid.UUID]uint64{}}
+	for _, mb := range m.groups[id].members {
+		r.gens[mb.id] = mb.gen
+	}
+	m.timeouts[id] = append(m.timeouts[id], r)
+	delete(m.groups, id)
 }
 
 // groupData is the member data of every group of the job.
@@ -787,6 +840,11 @@ func (m *model) nextDeadline() (int64, bool) {
 		for _, g := range j.groups {
 			ds = append(ds, g.deadline)
 		}
+		for _, rounds := range j.timeouts {
+			for _, r := range rounds {
+				ds = append(ds, r.until)
+			}
+		}
 		for _, u := range j.uploads {
 			ds = append(ds, u.touched+int64(UploadIdleTimeout))
 		}
@@ -802,7 +860,7 @@ func (m *model) nextDeadline() (int64, bool) {
 
 // collectAt is when JobTTL collects the job if nothing happens before.
 func (m *modelJob) collectAt() (int64, bool) {
-	if ttl := m.limits.JobTTL; ttl > 0 && len(m.pending) == 0 && m.holder == "" && len(m.groups) == 0 {
+	if ttl := m.limits.JobTTL; ttl > 0 && len(m.pending) == 0 && m.holder == "" && len(m.groups) == 0 && len(m.timeouts) == 0 {
 		return m.lastActivity + int64(ttl), true
 	}
 	return 0, false
@@ -846,7 +904,7 @@ func (m *model) check(t *rapid.T, f *FSM) {
 
 // info is what FSM.Job should answer of the job, but its size estimate.
 func (m *modelJob) info(name string) JobInfo {
-	ji := JobInfo{Name: name, CreatedAt: m.createdAt, LastActivity: m.lastActivity, HasDataset: m.ds != nil,
+	ji := JobInfo{Name: name, Number: m.seq, CreatedAt: m.createdAt, LastActivity: m.lastActivity, HasDataset: m.ds != nil,
 		Pass: m.pass, Tasks: len(m.tasks), Todo: len(m.todo), Pending: len(m.pending),
 		Done: m.count("done"), Failed: m.count("failed"), Uploads: len(m.uploads), Groups: len(m.groups), KVKeys: len(m.kv)}
 	if m.holder != "" && m.saveEnd > m.clock {
@@ -904,8 +962,9 @@ func (m *modelJob) check(t *rapid.T, f *FSM, name string) {
 		t.Fatalf("job %q: groups %+v, model says %+v", name, got, groups)
 	}
 	for _, id := range sortedKeys(m.groups) {
-		m.checkWatches(t, f, name, id)
+		checkIndex(t, f, jobName(name), id)
 	}
+	m.checkWatches(t, f, name)
 	for _, key := range []string{"k0", "k1", "k2"} {
 		if got, want := f.KV(name, key), m.kv[key]; got.Found != want.Found || got.Version != want.Version || !bytes.Equal(got.Value, want.Value) {
 			t.Fatalf("job %q: key %s is %+v, model says %+v", name, key, got, want)
@@ -918,50 +977,95 @@ func (m *modelJob) check(t *rapid.T, f *FSM, name string) {
 		if _, ok := f.Group(name, id); ok {
 			t.Fatalf("job %q: group %s exists, not in the model", name, id)
 		}
-		if w := f.Watch(name, id, memberID(1), m.nextGen); m.nextGen > 0 && w.Status != WatchClosed {
-			t.Fatalf("job %q: a watch on group %s the model does not have sees %+v", name, id, w)
+	}
+}
+
+// checkWatches compares what each member of each group sees with the
+// model, under its own generation, older and newer ones, the generations
+// of the kept rounds that timed out, and some that are no join of it.
+func (m *modelJob) checkWatches(t *rapid.T, f *FSM, job string) {
+	for _, id := range []string{"g0", "g1"} {
+		gens := []uint64{1, m.nextGen, m.nextGen + 1}
+		if g := m.groups[id]; g != nil {
+			for _, mb := range g.members {
+				gens = append(gens, mb.gen, mb.gen-1, mb.gen+1)
+			}
+		}
+		for _, r := range m.timeouts[id] {
+			gens = append(gens, r.lastGen, r.lastGen+1)
+			for _, gen := range r.gens {
+				gens = append(gens, gen, gen-1)
+			}
+		}
+		slices.Sort(gens)
+		gens = slices.Compact(gens)
+		var gathered *Gathered // one for every watch of the completion
+		for n := byte(1); n <= 3; n++ {
+			for _, gen := range gens {
+				want := m.watch(id, memberID(n), gen)
+				got := f.Watch(job, id, memberID(n), gen)
+				if (got.Gathered != nil) != (got.Status == WatchComplete) || (got.Gathered != nil && !slices.EqualFunc(got.Gathered.Data(), got.Data, bytes.Equal)) {
+					t.Fatalf("group %s member %d generation %d: watch %+v, gathered data does not go with it", id, n, gen, got)
+				}
+				if gathered == nil {
+					gathered = got.Gathered
+				} else if got.Gathered != nil && got.Gathered != gathered {
+					t.Fatalf("group %s member %d: the watches of one completion gather its data apart", id, n)
+				}
+				if got.Status != want.Status || got.Rank != want.Rank || got.Overdue != want.Overdue || !slices.EqualFunc(got.Data, want.Data, bytes.Equal) {
+					got.Gathered = nil
+					t.Fatalf("group %s member %d generation %d: watch %+v, model says %+v", id, n, gen, got, want)
+				}
+			}
 		}
 	}
 }
 
-// checkWatches compares what each member of group id sees, under its own
-// generation and under an older one, with the model.
-func (m *modelJob) checkWatches(t *rapid.T, f *FSM, job, id string) {
+// watch is what the model says the join gen of member to group id sees.
+func (m *modelJob) watch(id string, member uuid.UUID, gen uint64) WatchResult {
+	if gen > m.nextGen {
+		return WatchResult{Status: WatchPending}
+	}
+	if m.seq == 0 {
+		return WatchResult{Status: WatchClosed} // no such job
+	}
+	for _, r := range m.timeouts[id] {
+		if gen > r.lastGen {
+			continue
+		}
+		held, ok := r.gens[member]
+		switch {
+		case !ok || held < gen:
+			return WatchResult{Status: WatchClosed}
+		case held > gen:
+			return WatchResult{Status: WatchReconnected}
+		}
+		return WatchResult{Status: WatchTimedOut}
+	}
 	g := m.groups[id]
+	if g == nil {
+		return WatchResult{Status: WatchClosed}
+	}
+	rank := slices.IndexFunc(g.members, func(mb modelMember) bool { return mb.id == member })
+	if rank < 0 {
+		return WatchResult{Status: WatchClosed}
+	}
+	mb := g.members[rank]
+	switch {
+	case mb.left && (g.status != "complete" || m.protocol < Protocol2):
+		return WatchResult{Status: WatchClosed}
+	case mb.gen > gen:
+		return WatchResult{Status: WatchReconnected}
+	case mb.gen < gen:
+		return WatchResult{Status: WatchClosed}
+	case g.status == "timed_out":
+		return WatchResult{Status: WatchTimedOut}
+	case g.status == "open":
+		return WatchResult{Status: WatchPending, Overdue: g.overdue}
+	}
 	var data [][]byte
 	for _, mb := range g.members {
 		data = append(data, mb.data)
 	}
-	checkIndex(t, f, jobName(job), id)
-	var gathered *Gathered // one for every watch of the completion
-	for rank, mb := range g.members {
-		want := WatchResult{Status: WatchPending, Overdue: g.overdue}
-		switch {
-		case mb.left:
-			want.Status = WatchClosed
-		case g.status == "timed_out":
-			want.Status = WatchTimedOut
-		case g.status == "complete":
-			want = WatchResult{Status: WatchComplete, Data: data, Rank: rank}
-		}
-		got := f.Watch(job, id, mb.id, mb.gen)
-		if (got.Gathered != nil) != (got.Status == WatchComplete) || (got.Gathered != nil && !reflect.DeepEqual(got.Gathered.Data(), got.Data)) {
-			t.Fatalf("group %s member %d: watch %+v, gathered data does not go with it", id, rank, got)
-		}
-		if gathered == nil {
-			gathered = got.Gathered
-		} else if got.Gathered != nil && got.Gathered != gathered {
-			t.Fatalf("group %s member %d: the watches of one completion gather its data apart", id, rank)
-		}
-		got.Gathered = nil
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("group %s member %d: watch %+v, model says %+v", id, rank, got, want)
-		}
-		if old := f.Watch(job, id, mb.id, mb.gen-1); !mb.left && old.Status != WatchReconnected {
-			t.Fatalf("group %s member %d: an older join sees %v", id, rank, old.Status)
-		}
-		if later := f.Watch(job, id, mb.id, m.nextGen+1); later.Status != WatchPending || later.Overdue {
-			t.Fatalf("group %s member %d: a join not applied yet sees %+v", id, rank, later)
-		}
-	}
+	return WatchResult{Status: WatchComplete, Data: data, Rank: rank}
 }

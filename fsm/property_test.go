@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -297,7 +298,9 @@ func (g *propGen) meta(t *rapid.T) TaskMeta {
 		i := rapid.IntRange(0, len(g.metas)-1).Draw(t, "meta")
 		return g.metas[len(g.metas)-1-i]
 	}
-	return TaskMeta{ID: rapid.IntRange(1, 7).Draw(t, "id"), Epoch: rapid.IntRange(0, 4).Draw(t, "epoch")}
+	// Rarely an epoch past Protocol1's range, or of another era.
+	return TaskMeta{ID: rapid.IntRange(1, 7).Draw(t, "id"),
+		Epoch: rapid.SampledFrom([]int{0, 1, 2, 3, 4, 1, 2, math.MaxInt32 + 1, 1<<32 | 1}).Draw(t, "epoch")}
 }
 
 func (g *propGen) params(t *rapid.T) DatasetParams {

@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"math"
 )
 
 // Protocol levels. A level names what every replica of a cluster must know
@@ -71,9 +72,14 @@ func (s *state) atLeast(p uint64) bool { return s.protocol >= p }
 // checkLevel refuses a command whose type needs a higher level than the
 // state's. The leader checks first (FSM.Allows), so only a command from a
 // misbehaving proposer meets this; it is refused on every replica alike.
+// Below Protocol2 it also refuses a task epoch above math.MaxInt32, as
+// validation did before epochs carried an era (era.go).
 func (s *state) checkLevel(c Command) error {
 	if spec := lookup(c.Type()); spec != nil && spec.since > s.protocol {
 		return invalidf("%v needs protocol level %d; the cluster is at %d", c.Type(), spec.since, s.protocol)
+	}
+	if m, ok := metaOf(c); ok && m.Epoch > math.MaxInt32 && !s.atLeast(Protocol2) {
+		return invalidf("task epoch %d out of range", m.Epoch)
 	}
 	return nil
 }

@@ -78,6 +78,9 @@ func (f *FSM) LeasesExpired(job string) uint64 {
 // JobInfo describes one job.
 type JobInfo struct {
 	Name string `json:"name"`
+	// Number is the job's number among every job the cluster created,
+	// in creation order: a job deleted and created again gets a new one.
+	Number uint64 `json:"number"`
 	// CreatedAt and LastActivity are the FSM times of the job's creation
 	// and of the last command addressed to it that was not rejected.
 	CreatedAt    int64 `json:"created_at"`
@@ -106,7 +109,7 @@ type JobInfo struct {
 
 func (s *job) info() JobInfo {
 	ji := JobInfo{
-		Name: s.name, CreatedAt: s.createdAt, LastActivity: s.lastActivity, HasDataset: s.ds != nil,
+		Name: s.name, Number: s.seq, CreatedAt: s.createdAt, LastActivity: s.lastActivity, HasDataset: s.ds != nil,
 		Pass: s.pass, Tasks: len(s.tasks),
 		Todo: s.queues[qTodo].n, Pending: s.queues[qPending].n, Done: s.queues[qDone].n, Failed: s.queues[qFailed].n,
 		Uploads: len(s.uploads), Groups: len(s.groups), KVKeys: len(s.kv), Bytes: s.bytes,
@@ -254,7 +257,7 @@ func (f *FSM) Task(job string, id int) (TaskState, error) {
 		return TaskState{}, err
 	}
 	t := j.tasks[i]
-	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: int(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
+	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
 	if t.queue == qPending {
 		ts.Deadline = t.deadline
 	}
@@ -327,7 +330,11 @@ func (f *FSM) Group(job, id string) (GroupInfo, bool) {
 // WatchStatus is what a member's watch sees.
 type WatchStatus uint8
 
-// Watch outcomes. Every status but WatchPending is final for a generation.
+// Watch outcomes. Every status but WatchPending is final for a
+// generation: from Protocol2 a complete or timed-out answer stays for the
+// round's retention (ResultRetention or the group's timeout, the longer),
+// unless the job is deleted or, for a complete group, every member left
+// it.
 const (
 	WatchPending     WatchStatus = iota // the group is still filling up
 	WatchComplete                       // Data holds every member's data
@@ -412,19 +419,27 @@ func (s *state) watch(job, groupID string, memberID uuid.UUID, gen uint64) Watch
 	if j == nil {
 		return WatchResult{Status: WatchClosed}
 	}
+	if r := j.timedOutRound(groupID, gen); r != nil {
+		return r.watch(memberID, gen)
+	}
 	g := j.groups[groupID]
 	if g == nil {
 		return WatchResult{Status: WatchClosed}
 	}
 	i := g.find(memberID)
+	// From Protocol2 a member that left a complete group keeps its
+	// answer: the group's data, until the group is forgotten.
+	keptAfterLeave := g.status == groupComplete && s.atLeast(Protocol2)
 	switch {
-	case i < 0 || g.members[i].left:
+	case i < 0 || (g.members[i].left && !keptAfterLeave):
 		return WatchResult{Status: WatchClosed}
 	case g.members[i].gen > gen:
 		return WatchResult{Status: WatchReconnected}
 	case g.members[i].gen < gen:
-		// A join this replica has not applied yet; the caller waits.
-		return WatchResult{Status: WatchPending}
+		// gen is applied here, so it is no join of this member to this
+		// group: one of another group, or one handed out by the cluster
+		// a backup came from after the backup (era.go).
+		return WatchResult{Status: WatchClosed}
 	case g.status == groupTimedOut:
 		return WatchResult{Status: WatchTimedOut}
 	case g.status == groupOpen:

@@ -12,9 +12,11 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
-// Version 5 adds the cluster's protocol level after the register's
-// counter; a state writes it only once its level is Protocol2 or later
-// (snapshotVersionAt), and version 4 and older restore at Protocol1.
+// Version 5 adds the cluster's protocol level and its era (era.go) after
+// the register's counter, and after each job's register the rounds of its
+// hard-deadline groups that timed out (allgather.go); a state writes it
+// only once its level is Protocol2 or later (snapshotVersionAt), and
+// version 4 and older restore at Protocol1, in era 0, with no such rounds.
 // Version 4 added the register: its limits and version counter in the
 // cluster's part, and each job's keys after the job. Version 3 holds many
 // jobs: the cluster's part, then every job in name order. Version 3 is
@@ -67,6 +69,10 @@ func (s *job) clone(c *state) *job {
 	for _, id := range sortedKeys(s.groups) {
 		j.groups[id] = s.groups[id].clone()
 	}
+	j.timeouts = make(map[string][]timedOutRound, len(s.timeouts))
+	for _, id := range sortedKeys(s.timeouts) {
+		j.timeouts[id] = slices.Clone(s.timeouts[id]) // the members are never modified
+	}
 	j.kv = maps.Clone(s.kv) // the values are never modified
 	return &j
 }
@@ -104,21 +110,7 @@ func encodeState(w io.Writer, s *state) error {
 func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 4<<10)}} // grows to a block
 	e := &sw.e
-	e.raw([]byte(snapshotMagic))
-	e.uvarint(version)
-	e.varint(s.clock)
-	e.uvarint(s.nextGen)
-	e.varint(s.graceUntil)
-	e.uvarint(s.jobSeq)
-	s.limits.encode(e)
-	if version >= 4 {
-		s.limits.encodeKV(e)
-		e.uvarint(s.kvVersion)
-	}
-	if version >= 5 {
-		e.uvarint(s.protocol)
-	}
-
+	encodeHeader(e, s, version)
 	encodeNodes(e, s.nodes)
 	encodeDedup(sw, &s.dedup, version)
 
@@ -134,9 +126,53 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 		if version >= 4 {
 			encodeKV(sw, j)
 		}
+		if version >= 5 {
+			encodeTimeouts(sw, j)
+		}
 	}
 	sw.flush()
 	return sw.err
+}
+
+// encodeHeader writes the magic, the version and the cluster's counters,
+// limits, level and era: the fields before the node registry, which
+// NextEra rewrites without decoding the rest.
+func encodeHeader(e *encoder, s *state, version uint64) {
+	e.raw([]byte(snapshotMagic))
+	e.uvarint(version)
+	e.varint(s.clock)
+	e.uvarint(s.nextGen)
+	e.varint(s.graceUntil)
+	e.uvarint(s.jobSeq)
+	s.limits.encode(e)
+	if version >= 4 {
+		s.limits.encodeKV(e)
+		e.uvarint(s.kvVersion)
+	}
+	if version >= 5 {
+		e.uvarint(s.protocol)
+		e.uvarint(s.era)
+	}
+}
+
+// decodeCounters reads what encodeHeader wrote after the clock, for a
+// version 3 or later.
+func decodeCounters(d *decoder, s *state, version uint64) {
+	s.nextGen = d.uvarint()
+	s.graceUntil = d.varint()
+	s.jobSeq = d.uvarint()
+	s.limits.decode(d)
+	if version >= 4 {
+		s.limits.decodeKV(d)
+		s.kvVersion = d.uvarint()
+	}
+	if version >= 5 {
+		s.protocol = d.uvarint()
+		if d.err == nil && (s.protocol < Protocol2 || s.protocol > Protocol) {
+			d.fail(fmt.Errorf("protocol level %d in a version %d snapshot; this replica knows %d to %d", s.protocol, version, Protocol2, Protocol))
+		}
+		s.era = d.uvarint()
+	}
 }
 
 // encodeDedup writes the de-duplication table, least recently used client
@@ -177,6 +213,27 @@ func encodeKV(sw *snapWriter, s *job) {
 		e.uvarint(en.version)
 		e.bytes(en.value)
 		sw.flushIfFull()
+	}
+}
+
+// encodeTimeouts writes a job's kept rounds that timed out, by group id,
+// each group's oldest first.
+func encodeTimeouts(sw *snapWriter, s *job) {
+	e := &sw.e
+	e.uvarint(uint64(len(s.timeouts)))
+	for _, id := range sortedKeys(s.timeouts) {
+		e.string(id)
+		e.uvarint(uint64(len(s.timeouts[id])))
+		for _, r := range s.timeouts[id] {
+			e.uvarint(r.lastGen)
+			e.varint(r.until)
+			e.uvarint(uint64(len(r.members)))
+			for _, m := range r.members {
+				e.uuid(m.id)
+				e.uvarint(m.gen)
+			}
+			sw.flushIfFull()
+		}
 	}
 }
 
@@ -307,20 +364,7 @@ func decodeState(b []byte) (*state, error) {
 		decodeNodes(d, s)
 		decodeDedup(d, s, version)
 	} else {
-		s.nextGen = d.uvarint()
-		s.graceUntil = d.varint()
-		s.jobSeq = d.uvarint()
-		s.limits.decode(d)
-		if version >= 4 {
-			s.limits.decodeKV(d)
-			s.kvVersion = d.uvarint()
-		}
-		if version >= 5 {
-			s.protocol = d.uvarint()
-			if d.err == nil && (s.protocol < Protocol2 || s.protocol > Protocol) {
-				d.fail(fmt.Errorf("protocol level %d in a version %d snapshot; this replica knows %d to %d", s.protocol, version, Protocol2, Protocol))
-			}
-		}
+		decodeCounters(d, s, version)
 		decodeNodes(d, s)
 		decodeDedup(d, s, version)
 		keys := keyOrder{d: d, what: "job"}
@@ -333,6 +377,9 @@ func decodeState(b []byte) (*state, error) {
 			decodeJob(d, j, version)
 			if version >= 4 {
 				decodeKV(d, j)
+			}
+			if version >= 5 {
+				decodeTimeouts(d, j)
 			}
 			if d.err != nil {
 				break
@@ -454,6 +501,27 @@ func decodeKV(d *decoder, s *job) {
 	}
 }
 
+// decodeTimeouts reads what encodeTimeouts wrote into the empty timeouts
+// of s; check verifies the rounds.
+func decodeTimeouts(d *decoder, s *job) {
+	keys := keyOrder{d: d, what: "timed-out group"}
+	for range d.length(1) {
+		id := keys.next(d.string())
+		var rounds []timedOutRound
+		for range d.length(1) {
+			r := timedOutRound{lastGen: d.uvarint(), until: d.varint()}
+			for range d.length(2) {
+				r.members = append(r.members, roundMember{id: uuid.UUID(d.uuid()), gen: d.uvarint()})
+			}
+			rounds = append(rounds, r)
+		}
+		if d.err != nil {
+			return
+		}
+		s.timeouts[id] = rounds
+	}
+}
+
 func decodeNodes(d *decoder, s *state) {
 	keys := keyOrder{d: d, what: "node"}
 	for range d.length(1) {
@@ -468,10 +536,13 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 	for range d.length(1) {
 		c := &dedupClient{id: uuid.UUID(d.uuid()), lastSeen: d.varint(), floor: d.uvarint()}
 		for range d.length(1) {
-			e := dedupEntry{
-				seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()),
-				ignored: d.bool(), granted: d.bool(), taskID: d.int(), epoch: d.int(), gen: d.uvarint(), clock: d.varint(),
+			e := dedupEntry{seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()), ignored: d.bool(), granted: d.bool(), taskID: d.int()}
+			if version >= 5 {
+				e.epoch = d.epoch() // it may carry an era
+			} else {
+				e.epoch = d.int()
 			}
+			e.gen, e.clock = d.uvarint(), d.varint()
 			switch {
 			case version >= 3:
 				e.job = d.uvarint()
@@ -519,6 +590,8 @@ func (s *state) check() error {
 		return fmt.Errorf("clock %d or grace %d out of range", s.clock, s.graceUntil)
 	case len(s.jobs) > MaxJobsCeiling || len(s.nodes) > MaxNodes || s.dedup.n > s.dedupLimit():
 		return errors.New("a table exceeds its limit")
+	case s.era > MaxEra:
+		return fmt.Errorf("era %d exceeds %d", s.era, MaxEra)
 	}
 	if err := s.limits.validate(); err != nil {
 		return err
@@ -615,6 +688,36 @@ func (s *job) check() error {
 		if err := s.groups[id].check(s.nextGen); err != nil {
 			return fmt.Errorf("group %q: %w", id, err)
 		}
+	}
+	for _, id := range sortedKeys(s.timeouts) {
+		if err := validateID("group id", id); err != nil {
+			return err
+		}
+		if err := checkRounds(s.timeouts[id], s.nextGen); err != nil {
+			return fmt.Errorf("timed-out group %q: %w", id, err)
+		}
+	}
+	return nil
+}
+
+// checkRounds verifies the kept rounds of one group that timed out: at
+// least one, in the order they timed out, each of 1 to MaxPeers members
+// sorted by id whose generations belong to it.
+func checkRounds(rounds []timedOutRound, nextGen uint64) error {
+	if len(rounds) == 0 {
+		return errors.New("no rounds")
+	}
+	var prev uint64
+	for i, r := range rounds {
+		if r.lastGen <= prev || r.lastGen > nextGen || r.until <= 0 || len(r.members) == 0 || len(r.members) > MaxPeers {
+			return fmt.Errorf("round %d: last generation %d after %d of %d, retention %d, %d members", i, r.lastGen, prev, nextGen, r.until, len(r.members))
+		}
+		for k, m := range r.members {
+			if m.id == uuid.Nil || m.gen <= prev || m.gen > r.lastGen || (k > 0 && compareRoundMember(r.members[k-1], m.id) >= 0) {
+				return fmt.Errorf("round %d: bad member %s", i, m.id)
+			}
+		}
+		prev = r.lastGen
 	}
 	return nil
 }

@@ -37,6 +37,12 @@ type state struct {
 	// snapshot version written. It only rises.
 	protocol uint64
 
+	// era counts the restores that led to this cluster (era.go): each
+	// restore starts the next era, from which the counters and the task
+	// epochs hand out tokens that the cluster the backup came from never
+	// handed out. 0 for a cluster that was never restored.
+	era uint64
+
 	// jobs holds every job by name; it is only ranged over through
 	// sortedKeys.
 	jobs map[string]*job
@@ -80,8 +86,13 @@ type job struct {
 
 	save saveLease
 
-	groups        map[string]*group
-	groupDeadline int64 // earliest group deadline, 0 when there are no groups
+	groups map[string]*group
+	// timeouts holds, by group id, the rounds of hard-deadline groups
+	// that timed out (allgather.go), oldest first, for their retention.
+	timeouts map[string][]timedOutRound
+	// groupDeadline is the earliest deadline of a group or of a round in
+	// timeouts, 0 when there are none.
+	groupDeadline int64
 
 	// kv is the register (kv.go), by key.
 	kv map[string]kvEntry
@@ -99,6 +110,9 @@ type job struct {
 	groupData int64
 	// staged is the number of chunks the uploads hold together.
 	staged int
+	// timeoutsDeadline is the earliest end of retention in timeouts, 0
+	// when it is empty.
+	timeoutsDeadline int64
 }
 
 func newState() *state {
@@ -114,9 +128,10 @@ func newState() *state {
 func (s *state) newJob(name string) *job {
 	j := &job{
 		state: s, name: name, createdAt: s.clock, lastActivity: s.clock,
-		uploads: make(map[string]*upload),
-		groups:  make(map[string]*group),
-		kv:      make(map[string]kvEntry),
+		uploads:  make(map[string]*upload),
+		groups:   make(map[string]*group),
+		timeouts: make(map[string][]timedOutRound),
+		kv:       make(map[string]kvEntry),
 	}
 	for q := range j.queues {
 		j.queues[q] = emptyList()
@@ -357,6 +372,12 @@ func (s *job) leaderGrace(limit int64) {
 			g.deadline = limit
 		}
 	}
+	for _, id := range sortedKeys(s.timeouts) {
+		for i := range s.timeouts[id] {
+			s.timeouts[id][i].until = max(s.timeouts[id][i].until, limit)
+		}
+	}
+	s.updateTimeoutsDeadline()
 	s.updateGroupDeadline()
 	for _, id := range sortedKeys(s.uploads) {
 		if u := s.uploads[id]; u.touched+int64(UploadIdleTimeout) < limit {

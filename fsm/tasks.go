@@ -116,21 +116,21 @@ func (s *job) taskIndex(id int) (int32, error) {
 
 // taskOf builds the leased view of pending task i as seen at FSM time now.
 func (s *job) taskOf(i int32, now int64) *Task {
-	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: int(s.tasks[i].epoch)}, Pass: s.pass, JobNumber: s.seq}
+	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: s.wireEpoch(s.tasks[i].epoch)}, Pass: s.pass, JobNumber: s.seq}
 	t.Chunks = s.ds.taskChunks(int(i))
 	t.Lease = time.Duration(s.tasks[i].deadline - now)
 	return t
 }
 
-// leaseHeld returns task id's index when it is pending under epoch and
-// its lease has not ended at FSM time now.
+// leaseHeld returns task id's index when it is pending under epoch (its
+// wire form) and its lease has not ended at FSM time now.
 func (s *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
 	i, err := s.taskIndex(id)
 	if err != nil {
 		return 0, false
 	}
 	t := &s.tasks[i]
-	return i, t.queue == qPending && int(t.epoch) == epoch && t.deadline > now
+	return i, t.queue == qPending && s.wireEpoch(t.epoch) == epoch && t.deadline > now
 }
 
 // getTask leases the first todo task of the current pass. A trainer asking
@@ -184,21 +184,22 @@ func (s *job) taskFinished(c *TaskFinished) *Result {
 	}
 	t := &s.tasks[i]
 	strict := s.ds.params.Strict
+	epoch, ok := s.leaseEpoch(m.Epoch)
 	switch {
-	case uint32(m.Epoch) > t.epoch:
-		return errResult(ErrStaleEpoch) // never dispatched under that epoch
+	case !ok || epoch > t.epoch:
+		return errResult(ErrStaleEpoch) // never dispatched under that epoch here
 	case t.queue != qPending:
 		if strict {
 			return errResult(ErrStaleEpoch)
 		}
 		return &Result{Ignored: true}
-	case uint32(m.Epoch) != t.epoch:
+	case epoch != t.epoch:
 		if strict {
 			return errResult(ErrStaleEpoch)
 		}
 		// A late finish from an earlier lease of this pass counts, as in
 		// the original master; one from an earlier pass does not.
-		if m.Epoch != 0 && uint32(m.Epoch) <= t.passEpoch {
+		if m.Epoch != 0 && epoch <= t.passEpoch {
 			return &Result{Ignored: true}
 		}
 	}
@@ -216,7 +217,7 @@ func (s *job) taskFailed(c *TaskFailed) *Result {
 		return errResult(err)
 	}
 	t := &s.tasks[i]
-	if t.queue != qPending || uint32(m.Epoch) != t.epoch {
+	if epoch, ok := s.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
 		return &Result{Ignored: true}
 	}
 	s.failTask(i)
@@ -244,7 +245,7 @@ func (s *job) renewLease(c *RenewLease) *Result {
 		return errResult(err)
 	}
 	t := &s.tasks[i]
-	if t.queue != qPending || uint32(m.Epoch) != t.epoch {
+	if epoch, ok := s.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
 		return errResult(ErrStaleEpoch)
 	}
 	s.unlink(i)

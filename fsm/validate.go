@@ -182,8 +182,22 @@ func validateMeta(m TaskMeta) error {
 	if m.ID < 1 || m.ID > math.MaxInt32 {
 		return invalidf("task id %d out of range", m.ID)
 	}
-	if m.Epoch < 0 || m.Epoch > math.MaxInt32 {
+	if m.Epoch < 0 || m.Epoch > MaxEpoch {
 		return invalidf("task epoch %d out of range", m.Epoch)
 	}
 	return nil
+}
+
+// metaOf returns the task a task report names: TaskFinished, TaskFailed
+// and RenewLease.
+func metaOf(c Command) (TaskMeta, bool) {
+	switch c := c.(type) {
+	case *TaskFinished:
+		return c.Meta, true
+	case *TaskFailed:
+		return c.Meta, true
+	case *RenewLease:
+		return c.Meta, true
+	}
+	return TaskMeta{}, false
 }

@@ -105,6 +105,17 @@ func (d *decoder) int() int {
 	return int(v)
 }
 
+// epoch reads a task epoch written by encoder.int: an int, which may carry
+// an era above 32 bits (era.go); validation checks its range.
+func (d *decoder) epoch() int {
+	v := d.varint()
+	if v < math.MinInt32 || v > MaxEpoch {
+		d.fail(fmt.Errorf("task epoch %d out of range", v))
+		return 0
+	}
+	return int(v)
+}
+
 func (d *decoder) uint32() uint32 {
 	v := d.uvarint()
 	if v > math.MaxUint32 {

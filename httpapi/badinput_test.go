@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -133,6 +134,7 @@ func badCases(f badFiles) []badCase {
 		post("task id 0", rpc.PathTaskFinished, `{"meta":{"id":0,"epoch":1}}`, bad, invalid).naming("task id"),
 		post("negative epoch", rpc.PathTaskFailed, `{"meta":{"id":1,"epoch":-1}}`, bad, invalid).naming("epoch"),
 		post("huge task id", rpc.PathTaskRenew, `{"meta":{"id":99999999999,"epoch":1}}`, bad, invalid),
+		post("epoch past the last era", rpc.PathTaskFinished, fmt.Sprintf(`{"meta":{"id":1,"epoch":%d}}`, int64(fsm.MaxEpoch)+1), bad, invalid).naming("epoch"),
 
 		// Save model.
 		post("empty trainer id", rpc.PathSaveModel, `{"trainer_id":"","block_dur":"1s"}`, bad, invalid).naming("trainer_id"),

@@ -65,8 +65,9 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if in.Meta.ID < 1 || in.Meta.ID > math.MaxInt32 {
 		return invalidf("task id %d out of range [1, %d]", in.Meta.ID, math.MaxInt32)
 	}
-	if in.Meta.Epoch < 0 || in.Meta.Epoch > math.MaxInt32 {
-		return invalidf("task epoch %d out of range [0, %d]", in.Meta.Epoch, math.MaxInt32)
+	if in.Meta.Epoch < 0 || in.Meta.Epoch > fsm.MaxEpoch {
+		// An epoch of a restored cluster carries its era above 32 bits.
+		return invalidf("task epoch %d out of range [0, %d]", in.Meta.Epoch, int64(fsm.MaxEpoch))
 	}
 	c := cmd(TaskMetaToFSM(in.Meta))
 	res, err := s.apply(r, req, c)

@@ -1,6 +1,7 @@
 package raftnode
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -8,14 +9,18 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // Seed makes dataDir the data directory of the first node of a new cluster
 // whose state is a state machine snapshot taken at index, as a backup
 // holds: a Raft snapshot at index with a configuration of this node alone.
-// writeState writes the snapshot's encoding into the Raft snapshot as it
-// is read, so the state need not fit in memory; if it fails, because the
-// state it read turned out damaged, the snapshot is discarded. Started
+// writeState writes the snapshot's encoding as it is read, so the state
+// need not fit in memory; if it fails, because the state it read turned
+// out damaged, the snapshot is discarded. The state is seeded in the next
+// era (fsm.NextEra), so that the new cluster hands out no register
+// version, generation, task epoch or job number that the cluster the
+// backup came from handed out. Started
 // with its usual flags (no --peers needed), the node restores the state
 // and elects itself; further nodes join it. Seed refuses a directory that
 // already holds Raft state; when it fails, it leaves no Raft state behind
@@ -56,7 +61,18 @@ func Seed(dataDir, nodeID, raftAddr string, index uint64, writeState func(io.Wri
 	if err != nil {
 		return fmt.Errorf("raftnode: seed: %w", err)
 	}
-	if err := writeState(sink); err != nil {
+	// The state passes through NextEra as writeState produces it; an
+	// error of either ends both.
+	pr, pw := io.Pipe()
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		pw.CloseWithError(writeState(pw))
+	}()
+	err = fsm.NextEra(sink, pr)
+	pr.CloseWithError(errors.New("raftnode: seed: the snapshot was not read to its end"))
+	<-written
+	if err != nil {
 		_ = sink.Cancel()
 		return fmt.Errorf("raftnode: seed: writing the snapshot: %w", err)
 	}

@@ -9,14 +9,22 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // TestSeedStreamsAndLeavesNothingOnFailure: Seed writes the state it is
-// given as a Raft snapshot at the index; when the state's writer fails
+// given, in the next era, as a Raft snapshot at the index; when the state's writer fails
 // partway, no snapshot and no directory Seed made are left, and the
 // directory can be seeded afterwards.
 func TestSeedStreamsAndLeavesNothingOnFailure(t *testing.T) {
-	state := bytes.Repeat([]byte("state "), 1<<18)
+	f := fsm.New()
+	f.ApplyEntry(1, fsm.Encode(&fsm.SetProtocol{Level: fsm.Protocol2}))
+	f.ApplyEntry(2, fsm.Encode(&fsm.KVCompareAndSet{Header: fsm.Header{Job: "a"}, Key: "k", Value: bytes.Repeat([]byte("state "), 1<<16)}))
+	state := f.SnapshotBytes()
+	var nextEra bytes.Buffer
+	if err := fsm.NextEra(&nextEra, bytes.NewReader(state)); err != nil {
+		t.Fatal(err)
+	}
 	damaged := errors.New("damaged")
 	for _, exists := range []bool{false, true} {
 		dir := filepath.Join(t.TempDir(), "node")
@@ -62,8 +70,8 @@ func TestSeedStreamsAndLeavesNothingOnFailure(t *testing.T) {
 		}
 		got, err := io.ReadAll(rc)
 		rc.Close()
-		if err != nil || !bytes.Equal(got, state) {
-			t.Fatalf("the snapshot holds %d bytes (%v), want the %d of the state", len(got), err, len(state))
+		if err != nil || !bytes.Equal(got, nextEra.Bytes()) {
+			t.Fatalf("the snapshot holds %d bytes (%v), want the %d of the state in the next era", len(got), err, nextEra.Len())
 		}
 		if err := Seed(dir, "n1", "127.0.0.1:1", 42, func(io.Writer) error { return nil }, nil); err == nil {
 			t.Fatal("a second seed of the same directory succeeded")

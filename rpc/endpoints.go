@@ -170,7 +170,8 @@ var Endpoints = []Endpoint{
 		Method: http.MethodGet, Path: PathAllgatherWatch,
 		Summary: "Long poll for the outcome of a join. Any node answers from its local replica " +
 			"(a standby of the etcd backend redirects to the active master). " +
-			"The final failures are errors: closed, reconnected, allgather_timeout.",
+			"The final failures are errors: closed, reconnected, allgather_timeout. " +
+			"From protocol level 2 a final answer stays for the group's timeout or five minutes, the longer.",
 		Response: WatchResponse{}, Redirects: true, Job: true,
 		Query: []Param{
 			{Name: WatchParamGroup, Doc: "The group joined.", Required: true, Type: ""},

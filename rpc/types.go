@@ -150,7 +150,10 @@ type GetTaskRequest struct {
 }
 
 // TaskMeta identifies one dispatch of a task: its id and the epoch of the
-// lease. Each dispatch increments the epoch.
+// lease. Each dispatch increments the epoch. A cluster restored from a
+// backup carries its era (how many restores led to it) above the low 32
+// bits, so its epochs exceed 2^32 and an epoch of the cluster the backup
+// came from is stale there.
 type TaskMeta struct {
 	ID    int `json:"id"`
 	Epoch int `json:"epoch"`
@@ -236,7 +239,9 @@ type JoinRequest struct {
 	FailOnTimeout bool     `json:"fail_on_timeout,omitempty"`
 }
 
-// JoinResponse identifies the join; watches name its generation.
+// JoinResponse identifies the join; watches name its generation. From
+// protocol level 2, a re-join after the group completed answers the
+// generation of the member's completed join.
 type JoinResponse struct {
 	Generation uint64 `json:"generation"`
 }
@@ -264,7 +269,11 @@ const (
 // pending answer once the group has passed its timeout without filling up:
 // tell the trainer (the seed's timeout callback) and poll again with
 // seen_overdue. The final failures (closed, reconnected, timed out) are
-// error responses with their codes.
+// error responses with their codes. From protocol level 2 a final answer
+// does not change: a complete or timed-out one stays for the group's
+// timeout or five minutes, the longer, after the group finished (a
+// complete group goes earlier once every member has left it); after that
+// a watch answers closed.
 type WatchResponse struct {
 	Status  string            `json:"status"`
 	Data    []json.RawMessage `json:"data,omitempty"`
@@ -531,7 +540,7 @@ type JobResponse struct {
 type Group struct {
 	ID       string   `json:"id"`
 	NumPeers int      `json:"num_peers"`
-	Status   string   `json:"status"` // open, complete or timed_out
+	Status   string   `json:"status"` // open, complete or timed_out (a hard deadline before protocol level 2)
 	Timeout  Duration `json:"timeout"`
 	// Deadline is, while open, the timeout (or, once overdue, when an
 	// abandoned group is dropped); afterwards, the end of its retention.

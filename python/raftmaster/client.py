@@ -374,10 +374,13 @@ class Client:
         ``timeout`` (seconds; ten minutes when None) is when the members are
         told the group is late: ``on_timeout`` is called once with
         AllGatherTimeoutExceeded, and the group stays open, as in the seed.
-        With ``deadline`` it is a hard deadline instead: the join raises
-        AllGatherTimeoutExceeded. Only the join that creates the group sets
-        either. A later join with the same member id makes this one raise
-        Reconnected, and a leave makes it raise Closed.
+        With ``deadline`` it is a hard deadline instead: for every member,
+        ``on_timeout`` is called and the join raises
+        AllGatherTimeoutExceeded, even when other members start the group
+        afresh before this one hears of it (the answer is kept for the
+        timeout or five minutes, the longer). Only the join that creates
+        the group sets either. A later join with the same member id makes
+        this one raise Reconnected, and a leave makes it raise Closed.
         """
         member_id = _member(member)
         body: Dict[str, Any] = {"group": group, "member": str(member_id), "num_peers": num_peers, "data": data}

@@ -171,7 +171,8 @@ class Proxy:
     records every request (method, path, headers) as it arrives, and the
     status and body the upstream answered once it has, and can drop the answers of chosen requests after the
     upstream has applied them: drop(path, n) makes it close the connection
-    without answering the next n requests to a path ending with path."""
+    without answering the next n requests to a path ending with path (the
+    query left out), answer(path) ends that."""
 
     def __init__(self, upstream: str, ssl_context=None) -> None:
         self.upstream = upstream
@@ -207,7 +208,7 @@ class Proxy:
                     conn.close()
                 with proxy._lock:
                     entry["status"], entry["body"] = resp.status, data
-                    drop = next((p for p, k in proxy._drops.items() if k > 0 and self.path.endswith(p)), None)
+                    drop = next((p for p, k in proxy._drops.items() if k > 0 and self.path.split("?")[0].endswith(p)), None)
                     if drop is not None:
                         proxy._drops[drop] -= 1
                         proxy.dropped.append(entry)
@@ -236,6 +237,11 @@ class Proxy:
     def drop(self, path: str, n: int = 1) -> None:
         with self._lock:
             self._drops[path] = self._drops.get(path, 0) + n
+
+    def answer(self, path: str) -> None:
+        """Stop dropping the answers to path: forward them again."""
+        with self._lock:
+            self._drops.pop(path, None)
 
     def seen(self, path: str) -> List[Dict]:
         with self._lock:

@@ -253,6 +253,41 @@ def test_join_deadline_and_overdue(make_client):
     assert r.data == ["a", "b"] and out["r"].data == ["a", "b"] and len(late) == 1
 
 
+def test_join_deadline_stays_timed_out_for_a_late_member(make_client, proxies, cluster):
+    # a's watch answers are lost on the way back (its client retries)
+    # until other members have started the group afresh: the answer to
+    # a's join is still the timeout, and on_timeout is called.
+    b = make_client()
+    wait_until(lambda: b.status().get("cluster_protocol", 0) >= 2, "protocol level 2")
+    p = proxies(cluster.leader())
+    a = make_client([p.addr])
+    p.drop("/allgather/watch", 1000)
+    told, out = [], {}
+
+    def join_a():
+        try:
+            a.join("g-late", uuid.uuid4(), 3, "a", timeout=0.5, deadline=True, on_timeout=told.append)
+        except raftmaster.RaftmasterError as e:
+            out["a"] = e
+    t = threading.Thread(target=join_a)
+    t.start()
+    member_b = uuid.uuid4()
+    with pytest.raises(raftmaster.AllGatherTimeoutExceeded):
+        b.join("g-late", member_b, 3, "b", timeout=0.5, deadline=True)
+    wait_until(lambda: any(e["status"] == 409 for e in p.dropped), "a's timeout answer, dropped")
+    # The group starts afresh and completes without a.
+    again = {}
+    t2 = threading.Thread(target=lambda: again.setdefault("b", b.join("g-late", member_b, 2, "b2", deadline=True)))
+    t2.start()
+    assert sorted(make_client().join("g-late", uuid.uuid4(), 2, "c", deadline=True).data) == ["b2", "c"]
+    t2.join(60)
+    assert sorted(again["b"].data) == ["b2", "c"]
+    p.answer("/allgather/watch")
+    t.join(120)
+    assert isinstance(out.get("a"), raftmaster.AllGatherTimeoutExceeded), out
+    assert len(told) == 1 and isinstance(told[0], raftmaster.AllGatherTimeoutExceeded)
+
+
 def test_closed_client_refuses_calls(cluster, job):
     c = raftmaster.Client(cluster.addrs, job=job)
     c.close()
