@@ -87,3 +87,30 @@ func snapshotVersionOf(t *testing.T, f *FSM) uint64 {
 	d := &decoder{buf: b[len(snapshotMagic):]}
 	return d.uvarint()
 }
+
+// A type of a later level is refused below it, by the leader (Allows) and
+// by apply on every replica alike, and applied from it on.
+func TestTypeOfALaterLevel(t *testing.T) {
+	saved := commands[TypeCreateJob]
+	commands[TypeCreateJob] = saved.from(Protocol2)
+	defer func() { commands[TypeCreateJob] = saved }()
+
+	f := New()
+	c := &CreateJob{Header: Header{Now: t0, Job: "a"}}
+	if err := f.Allows(c); !errors.Is(err, ErrUpgradePending) {
+		t.Fatalf("Allows at level 1: %v, want ErrUpgradePending", err)
+	}
+	if r := f.ApplyEntry(1, Encode(c)); r.Code != CodeInvalid {
+		t.Fatalf("applied at level 1: %+v, want invalid", r)
+	}
+	if _, ok := f.Job("a"); ok {
+		t.Fatal("the refused command created its job")
+	}
+	f.ApplyEntry(2, Encode(&SetProtocol{Header: Header{Now: t0}, Level: Protocol2}))
+	if err := f.Allows(c); err != nil {
+		t.Fatalf("Allows at level 2: %v", err)
+	}
+	if r := f.ApplyEntry(3, Encode(c)); r.Code != CodeOK {
+		t.Fatalf("at level 2: %+v", r)
+	}
+}
