@@ -180,7 +180,11 @@ func Run(t testing.TB, cfg Config) Report {
 	})
 	t.Cleanup(func() { fnet.Close() })
 	loss := newAnswerLoss(cfg.Seed)
-	inj := &injector{c: c, net: fnet, rng: rng, clock: map[string]string{}, loss: loss, logf: t.Logf}
+	volCtx, stopVols := context.WithCancel(context.Background())
+	vols := newVolumes(volCtx, c, t.Logf)
+	defer vols.wg.Wait()
+	defer stopVols()
+	inj := &injector{c: c, net: fnet, rng: rng, clock: map[string]string{}, loss: loss, vols: vols, logf: t.Logf, fatalf: t.Fatalf}
 	for _, p := range c.Procs {
 		inj.clock[p.ID] = clockFile(clockDir, p.ID)
 	}
@@ -260,7 +264,11 @@ func Run(t testing.TB, cfg Config) Report {
 		hold := time.Duration(500+rng.IntN(2500)) * time.Millisecond
 		quiet := time.Duration(500+rng.IntN(1500)) * time.Millisecond
 		fr := FaultRecord{Kind: kind, Start: rec.Now()}
-		detail, heal := inj.inject(kind)
+		detail, heal, err := inj.inject(kind)
+		if err != nil {
+			rep.Violations = append(rep.Violations, fmt.Sprintf("%s: %v", kind, err))
+			break
+		}
 		fr.Detail = detail
 		t.Logf("fault %d: %s %s for %v", i, kind, detail, hold)
 		sleep(context.Background(), hold)
@@ -292,6 +300,10 @@ func Run(t testing.TB, cfg Config) Report {
 	// say (the nodes' logs, in particular, are all on disk).
 	if notReady := ready(c, 90*time.Second); notReady != "" {
 		rep.Violations = append(rep.Violations, notReady)
+	} else if amiss := settled(c, 90*time.Second); amiss != "" {
+		// Every wiped node rejoins by itself, and no old incarnation
+		// stays in the configuration.
+		rep.Violations = append(rep.Violations, amiss)
 	}
 	hashes := converged(c)
 	if hashes != "" {
@@ -332,7 +344,7 @@ func Run(t testing.TB, cfg Config) Report {
 	}
 	// Election safety. Every node is running again, so each log holds all
 	// the elections its node won.
-	claims, err := leaderClaims(c)
+	claims, err := leaderClaims(c, vols)
 	rep.Leaders = claims
 	rep.Violations = append(rep.Violations, checkLeaders(claims, err)...)
 	rep.Checked = time.Since(start)

@@ -73,6 +73,14 @@ func TestChaos(t *testing.T) {
 	run := envDuration(t, "CHAOS_RUN", time.Minute)
 	nodes, _ := strconv.Atoi(os.Getenv("CHAOS_NODES"))
 	out := os.Getenv("CHAOS_OUT")
+	// CHAOS_FAULTS narrows the kinds drawn; empty means AllFaults.
+	var faults []FaultKind
+	if s := os.Getenv("CHAOS_FAULTS"); s != "" {
+		var err error
+		if faults, err = ParseFaults(s); err != nil {
+			t.Fatalf("CHAOS_FAULTS: %v", err)
+		}
+	}
 	var seeds []uint64
 	if s := os.Getenv("SEED"); s != "" {
 		seed, err := strconv.ParseUint(s, 10, 64)
@@ -97,7 +105,7 @@ func TestChaos(t *testing.T) {
 		}
 		runs++
 		ok := t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			rep := Run(t, Config{Seed: seed, Duration: run, Nodes: nodes, OutDir: out})
+			rep := Run(t, Config{Seed: seed, Duration: run, Nodes: nodes, Faults: faults, OutDir: out})
 			report(t, rep)
 			sum.Add(rep)
 			for _, v := range rep.Violations {

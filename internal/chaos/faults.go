@@ -36,12 +36,15 @@ const (
 	ClockBack       FaultKind = "clock-jump-behind" // a node's clock jumps back by seconds or hours; it leads
 	CrashAll        FaultKind = "crash-all"         // SIGKILL every node at once (a power loss), restart them all
 	LoseAnswers     FaultKind = "lose-answers"      // half the answers to applied writes are lost on the way back
+	WipeNode        FaultKind = "wipe-node"         // SIGKILL the leader or a follower, replace its volume, restart it empty
+	WipeAmidKills   FaultKind = "wipe-amid-kills"   // a volume is replaced while every other node crashes; those behind restart first
 )
 
 // AllFaults lists every fault kind.
 var AllFaults = []FaultKind{
 	KillLeader, KillFollower, PauseLeader, PauseFollower, CutLinkOneWay, CutLinkBothWays,
 	IsolateLeader, PartitionMajor, RollingRestart, ClockForward, ClockBack, LoseAnswers,
+	WipeNode, WipeAmidKills,
 }
 
 // extraFaults are kinds that are not in AllFaults. "make chaos-variants"
@@ -82,11 +85,26 @@ type injector struct {
 	rng   *rand.Rand
 	clock map[string]string // node id -> clock offset file
 	loss  *answerLoss
+	vols  *volumes
 	logf  func(string, ...any)
+	// fatalf fails the run: a fault that could not be injected as
+	// described.
+	fatalf func(string, ...any)
 }
 
-// inject applies a fault and returns a function that heals it.
-func (in *injector) inject(kind FaultKind) (detail string, heal func()) {
+// inject applies a fault and returns a function that heals it. It fails
+// only when a wipe has to wait for an earlier one to be promoted, and it
+// is not within a minute (see volumes).
+func (in *injector) inject(kind FaultKind) (detail string, heal func(), err error) {
+	if kind == WipeNode || kind == WipeAmidKills {
+		return in.injectWipe(kind)
+	}
+	detail, heal = in.injectOther(kind)
+	return detail, heal, nil
+}
+
+// injectOther applies a fault that keeps every volume.
+func (in *injector) injectOther(kind FaultKind) (detail string, heal func()) {
 	leader := in.c.Leader()
 	others := in.c.Others(leader)
 	follower := others[in.rng.IntN(len(others))]

@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/raftmaster/raftmaster/internal/chaos/check"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
@@ -24,20 +27,43 @@ import (
 // line is not used either: it reads the term after Raft's notification is
 // delivered, by which time a node that already stepped down may be in a
 // later term, which would put a false claim on that term.
-func leaderClaims(c *proccluster.Cluster) ([]check.LeaderClaim, error) {
+//
+// A node whose volume was replaced (WipeNode) appends its new
+// incarnation's lines to the same file: each incarnation's claims are
+// made under its own server id (or "n2 (incarnation 2)" when the run did
+// not learn it), since two incarnations of one node are two servers to
+// Raft, and both winning a term is two leaders.
+func leaderClaims(c *proccluster.Cluster, vols *volumes) ([]check.LeaderClaim, error) {
 	var claims []check.LeaderClaim
 	var errs []error
 	for _, p := range c.Procs {
-		f, err := os.Open(p.LogPath)
+		data, err := os.ReadFile(p.LogPath)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		cs, err := check.ParseLeaderClaims(p.ID, filepath.Base(p.LogPath), f)
-		f.Close()
-		claims = append(claims, cs...)
-		if err != nil {
-			errs = append(errs, err)
+		incs := vols.incarnations(p.ID)
+		if len(incs) == 0 {
+			incs = []incarnation{{id: p.ID}}
+		}
+		var labels []string
+		for i, inc := range incs {
+			end := int64(len(data))
+			if i+1 < len(incs) {
+				end = min(incs[i+1].logFrom, end)
+			}
+			from := min(inc.logFrom, end)
+			label := inc.id
+			if label == "" || slices.Contains(labels, label) {
+				label = fmt.Sprintf("%s (incarnation %d)", p.ID, i+1)
+			}
+			labels = append(labels, label)
+			first := 1 + bytes.Count(data[:from], []byte("\n"))
+			cs, err := check.ParseLeaderClaimsFrom(label, filepath.Base(p.LogPath), first, bytes.NewReader(data[from:end]))
+			claims = append(claims, cs...)
+			if err != nil {
+				errs = append(errs, err)
+			}
 		}
 	}
 	return claims, errors.Join(errs...)

@@ -40,10 +40,17 @@ var (
 // is an error rather than skipped: a claim the check cannot see would let a
 // second leader pass unnoticed.
 func ParseLeaderClaims(node, name string, r io.Reader) ([]LeaderClaim, error) {
+	return ParseLeaderClaimsFrom(node, name, 1, r)
+}
+
+// ParseLeaderClaimsFrom is ParseLeaderClaims for a part of a log file that
+// starts at line first of it: one incarnation of a node whose volume was
+// replaced, which appended to the same file as the one before it.
+func ParseLeaderClaimsFrom(node, name string, first int, r io.Reader) ([]LeaderClaim, error) {
 	var claims []LeaderClaim
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
-	for line := 1; sc.Scan(); line++ {
+	for line := first; sc.Scan(); line++ {
 		text := sc.Text()
 		if !strings.Contains(text, electionWon) {
 			continue
