@@ -64,8 +64,8 @@ bench-full: build bench-build ## the full side-by-side run behind the README's f
 
 CHAOS_TIME ?= 5m
 CHAOS_RUN  ?= 1m
-chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n replays one seed)
-	CHAOS_TIME=$(CHAOS_TIME) CHAOS_RUN=$(CHAOS_RUN) SEED=$(SEED) CHAOS_OUT=$(CURDIR)/chaos-out \
+chaos: ## randomized fault-injection runs for CHAOS_TIME, CHAOS_RUN each (SEED=n replays one seed; CHAOS_FAULTS=a,b narrows the kinds)
+	CHAOS_TIME=$(CHAOS_TIME) CHAOS_RUN=$(CHAOS_RUN) SEED=$(SEED) CHAOS_FAULTS=$(CHAOS_FAULTS) CHAOS_OUT=$(CURDIR)/chaos-out \
 		$(GO) test -count=1 -timeout 0 -run '^TestChaos$$' -v ./internal/chaos/
 
 chaos-variants: ## prove the fault-injection checks catch deliberately broken builds

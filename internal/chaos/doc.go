@@ -2,7 +2,8 @@
 // "raftmaster serve" processes on 127.0.0.1 with a fault-injecting TCP
 // proxy on every Raft link, runs a trainer workload through the Go client
 // while a seeded schedule kills, pauses, partitions, restarts and shifts the
-// clocks of nodes, records every operation, and then checks the history.
+// clocks of nodes and replaces their volumes, records every operation, and
+// then checks the history.
 //
 // Every run drives two jobs at once on the one cluster: the default job,
 // whose clients use the plain paths, and "job-b" (JobB), whose clients use
@@ -31,6 +32,26 @@
 // "election won" lines in every node's log (see leaderClaims for why the
 // logs and not polling). The report and the summary of "make chaos" give
 // the operations of each job.
+//
+// Two faults replace a node's volume: SIGKILL, its data directory
+// deleted, a restart on an empty one. WipeNode does it to the leader or a
+// follower alone; WipeAmidKills does it the way a lost volume loses
+// acknowledged writes when an empty node may vote: a minority of the other
+// nodes is killed first and misses writes, then the wiped node and every
+// node holding those writes crash, and the wiped node restarts empty with
+// the lagging ones, a majority in number, while the others come back only
+// when the fault is healed. The node returns as a new incarnation, under a
+// new server id, which the leader adds as a non-voter and promotes once
+// caught up. A wipe goes ahead only while, counting it, at most a minority
+// of the nodes lack their data (wiped and not promoted yet; see volumes
+// for why nodes that are merely down do not count), and waits up to a
+// minute for the promotions it needs; a promotion that does not come is a
+// violation. So is a membership that has not settled to one voter per
+// node, every old incarnation removed, 90 seconds after the last fault.
+// Every incarnation appends to its node's one log file, and the
+// one-leader-per-term check counts the elections of each incarnation
+// under its own server id: two incarnations of a node winning one term
+// are two leaders.
 //
 // "make chaos-variants" runs the same checks against deliberately broken
 // builds, each of which must be caught within five runs: a client that

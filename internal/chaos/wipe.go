@@ -13,6 +13,19 @@ import (
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
+// wipeWait bounds the wait of a wipe for earlier wipes to be promoted.
+const wipeWait = time.Minute
+
+// incarnation is one incarnation of a node, as the run knows it: where its
+// lines start in the node's log file, which every incarnation appends to,
+// and its server id once known.
+type incarnation struct {
+	logFrom int64
+	id      string
+}
+
+// volumes keeps track of the nodes whose volume the run replaced.
+//
 // WipeNode and WipeAmidKills replace a node's volume: SIGKILL, its data
 // directory deleted, and a restart on an empty one. The node comes back as
 // a new incarnation under a new server id, which the leader adds as a
@@ -42,19 +55,6 @@ import (
 // earlier fault healed, for the promotions it needs. A promotion that has
 // not come within a minute of that wait is a violation: the empty node
 // rejoins by itself.
-
-// wipeWait bounds the wait of a wipe for earlier wipes to be promoted.
-const wipeWait = time.Minute
-
-// incarnation is one incarnation of a node, as the run knows it: where its
-// lines start in the node's log file, which every incarnation appends to,
-// and its server id once known.
-type incarnation struct {
-	logFrom int64
-	id      string
-}
-
-// volumes keeps track of the wiped nodes.
 type volumes struct {
 	c    *proccluster.Cluster
 	logf func(string, ...any)
