@@ -207,8 +207,8 @@ func (v *volumes) incarnations(name string) []incarnation {
 
 // settled waits until the membership is what it was before any wipe, one
 // voter per node: every node answers as a voter, and the leader's
-// configuration lists exactly their server ids, every old incarnation
-// removed. It describes what is amiss if that does not happen within
+// configuration lists exactly their server ids and its node registry as
+// many nodes, every old incarnation removed from both. It describes what is amiss if that does not happen within
 // timeout.
 func settled(c *proccluster.Cluster, timeout time.Duration) string {
 	deadline := time.Now().Add(timeout)
@@ -258,6 +258,9 @@ func membershipAmiss(c *proccluster.Cluster) string {
 	slices.Sort(conf)
 	if !slices.Equal(ids, conf) {
 		amiss = append(amiss, fmt.Sprintf("the leader's configuration lists %v, the nodes are %v", conf, ids))
+	}
+	if leader.FSM.Nodes != len(c.Procs) {
+		amiss = append(amiss, fmt.Sprintf("the node registry holds %d nodes, not %d", leader.FSM.Nodes, len(c.Procs)))
 	}
 	return strings.Join(amiss, "; ")
 }
