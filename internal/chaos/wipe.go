@@ -101,10 +101,14 @@ func (v *volumes) lackingNames() []string {
 // it. choose is asked again after every promotion, since the leader may
 // have moved meanwhile.
 func (v *volumes) pick(choose func() *proccluster.Proc) (*proccluster.Proc, error) {
-	deadline := time.Now().Add(wipeWait)
-	for {
+	start := time.Now()
+	deadline := start.Add(wipeWait)
+	for waited := false; ; waited = true {
 		p := choose()
 		if v.mayWipe(p.ID) {
+			if waited {
+				v.logf("wiping %s waited %v for promotions", p.ID, time.Since(start).Round(time.Millisecond))
+			}
 			return p, nil
 		}
 		if !time.Now().Before(deadline) {
