@@ -97,12 +97,12 @@ func (v *volumes) lackingNames() []string {
 	return out
 }
 
-// pick waits until the node that choose returns may be wiped, and returns
-// it. choose is asked again after every promotion, since the leader may
-// have moved meanwhile.
-func (v *volumes) pick(choose func() *proccluster.Proc) (*proccluster.Proc, error) {
+// pick waits up to wait until the node that choose returns may be wiped,
+// and returns it. choose is asked again until then, since the leader may
+// move meanwhile.
+func (v *volumes) pick(choose func() *proccluster.Proc, wait time.Duration) (*proccluster.Proc, error) {
 	start := time.Now()
-	deadline := start.Add(wipeWait)
+	deadline := start.Add(wait)
 	for waited := false; ; waited = true {
 		p := choose()
 		if v.mayWipe(p.ID) {
@@ -113,7 +113,7 @@ func (v *volumes) pick(choose func() *proccluster.Proc) (*proccluster.Proc, erro
 		}
 		if !time.Now().Before(deadline) {
 			return nil, fmt.Errorf("wiping %s had to wait for the new incarnation of %s to be promoted, and it was not within %v with every fault healed",
-				p.ID, strings.Join(v.lackingNames(), ", "), wipeWait)
+				p.ID, strings.Join(v.lackingNames(), ", "), wait)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -286,9 +286,9 @@ func (in *injector) injectWipe(kind FaultKind) (detail string, heal func(), err 
 			}
 			others := in.c.Others(leader)
 			return others[at%len(others)]
-		})
+		}, wipeWait)
 	} else {
-		target, err = in.vols.pick(func() *proccluster.Proc { return in.c.Procs[at%len(in.c.Procs)] })
+		target, err = in.vols.pick(func() *proccluster.Proc { return in.c.Procs[at%len(in.c.Procs)] }, wipeWait)
 	}
 	if err != nil {
 		return "", nil, err

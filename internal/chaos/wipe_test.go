@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftmaster/raftmaster/internal/chaos/check"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
@@ -45,6 +46,32 @@ func TestMayWipe(t *testing.T) {
 		if got := v.mayWipe(tc.target); got != tc.want {
 			t.Errorf("%d nodes, %v lacking: may wipe %s = %v, want %v", len(tc.nodes), tc.lacking, tc.target, got, tc.want)
 		}
+	}
+}
+
+// TestPickWaitsForPromotion: a wipe that would leave a majority lacking
+// waits for the promotion it needs, and fails if it does not come.
+func TestPickWaitsForPromotion(t *testing.T) {
+	c := procsNamed(t.TempDir(), "n1", "n2", "n3")
+	v := newVolumes(context.Background(), c, t.Logf)
+	v.lacking["n2"] = 1
+	n1 := func() *proccluster.Proc { return c.Procs[0] }
+	if _, err := v.pick(n1, 100*time.Millisecond); err == nil || !strings.Contains(err.Error(), "incarnation of n2 to be promoted") {
+		t.Fatalf("wiping n1 with n2 lacking: %v; want a wait that fails", err)
+	}
+	if p, err := v.pick(func() *proccluster.Proc { return c.Procs[1] }, 0); err != nil || p != c.Procs[1] {
+		t.Fatalf("wiping n2 again: %v, %v; want it at once", p, err)
+	}
+	promoted := time.Now().Add(300 * time.Millisecond)
+	go func() {
+		time.Sleep(time.Until(promoted))
+		v.mu.Lock()
+		delete(v.lacking, "n2")
+		v.mu.Unlock()
+	}()
+	p, err := v.pick(n1, time.Minute)
+	if err != nil || p != c.Procs[0] || time.Now().Before(promoted) {
+		t.Fatalf("wiping n1: %v, %v; want it once n2 is promoted", p, err)
 	}
 }
 
