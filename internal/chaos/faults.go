@@ -37,7 +37,7 @@ const (
 	CrashAll        FaultKind = "crash-all"         // SIGKILL every node at once (a power loss), restart them all
 	LoseAnswers     FaultKind = "lose-answers"      // half the answers to applied writes are lost on the way back
 	WipeNode        FaultKind = "wipe-node"         // SIGKILL the leader or a follower, replace its volume, restart it empty
-	WipeAmidKills   FaultKind = "wipe-amid-kills"   // a volume is replaced while every other node crashes; those behind restart first
+	WipeAmidKills   FaultKind = "wipe-amid-kills"   // a volume is replaced while every other node crashes; those behind it restart with it
 )
 
 // AllFaults lists every fault kind.
