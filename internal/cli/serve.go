@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -368,14 +369,34 @@ func runServe(c *cli.Context) error {
 		return fmt.Errorf("--backend %q: want raft or etcd", c.String("backend"))
 	}
 	sig := waitForSignal(r.Stopped())
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
 	if sig == "" {
-		_ = r.Shutdown(ctx)
+		_ = shutdownWithin(cfg.Logger, r, shutdownTimeout)
 		return fmt.Errorf("stopped: %w; exiting", r.Err())
 	}
 	cfg.Logger.Info("shutting down", "signal", sig)
-	return r.Shutdown(ctx)
+	return shutdownWithin(cfg.Logger, r, shutdownTimeout)
+}
+
+// shutdownTimeout bounds a graceful stop: the leadership hand-over, Raft's
+// own stop and the HTTP server's.
+const shutdownTimeout = 15 * time.Second
+
+// shutdownWithin stops r gracefully, or gives up after timeout and a few
+// seconds more, so that a stop signal always ends the process: whatever
+// did not stop in time ends with it. The data on disk is safe either
+// way: Raft syncs every write before acknowledging it.
+func shutdownWithin(log hclog.Logger, r *replica.Replica, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Shutdown(ctx) }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout + 5*time.Second):
+		log.Error("the graceful stop did not finish in time; exiting now", "timeout", timeout)
+		return errors.New("the graceful stop did not finish in time")
+	}
 }
 
 // testClock returns the node's clock: the wall clock, shifted by the hidden
