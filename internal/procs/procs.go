@@ -8,6 +8,7 @@ package procs
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -252,12 +253,23 @@ func LogTail(procs []*Proc, n int) string {
 }
 
 // FreeAddr returns a 127.0.0.1 address with a port that was free a moment
-// ago.
+// ago, and that it never returned before in this process: the kernel may
+// hand a port just closed out again, and two nodes of one cluster given
+// the same port would fail to start.
 func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return "", err
+		}
+		addr := l.Addr().String()
+		l.Close()
+		if _, taken := handedOut.LoadOrStore(addr, true); !taken {
+			return addr, nil
+		}
 	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return "", errors.New("no free port that was not handed out already")
 }
+
+// handedOut holds every address FreeAddr returned.
+var handedOut sync.Map
