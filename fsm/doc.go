@@ -227,7 +227,11 @@
 // leaves, the group closes and watches see ErrClosed.
 //
 // RegisterNode and RemoveNode maintain nodeID -> {raftAddr, apiAddr}, so
-// any replica can say where the leader's API is.
+// any replica can say where the leader's API is. From Protocol2 on an entry
+// also holds the node's release and the highest level its build applies,
+// written as optional trailing fields; below Protocol2 a RegisterNode that
+// carries them is refused with CodeInvalid on every replica, as releases
+// before protocol levels refuse its trailing bytes.
 //
 // # Register
 //
@@ -318,7 +322,9 @@
 // small tables and shares the immutable chunk lists; Snapshot.WriteTo
 // streams the versioned encoding while ApplyEntry goes on: version 4 writes
 // the cluster's part, then every job in name order, each with its
-// register in key order. Version 3, written before the register existed,
+// register in key order. Version 5, written from Protocol2 on, adds the
+// protocol level and each registry entry's release. Version 3, written
+// before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes
 // into a fresh state, checks in every job that every task is in exactly
