@@ -27,6 +27,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
 	"github.com/raftmaster/raftmaster/internal/leader"
 	"github.com/raftmaster/raftmaster/internal/metrics"
+	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -274,16 +275,33 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // registry. A new incarnation of a node (one that came back with an empty
 // data directory) is added as a non-voter and promoted once it has caught
 // up, so it asks again until it is a voter. The leader registers itself.
+//
+// The registry records each node's release from protocol level 2 on.
+// Below it (a rolling upgrade under way) the node waits, asking nothing,
+// and once the level has risen it asks again, so that its entry gains its
+// release.
 func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, peers peerAPI) {
 	backoff := 200 * time.Millisecond
+	logged := false
 	for attempt := 0; ; attempt++ {
 		self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(),
-			Protocol: fsm.Protocol, LastIndex: node.Raft().LastIndex()}
+			Protocol: fsm.Protocol, Version: version.String(), LastIndex: node.Raft().LastIndex()}
+		level := node.FSM().Protocol()
+		want := fsm.Registration{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Version: self.Version, Protocol: self.Protocol}
 		cur, registered := node.FSM().Registration(self.ID)
-		registered = registered && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr
-		if registered && node.IsVoter() {
-			log.Info("node registered", "id", self.ID)
-			return
+		if registered && cur == want.AtLevel(level) && node.IsVoter() {
+			if level >= fsm.Protocol {
+				log.Info("node registered", "id", self.ID, "version", self.Version)
+				return
+			}
+			if !logged {
+				log.Info("node registered; its release will be once the cluster's protocol level rises", "id", self.ID, "level", level)
+				logged = true
+			}
+			if !leader.Sleep(ctx, levelWait) {
+				return
+			}
+			continue
 		}
 		var targets []string
 		if node.IsLeader() {
@@ -309,6 +327,10 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 		}
 	}
 }
+
+// levelWait is how often a registered node below this build's protocol
+// level looks whether the level has risen.
+const levelWait = 2 * time.Second
 
 // sleepBackoff waits *backoff, then doubles it up to 2 s; it reports false
 // when ctx ended first.
