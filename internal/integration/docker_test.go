@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,7 +16,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -229,34 +227,11 @@ func underLoad(t *testing.T, name string) (*composeCluster, *passLog, func() int
 	return c, log, stop
 }
 
-// trainers runs n trainers through passes until stop is called; stop
-// lets every trainer finish the pass after the last one delivered so far,
-// waits for them (failing the test on any error a trainer call returned)
-// and returns how many passes were read in full.
+// trainers runs n trainers of the host's client through passes until
+// stop is called (see startTrainersUntil).
 func (c *composeCluster) trainers(n int, log *passLog) (stop func() int) {
 	c.t.Helper()
-	var last atomic.Int64
-	last.Store(math.MaxInt64)
-	wait := startTrainersWhile(c.t, n, func(pass int) bool { return int64(pass) <= last.Load() }, log,
-		append(c.clientOpts("n1", "n2", "n3"), client.WithBuffer(4), client.WithRetry(3*time.Minute))...)
-	return func() int {
-		c.t.Helper()
-		end := log.lastPass() + 1
-		last.Store(int64(end))
-		wait()
-		return end + 1
-	}
-}
-
-// lastPass is the highest pass any record was delivered in, or -1.
-func (l *passLog) lastPass() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	last := -1
-	for p := range l.counts {
-		last = max(last, p)
-	}
-	return last
+	return startTrainersUntil(c.t, n, log, append(c.clientOpts("n1", "n2", "n3"), client.WithBuffer(4), client.WithRetry(3*time.Minute))...)
 }
 
 // logs returns the output of service's current container.

@@ -315,6 +315,9 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 		}
 		for _, addr := range targets {
 			err := postJoin(ctx, peers, addr, self)
+			if byEarlierRelease(err) {
+				err = joinEarlierRelease(ctx, peers, addr, self)
+			}
 			if err == nil {
 				break
 			}
@@ -389,9 +392,40 @@ func postJoin(ctx context.Context, p peerAPI, addr string, req rpc.AddVoterReque
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+		return &joinRefused{status: resp.StatusCode, msg: string(bytes.TrimSpace(msg))}
 	}
 	return nil
+}
+
+// joinRefused is a join request the cluster answered with an error.
+type joinRefused struct {
+	status int
+	msg    string
+}
+
+func (e *joinRefused) Error() string { return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg) }
+
+// byEarlierRelease reports whether err is the answer of a leader of a
+// release before protocol levels to a join request: it refuses the fields
+// it does not know (protocol, version, last_index) as invalid JSON.
+func byEarlierRelease(err error) bool {
+	r, ok := errors.AsType[*joinRefused](err)
+	return ok && r.status == http.StatusBadRequest && strings.Contains(r.msg, "unknown field")
+}
+
+// joinEarlierRelease asks a leader of a release before protocol levels, in
+// a rolling upgrade, to add or register this node, in that release's
+// terms. Only a node whose server id is its name (its data directory was
+// made by such a release) may be: that leader would add a new incarnation
+// as a voter at once, before it has caught up, which is how an empty node
+// could count towards a quorum. A new incarnation waits for an upgraded
+// leader instead.
+func joinEarlierRelease(ctx context.Context, p peerAPI, addr string, self rpc.AddVoterRequest) error {
+	if raftnode.NameOf(self.ID) != self.ID {
+		return fmt.Errorf("the leader runs an earlier release, which would make this new incarnation (%s) a voter before it caught up: "+
+			"this node joins once an upgraded node leads (upgrade the leader)", self.ID)
+	}
+	return postJoin(ctx, p, addr, rpc.AddVoterRequest{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr})
 }
 
 // setToken adds a bearer token to req, when there is one.
