@@ -403,7 +403,9 @@ type joinRefused struct {
 	msg    string
 }
 
-func (e *joinRefused) Error() string { return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg) }
+func (e *joinRefused) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg)
+}
 
 // byEarlierRelease reports whether err is the answer of a leader of a
 // release before protocol levels to a join request: it refuses the fields
