@@ -324,6 +324,19 @@ func (c *composeCluster) trainers(n int, log *passLog) (stop func() int) {
 	return startTrainersUntil(c.t, n, log, append(c.clientOpts("n1", "n2", "n3"), client.WithBuffer(4), client.WithRetry(3*time.Minute))...)
 }
 
+// total reports how many records were delivered so far, in every pass.
+func (l *passLog) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, c := range l.counts {
+		for _, k := range c {
+			n += k
+		}
+	}
+	return n
+}
+
 // logs returns the output of service's current container.
 func (c *composeCluster) logs(service string) string {
 	c.t.Helper()

@@ -124,19 +124,6 @@ func (l *passLog) lastPass() int {
 	return last
 }
 
-// total reports how many records were delivered so far, in every pass.
-func (l *passLog) total() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, c := range l.counts {
-		for _, k := range c {
-			n += k
-		}
-	}
-	return n
-}
-
 // delivered reports how many distinct records pass has delivered so far.
 func (l *passLog) delivered(pass int) int {
 	l.mu.Lock()
