@@ -19,15 +19,20 @@ import (
 // nodes one at a time, followers first, each stopped with SIGTERM and
 // started on its data with this release. The first comes back under
 // another API address, which the cluster, still led by the previous
-// release, must record. No trainer call fails, every pass delivers every
-// record exactly once, the cluster stays at protocol level 1 while any
-// node runs the previous release and reaches this build's level once the
-// last is upgraded, every node's registry entry then holds its release,
-// and the replicas converge.
+// release, must record. Leadership then moves to it, and a follower of
+// the previous release, stopped while the log moves on past what the
+// leader keeps, is restarted and caught up by the new leader's snapshot.
+// No trainer call fails, every pass delivers every record exactly once,
+// the cluster stays at protocol level 1 while any node runs the previous
+// release and reaches this build's level once the last is upgraded, every
+// node's registry entry then holds its release, and the replicas converge.
 func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	prev := previousSource(t)
 	oldBin := prev.build(t, "./cmd/raftmaster", runtime.GOOS, runtime.GOARCH)
-	c := proccluster.Start(t, proccluster.Options{BootstrapExpect: 3, Hold: true})
+	// Frequent snapshots, few entries kept after them: a follower that
+	// was down for a few hundred entries is sent a snapshot.
+	c := proccluster.Start(t, proccluster.Options{BootstrapExpect: 3, Hold: true,
+		Args: []string{"--snapshot-threshold", "100", "--snapshot-interval", "500ms", "--trailing-logs", "50"}})
 	newBin := c.Bin
 	c.Bin = oldBin
 	for _, p := range c.Procs {
@@ -57,6 +62,9 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 		u.upgraded = append(u.upgraded, p)
 		u.whole()
 		t.Logf("upgraded %s; trainers at pass %d", p.ID, log.lastPass())
+		if i == 0 {
+			u.snapshotToPrevious(oldBin)
+		}
 	}
 	c.WaitFor("the cluster at this build's protocol level", time.Minute, func() bool {
 		for _, p := range c.Procs {
@@ -103,6 +111,43 @@ func (u *upgrade) nextToUpgrade() *proccluster.Proc {
 		}
 	}
 	return next
+}
+
+// snapshotToPrevious makes the first upgraded node the leader, stops a
+// follower of the previous release while the log moves on past what the
+// leader keeps after its snapshots, and restarts it on the previous
+// release: the new leader's snapshot, at protocol level 1, must be one it
+// restores.
+func (u *upgrade) snapshotToPrevious(oldBin string) {
+	u.t.Helper()
+	leader := u.upgraded[0]
+	admin := newClient(u.t, client.WithAddrs(u.c.APIAddrs()...))
+	if err := admin.TransferLeadership(leader.ID); err != nil {
+		u.t.Fatal(err)
+	}
+	u.c.WaitFor(leader.ID+" to lead", time.Minute, func() bool { return u.c.Leader() == leader })
+	var old *proccluster.Proc
+	for _, p := range u.c.Procs {
+		if !slices.Contains(u.upgraded, p) {
+			old = p
+		}
+	}
+	stopped := statusOf(u.t, old).LastIndex
+	installed := logCount(u.t, old, "Installed remote snapshot")
+	u.c.Term(old)
+	u.c.WaitFor("the log to move on", time.Minute, func() bool {
+		st, err := proccluster.Status(context.Background(), leader.APIAddr)
+		return err == nil && st.AppliedIndex > stopped+400
+	})
+	newBin := u.c.Bin
+	u.c.Bin = oldBin
+	u.c.Restart(old)
+	u.c.Bin = newBin
+	u.whole()
+	u.c.WaitFor(old.ID+" to install the new leader's snapshot", time.Minute, func() bool {
+		return logCount(u.t, old, "Installed remote snapshot") > installed
+	})
+	u.t.Logf("%s, of the previous release, installed the snapshot of %s, of this one", old.ID, leader.ID)
 }
 
 // whole waits until every node is up and ready in a configuration of all
