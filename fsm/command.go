@@ -246,11 +246,31 @@ type TaskMeta struct {
 	Epoch int `json:"epoch"`
 }
 
-// Registration is a registry entry: where a replica's Raft and HTTP API listen.
+// Registration is a registry entry: where a replica's Raft and HTTP API
+// listen and, from Protocol2 on, which release it runs.
 type Registration struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
+	// Version is the node's release (internal/version) and Protocol the
+	// highest protocol level its build applies. A cluster below Protocol2
+	// records neither: its replicas of earlier releases refuse a
+	// RegisterNode that carries them (AtLevel leaves them out).
+	Version  string `json:"version,omitempty"`
+	Protocol uint64 `json:"protocol,omitempty"`
+}
+
+// hasRelease reports whether r carries the fields of Protocol2.
+func (r Registration) hasRelease() bool { return r.Version != "" || r.Protocol != 0 }
+
+// AtLevel returns r as a cluster at protocol level records it: without
+// its release below Protocol2. A proposer registers AtLevel of the level
+// its state is at, which the entry finds or exceeds when it is applied.
+func (r Registration) AtLevel(level uint64) Registration {
+	if level < Protocol2 {
+		r.Version, r.Protocol = "", 0
+	}
+	return r
 }
 
 // SetDataset sets the dataset in one entry. Only the first dataset is
@@ -634,14 +654,35 @@ func (c *Join) decode(d *decoder) {
 func (c *Leave) encode(e *encoder) { e.string(c.Group); e.uuid(c.Member) }
 func (c *Leave) decode(d *decoder) { c.Group = d.string(); c.Member = d.uuid() }
 
+// encode writes the registration; its release, added at Protocol2, is
+// written only when set, as optional trailing fields that replicas of
+// earlier releases refuse (they answer trailing bytes invalid), so that a
+// registration without it reads the same everywhere.
 func (c *RegisterNode) encode(e *encoder) {
 	e.string(c.Node.ID)
 	e.string(c.Node.RaftAddr)
 	e.string(c.Node.APIAddr)
+	if c.Node.hasRelease() {
+		e.string(c.Node.Version)
+		e.uvarint(c.Node.Protocol)
+	}
 }
 
 func (c *RegisterNode) decode(d *decoder) {
 	c.Node = Registration{ID: d.string(), RaftAddr: d.string(), APIAddr: d.string()}
+	if !d.empty() {
+		c.Node.Version = d.string()
+		c.Node.Protocol = d.uvarint()
+	}
+}
+
+// level is the protocol level the command's fields need: a registration
+// with a release needs Protocol2.
+func (c *RegisterNode) level() uint64 {
+	if c.Node.hasRelease() {
+		return Protocol2
+	}
+	return Protocol1
 }
 
 func (c *RemoveNode) encode(e *encoder)  { e.string(c.ID) }

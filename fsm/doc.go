@@ -273,7 +273,11 @@
 // closes and watches see ErrClosed.
 //
 // RegisterNode and RemoveNode maintain nodeID -> {raftAddr, apiAddr}, so
-// any replica can say where the leader's API is.
+// any replica can say where the leader's API is. From Protocol2 on an entry
+// also holds the node's release and the highest level its build applies,
+// written as optional trailing fields; below Protocol2 a RegisterNode that
+// carries them is refused with CodeInvalid on every replica, as releases
+// before protocol levels refuse its trailing bytes.
 //
 // # Register
 //
@@ -385,8 +389,9 @@
 // streams the versioned encoding while ApplyEntry goes on: version 4 writes
 // the cluster's part, then every job in name order, each with its
 // register in key order; version 5, written from Protocol2, adds the
-// protocol level and the era to the cluster's part and each job's kept
-// rounds that timed out after its register. Version 3, written before the register existed,
+// protocol level and the era to the cluster's part, each registry entry's
+// release, and each job's kept rounds that timed out after its register.
+// Version 3, written before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes
 // into a fresh state, checks in every job that every task is in exactly

@@ -539,7 +539,7 @@ func encodeLegacy(t *testing.T, s *state, version uint64) []byte {
 	} else {
 		encodeJob(sw, j)
 	}
-	encodeNodes(e, s.nodes)
+	encodeNodes(e, s.nodes, version)
 	encodeDedup(sw, &s.dedup, version)
 	sw.flush()
 	if sw.err != nil {

@@ -152,6 +152,11 @@ func (m *model) apply(b []byte) Result {
 	if meta, ok := metaOf(c); ok && meta.Epoch > math.MaxInt32 && m.protocol < Protocol2 {
 		return invalidResult // the epochs of Protocol1
 	}
+	if rn, ok := c.(*RegisterNode); ok && (rn.Node.Version != "" || rn.Node.Protocol != 0) && m.protocol < Protocol2 {
+		// A node's release is a field of Protocol2, which earlier
+		// releases refuse as trailing bytes.
+		return invalidResult
+	}
 	req := c.Hdr().Request
 	if cl := m.client(req.Client); !req.IsZero() && cl != nil {
 		for _, s := range cl.seen {

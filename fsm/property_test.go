@@ -259,7 +259,14 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 			return &RemoveNode{ID: id}
 		}
 		port := rapid.IntRange(1, 3).Draw(t, "port")
-		return &RegisterNode{Node: Registration{ID: id, RaftAddr: fmt.Sprint("r:", port), APIAddr: fmt.Sprint("a:", port)}}
+		// Without a release first, as below Protocol2; with one, which
+		// only Protocol2 records.
+		reg := Registration{ID: id, RaftAddr: fmt.Sprint("r:", port), APIAddr: fmt.Sprint("a:", port)}
+		if rapid.Bool().Draw(t, "release") {
+			reg.Version = rapid.SampledFrom([]string{"", "v1.4.0", "v1.5.0-3-gabcdef"}).Draw(t, "version")
+			reg.Protocol = rapid.Uint64Range(0, Protocol).Draw(t, "nodeProtocol")
+		}
+		return &RegisterNode{Node: reg}
 	case "create":
 		return &CreateJob{}
 	case "delete":

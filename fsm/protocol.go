@@ -69,17 +69,28 @@ func (s *state) setProtocol(c *SetProtocol) *Result {
 // semantics of level p are in effect.
 func (s *state) atLeast(p uint64) bool { return s.protocol >= p }
 
-// checkLevel refuses a command whose type needs a higher level than the
-// state's. The leader checks first (FSM.Allows), so only a command from a
-// misbehaving proposer meets this; it is refused on every replica alike.
-// Below Protocol2 it also refuses a task epoch above math.MaxInt32, as
-// validation did before epochs carried an era (era.go).
+// leveled is a command of an existing type with optional trailing fields
+// added at a later level: level returns the level its fields need.
+// Replicas of the releases before that level refuse the fields as trailing
+// bytes, so every replica must refuse them below it.
+type leveled interface{ level() uint64 }
+
+// checkLevel refuses a command whose type, or whose fields, need a higher
+// level than the state's. The leader checks first (FSM.Allows), so only a
+// command from a misbehaving proposer meets this; it is refused on every
+// replica alike, before anything is looked up, as replicas of earlier
+// releases refuse it when they decode it. Below Protocol2 it also refuses
+// a task epoch above math.MaxInt32, as validation did before epochs
+// carried an era (era.go).
 func (s *state) checkLevel(c Command) error {
 	if spec := lookup(c.Type()); spec != nil && spec.since > s.protocol {
 		return invalidf("%v needs protocol level %d; the cluster is at %d", c.Type(), spec.since, s.protocol)
 	}
 	if m, ok := metaOf(c); ok && m.Epoch > math.MaxInt32 && !s.atLeast(Protocol2) {
 		return invalidf("task epoch %d out of range", m.Epoch)
+	}
+	if l, ok := c.(leveled); ok && l.level() > s.protocol {
+		return invalidf("%v with these fields needs protocol level %d; the cluster is at %d", c.Type(), l.level(), s.protocol)
 	}
 	return nil
 }
@@ -118,9 +129,13 @@ func (f *FSM) Allows(c Command) error {
 	if spec == nil {
 		return invalidf("unknown command type %v", c.Type())
 	}
-	if level := f.Protocol(); spec.since > level {
+	need := spec.since
+	if l, ok := c.(leveled); ok {
+		need = max(need, l.level())
+	}
+	if level := f.Protocol(); need > level {
 		return fmt.Errorf("%w: %v needs protocol level %d, and the cluster is at %d until every node runs a release that knows it",
-			ErrUpgradePending, c.Type(), spec.since, level)
+			ErrUpgradePending, c.Type(), need, level)
 	}
 	return nil
 }

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -102,4 +105,75 @@ func TestNodeRegistry(t *testing.T) {
 			h.ok(&RegisterNode{Node: Registration{ID: "n0", APIAddr: "x:1"}}) // updates still work
 		}},
 	})
+}
+
+// A node's release is a field of Protocol2: below it, a registration that
+// carries one is refused on every replica, as replicas of earlier releases
+// refuse its trailing bytes, and one without it is encoded as they encode
+// it; from Protocol2 on the registry keeps it, and snapshots carry it.
+func TestRegistrationRelease(t *testing.T) {
+	plain := Registration{ID: "n1", RaftAddr: "10.0.0.1:7000", APIAddr: "10.0.0.1:8080"}
+	withRelease := plain
+	withRelease.Version, withRelease.Protocol = "v1.5.0", Protocol2
+
+	// The encoding of earlier releases: the header, then three strings.
+	var e encoder
+	e.string(plain.ID)
+	e.string(plain.RaftAddr)
+	e.string(plain.APIAddr)
+	if b := Encode(&RegisterNode{Node: plain}); !bytes.HasSuffix(b, e.buf) {
+		t.Fatalf("a registration without a release is not encoded as earlier releases encode it")
+	}
+	if n := len(Encode(&RegisterNode{Node: withRelease})) - len(Encode(&RegisterNode{Node: plain})); n <= 0 {
+		t.Fatalf("a release adds %d bytes", n)
+	}
+	if got := withRelease.AtLevel(Protocol1); got != plain {
+		t.Fatalf("AtLevel(1) = %+v, want %+v", got, plain)
+	}
+	if got := withRelease.AtLevel(Protocol2); got != withRelease {
+		t.Fatalf("AtLevel(2) = %+v, want %+v", got, withRelease)
+	}
+
+	h := newHarness(t)
+	h.ok(&RegisterNode{Node: plain})
+	for _, r := range []Registration{withRelease, {ID: "n1", Version: "v1"}, {ID: "n1", Protocol: Protocol2}} {
+		h.rejects(&RegisterNode{Node: r})
+	}
+	if err := h.f.Allows(&RegisterNode{Node: withRelease}); !errors.Is(err, ErrUpgradePending) {
+		t.Fatalf("Allows a release at level 1: %v, want ErrUpgradePending", err)
+	}
+	if err := h.f.Allows(&RegisterNode{Node: plain}); err != nil {
+		t.Fatalf("Allows a registration without a release at level 1: %v", err)
+	}
+	h.ok(&SetProtocol{Level: Protocol2})
+	if got, _ := h.f.Registration("n1"); got != plain {
+		t.Fatalf("raising the level changed the entry: %+v", got)
+	}
+	h.ok(&RegisterNode{Node: withRelease})
+	if got, _ := h.f.Registration("n1"); got != withRelease {
+		t.Fatalf("n1 = %+v, want %+v", got, withRelease)
+	}
+	h.rejects(&RegisterNode{Node: Registration{ID: "n2", Version: strings.Repeat("v", MaxIDLen+1)}})
+
+	g := New()
+	if err := g.Restore(readCloser(h.f.SnapshotBytes())); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := g.Registration("n1"); got != withRelease {
+		t.Fatalf("after a snapshot round trip n1 = %+v, want %+v", got, withRelease)
+	}
+}
+
+// A snapshot that records a release in a state below Protocol2 is damaged:
+// Restore refuses it.
+func TestRestoreRefusesAReleaseBelowProtocol2(t *testing.T) {
+	s := newState()
+	s.nodes["n1"] = Registration{ID: "n1", Version: "v1.5.0", Protocol: Protocol2}
+	var b bytes.Buffer
+	if err := encodeStateVersion(&b, s, 5); err != nil {
+		t.Fatal(err)
+	}
+	if err := New().Restore(readCloser(b.Bytes())); err == nil {
+		t.Fatal("restored a level 1 state whose registry holds a release")
+	}
 }

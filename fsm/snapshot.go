@@ -111,7 +111,7 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 	sw := &snapWriter{w: w, e: encoder{buf: make([]byte, 0, 4<<10)}} // grows to a block
 	e := &sw.e
 	encodeHeader(e, s, version)
-	encodeNodes(e, s.nodes)
+	encodeNodes(e, s.nodes, version)
 	encodeDedup(sw, &s.dedup, version)
 
 	e.uvarint(uint64(len(s.jobs)))
@@ -361,11 +361,11 @@ func decodeState(b []byte) (*state, error) {
 			j.seq = 1
 			s.jobs[j.name] = j
 		}
-		decodeNodes(d, s)
+		decodeNodes(d, s, version)
 		decodeDedup(d, s, version)
 	} else {
 		decodeCounters(d, s, version)
-		decodeNodes(d, s)
+		decodeNodes(d, s, version)
 		decodeDedup(d, s, version)
 		keys := keyOrder{d: d, what: "job"}
 		for range d.length(1) {
@@ -522,10 +522,13 @@ func decodeTimeouts(d *decoder, s *job) {
 	}
 }
 
-func decodeNodes(d *decoder, s *state) {
+func decodeNodes(d *decoder, s *state, version uint64) {
 	keys := keyOrder{d: d, what: "node"}
 	for range d.length(1) {
 		n := Registration{ID: keys.next(d.string()), RaftAddr: d.string(), APIAddr: d.string()}
+		if version >= 5 {
+			n.Version, n.Protocol = d.string(), d.uvarint()
+		}
 		s.nodes[n.ID] = n
 	}
 }
@@ -608,6 +611,9 @@ func (s *state) check() error {
 	for _, id := range sortedKeys(s.nodes) {
 		if err := validate(&RegisterNode{Node: s.nodes[id]}); err != nil {
 			return err
+		}
+		if s.nodes[id].hasRelease() && !s.atLeast(Protocol2) {
+			return fmt.Errorf("node %q: a release in the registry of a state at protocol level %d", id, s.protocol)
 		}
 	}
 	seqs := make(map[uint64]bool, len(s.jobs))
@@ -757,14 +763,18 @@ func (g *group) check(nextGen uint64) error {
 	return nil
 }
 
-// encodeNodes writes the node registry in id order; every snapshot version
-// writes it the same way.
-func encodeNodes(e *encoder, nodes map[string]Registration) {
+// encodeNodes writes the node registry in id order; version 5 adds each
+// node's release, which states below Protocol2 do not hold.
+func encodeNodes(e *encoder, nodes map[string]Registration, version uint64) {
 	e.uvarint(uint64(len(nodes)))
 	for _, id := range sortedKeys(nodes) {
 		n := nodes[id]
 		e.string(n.ID)
 		e.string(n.RaftAddr)
 		e.string(n.APIAddr)
+		if version >= 5 {
+			e.string(n.Version)
+			e.uvarint(n.Protocol)
+		}
 	}
 }

@@ -103,6 +103,9 @@ func (c *RegisterNode) validate() error {
 	if len(c.Node.RaftAddr) > MaxIDLen || len(c.Node.APIAddr) > MaxIDLen {
 		return invalidf("node address longer than %d bytes", MaxIDLen)
 	}
+	if len(c.Node.Version) > MaxIDLen {
+		return invalidf("node version longer than %d bytes", MaxIDLen)
+	}
 	return nil
 }
 

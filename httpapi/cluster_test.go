@@ -14,6 +14,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
+	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -109,7 +110,7 @@ func TestClusterFanOut(t *testing.T) {
 	fake.members = []rpc.Member{
 		{ID: "local", APIAddr: e.local.API, Suffrage: "Voter", Leader: true},
 		{ID: "n2", APIAddr: strings.TrimPrefix(ots.URL, "http://"), Suffrage: "Voter"},
-		{ID: "n3", APIAddr: goneAddr, Suffrage: "Voter"},
+		{ID: "n3", APIAddr: goneAddr, Suffrage: "Voter", Version: "v-registered", Protocol: fsm.Protocol},
 		{ID: "n4", Suffrage: "Nonvoter"},
 	}
 	fake.mu.Unlock()
@@ -126,8 +127,17 @@ func TestClusterFanOut(t *testing.T) {
 	if m := c.Members[1]; m.State != "Leader" || m.Term != 1 || m.Error != "" {
 		t.Errorf("n2 %+v", m)
 	}
-	if m := c.Members[2]; m.Error == "" || m.State != "" {
-		t.Errorf("unreachable n3 %+v", m)
+	if m := c.Members[2]; m.Error == "" || m.State != "" || m.Version != "v-registered" || m.Protocol != fsm.Protocol {
+		t.Errorf("unreachable n3 %+v; want the version it registered", m)
+	}
+	// The members that answered say their own version and level.
+	for _, m := range c.Members[:2] {
+		if m.Version != version.String() || m.Protocol != fsm.Protocol {
+			t.Errorf("%s reports version %q level %d, want %q level %d", m.ID, m.Version, m.Protocol, version.String(), fsm.Protocol)
+		}
+	}
+	if c.ClusterProtocol != e.local.FSM().Protocol() {
+		t.Errorf("cluster_protocol %d, want the state's %d", c.ClusterProtocol, e.local.FSM().Protocol())
 	}
 	if m := c.Members[3]; m.Error == "" {
 		t.Errorf("n4 without address %+v", m)

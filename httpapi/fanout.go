@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"sync"
 
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -43,6 +44,10 @@ func fillMember(m *rpc.Member, st rpc.StatusResponse) {
 	m.State, m.Term = st.State, st.Term
 	m.LastIndex, m.CommitIndex, m.AppliedIndex = st.LastIndex, st.CommitIndex, st.AppliedIndex
 	m.LastContact = st.LastContact
+	if st.Version != "" {
+		m.Version = st.Version
+		m.Protocol = max(st.Protocol, fsm.Protocol1)
+	}
 }
 
 // memberStatus asks the member at addr for its status, over the scheme

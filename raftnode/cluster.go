@@ -18,6 +18,10 @@ type Member struct {
 	APIAddr  string
 	Suffrage string
 	Leader   bool
+	// Version and Protocol are the release the node registered, from
+	// protocol level 2 on; empty before.
+	Version  string
+	Protocol uint64
 }
 
 // Members lists the Raft configuration, sorted as Raft keeps it.
@@ -32,7 +36,7 @@ func (n *Node) Members() ([]Member, error) {
 		entry, _ := n.fsm.Registration(string(s.ID))
 		out = append(out, Member{
 			ID: string(s.ID), Name: NameOf(string(s.ID)), RaftAddr: string(s.Address), APIAddr: entry.APIAddr,
-			Suffrage: s.Suffrage.String(), Leader: s.ID == leaderID,
+			Suffrage: s.Suffrage.String(), Leader: s.ID == leaderID, Version: entry.Version, Protocol: entry.Protocol,
 		})
 	}
 	return out, nil
@@ -58,9 +62,11 @@ func (n *Node) IsVoter() bool { return n.isVoter() }
 // index and still be promoted: about what is in flight under load.
 const CatchUpSlack = 256
 
-// AddVoter brings the server id, at raftAddr, with its API at apiAddr, one
-// step closer to being a voter of the cluster; lastIndex is the last index
-// of its log. The node asks again until it is a voter.
+// AddVoter brings the server reg.ID, at reg.RaftAddr, with its API at
+// reg.APIAddr, one step closer to being a voter of the cluster, and
+// records reg in the registry, its release from protocol level 2 on;
+// lastIndex is the last index of its log. The node asks again until it is
+// a voter and its entry is complete.
 //
 //   - Every other server of the same node name (a previous incarnation,
 //     whose volume was lost) or at the same Raft address leaves the
@@ -74,7 +80,8 @@ const CatchUpSlack = 256
 //
 // A voter already listed at that address only has its registry entry
 // refreshed.
-func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string, lastIndex uint64) error {
+func (n *Node) AddVoter(ctx context.Context, reg fsm.Registration, lastIndex uint64) error {
+	id, raftAddr := reg.ID, reg.RaftAddr
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
@@ -145,10 +152,11 @@ func (n *Node) AddVoter(ctx context.Context, id, raftAddr, apiAddr string, lastI
 			return mapRaftError(err)
 		}
 	}
-	if cur, ok := n.fsm.Registration(id); ok && cur.RaftAddr == raftAddr && cur.APIAddr == apiAddr {
+	reg = reg.AtLevel(n.fsm.Protocol())
+	if cur, ok := n.fsm.Registration(id); ok && cur == reg {
 		return nil
 	}
-	_, err := n.propose(ctx, &fsm.RegisterNode{Node: fsm.Registration{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr}})
+	_, err := n.propose(ctx, &fsm.RegisterNode{Node: reg})
 	return err
 }
 

@@ -87,7 +87,9 @@ func newTestClusterWith(t *testing.T, n int, configure func(*Config)) *testClust
 func join(t *testing.T, leader, node *Node, apiAddr string) {
 	t.Helper()
 	waitFor(t, node.ID()+" to become a voter", func() bool {
-		if err := leader.AddVoter(context.Background(), node.ID(), node.RaftAddr(), apiAddr, node.Raft().LastIndex()); err != nil {
+		reg := node.registration()
+		reg.APIAddr = apiAddr
+		if err := leader.AddVoter(context.Background(), reg, node.Raft().LastIndex()); err != nil {
 			t.Fatalf("AddVoter: %v", err)
 		}
 		return node.IsVoter()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/internal/version"
 )
 
 // watchLeadership drains Raft's leadership notifications promptly (Raft
@@ -104,7 +105,7 @@ func (n *Node) takeOver(ctx context.Context) bool {
 		{"take-over", func() error {
 			return leader.TakeOver{
 				FSM: n.fsm, Clock: &n.clock, Wall: n.cfg.Clock,
-				Self:  fsm.Registration{ID: n.id, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr},
+				Self:  n.registration(),
 				Grace: n.cfg.FailoverGrace, Limits: n.cfg.Limits, Logger: n.log, Propose: n.propose,
 			}.Run(ctx)
 		}},
@@ -129,6 +130,12 @@ func (n *Node) takeOver(ctx context.Context) bool {
 	return true
 }
 
+// registration is this node's registry entry, with its release.
+func (n *Node) registration() fsm.Registration {
+	return fsm.Registration{ID: n.id, RaftAddr: n.cfg.RaftAdvertise, APIAddr: n.cfg.APIAddr,
+		Version: version.String(), Protocol: fsm.Protocol}
+}
+
 // PeerLevel asks a server of the configuration for the highest protocol
 // level its build applies (fsm.Protocol of its release); an older
 // release, which does not say, applies fsm.Protocol1. The registration
@@ -144,16 +151,29 @@ const protocolCheckInterval = 2 * time.Second
 // the Raft configuration, voters and non-voters, applies that level, so
 // that the commands, semantics and snapshot version of the level reach no
 // replica that cannot read them. It runs while this node leads and the
-// cluster is below the level.
+// cluster is below the level; once the level is raised, the leader
+// registers again, with its release, which the registry records from
+// then on (the other nodes' registration loops do the same).
 func (n *Node) raiseProtocol(ctx context.Context) {
 	lastWhy := ""
-	for n.fsm.Protocol() < fsm.Protocol {
+	for {
+		if n.fsm.Protocol() >= fsm.Protocol {
+			err := leader.Register(ctx, n.fsm, n.registration(), n.propose)
+			if err == nil {
+				return
+			}
+			n.log.Warn("registering this leader with its release", "error", err)
+			if !leader.Sleep(ctx, protocolCheckInterval) {
+				return
+			}
+			continue
+		}
 		why := n.levelBlocker(ctx, fsm.Protocol)
 		if why == "" {
 			_, err := n.propose(ctx, &fsm.SetProtocol{Level: fsm.Protocol})
 			if err == nil {
 				n.log.Info("raised the cluster's protocol level: every server runs a release that knows it", "level", fsm.Protocol)
-				return
+				continue
 			}
 			why = "proposing it: " + err.Error()
 		}

@@ -103,7 +103,10 @@ func New(cfg Config) (*Node, error) {
 	if lvl, err := n.store.GetUint64(levelKey); err == nil {
 		n.savedLevel.Store(lvl)
 	}
-	if made {
+	switch {
+	case made && n.id == cfg.ID:
+		n.log.Info("this data directory was made by an earlier release: the node keeps its name as its server id", "name", cfg.ID)
+	case made:
 		n.log.Info("this data directory is a new incarnation of the node", "name", cfg.ID, "server_id", n.id)
 	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, n.log.Named("snapshot"))

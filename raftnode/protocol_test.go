@@ -32,8 +32,18 @@ func TestProtocolRisesOnceEveryServerIsUpgraded(t *testing.T) {
 			t.Fatalf("%s is at level %d while the other servers run level %d", n.ID(), got, fsm.Protocol1)
 		}
 	}
+	leader := c.leader()
+	if reg, ok := leader.FSM().Registration(leader.ID()); !ok || reg != leader.registration().AtLevel(fsm.Protocol1) {
+		t.Fatalf("at level 1 the leader's registry entry is %+v, %v; want %+v", reg, ok, leader.registration().AtLevel(fsm.Protocol1))
+	}
 	upgraded.Store(true)
 	for _, n := range c.nodes {
 		waitFor(t, n.ID()+" at level "+fmt.Sprint(fsm.Protocol), func() bool { return n.FSM().Protocol() == fsm.Protocol })
 	}
+	// Once the level is raised, the leader registers its release.
+	leader = c.leader()
+	waitFor(t, "the leader's release in the registry", func() bool {
+		reg, _ := leader.FSM().Registration(leader.ID())
+		return reg == leader.registration() && reg.Version != "" && reg.Protocol == fsm.Protocol
+	})
 }

@@ -361,7 +361,13 @@ type Member struct {
 	CommitIndex  uint64 `json:"commit_index"`
 	AppliedIndex uint64 `json:"applied_index"`
 	LastContact  string `json:"last_contact"`
-	Error        string `json:"error,omitempty"`
+	// Version is the member's release and Protocol the highest protocol
+	// level its build applies: as it reports them itself, or else as the
+	// node registry recorded them (from protocol level 2 on). Absent when
+	// neither says.
+	Version  string `json:"version,omitempty"`
+	Protocol uint64 `json:"protocol,omitempty"`
+	Error    string `json:"error,omitempty"`
 }
 
 // ClusterResponse lists the members and summarises the state.
@@ -372,6 +378,9 @@ type ClusterResponse struct {
 	Groups  []Group  `json:"groups"`
 	// Jobs summarises every job, sorted by name.
 	Jobs []Job `json:"jobs"`
+	// ClusterProtocol is the cluster's protocol level, as the answering
+	// node has applied it.
+	ClusterProtocol uint64 `json:"cluster_protocol"`
 }
 
 // AddVoterRequest adds a voter (or refreshes its registry entry when it is
@@ -384,6 +393,10 @@ type AddVoterRequest struct {
 	// applies; absent (0) from releases before protocol levels. A cluster
 	// refuses a node below its own level.
 	Protocol uint64 `json:"protocol,omitempty"`
+	// Version is the joining node's release, which the node registry
+	// records from protocol level 2 on; absent from releases before
+	// protocol levels.
+	Version string `json:"version,omitempty"`
 	// LastIndex is the last index of the joining node's log: a new
 	// incarnation, which joins as a non-voter, is promoted once it is
 	// close to the leader's commit index.

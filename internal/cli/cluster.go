@@ -67,7 +67,7 @@ func clusterCommand() *cli.Command {
 						return fmt.Errorf("the node at %s is %s, not %q", c.String("api-addr"), st.NodeID, id)
 					}
 					req := rpc.AddVoterRequest{ID: st.NodeID, RaftAddr: c.String("raft-addr"), APIAddr: c.String("api-addr"),
-						Protocol: st.Protocol, LastIndex: st.LastIndex}
+						Protocol: st.Protocol, Version: st.Version, LastIndex: st.LastIndex}
 					return withClient(c, func(cl *client.Client) error {
 						if err := cl.AddServer(req); err != nil {
 							return err
@@ -138,7 +138,7 @@ func printJSON(w io.Writer, v any) error {
 // printCluster prints the members as an aligned table, then the state.
 func printCluster(w io.Writer, r rpc.ClusterResponse) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tSUFFRAGE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT")
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tSUFFRAGE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT\tVERSION")
 	for _, m := range r.Members {
 		state := m.State
 		if m.Error != "" {
@@ -147,8 +147,8 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 		if m.Leader {
 			state += " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage,
-			state, m.Term, m.LastIndex, m.CommitIndex, m.AppliedIndex, orDash(m.LastContact))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage,
+			state, m.Term, m.LastIndex, m.CommitIndex, m.AppliedIndex, orDash(m.LastContact), memberVersion(m))
 	}
 	tw.Flush()
 	for _, m := range r.Members {
@@ -158,6 +158,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 	}
 	s := r.FSM
 	fmt.Fprintln(w)
+	fmt.Fprintf(w, "protocol:  level %d%s\n", r.ClusterProtocol, upgradeNote(r))
 	if !s.HasDataset {
 		fmt.Fprintln(w, "dataset:   none set")
 	} else {
@@ -184,6 +185,31 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 		fmt.Fprintf(w, "\njobs:      %d (state about %s); the lines above are the default job's\n", len(r.Jobs), humanBytes(s.StateBytes))
 		printJobs(w, r.Jobs)
 	}
+}
+
+// memberVersion is a member's release and the protocol level its build
+// applies, as "v1.5.0 (level 2)".
+func memberVersion(m rpc.Member) string {
+	switch {
+	case m.Version == "":
+		return "-"
+	case m.Protocol == 0:
+		return m.Version
+	}
+	return fmt.Sprintf("%s (level %d)", m.Version, m.Protocol)
+}
+
+// upgradeNote says, when a member's build applies a higher level than the
+// cluster's, why the cluster has not risen to it.
+func upgradeNote(r rpc.ClusterResponse) string {
+	highest := uint64(0)
+	for _, m := range r.Members {
+		highest = max(highest, m.Protocol)
+	}
+	if highest <= r.ClusterProtocol {
+		return ""
+	}
+	return fmt.Sprintf(" (members apply up to %d: the level rises once every member runs a release that knows it)", highest)
 }
 
 func orDash(s string) string {

@@ -49,9 +49,9 @@ func TestDeployFilesSetRealFlags(t *testing.T) {
 		}
 		for _, name := range variable.FindAllString(string(b), -1) {
 			seen++
-			// RAFTMASTER_DATASETS is compose's own: the host directory of
-			// the datasets.
-			if !known[name] && name != "RAFTMASTER_DATASETS" {
+			// RAFTMASTER_DATASETS and RAFTMASTER_IMAGE are compose's own:
+			// the host directory of the datasets, and the image to run.
+			if !known[name] && name != "RAFTMASTER_DATASETS" && name != "RAFTMASTER_IMAGE" {
 				t.Errorf("%s sets %s, the variable of no raftmaster flag", path, name)
 			}
 		}

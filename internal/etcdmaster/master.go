@@ -40,6 +40,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -221,7 +222,7 @@ func (m *Master) takeOver(ctx context.Context) error {
 	}
 	err = leader.TakeOver{
 		FSM: m.fsm, Clock: &m.clock, Wall: m.cfg.Clock,
-		Self: fsm.Registration{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr}, Grace: m.cfg.FailoverGrace,
+		Self: m.registration(), Grace: m.cfg.FailoverGrace,
 		Limits: m.cfg.Limits, Logger: m.log, Propose: m.applyLocked,
 	}.Run(ctx)
 	if err != nil {
@@ -233,6 +234,10 @@ func (m *Master) takeOver(ctx context.Context) error {
 	// rather than apply it with the wrong semantics.
 	if m.fsm.Protocol() < fsm.Protocol {
 		if _, err := m.applyLocked(ctx, &fsm.SetProtocol{Level: fsm.Protocol}); err != nil {
+			return err
+		}
+		// The registry records the master's release from then on.
+		if err := leader.Register(ctx, m.fsm, m.registration(), m.applyLocked); err != nil {
 			return err
 		}
 	}
@@ -314,6 +319,11 @@ func (m *Master) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		return nil, m.notActive()
 	}
 	return m.applyLocked(ctx, c)
+}
+
+// registration is the master's registry entry, with its release.
+func (m *Master) registration() fsm.Registration {
+	return fsm.Registration{ID: m.cfg.ID, APIAddr: m.cfg.APIAddr, Version: version.String(), Protocol: fsm.Protocol}
 }
 
 // applyLocked stamps c, applies it to the working copy, saves that, and

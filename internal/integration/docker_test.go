@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"math"
 	"net"
 	"net/http"
 	"os"
@@ -17,12 +16,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // composeFile is the deployment under test: three founding members, and n4
@@ -67,6 +67,55 @@ func buildImage(t *testing.T, root string) string {
 	return imageVersion
 }
 
+var (
+	previousImageOnce sync.Once
+	previousImageTag  string
+	previousImageErr  error
+)
+
+// buildPreviousImage builds the previous release's image as its `make
+// image` did (its static linux binary for the engine's architecture, the
+// host's CA bundle and its deploy/Dockerfile), tagged raftmaster:VERSION,
+// and returns the tag. An image of that tag with the release's version
+// label is reused, so later runs build nothing.
+func buildPreviousImage(t *testing.T) string {
+	t.Helper()
+	prev := previousSource(t)
+	previousImageOnce.Do(func() {
+		tag := "raftmaster:" + prev.Version
+		label := `{{index .Config.Labels "org.opencontainers.image.version"}}`
+		if out, err := exec.Command("docker", "image", "inspect", "--format", label, tag).Output(); err == nil &&
+			strings.TrimSpace(string(out)) == prev.Version {
+			previousImageTag = tag
+			return
+		}
+		out, err := exec.Command("docker", "version", "--format", "{{.Server.Arch}}").Output()
+		if err != nil {
+			previousImageErr = fmt.Errorf("docker version: %v", err)
+			return
+		}
+		bin := prev.build(t, "./cmd/raftmaster", "linux", strings.TrimSpace(string(out)))
+		dir := filepath.Join(prev.Tree, "bin", "image")
+		for _, step := range [][]string{
+			{"rm", "-rf", dir}, {"mkdir", "-p", filepath.Join(dir, "state")},
+			{"cp", bin, filepath.Join(dir, "raftmaster")}, {"cp", "/etc/ssl/certs/ca-certificates.crt", dir},
+			{"docker", "build", "-q", "-f", "deploy/Dockerfile", "--build-arg", "VERSION=" + prev.Version, "-t", tag, "."},
+		} {
+			cmd := exec.Command(step[0], step[1:]...)
+			cmd.Dir = prev.Tree
+			if out, err := cmd.CombinedOutput(); err != nil {
+				previousImageErr = fmt.Errorf("building the previous release's image: %s: %v\n%s", strings.Join(step, " "), err, out)
+				return
+			}
+		}
+		previousImageTag = tag
+	})
+	if previousImageErr != nil {
+		t.Fatal(previousImageErr)
+	}
+	return previousImageTag
+}
+
 // composeCluster is one compose project of composeFile, of its own name,
 // so that no test sees another's containers or volumes.
 type composeCluster struct {
@@ -75,11 +124,21 @@ type composeCluster struct {
 	project  string
 	datasets string
 	hc       *http.Client
+	// image is the image compose runs (RAFTMASTER_IMAGE); empty for the
+	// file's default, raftmaster:local.
+	image string
 }
 
 // startCompose builds the image, starts services in a fresh project and
 // removes the project, volumes included, when the test ends.
 func startCompose(t *testing.T, name string, services ...string) *composeCluster {
+	t.Helper()
+	return startComposeImage(t, name, "", services...)
+}
+
+// startComposeImage is startCompose with the nodes on image (empty for
+// the file's default).
+func startComposeImage(t *testing.T, name, image string, services ...string) *composeCluster {
 	t.Helper()
 	root, err := proccluster.ModuleRoot()
 	if err != nil {
@@ -95,7 +154,7 @@ func startCompose(t *testing.T, name string, services ...string) *composeCluster
 		}
 		return dialer.DialContext(ctx, network, addr)
 	}}}
-	c := &composeCluster{t: t, root: root, project: "raftmaster-dockertest-" + name, datasets: t.TempDir(), hc: hc}
+	c := &composeCluster{t: t, root: root, project: "raftmaster-dockertest-" + name, datasets: t.TempDir(), hc: hc, image: image}
 	c.compose("down", "-v", "--remove-orphans")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -113,6 +172,9 @@ func (c *composeCluster) compose(args ...string) string {
 	cmd := exec.Command("docker-compose", append([]string{"-p", c.project, "-f", composeFile}, args...)...)
 	cmd.Dir = c.root
 	cmd.Env = append(os.Environ(), "RAFTMASTER_DATASETS="+c.datasets)
+	if c.image != "" {
+		cmd.Env = append(cmd.Env, "RAFTMASTER_IMAGE="+c.image)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		c.t.Fatalf("docker-compose %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -155,9 +217,19 @@ func (c *composeCluster) waitLeader(not string, ids ...string) string {
 	return leader
 }
 
-// waitMembers waits until the cluster's members are exactly ids and every
-// one of them is ready with the same configuration.
+// waitMembers waits until the cluster's members are exactly the nodes
+// named ids, each once and a voter, and every one of them is ready with
+// the same configuration. A member's id is its name and incarnation
+// (n2~3fa4c1d0), or its name alone for a data directory of a release
+// before incarnations.
 func (c *composeCluster) waitMembers(ids ...string) {
+	c.t.Helper()
+	c.waitMembersWhile(nil, ids...)
+}
+
+// waitMembersWhile is waitMembers that also calls check with every
+// node's status it reads, to fail the test on what must never be seen.
+func (c *composeCluster) waitMembersWhile(check func(id string, st rpc.StatusResponse), ids ...string) {
 	c.t.Helper()
 	cl := newClient(c.t, append(c.clientOpts(ids...), client.WithRetry(5*time.Second))...)
 	want := slices.Sorted(slices.Values(ids))
@@ -177,23 +249,39 @@ func (c *composeCluster) waitMembers(ids ...string) {
 			last["members"] = err.Error()
 			return false
 		}
-		var got []string
+		var got, desc []string
+		voters := true
 		for _, s := range m.Members {
-			got = append(got, s.ID)
+			got = append(got, memberName(s))
+			desc = append(desc, s.ID+"/"+s.Suffrage)
+			voters = voters && s.Suffrage == "Voter"
 		}
 		slices.Sort(got)
-		last["members"] = strings.Join(got, " ")
-		if !slices.Equal(got, want) {
+		last["members"] = strings.Join(desc, " ")
+		if !slices.Equal(got, want) || !voters {
 			return false
 		}
 		ok := true
 		for _, id := range ids {
 			st, err := proccluster.Status(context.Background(), hostPorts[id])
 			last[id] = fmt.Sprintf("%+v %v", st, err)
+			if err == nil && check != nil {
+				check(id, st)
+			}
 			ok = ok && err == nil && st.Ready && st.Servers == len(ids)
 		}
 		return ok
 	})
+}
+
+// memberName is the node name of a member: its name, or the name its
+// server id begins with (a release before names in the answer).
+func memberName(m rpc.Member) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	name, _, _ := strings.Cut(m.ID, "~")
+	return name
 }
 
 // converged waits until the nodes ids hold the same state.
@@ -229,34 +317,24 @@ func underLoad(t *testing.T, name string) (*composeCluster, *passLog, func() int
 	return c, log, stop
 }
 
-// trainers runs n trainers through passes until stop is called; stop
-// lets every trainer finish the pass after the last one delivered so far,
-// waits for them (failing the test on any error a trainer call returned)
-// and returns how many passes were read in full.
+// trainers runs n trainers of the host's client through passes until
+// stop is called (see startTrainersUntil).
 func (c *composeCluster) trainers(n int, log *passLog) (stop func() int) {
 	c.t.Helper()
-	var last atomic.Int64
-	last.Store(math.MaxInt64)
-	wait := startTrainersWhile(c.t, n, func(pass int) bool { return int64(pass) <= last.Load() }, log,
-		append(c.clientOpts("n1", "n2", "n3"), client.WithBuffer(4), client.WithRetry(3*time.Minute))...)
-	return func() int {
-		c.t.Helper()
-		end := log.lastPass() + 1
-		last.Store(int64(end))
-		wait()
-		return end + 1
-	}
+	return startTrainersUntil(c.t, n, log, append(c.clientOpts("n1", "n2", "n3"), client.WithBuffer(4), client.WithRetry(3*time.Minute))...)
 }
 
-// lastPass is the highest pass any record was delivered in, or -1.
-func (l *passLog) lastPass() int {
+// total reports how many records were delivered so far, in every pass.
+func (l *passLog) total() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	last := -1
-	for p := range l.counts {
-		last = max(last, p)
+	n := 0
+	for _, c := range l.counts {
+		for _, k := range c {
+			n += k
+		}
 	}
-	return last
+	return n
 }
 
 // logs returns the output of service's current container.
@@ -418,53 +496,183 @@ func TestDockerComposeScale(t *testing.T) {
 	c.converged("n1", "n2", "n3")
 }
 
-// TestDockerComposeWipedVolumes loses the volumes of two of three nodes at
-// once, the two followers, while trainers read: their containers are
-// killed and removed with their volumes, and started again empty. They
-// find the survivor's cluster and join it, never bootstrapping one of
-// their own; the survivor's log is the cluster's, and every pass delivers
-// every record exactly once.
-func TestDockerComposeWipedVolumes(t *testing.T) {
-	c, log, stop := underLoad(t, "wipe")
-	nodes := []string{"n1", "n2", "n3"}
+// wipe kills the containers of the nodes ids, removes them with their
+// volumes, and starts them again, empty.
+func (c *composeCluster) wipe(ids ...string) {
+	c.t.Helper()
+	c.compose(append([]string{"kill"}, ids...)...)
+	c.compose(append([]string{"rm", "-f"}, ids...)...)
+	for _, id := range ids {
+		run(c.t, c.root, "docker", "volume", "rm", c.project+"_"+id+"-raft")
+	}
+	c.compose(append([]string{"up", "-d"}, ids...)...)
+}
 
-	survivor := c.waitLeader("", nodes...)
-	var wiped []string
-	for _, id := range nodes {
-		if id != survivor {
-			wiped = append(wiped, id)
+// serverIDs are the server ids the nodes ids report.
+func serverIDs(t *testing.T, ids ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, id := range ids {
+		st, err := proccluster.Status(context.Background(), hostPorts[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[id] = st.NodeID
+	}
+	return out
+}
+
+// checkNewIncarnations fails the test unless each of the wiped nodes came
+// back as a new incarnation of its name, which joined the cluster rather
+// than bootstrap one.
+func (c *composeCluster) checkNewIncarnations(before map[string]string, wiped ...string) {
+	c.t.Helper()
+	after := serverIDs(c.t, wiped...)
+	for _, id := range wiped {
+		if after[id] == before[id] || !strings.HasPrefix(after[id], id+"~") {
+			c.t.Errorf("%s came back as server %s, before %s: want a new incarnation of %s", id, after[id], before[id], id)
+		}
+		logs := c.logs(id)
+		if strings.Contains(logs, logBootstrapping) || !strings.Contains(logs, logJoining) {
+			c.t.Fatalf("wiped %s did not simply join the cluster; its log:\n%s", id, logs)
 		}
 	}
-	before, err := proccluster.Status(context.Background(), hostPorts[survivor])
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("survivor %s at term %d, index %d; wiping %v", survivor, before.Term, before.AppliedIndex, wiped)
-	c.compose(append([]string{"kill"}, wiped...)...)
-	c.compose(append([]string{"rm", "-f"}, wiped...)...)
-	for _, id := range wiped {
-		run(t, c.root, "docker", "volume", "rm", c.project+"_"+id+"-raft")
-	}
-	c.compose(append([]string{"up", "-d"}, wiped...)...)
+}
+
+// TestDockerComposeLostVolume loses the volume of one of three nodes, a
+// follower, while trainers read: its container is killed and removed with
+// its volume, and started again empty. With no operator action it rejoins
+// as a new incarnation of its name (a non-voter until it has caught up),
+// its previous incarnation leaving the configuration, no trainer call
+// fails, and every pass delivers every record exactly once.
+func TestDockerComposeLostVolume(t *testing.T) {
+	c, log, stop := underLoad(t, "lostone")
+	nodes := []string{"n1", "n2", "n3"}
+	leader := c.waitLeader("", nodes...)
+	lost := slices.DeleteFunc(slices.Clone(nodes), func(id string) bool { return id == leader })[0]
+	before := serverIDs(t, nodes...)
+	t.Logf("wiping %s (%s); leader %s; trainers at pass %d", lost, before[lost], leader, log.lastPass())
+	c.wipe(lost)
 
 	c.waitMembers(nodes...)
+	c.checkNewIncarnations(before, lost)
+	if logs := c.compose("logs", "--no-color"); !strings.Contains(logs, "removing the previous incarnation of a node that came back empty") {
+		t.Errorf("no leader removed %s's previous incarnation; the logs:\n%s", lost, logs)
+	}
 	passes := stop()
 	t.Logf("trainers read %d passes", passes)
 	checkPasses(t, log, passes, 300, false)
 	c.converged(nodes...)
-	for _, id := range wiped {
-		logs := c.logs(id)
-		if strings.Contains(logs, logBootstrapping) || !strings.Contains(logs, logJoining) {
-			t.Fatalf("wiped %s did not simply join the survivor's cluster; its log:\n%s", id, logs)
-		}
-	}
-	after, err := proccluster.Status(context.Background(), hostPorts[survivor])
+}
+
+// TestDockerComposeLostTwoVolumes loses the volumes of two of three nodes
+// at once, the two followers, while trainers read. The survivor cannot
+// know whether the lost volumes acknowledged entries it lacks, so the
+// cluster stays unavailable rather than serve a truncated history: no
+// leader, the survivor standing for election again and again in vain, the
+// empty nodes voting for no one and forming no cluster of their own. Then
+// the recovery steps that compose-3's comments give, run as written there,
+// make the survivor a cluster of its own; the empty nodes join it as new
+// incarnations, the trainers carry on without a failed call, and every
+// pass delivers every record exactly once.
+func TestDockerComposeLostTwoVolumes(t *testing.T) {
+	steps := documentedRecovery(t)
+	c, log, stop := underLoad(t, "losttwo")
+	nodes := []string{"n1", "n2", "n3"}
+	survivor := c.waitLeader("", nodes...)
+	wiped := slices.DeleteFunc(slices.Clone(nodes), func(id string) bool { return id == survivor })
+	ids := serverIDs(t, nodes...)
+	st, err := proccluster.Status(context.Background(), hostPorts[survivor])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if after.Term < before.Term || after.AppliedIndex <= before.AppliedIndex {
-		t.Fatalf("survivor went from term %d index %d to term %d index %d", before.Term, before.AppliedIndex, after.Term, after.AppliedIndex)
+	t.Logf("survivor %s at term %d, index %d; wiping %v; trainers at pass %d", survivor, st.Term, st.AppliedIndex, wiped, log.lastPass())
+	c.wipe(wiped...)
+
+	waitCond(t, "the wiped nodes to start empty", func() bool {
+		for _, id := range wiped {
+			st, err := proccluster.Status(context.Background(), hostPorts[id])
+			if err != nil || st.NodeID == ids[id] || st.Servers != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	campaigns := strings.Count(c.logs(survivor), logCampaign)
+	for end := time.Now().Add(15 * time.Second); time.Now().Before(end); time.Sleep(500 * time.Millisecond) {
+		for _, id := range nodes {
+			st, err := proccluster.Status(context.Background(), hostPorts[id])
+			switch {
+			case err != nil:
+			case st.State == "Leader":
+				t.Fatalf("%s leads with two of three volumes lost: %+v", id, st)
+			case id != survivor && (st.Servers != 0 || st.Voter):
+				t.Fatalf("wiped %s holds a configuration of its own: %+v", id, st)
+			}
+		}
 	}
+	if n := strings.Count(c.logs(survivor), logCampaign) - campaigns; n < 3 {
+		t.Fatalf("the survivor stood for election %d times in 15 s; want it to keep trying", n)
+	}
+	passesBefore := log.lastPass()
+
+	for _, step := range steps {
+		out := c.compose(survivorStep(step, survivor)...)
+		t.Logf("docker-compose %s:\n%s", strings.Join(survivorStep(step, survivor), " "), out)
+		if step[0] == "run" && !strings.Contains(out, "recovered") {
+			t.Fatalf("recover: %s", out)
+		}
+	}
+	c.waitMembers(nodes...)
+	c.checkNewIncarnations(ids, wiped...)
+	if after := serverIDs(t, survivor); after[survivor] != ids[survivor] {
+		t.Fatalf("the survivor is server %s, was %s", after[survivor], ids[survivor])
+	}
+	passes := stop()
+	t.Logf("trainers read %d passes, %d before the recovery", passes, passesBefore+1)
+	checkPasses(t, log, passes, 300, false)
+	c.converged(nodes...)
+}
+
+// documentedRecovery returns the docker-compose commands that compose-3's
+// comments give to recover a survivor named n1 after two volumes were
+// lost, each as its arguments after the compose file's.
+func documentedRecovery(t *testing.T) [][]string {
+	t.Helper()
+	root, err := proccluster.ModuleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, composeFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const command = "#   docker-compose -f " + composeFile + " "
+	var steps [][]string
+	in := false
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasSuffix(line, "For a survivor n1:"):
+			in = true
+		case in && strings.HasPrefix(line, command):
+			steps = append(steps, strings.Fields(strings.TrimPrefix(line, command)))
+		case in:
+			in = false
+		}
+	}
+	if len(steps) != 3 || steps[1][0] != "run" {
+		t.Fatalf("%s gives the recovery steps %q; want stop, run recover and start", composeFile, steps)
+	}
+	return steps
+}
+
+// survivorStep is a documented recovery step for n1 written for survivor.
+func survivorStep(step []string, survivor string) []string {
+	out := make([]string, len(step))
+	for i, a := range step {
+		out[i] = strings.ReplaceAll(a, "n1", survivor)
+	}
+	return out
 }
 
 // TestDockerComposeRollingRestart restarts the three containers one at a
@@ -480,6 +688,90 @@ func TestDockerComposeRollingRestart(t *testing.T) {
 		t.Logf("restarting %s (%s); trainers at pass %d", id, before.State, log.lastPass())
 		c.compose("restart", id)
 		c.waitMembers(nodes...)
+	}
+	passes := stop()
+	t.Logf("trainers read %d passes", passes)
+	checkPasses(t, log, passes, 300, false)
+	c.converged(nodes...)
+}
+
+// TestDockerComposeRollingUpgrade upgrades compose-3 from the previous
+// release's image to this one's, as README "Operations" says: trainers on
+// the host run passes throughout while each container is replaced with
+// the new image on its volume (followers first, then the leader), and the
+// next only once the cluster is whole again. No trainer call fails, every
+// pass delivers every record exactly once, the cluster's protocol level
+// stays 1 until the last node runs the new image and then rises to this
+// build's, every node's registry entry then holds its release, and the
+// replicas converge. The old volumes hold no incarnation: the nodes keep
+// their names as server ids.
+func TestDockerComposeRollingUpgrade(t *testing.T) {
+	previous := buildPreviousImage(t)
+	prev := previousSource(t)
+	c := startComposeImage(t, "upgrade", previous, "n1", "n2", "n3")
+	nodes := []string{"n1", "n2", "n3"}
+	var upgraded []string
+	// No node may report a level above 1 while one runs the previous
+	// release; each runs the release it should.
+	check := func(id string, st rpc.StatusResponse) {
+		if len(upgraded) < len(nodes) && st.ClusterProtocol > fsm.Protocol1 {
+			t.Fatalf("%s is at protocol level %d while a node runs the previous release", id, st.ClusterProtocol)
+		}
+	}
+	c.waitMembersWhile(check, nodes...)
+	for _, id := range nodes {
+		if st, err := proccluster.Status(context.Background(), hostPorts[id]); err != nil || st.Version != prev.Version || st.NodeID != id {
+			t.Fatalf("%s: %+v, %v; want the previous release %s, its server id its name", id, st, err, prev.Version)
+		}
+	}
+	c.setDataset(300)
+	log := &passLog{}
+	stop := c.trainers(3, log)
+	waitCond(t, "pass 0 to be under way", func() bool { return log.delivered(0) >= 40 })
+
+	version := buildImage(t, c.root)
+	c.image = "raftmaster:local"
+	for range nodes {
+		leader := c.waitLeader("", nodes...)
+		id := ""
+		for _, n := range nodes {
+			if !slices.Contains(upgraded, n) && (id == "" || id == leader) {
+				id = n
+			}
+		}
+		t.Logf("upgrading %s (leader %s); trainers at pass %d", id, leader, log.lastPass())
+		c.compose("up", "-d", id)
+		upgraded = append(upgraded, id)
+		waitCond(t, id+" to run the new image", func() bool {
+			st, err := proccluster.Status(context.Background(), hostPorts[id])
+			return err == nil && st.Version == version
+		})
+		c.waitMembersWhile(check, nodes...)
+		before := log.total()
+		waitCond(t, "trainers to read on", func() bool { return log.total() >= before+20 })
+	}
+	waitCond(t, "the cluster at this build's protocol level", func() bool {
+		for _, id := range nodes {
+			st, err := proccluster.Status(context.Background(), hostPorts[id])
+			if err != nil || st.ClusterProtocol != fsm.Protocol || st.NodeID != id {
+				return false
+			}
+		}
+		return true
+	})
+	admin := newClient(t, c.clientOpts(nodes...)...)
+	waitCond(t, "every node registered with its release", func() bool {
+		for _, id := range nodes {
+			reg, ok := registryEntry(t, admin, id)
+			if !ok || reg.Version != version || reg.Protocol != fsm.Protocol {
+				return false
+			}
+		}
+		return true
+	})
+	out := c.compose("exec", "-T", "n1", "/raftmaster", "cluster", "inspect")
+	if !strings.Contains(out, fmt.Sprintf("%s (level %d)", version, fsm.Protocol)) || !strings.Contains(out, fmt.Sprintf("protocol:  level %d", fsm.Protocol)) {
+		t.Fatalf("cluster inspect after the upgrade:\n%s", out)
 	}
 	passes := stop()
 	t.Logf("trainers read %d passes", passes)

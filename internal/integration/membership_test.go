@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // TestMembershipThroughCLI adds a fourth node with "cluster join", removes
@@ -87,4 +92,79 @@ func TestGracefulStopAndJoinFlag(t *testing.T) {
 	if b, _ := readFile(leader.LogPath); !strings.Contains(b, "transferring leadership") {
 		t.Fatalf("the stopped leader did not transfer leadership; log:\n%s", b)
 	}
+}
+
+// TestMembersShowTheirRelease: once the cluster has reached this build's
+// protocol level, every node's registry entry holds its release, so
+// cluster inspect shows each member's version and level, and the
+// cluster's, even for a member that is down.
+func TestMembersShowTheirRelease(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{})
+	c.WaitReady()
+	st, err := proccluster.Status(t.Context(), c.Procs[0].APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := st.Version
+	cl := newClient(t, client.WithAddrs(c.APIAddrs()...))
+	c.WaitFor("every member registered with its release", time.Minute, func() bool {
+		m, err := cl.Members()
+		if err != nil || m.ClusterProtocol != fsm.Protocol || len(m.Members) != 3 {
+			return false
+		}
+		for _, p := range c.Procs {
+			st, err := proccluster.Status(t.Context(), p.APIAddr)
+			if err != nil {
+				return false
+			}
+			reg, ok := registryEntry(t, cl, st.NodeID)
+			if !ok || reg.Version != want || reg.Protocol != fsm.Protocol {
+				return false
+			}
+		}
+		return true
+	})
+	out, err := cli(t, c, "cluster", "inspect", "--addr", c.Procs[0].APIAddr)
+	if err != nil || !strings.Contains(out, fmt.Sprintf("%s (level %d)", want, fsm.Protocol)) ||
+		!strings.Contains(out, fmt.Sprintf("protocol:  level %d", fsm.Protocol)) {
+		t.Fatalf("inspect: %v\n%s", err, out)
+	}
+
+	// A member that is down is shown with the release it registered.
+	down := follower(c)
+	downID := statusOf(t, down).NodeID
+	c.Kill(down)
+	m, err := cl.Members()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mb := range m.Members {
+		if mb.ID == downID && (mb.Error == "" || mb.Version != want || mb.Protocol != fsm.Protocol) {
+			t.Fatalf("the stopped member: %+v; want it unreachable, with version %s and level %d", mb, want, fsm.Protocol)
+		}
+	}
+}
+
+// registryEntry is the node registry's entry of id, as a backup of the
+// leader's state holds it.
+func registryEntry(t *testing.T, cl *client.Client, id string) (fsm.Registration, bool) {
+	t.Helper()
+	var b bytes.Buffer
+	if _, err := cl.BackupTo(t.Context(), &b); err != nil {
+		return fsm.Registration{}, false
+	}
+	f := fsm.New()
+	if err := f.Restore(io.NopCloser(&b)); err != nil {
+		t.Fatal(err)
+	}
+	return f.Registration(id)
+}
+
+func statusOf(t *testing.T, p *proccluster.Proc) rpc.StatusResponse {
+	t.Helper()
+	st, err := proccluster.Status(t.Context(), p.APIAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
 }

@@ -3,8 +3,10 @@ package integration
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -91,6 +93,35 @@ func startTrainersWhile(t *testing.T, n int, more func(pass int) bool, log *pass
 			}
 		}
 	}
+}
+
+// startTrainersUntil runs n trainers through passes until stop is called;
+// stop lets every trainer finish the pass after the last one delivered so
+// far, waits for them (failing the test on any error a trainer call
+// returned) and returns how many passes were read in full.
+func startTrainersUntil(t *testing.T, n int, log *passLog, opts ...client.Option) (stop func() int) {
+	t.Helper()
+	var last atomic.Int64
+	last.Store(math.MaxInt64)
+	wait := startTrainersWhile(t, n, func(pass int) bool { return int64(pass) <= last.Load() }, log, opts...)
+	return func() int {
+		t.Helper()
+		end := log.lastPass() + 1
+		last.Store(int64(end))
+		wait()
+		return end + 1
+	}
+}
+
+// lastPass is the highest pass any record was delivered in, or -1.
+func (l *passLog) lastPass() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	last := -1
+	for p := range l.counts {
+		last = max(last, p)
+	}
+	return last
 }
 
 // delivered reports how many distinct records pass has delivered so far.

@@ -24,7 +24,8 @@ type TakeOver struct {
 	Clock *TermClock
 	// Wall is the wall clock, used only by a new cluster's first leader.
 	Wall func() time.Time
-	// Self is the node's registry entry.
+	// Self is the node's registry entry, with its release: the state
+	// records the release from fsm.Protocol2 on.
 	Self fsm.Registration
 	// Grace is the fail-over grace.
 	Grace time.Duration
@@ -47,10 +48,8 @@ type TakeOver struct {
 // failure is safe.
 func (t TakeOver) Run(ctx context.Context) error {
 	t.Clock.Start(t.FSM.Clock(), t.Wall)
-	if cur, ok := t.FSM.Registration(t.Self.ID); !ok || cur != t.Self {
-		if err := t.propose(ctx, &fsm.RegisterNode{Node: t.Self}); err != nil {
-			return err
-		}
+	if err := Register(ctx, t.FSM, t.Self, t.Propose); err != nil {
+		return err
 	}
 	if err := t.propose(ctx, &fsm.LeaderGrace{Grace: t.Grace}); err != nil {
 		return err
@@ -67,9 +66,27 @@ func (t TakeOver) Run(ctx context.Context) error {
 	return nil
 }
 
+// Register proposes self's registry entry as the state's protocol level
+// records it (fsm.Registration.AtLevel), unless the registry holds it
+// already. A leader runs it when it takes over, and again once it has
+// raised the level, so that its entry gains its release.
+func Register(ctx context.Context, f *fsm.FSM, self fsm.Registration,
+	propose func(ctx context.Context, c fsm.Command) (*fsm.Result, error)) error {
+	self = self.AtLevel(f.Protocol())
+	if cur, ok := f.Registration(self.ID); ok && cur == self {
+		return nil
+	}
+	return proposeOK(ctx, propose, &fsm.RegisterNode{Node: self})
+}
+
 // propose proposes c and turns a result other than CodeOK into an error.
 func (t TakeOver) propose(ctx context.Context, c fsm.Command) error {
-	r, err := t.Propose(ctx, c)
+	return proposeOK(ctx, t.Propose, c)
+}
+
+// proposeOK proposes c and turns a result other than CodeOK into an error.
+func proposeOK(ctx context.Context, propose func(ctx context.Context, c fsm.Command) (*fsm.Result, error), c fsm.Command) error {
+	r, err := propose(ctx, c)
 	if err != nil {
 		return fmt.Errorf("%v: %w", c.Type(), err)
 	}

@@ -139,3 +139,42 @@ func TestTakeOverKeepsTheLimits(t *testing.T) {
 		t.Fatalf("a leader whose flags agree logged %q", logs.String())
 	}
 }
+
+// TestRegisterRelease: below fsm.Protocol2 a leader registers without its
+// release, which the state could not record, and once the level has risen
+// Register adds it, then proposes nothing more.
+func TestRegisterRelease(t *testing.T) {
+	f := fsm.New()
+	var clock TermClock
+	var idx uint64
+	var proposed []fsm.CmdType
+	propose := func(_ context.Context, c fsm.Command) (*fsm.Result, error) {
+		proposed = append(proposed, c.Type())
+		c.Hdr().Now = clock.Now(f.Clock())
+		idx++
+		return f.ApplyEntry(idx, fsm.Encode(c)), nil
+	}
+	self := fsm.Registration{ID: "n1", RaftAddr: "r:1", APIAddr: "a:1", Version: "v1.5.0", Protocol: fsm.Protocol2}
+	to := TakeOver{FSM: f, Clock: &clock, Wall: time.Now, Self: self, Grace: time.Second, Propose: propose}
+	if err := to.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.Registration("n1"); got != self.AtLevel(fsm.Protocol1) {
+		t.Fatalf("at level 1 the leader registered %+v, want %+v", got, self.AtLevel(fsm.Protocol1))
+	}
+	if _, err := propose(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol2}); err != nil {
+		t.Fatal(err)
+	}
+	proposed = nil
+	for range 2 {
+		if err := Register(context.Background(), f, self, propose); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, _ := f.Registration("n1"); got != self {
+		t.Fatalf("at level 2 the leader's entry is %+v, want %+v", got, self)
+	}
+	if len(proposed) != 1 || proposed[0] != fsm.TypeRegisterNode {
+		t.Fatalf("Register twice proposed %v, want one RegisterNode", proposed)
+	}
+}

@@ -97,7 +97,8 @@ func (b raftBackend) Members(context.Context) ([]rpc.Member, error) {
 	}
 	out := make([]rpc.Member, 0, len(servers))
 	for _, s := range servers {
-		out = append(out, rpc.Member{ID: s.ID, Name: s.Name, RaftAddr: s.RaftAddr, APIAddr: s.APIAddr, Suffrage: s.Suffrage, Leader: s.Leader})
+		out = append(out, rpc.Member{ID: s.ID, Name: s.Name, RaftAddr: s.RaftAddr, APIAddr: s.APIAddr, Suffrage: s.Suffrage, Leader: s.Leader,
+			Version: s.Version, Protocol: s.Protocol})
 	}
 	return out, nil
 }
@@ -110,7 +111,8 @@ func (b raftBackend) AddVoter(ctx context.Context, req rpc.AddVoterRequest) erro
 		return rpc.Errorf(rpc.CodeInvalid, "node %s runs a release of protocol level %d, below the cluster's %d: upgrade it before it joins",
 			req.ID, max(req.Protocol, fsm.Protocol1), level)
 	}
-	return b.wireErr(b.node.AddVoter(ctx, req.ID, req.RaftAddr, req.APIAddr, req.LastIndex))
+	reg := fsm.Registration{ID: req.ID, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr, Version: req.Version, Protocol: req.Protocol}
+	return b.wireErr(b.node.AddVoter(ctx, reg, req.LastIndex))
 }
 
 func (b raftBackend) Remove(ctx context.Context, id string) error {

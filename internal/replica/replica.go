@@ -27,6 +27,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
 	"github.com/raftmaster/raftmaster/internal/leader"
 	"github.com/raftmaster/raftmaster/internal/metrics"
+	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -281,16 +282,33 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // registry. A new incarnation of a node (one that came back with an empty
 // data directory) is added as a non-voter and promoted once it has caught
 // up, so it asks again until it is a voter. The leader registers itself.
+//
+// The registry records each node's release from protocol level 2 on.
+// Below it (a rolling upgrade under way) the node waits, asking nothing,
+// and once the level has risen it asks again, so that its entry gains its
+// release.
 func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, peers peerAPI) {
 	backoff := 200 * time.Millisecond
+	logged := false
 	for attempt := 0; ; attempt++ {
 		self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(),
-			Protocol: fsm.Protocol, LastIndex: node.Raft().LastIndex()}
+			Protocol: fsm.Protocol, Version: version.String(), LastIndex: node.Raft().LastIndex()}
+		level := node.FSM().Protocol()
+		want := fsm.Registration{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Version: self.Version, Protocol: self.Protocol}
 		cur, registered := node.FSM().Registration(self.ID)
-		registered = registered && cur.RaftAddr == self.RaftAddr && cur.APIAddr == self.APIAddr
-		if registered && node.IsVoter() {
-			log.Info("node registered", "id", self.ID)
-			return
+		if registered && cur == want.AtLevel(level) && node.IsVoter() {
+			if level >= fsm.Protocol {
+				log.Info("node registered", "id", self.ID, "version", self.Version)
+				return
+			}
+			if !logged {
+				log.Info("node registered; its release will be once the cluster's protocol level rises", "id", self.ID, "level", level)
+				logged = true
+			}
+			if !leader.Sleep(ctx, levelWait) {
+				return
+			}
+			continue
 		}
 		var targets []string
 		if node.IsLeader() {
@@ -304,6 +322,9 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 		}
 		for _, addr := range targets {
 			err := postJoin(ctx, peers, addr, self)
+			if byEarlierRelease(err) {
+				err = joinEarlierRelease(ctx, peers, addr, self)
+			}
 			if err == nil {
 				break
 			}
@@ -332,6 +353,10 @@ func reportLimitFlags(ctx context.Context, log hclog.Logger, node *raftnode.Node
 		leader.LogLimitFlags(log, flags, node.FSM().Limits())
 	}
 }
+
+// levelWait is how often a registered node below this build's protocol
+// level looks whether the level has risen.
+const levelWait = 2 * time.Second
 
 // sleepBackoff waits *backoff, then doubles it up to 2 s; it reports false
 // when ctx ended first.
@@ -390,9 +415,42 @@ func postJoin(ctx context.Context, p peerAPI, addr string, req rpc.AddVoterReque
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
+		return &joinRefused{status: resp.StatusCode, msg: string(bytes.TrimSpace(msg))}
 	}
 	return nil
+}
+
+// joinRefused is a join request the cluster answered with an error.
+type joinRefused struct {
+	status int
+	msg    string
+}
+
+func (e *joinRefused) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg)
+}
+
+// byEarlierRelease reports whether err is the answer of a leader of a
+// release before protocol levels to a join request: it refuses the fields
+// it does not know (protocol, version, last_index) as invalid JSON.
+func byEarlierRelease(err error) bool {
+	r, ok := errors.AsType[*joinRefused](err)
+	return ok && r.status == http.StatusBadRequest && strings.Contains(r.msg, "unknown field")
+}
+
+// joinEarlierRelease asks a leader of a release before protocol levels, in
+// a rolling upgrade, to add or register this node, in that release's
+// terms. Only a node whose server id is its name (its data directory was
+// made by such a release) may be: that leader would add a new incarnation
+// as a voter at once, before it has caught up, which is how an empty node
+// could count towards a quorum. A new incarnation waits for an upgraded
+// leader instead.
+func joinEarlierRelease(ctx context.Context, p peerAPI, addr string, self rpc.AddVoterRequest) error {
+	if raftnode.NameOf(self.ID) != self.ID {
+		return fmt.Errorf("the leader runs an earlier release, which would make this new incarnation (%s) a voter before it caught up: "+
+			"this node joins once an upgraded node leads (upgrade the leader)", self.ID)
+	}
+	return postJoin(ctx, p, addr, rpc.AddVoterRequest{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr})
 }
 
 // setToken adds a bearer token to req, when there is one.
