@@ -136,6 +136,16 @@ func (n *Node) registration() fsm.Registration {
 		Version: version.String(), Protocol: fsm.Protocol}
 }
 
+// Registered reports whether the node is all its cluster should know it
+// as: a voter, whose registry entry, as this replica has applied it, holds
+// its addresses and, from protocol level 2, its release. Until then the
+// node's registration loop, or the leader's take-over, has a change to
+// propose.
+func (n *Node) Registered() bool {
+	cur, ok := n.fsm.Registration(n.id)
+	return ok && cur == n.registration().AtLevel(n.fsm.Protocol()) && n.IsVoter()
+}
+
 // PeerLevel asks a server of the configuration for the highest protocol
 // level its build applies (fsm.Protocol of its release); an older
 // release, which does not say, applies fsm.Protocol1. The registration

@@ -316,6 +316,11 @@ type StatusResponse struct {
 	// Voter reports whether the node is a voter of its latest
 	// configuration; a new incarnation votes only once it is.
 	Voter bool `json:"voter"`
+	// Registered reports whether the node is a voter whose entry in the
+	// node registry, as it has applied it, holds its addresses and, from
+	// protocol level 2, its release: nothing of its registration is left
+	// to propose.
+	Registered bool `json:"registered"`
 	// Configuration is the node's latest Raft configuration, as it knows
 	// it (empty on the etcd backend).
 	Configuration []ConfigServer `json:"configuration,omitempty"`

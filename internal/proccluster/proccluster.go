@@ -391,8 +391,10 @@ func (c *Cluster) WaitReady() {
 			if st.RaftAddr == "" {
 				etcd = true // masters of the etcd backend keep no registry
 			}
-			if st.RaftAddr != "" && st.ClusterProtocol < st.Protocol {
-				return false // the leader raises the level once every node answers
+			if st.RaftAddr != "" && (st.ClusterProtocol < st.Protocol || !st.Registered) {
+				// The leader raises the level once every node answers, and
+				// registrations then gain each node's release.
+				return false
 			}
 			running++
 			if st.State == "Leader" {

@@ -73,7 +73,7 @@ func (b raftBackend) Status() rpc.StatusResponse {
 	}
 	return rpc.StatusResponse{
 		Configuration: conf,
-		NodeID:        b.node.ID(), Name: b.node.Name(), Voter: b.node.IsVoter(), RaftAddr: b.node.RaftAddr(), APIAddr: b.node.APIAddr(),
+		NodeID:        b.node.ID(), Name: b.node.Name(), Voter: b.node.IsVoter(), Registered: b.node.Registered(), RaftAddr: b.node.RaftAddr(), APIAddr: b.node.APIAddr(),
 		State: st.State, Leader: leader, Term: st.Term,
 		LastIndex: st.LastIndex, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex,
 		LastContact: formatContact(st.LastContact), Ready: b.node.Ready(), Servers: len(conf),

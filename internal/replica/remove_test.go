@@ -40,8 +40,7 @@ func startSingle(t *testing.T) *Replica {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		_, registered := s.Node().FSM().Registration(s.Node().ID())
-		if s.Node().LeaderReady() && registered && s.Node().FSM().Protocol() == fsm.Protocol {
+		if s.Node().LeaderReady() && s.Node().FSM().Protocol() == fsm.Protocol && s.Node().Registered() {
 			return s
 		}
 		if time.Now().After(deadline) {

@@ -294,9 +294,7 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 		self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(),
 			Protocol: fsm.Protocol, Version: version.String(), LastIndex: node.Raft().LastIndex()}
 		level := node.FSM().Protocol()
-		want := fsm.Registration{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr, Version: self.Version, Protocol: self.Protocol}
-		cur, registered := node.FSM().Registration(self.ID)
-		if registered && cur == want.AtLevel(level) && node.IsVoter() {
+		if node.Registered() {
 			if level >= fsm.Protocol {
 				log.Info("node registered", "id", self.ID, "version", self.Version)
 				return
