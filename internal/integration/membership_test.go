@@ -33,7 +33,9 @@ func TestMembershipThroughCLI(t *testing.T) {
 			return false
 		}
 		st, err := proccluster.Status(t.Context(), n4.APIAddr)
-		return err == nil && st.Ready
+		// A voter, registered: its registration loop is over, so the
+		// node stays out once removed.
+		return err == nil && st.Ready && st.Registered
 	})
 	out, err := cli(t, c, "cluster", "inspect", "--addr", n4.APIAddr)
 	if err != nil || !strings.Contains(out, "n4") || !strings.Contains(out, "Leader *") {
