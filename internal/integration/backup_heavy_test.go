@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/backup"
@@ -214,18 +213,7 @@ func TestHeavyBackupAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metas, err := snaps.List()
-	if err != nil || len(metas) != 1 {
-		t.Fatalf("snapshots in the restored directory: %v %v", metas, err)
-	}
-	_, rc, err := snaps.Open(metas[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := seededSnapshot(t, dir)
 	sum := sha256.New()
 	n, err := io.Copy(sum, rc)
 	rc.Close()

@@ -86,18 +86,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 	if out, err := cli(t, c, "restore", "--in", file, "--data-dir", dir, "--node-id", "r1", "--raft-addr", raftAddr); err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
-	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	metas, err := snaps.List()
-	if err != nil || len(metas) != 1 {
-		t.Fatalf("snapshots in the restored directory: %v %v", metas, err)
-	}
-	_, rc, err := snaps.Open(metas[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rc := seededSnapshot(t, dir)
 	seeded, err := io.ReadAll(rc)
 	rc.Close()
 	if err != nil {
@@ -367,4 +356,22 @@ func TestRestoreHandsOutNoOldToken(t *testing.T) {
 			t.Errorf("finishing the restored cluster's lease %+v: %v", m, err)
 		}
 	}
+}
+
+// seededSnapshot opens the one Raft snapshot that restore wrote in dir.
+func seededSnapshot(t *testing.T, dir string) io.ReadCloser {
+	t.Helper()
+	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	metas, err := snaps.List()
+	if err != nil || len(metas) != 1 {
+		t.Fatalf("snapshots in the restored directory: %v %v", metas, err)
+	}
+	_, rc, err := snaps.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rc
 }
