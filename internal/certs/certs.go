@@ -47,7 +47,12 @@ func Load(certFile, keyFile, caFile string) (*Store, error) {
 }
 
 // Reload reads the files again. On an error the material in use stays.
+// A store derived from a cluster key (FromClusterKey) has no files: it
+// keeps its material.
 func (s *Store) Reload() error {
+	if s.certFile == "" {
+		return nil
+	}
 	cert, err := tls.LoadX509KeyPair(s.certFile, s.keyFile)
 	if err != nil {
 		return fmt.Errorf("tls: certificate %s and key %s: %w", s.certFile, s.keyFile, err)
@@ -99,12 +104,25 @@ func (s *Store) getCertificate() *tls.Certificate {
 	return &c
 }
 
+// CipherSuites are the TLS 1.2 cipher suites every configuration of the
+// package allows: ECDHE key exchange with an AEAD cipher (AES-GCM or
+// ChaCha20-Poly1305). TLS 1.3's suites are all of that kind.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
 // APIServer is the TLS configuration of the HTTPS API. Clients need no
 // certificate (tokens say who they are), but one they present must chain
 // to the CA.
 func (s *Store) APIServer() *tls.Config {
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: CipherSuites,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			return s.cur.Load().server(tls.VerifyClientCertIfGiven), nil
 		},
@@ -116,6 +134,7 @@ func (s *Store) APIServer() *tls.Config {
 func (m *material) server(auth tls.ClientAuthType) *tls.Config {
 	return &tls.Config{
 		MinVersion:   tls.VersionTLS12,
+		CipherSuites: CipherSuites,
 		Certificates: []tls.Certificate{m.cert},
 		ClientAuth:   auth,
 		ClientCAs:    m.pool,
@@ -129,8 +148,9 @@ func (m *material) server(auth tls.ClientAuthType) *tls.Config {
 func (s *Store) Client(serverName string) *tls.Config {
 	m := s.cur.Load()
 	return &tls.Config{
-		MinVersion: tls.VersionTLS12,
-		ServerName: serverName,
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: CipherSuites,
+		ServerName:   serverName,
 		RootCAs:    m.pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return s.getCertificate(), nil
@@ -146,12 +166,56 @@ func (s *Store) PeerServer() *tls.Config {
 	return c
 }
 
-// PeerClient is the TLS configuration of a Raft connection to serverName:
-// both ends must hold node certificates from the CA.
-func (s *Store) PeerClient(serverName string) *tls.Config {
-	c := s.Client(serverName)
-	c.VerifyConnection = verifyNodeCert
-	return c
+// PeerClient is the TLS configuration of a Raft connection to the node
+// whose id is node ("" when unknown) at host, the host of the Raft
+// address dialled: both ends must hold node certificates from the CA. A
+// peer certificate that names a node id (NodeURI) must name node; one that
+// names none, or a dial that knows no node id, must be valid for host.
+func (s *Store) PeerClient(host, node string) *tls.Config {
+	m := s.cur.Load()
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		CipherSuites: CipherSuites,
+		// The chain, the usage and the node id or host are verified by
+		// VerifyConnection, which crypto/tls calls all the same.
+		InsecureSkipVerify: true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			return verifyPeer(cs, m.pool, host, node)
+		},
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			return s.getCertificate(), nil
+		},
+	}
+}
+
+// verifyPeer checks the certificate a Raft peer presented when dialled:
+// it chains to the CA in pool, it is a node certificate, and it names node
+// or, when it names no node or node is unknown, it is valid for host.
+func verifyPeer(cs tls.ConnectionState, pool *x509.CertPool, host, node string) error {
+	if len(cs.PeerCertificates) == 0 {
+		return errors.New("tls: the peer presented no certificate")
+	}
+	leaf := cs.PeerCertificates[0]
+	inter := x509.NewCertPool()
+	for _, c := range cs.PeerCertificates[1:] {
+		inter.AddCert(c)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
+		return fmt.Errorf("tls: the peer at %s: %w", host, err)
+	}
+	if err := checkNodeUsage(leaf); err != nil {
+		return err
+	}
+	if name, ok := NodeName(leaf); ok && node != "" {
+		if name != node {
+			return fmt.Errorf("tls: the peer at %s presented the certificate of node %q, not of %q", host, name, node)
+		}
+		return nil
+	}
+	if err := leaf.VerifyHostname(host); err != nil {
+		return fmt.Errorf("tls: the peer at %s: %w", host, err)
+	}
+	return nil
 }
 
 // verifyNodeCert admits only node certificates to Raft: ones valid for
@@ -192,5 +256,5 @@ func ClientTLS(caFile string) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}, nil
+	return &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: CipherSuites, RootCAs: pool}, nil
 }

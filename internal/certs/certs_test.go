@@ -186,7 +186,7 @@ func TestPeerTLSAdmitsOnlyNodeCertificatesOfTheCA(t *testing.T) {
 	gen(t, dir)
 	gen(t, other)
 	s := load(t, dir)
-	if serr, cerr := handshake(s.PeerServer(), s.PeerClient("127.0.0.1")); serr != nil || cerr != nil {
+	if serr, cerr := handshake(s.PeerServer(), s.PeerClient("127.0.0.1", "")); serr != nil || cerr != nil {
 		t.Fatalf("node to node: server %v, client %v", serr, cerr)
 	}
 
@@ -194,17 +194,17 @@ func TestPeerTLSAdmitsOnlyNodeCertificatesOfTheCA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asClient := s.PeerClient("127.0.0.1")
+	asClient := s.PeerClient("127.0.0.1", "")
 	asClient.GetClientCertificate = func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &clientPair, nil }
 	if serr, _ := handshake(s.PeerServer(), asClient); serr == nil || !strings.Contains(serr.Error(), "not a node certificate") {
 		t.Fatalf("a client certificate as a Raft peer: %v", serr)
 	}
 
 	stranger := load(t, other)
-	if serr, _ := handshake(s.PeerServer(), stranger.PeerClient("127.0.0.1")); serr == nil {
+	if serr, _ := handshake(s.PeerServer(), stranger.PeerClient("127.0.0.1", "")); serr == nil {
 		t.Fatal("Raft accepted a peer of another CA")
 	}
-	if _, cerr := handshake(stranger.PeerServer(), s.PeerClient("127.0.0.1")); cerr == nil {
+	if _, cerr := handshake(stranger.PeerServer(), s.PeerClient("127.0.0.1", "")); cerr == nil {
 		t.Fatal("Raft dialled a peer of another CA")
 	}
 	if _, cerr := handshake(s.APIServer(), &tls.Config{RootCAs: stranger.cur.Load().pool, ServerName: "127.0.0.1"}); cerr == nil {

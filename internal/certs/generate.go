@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,6 +30,13 @@ const (
 	ClientKeyFile  = "client.key"
 )
 
+// NodeIDCertFile and NodeIDKeyFile are the files of the node certificate
+// Generate writes for node id (GenerateOptions.NodeIDs).
+func NodeIDCertFile(id string) string { return "node-" + id + ".crt" }
+
+// NodeIDKeyFile is the key of NodeIDCertFile(id).
+func NodeIDKeyFile(id string) string { return "node-" + id + ".key" }
+
 // GenerateOptions configure Generate.
 type GenerateOptions struct {
 	// Dir receives the files; it is created if needed.
@@ -39,6 +47,11 @@ type GenerateOptions struct {
 	Hosts []string
 	// Validity is how long the certificates are valid (default a year).
 	Validity time.Duration
+	// NodeIDs, when set, also get a node certificate each, that names the
+	// node (NodeURI) besides Hosts: node-ID.crt and node-ID.key. A Raft
+	// peer that presents one is checked against the node id it was dialled
+	// as, and admitted only while the configuration lists that node.
+	NodeIDs []string
 	// Force overwrites existing files.
 	Force bool
 	// Now is the start of the validity (default time.Now).
@@ -70,6 +83,12 @@ func Generate(opts GenerateOptions) ([]string, error) {
 		opts.Now = time.Now()
 	}
 	files := []string{NodeCertFile, NodeKeyFile, ClientCertFile, ClientKeyFile}
+	for _, id := range opts.NodeIDs {
+		if id == "" || strings.ContainsAny(id, " /:,#~") {
+			return nil, fmt.Errorf("tls gen: node id %q: want a node's --node-id", id)
+		}
+		files = append(files, NodeIDCertFile(id), NodeIDKeyFile(id))
+	}
 	if !opts.Force {
 		for _, f := range files {
 			if _, err := os.Stat(filepath.Join(opts.Dir, f)); err == nil {
@@ -102,10 +121,18 @@ func Generate(opts GenerateOptions) ([]string, error) {
 	client := template("raftmaster client", opts)
 	client.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
 
-	for _, leaf := range []struct {
+	type leafFile struct {
 		tmpl            *x509.Certificate
 		certFile, kFile string
-	}{{node, NodeCertFile, NodeKeyFile}, {client, ClientCertFile, ClientKeyFile}} {
+	}
+	leaves := []leafFile{{node, NodeCertFile, NodeKeyFile}, {client, ClientCertFile, ClientKeyFile}}
+	for _, id := range opts.NodeIDs {
+		named := template("raftmaster node "+id, opts)
+		named.ExtKeyUsage, named.IPAddresses, named.DNSNames = node.ExtKeyUsage, node.IPAddresses, node.DNSNames
+		named.URIs = []*url.URL{NodeURI(id)}
+		leaves = append(leaves, leafFile{named, NodeIDCertFile(id), NodeIDKeyFile(id)})
+	}
+	for _, leaf := range leaves {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			return nil, err
