@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"context"
+	"crypto/x509"
 	"io"
 	"net"
 	"os"
@@ -165,6 +166,7 @@ func testTransport(t *testing.T) *raft.NetworkTransport {
 // fixedGate is the streamGate of testTransport.
 type fixedGate struct{}
 
-func (fixedGate) serverID() string    { return "tester" }
-func (fixedGate) requireTarget() bool { return false }
-func (fixedGate) hello() Hello        { return Hello{ServerID: "tester", Name: "tester"} }
+func (fixedGate) serverID() string               { return "tester" }
+func (fixedGate) requireTarget() bool            { return false }
+func (fixedGate) hello() Hello                   { return Hello{ServerID: "tester", Name: "tester"} }
+func (fixedGate) admits(*x509.Certificate) error { return nil }

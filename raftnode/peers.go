@@ -113,7 +113,7 @@ func (n *Node) probePeers(peers []Peer) (ids, via []string, founders []Peer, why
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		h, err := ProbeRaft(ctx, p.RaftAddr, n.cfg.PeerTLS)
+		h, err := ProbeNode(ctx, p.RaftAddr, p.ID, n.cfg.PeerTLS)
 		cancel()
 		switch {
 		case err != nil:

@@ -3,6 +3,7 @@ package raftnode
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -24,9 +26,9 @@ type PeerTLS interface {
 	// PeerServer configures an accepted connection: it must require and
 	// verify the peer's certificate.
 	PeerServer() *tls.Config
-	// PeerClient configures a connection to serverName, the host of the
-	// peer's Raft address.
-	PeerClient(serverName string) *tls.Config
+	// PeerClient configures a connection to the node whose name is node
+	// ("" when unknown) at host, the host of the Raft address dialled.
+	PeerClient(host, node string) *tls.Config
 }
 
 // A connection to the Raft port starts, after the TLS handshake when TLS
@@ -57,15 +59,20 @@ const (
 )
 
 // preambleTimeout bounds a TLS handshake and the preamble on Raft's port,
-// so that a peer that connects and says nothing holds no goroutine for
-// long.
-const preambleTimeout = 10 * time.Second
+// from accept, so that a connection that says nothing holds nothing for
+// long. A peer on a working network needs a few round trips.
+const preambleTimeout = 3 * time.Second
 
-// maxAdmissions bounds the connections being admitted (handshake and
-// preamble) at once: connections beyond it wait in the kernel's backlog, so
-// that a flood of connections that never finish cannot exhaust the
-// process's files.
-const maxAdmissions = 64
+// maxPending bounds the connections being admitted (handshake and
+// preamble) at once, and maxPendingPerIP those from one source address. A
+// new connection is never refused or kept waiting for a slot: it evicts a
+// pending one instead, first the oldest that has sent nothing, then the
+// oldest. Connections that open and stay silent therefore cannot keep a
+// peer's handshake out, and cannot exhaust the process's files.
+const (
+	maxPending      = 256
+	maxPendingPerIP = 16
+)
 
 // Hello is what a node answers a probe on its Raft port: who it is and
 // whether it holds state of a cluster.
@@ -121,6 +128,9 @@ type streamGate interface {
 	requireTarget() bool
 	// hello describes the node for a probe.
 	hello() Hello
+	// admits says whether a peer that presented cert (verified by TLS)
+	// may send Raft RPCs: nil when it may, or why not.
+	admits(cert *x509.Certificate) error
 }
 
 // peerStream is raft's StreamLayer over TCP, and mutual TLS when tls is
@@ -136,6 +146,7 @@ type peerStream struct {
 	gate      streamGate
 	log       hclog.Logger
 
+	pending  pendingSet
 	accepted chan net.Conn
 	done     chan struct{}
 	once     sync.Once
@@ -151,6 +162,7 @@ func newPeerStream(ln net.Listener, advertise net.Addr, conf PeerTLS, gate strea
 		ln: ln, advertise: advertise, tls: conf, gate: gate, log: log,
 		accepted: make(chan net.Conn), done: make(chan struct{}),
 	}
+	s.pending.log = log
 	s.wg.Add(1)
 	go s.acceptLoop()
 	return s
@@ -158,20 +170,14 @@ func newPeerStream(ln net.Listener, advertise net.Addr, conf PeerTLS, gate strea
 
 // acceptLoop accepts connections until Close, backing off on errors (too
 // many open files, for one) rather than giving up: a listener that stopped
-// would cut the node off from Raft for good.
+// would cut the node off from Raft for good. Each connection is admitted
+// in its own goroutine, under the pending bounds.
 func (s *peerStream) acceptLoop() {
 	defer s.wg.Done()
-	slots := make(chan struct{}, maxAdmissions)
 	backoff := 5 * time.Millisecond
 	for {
-		select {
-		case slots <- struct{}{}:
-		case <-s.done:
-			return
-		}
 		conn, err := s.ln.Accept()
 		if err != nil {
-			<-slots
 			select {
 			case <-s.done:
 				return
@@ -182,11 +188,13 @@ func (s *peerStream) acceptLoop() {
 			continue
 		}
 		backoff = 5 * time.Millisecond
+		pc := s.pending.add(conn)
 		s.wg.Add(1)
 		go func() {
-			defer func() { <-slots }()
 			defer s.wg.Done()
-			if c := s.admit(conn); c != nil {
+			c := s.admit(pc)
+			s.pending.remove(pc)
+			if c != nil {
 				select {
 				case s.accepted <- c:
 				case <-s.done:
@@ -197,9 +205,98 @@ func (s *peerStream) acceptLoop() {
 	}
 }
 
+// pendingConn is a connection being admitted; it notes whether the peer
+// has sent anything yet.
+type pendingConn struct {
+	net.Conn
+	ip    string
+	seq   uint64
+	spoke atomic.Bool
+}
+
+func (c *pendingConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.spoke.Store(true)
+	}
+	return n, err
+}
+
+// pendingSet is the connections being admitted, oldest first.
+type pendingSet struct {
+	mu    sync.Mutex
+	conns []*pendingConn
+	seq   uint64
+	log   hclog.Logger
+}
+
+// add registers conn, evicting pending connections beyond the bounds.
+func (p *pendingSet) add(conn net.Conn) *pendingConn {
+	ip := ""
+	if a, ok := conn.RemoteAddr().(*net.TCPAddr); ok {
+		ip = a.IP.String()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.seq++
+	pc := &pendingConn{Conn: conn, ip: ip, seq: p.seq}
+	sameIP := 0
+	for _, c := range p.conns {
+		if c.ip == ip {
+			sameIP++
+		}
+	}
+	if sameIP >= maxPendingPerIP {
+		p.evict(func(c *pendingConn) bool { return c.ip == ip })
+	}
+	if len(p.conns) >= maxPending {
+		p.evict(func(*pendingConn) bool { return true })
+	}
+	p.conns = append(p.conns, pc)
+	return pc
+}
+
+// evict closes and forgets the oldest pending connection that match
+// admits, preferring one that has sent nothing.
+func (p *pendingSet) evict(match func(*pendingConn) bool) {
+	victim := -1
+	for i, c := range p.conns {
+		if !match(c) {
+			continue
+		}
+		if !c.spoke.Load() {
+			victim = i
+			break
+		}
+		if victim < 0 {
+			victim = i
+		}
+	}
+	if victim < 0 {
+		return
+	}
+	c := p.conns[victim]
+	p.conns = append(p.conns[:victim], p.conns[victim+1:]...)
+	c.Conn.Close()
+	p.log.Debug("evicted a Raft connection that had not finished its handshake", "from", c.RemoteAddr(), "had_sent", c.spoke.Load())
+}
+
+// remove forgets pc once its admission is over.
+func (p *pendingSet) remove(pc *pendingConn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, c := range p.conns {
+		if c == pc {
+			p.conns = append(p.conns[:i], p.conns[i+1:]...)
+			return
+		}
+	}
+}
+
 // admit completes the handshake and reads the preamble of raw; it returns
 // the connection to hand to raft, or nil when it was refused or answered.
-func (s *peerStream) admit(raw net.Conn) net.Conn {
+func (s *peerStream) admit(pc *pendingConn) net.Conn {
+	var raw net.Conn = pc
 	ctx, cancel := context.WithTimeout(context.Background(), preambleTimeout)
 	defer cancel()
 	go func() {
@@ -210,14 +307,18 @@ func (s *peerStream) admit(raw net.Conn) net.Conn {
 		}
 	}()
 	conn := raw
+	var peer *x509.Certificate
 	if s.tls != nil {
 		tc := tls.Server(raw, s.tls.PeerServer())
 		if err := tc.HandshakeContext(ctx); err != nil {
-			s.log.Warn("refused a Raft connection", "from", raw.RemoteAddr(), "error", err)
+			if pc.spoke.Load() {
+				s.log.Warn("refused a Raft connection", "from", raw.RemoteAddr(), "error", err)
+			}
 			raw.Close()
 			return nil
 		}
 		conn = tc
+		peer = tc.ConnectionState().PeerCertificates[0]
 	}
 	deadline, _ := ctx.Deadline()
 	_ = conn.SetReadDeadline(deadline)
@@ -231,6 +332,11 @@ func (s *peerStream) admit(raw net.Conn) net.Conn {
 		target, err := readTarget(conn)
 		if err != nil {
 			s.log.Warn("refused a Raft connection: bad preamble", "from", raw.RemoteAddr(), "error", err)
+			conn.Close()
+			return nil
+		}
+		if err := s.admitPeer(peer); err != nil {
+			s.log.Warn("refused a Raft connection", "from", raw.RemoteAddr(), "error", err)
 			conn.Close()
 			return nil
 		}
@@ -254,6 +360,11 @@ func (s *peerStream) admit(raw net.Conn) net.Conn {
 			conn.Close()
 			return nil
 		}
+		if err := s.admitPeer(peer); err != nil {
+			s.log.Warn("refused a Raft connection", "from", raw.RemoteAddr(), "error", err)
+			conn.Close()
+			return nil
+		}
 		_ = conn.SetReadDeadline(time.Time{})
 		return &prefixConn{Conn: conn, prefix: first[:]}
 	default:
@@ -261,6 +372,14 @@ func (s *peerStream) admit(raw net.Conn) net.Conn {
 		conn.Close()
 		return nil
 	}
+}
+
+// admitPeer admits a Raft peer by its certificate, nil when TLS is off.
+func (s *peerStream) admitPeer(peer *x509.Certificate) error {
+	if peer == nil {
+		return nil
+	}
+	return s.gate.admits(peer)
 }
 
 // readTarget reads the server id of a preambleTarget.
@@ -332,7 +451,11 @@ func (s *peerStream) Addr() net.Addr { return s.advertise }
 // the preamble that names it.
 func (s *peerStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	addr, target, _ := strings.Cut(string(address), targetSep)
-	conn, err := dialPeer(addr, s.tls, timeout)
+	node := ""
+	if target != "" {
+		node = NameOf(target)
+	}
+	conn, err := dialPeer(addr, node, s.tls, timeout)
 	if err != nil || target == "" {
 		return conn, err
 	}
@@ -347,8 +470,9 @@ func (s *peerStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 }
 
 // dialPeer connects to addr, over mutual TLS when conf is set, verifying
-// the peer's certificate against the host of addr.
-func dialPeer(addr string, conf PeerTLS, timeout time.Duration) (net.Conn, error) {
+// the peer's certificate against node, the name of the node meant ("" when
+// unknown), or the host of addr.
+func dialPeer(addr, node string, conf PeerTLS, timeout time.Duration) (net.Conn, error) {
 	if conf == nil {
 		return net.DialTimeout("tcp", addr, timeout)
 	}
@@ -356,20 +480,27 @@ func dialPeer(addr string, conf PeerTLS, timeout time.Duration) (net.Conn, error
 	if err != nil {
 		return nil, err
 	}
-	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: conf.PeerClient(host)}
+	d := tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: conf.PeerClient(host, node)}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	return d.DialContext(ctx, "tcp", addr)
 }
 
 // ProbeRaft asks the node at Raft address addr for its Hello, over mutual
-// TLS when conf is set.
+// TLS when conf is set; the node's certificate must be valid for the host
+// of addr.
 func ProbeRaft(ctx context.Context, addr string, conf PeerTLS) (Hello, error) {
+	return ProbeNode(ctx, addr, "", conf)
+}
+
+// ProbeNode is ProbeRaft of the node named node: a certificate that names
+// a node (a cluster key's, tls gen --node-ids) must name that one.
+func ProbeNode(ctx context.Context, addr, node string, conf PeerTLS) (Hello, error) {
 	timeout := preambleTimeout
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
-	conn, err := dialPeer(addr, conf, timeout)
+	conn, err := dialPeer(addr, node, conf, timeout)
 	if err != nil {
 		return Hello{}, err
 	}

@@ -48,7 +48,11 @@ func startRaftCluster(ctx context.Context, bin, dir string, nodes int) (*cluster
 			return nil, err
 		}
 	}
-	c := &cluster{backend: backendRaft, bin: bin, procs: procs.RaftProcs(dir, raftAddrs, apis), hc: &http.Client{}}
+	keyArgs, err := procs.ClusterKeyArgs(dir)
+	if err != nil {
+		return nil, err
+	}
+	c := &cluster{backend: backendRaft, bin: bin, procs: procs.RaftProcs(dir, raftAddrs, apis, keyArgs...), hc: &http.Client{}}
 	return c, c.start(ctx)
 }
 

@@ -258,3 +258,6 @@ func ClientTLS(caFile string) (*tls.Config, error) {
 	}
 	return &tls.Config{MinVersion: tls.VersionTLS12, CipherSuites: CipherSuites, RootCAs: pool}, nil
 }
+
+// Leaf is the node certificate in use.
+func (s *Store) Leaf() *x509.Certificate { return s.cur.Load().leaf }

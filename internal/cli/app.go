@@ -53,6 +53,7 @@ func commands() []*cli.Command {
 		recordioCommand(),
 		benchCommand(),
 		tlsCommand(),
+		keygenCommand(),
 	}
 }
 

@@ -296,7 +296,11 @@ func startRaftBench(exe, dir string, nodes int) (*benchServers, error) {
 			return nil, err
 		}
 	}
-	s := &benchServers{nodes: procs.RaftProcs(filepath.Join(dir, "raft"), raftAddrs, apis), cleanup: func() {}}
+	keyArgs, err := procs.ClusterKeyArgs(filepath.Join(dir, "raft"))
+	if err != nil {
+		return nil, err
+	}
+	s := &benchServers{nodes: procs.RaftProcs(filepath.Join(dir, "raft"), raftAddrs, apis, keyArgs...), cleanup: func() {}}
 	return s, s.start(exe)
 }
 

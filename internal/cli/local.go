@@ -25,13 +25,16 @@ func localCommand() *cli.Command {
 			"raftmaster local -- --task-timeout 30s --chunks-per-task 2",
 		Description: "Starts --nodes processes of \"raftmaster serve\" (n1, n2, ...) bootstrapped as one\n" +
 			"cluster, with data under --data-dir/nI, Raft on consecutive ports from --raft-port and\n" +
-			"the API from --http-port. Flags after -- go to every serve process. Ctrl-C stops them\n" +
+			"the API from --http-port. Raft between the nodes is mutual TLS with a cluster key made\n" +
+			"once in --data-dir/cluster.key (--tls: certificates instead). Flags after -- go to every\n" +
+			"serve process. Ctrl-C stops them\n" +
 			"all; run it again to restart the same cluster from its data.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "nodes", Value: 3, Usage: "number of replicas (3 or 5 tolerate 1 or 2 failures)"},
 			&cli.StringFlag{Name: "data-dir", Value: "data", Usage: "parent directory of the nodes' data"},
 			&cli.IntFlag{Name: "raft-port", Value: 7001, Usage: "Raft port of n1; nI uses raft-port+I-1"},
 			&cli.IntFlag{Name: "http-port", Value: 8001, Usage: "API port of n1; nI uses http-port+I-1"},
+			&cli.BoolFlag{Name: "insecure", Usage: "run Raft between the nodes without authentication (default: mutual TLS with a cluster key made once in --data-dir/cluster.key)"},
 			&cli.BoolFlag{Name: "tls", Usage: "serve HTTPS and run Raft over mutual TLS, with development certificates made once in --data-dir/tls (clients: --tls-ca --data-dir/tls/ca.crt)"},
 		},
 		Action: runLocal,
@@ -57,6 +60,17 @@ func runLocal(c *cli.Context) error {
 
 	serveArgs := c.Args().Slice()
 	var tlsConf *tls.Config
+	if !c.Bool("tls") && !c.Bool("insecure") {
+		// Raft between the nodes is mutual TLS with a key of their own.
+		keyArgs, err := procs.ClusterKeyArgs(c.String("data-dir"))
+		if err != nil {
+			return err
+		}
+		serveArgs = append(keyArgs, serveArgs...)
+	}
+	if c.Bool("insecure") {
+		serveArgs = append([]string{"--insecure"}, serveArgs...)
+	}
 	if c.Bool("tls") {
 		dir := filepath.Join(c.String("data-dir"), "tls")
 		if _, err := os.Stat(filepath.Join(dir, certs.CAFile)); err != nil {

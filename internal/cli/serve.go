@@ -81,6 +81,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve the API over HTTPS and run Raft over mutual TLS with this PEM certificate (valid for server and client authentication, for every name the node is reached at; see raftmaster tls gen); reloaded on SIGHUP", EnvVars: env("tls-cert"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-key", Usage: "the PEM private key of --tls-cert; reloaded on SIGHUP", EnvVars: env("tls-key"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate(s) that sign every node's certificate: Raft peers must present one, and the node trusts only it when it calls the others; reloaded on SIGHUP; without --tls-cert it is not used", EnvVars: env("tls-ca"), TakesFile: true},
+			&cli.StringFlag{Name: "cluster-key-file", Usage: "run Raft over mutual TLS with certificates derived from this cluster key, a secret every node shares (make it with raftmaster keygen); the API stays plain HTTP unless --tls-cert is given too", EnvVars: env("cluster-key-file"), TakesFile: true},
+			&cli.BoolFlag{Name: "insecure", Usage: "run Raft without authentication or encryption when neither --cluster-key-file nor --tls-cert is given: anyone who reaches --raft-addr can then write the cluster's state (only on an isolated network, or to run beside nodes of an earlier release)", EnvVars: env("insecure")},
 			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files outside it are refused unread (default: anywhere the process can read)", EnvVars: env("dataset-root")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
@@ -300,6 +302,10 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 	if err != nil {
 		return replica.Raft{}, err
 	}
+	peerTLS, err := raftCredentials(c, logger, cmp.Or(raftAdvertise, c.String("raft-addr")))
+	if err != nil {
+		return replica.Raft{}, err
+	}
 	return replica.Raft{
 		Node: raftnode.Config{
 			Limits: limits,
@@ -310,9 +316,54 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 			LeaderLeaseTimeout: c.Duration("leader-lease-timeout"), FailoverGrace: c.Duration("failover-grace"),
 			SnapshotThreshold: c.Uint64("snapshot-threshold"), SnapshotInterval: c.Duration("snapshot-interval"),
 			TrailingLogs: c.Uint64("trailing-logs"), Clock: testClock(c, logger), DialOverride: dial,
+			PeerTLS: peerTLS,
 		},
 		Join: join, BootstrapExpect: expect,
 	}, nil
+}
+
+// errNoRaftCredentials is serve's refusal to run Raft unauthenticated.
+var errNoRaftCredentials = errors.New("Raft would accept any peer that reaches --raft-addr and let it write the cluster's state. " +
+	"Give every node the same cluster key with --cluster-key-file (make one with `raftmaster keygen --out cluster.key`), " +
+	"or certificates with --tls-cert, --tls-key and --tls-ca (raftmaster tls gen), " +
+	"or pass --insecure to run Raft without authentication on a network no one else reaches")
+
+// raftCredentials returns what secures Raft besides operator certificates
+// (which replica.StartRaft puts in place): the certificates derived from
+// --cluster-key-file for this node and the host of its Raft address
+// advertise. Without certificates or a key it refuses to go on unless
+// --insecure, and an insecure node says so.
+func raftCredentials(c *cli.Context, logger hclog.Logger, advertise string) (raftnode.PeerTLS, error) {
+	keyFile, certFile := c.String("cluster-key-file"), c.String("tls-cert")
+	switch {
+	case keyFile != "" && certFile != "":
+		return nil, errors.New("give --cluster-key-file or --tls-cert, not both: Raft uses one or the other")
+	case certFile != "":
+		return nil, nil
+	case keyFile != "":
+		key, err := certs.ReadClusterKey(keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-key-file: %w", err)
+		}
+		if fi, err := os.Stat(keyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			logger.Warn("the cluster key file is readable by other users: anyone who reads it can join the cluster's Raft", "file", keyFile, "mode", fi.Mode().Perm().String())
+		}
+		host, _, err := net.SplitHostPort(advertise)
+		if err != nil {
+			return nil, fmt.Errorf("--raft-advertise %q: %w", advertise, err)
+		}
+		store, err := certs.FromClusterKey(key, c.String("node-id"), []string{host})
+		if err != nil {
+			return nil, err
+		}
+		logger.Info("Raft runs over mutual TLS with certificates derived from the cluster key", "file", keyFile)
+		return store, nil
+	case c.Bool("insecure"):
+		logger.Warn("--insecure: Raft accepts any peer, unauthenticated and unencrypted: anyone who reaches " +
+			c.String("raft-addr") + " can write the cluster's state; keep the port on a network no one else reaches")
+		return nil, nil
+	}
+	return nil, errNoRaftCredentials
 }
 
 // advertised returns the address to advertise for a listener on listen:

@@ -35,12 +35,39 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:0", "--raft-advertise", "0.0.0.0:7000"}, "unspecified; other nodes could not dial it"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--tls-cert", "node.crt"}, "TLS needs --tls-cert, --tls-key and --tls-ca together"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--tls-cert", "no.crt", "--tls-key", "no.key", "--tls-ca", "no-ca.crt"}, "tls: certificate no.crt and key no.key"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:0"}, "--cluster-key-file (make one with `raftmaster keygen --out cluster.key`"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:0"}, "or pass --insecure"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--cluster-key-file", "no-such.key"}, "--cluster-key-file: cluster key: open no-such.key"},
 	} {
 		var out, errOut bytes.Buffer
 		code := RunWith(append([]string{"raftmaster", "serve"}, tt.args...), &out, &errOut)
 		if code == 0 || !strings.Contains(errOut.String(), tt.want) {
 			t.Errorf("serve %q: exit %d, stderr %q; want an error containing %q", tt.args, code, errOut.String(), tt.want)
 		}
+	}
+}
+
+// TestKeygen: keygen writes a key serve reads, and refuses to overwrite
+// it without --force.
+func TestKeygen(t *testing.T) {
+	path := t.TempDir() + "/cluster.key"
+	var out, errOut bytes.Buffer
+	if code := RunWith([]string{"raftmaster", "keygen", "--out", path}, &out, &errOut); code != 0 {
+		t.Fatalf("keygen: exit %d: %s", code, errOut.String())
+	}
+	first, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	errOut.Reset()
+	if code := RunWith([]string{"raftmaster", "keygen", "--out", path}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "--force") {
+		t.Fatalf("keygen over a key: exit %d, %q", code, errOut.String())
+	}
+	if again, _ := os.ReadFile(path); string(again) != string(first) {
+		t.Fatal("a refused keygen changed the key")
+	}
+	if code := RunWith([]string{"raftmaster", "keygen", "--out", path, "--force"}, &out, &errOut); code != 0 {
+		t.Fatalf("keygen --force: exit %d", code)
 	}
 }
 

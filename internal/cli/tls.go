@@ -30,12 +30,13 @@ func tlsCommand() *cli.Command {
 				&cli.StringFlag{Name: "out", Usage: "directory to write the files into", Required: true},
 				&cli.StringFlag{Name: "hosts", Usage: "comma-separated names and IP addresses nodes are reached at (wildcards such as *.raftmaster.ns.svc.cluster.local allowed)", Required: true},
 				&cli.DurationFlag{Name: "valid-for", Usage: "how long the certificates are valid", Value: 365 * 24 * time.Hour},
+				&cli.StringFlag{Name: "node-ids", Usage: "comma-separated node ids (serve --node-id): each also gets node-ID.crt and node-ID.key, which name the node, so that a peer dialled as one node cannot answer with another's certificate (node.crt names no node: peers presenting it are checked by address)"},
 				&cli.BoolFlag{Name: "force", Usage: "overwrite existing node and client files (a CA already in --out is kept)"},
 			},
 			Action: func(c *cli.Context) error {
 				written, err := certs.Generate(certs.GenerateOptions{
 					Dir: c.String("out"), Hosts: splitList(c.String("hosts")),
-					Validity: c.Duration("valid-for"), Force: c.Bool("force"),
+					Validity: c.Duration("valid-for"), Force: c.Bool("force"), NodeIDs: splitList(c.String("node-ids")),
 				})
 				if err != nil {
 					return err

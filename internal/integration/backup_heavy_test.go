@@ -226,7 +226,7 @@ func TestHeavyBackupAndRestore(t *testing.T) {
 	}
 
 	start = time.Now()
-	node := exec.Command(c.Bin, "serve", "--node-id", "r1", "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr)
+	node := exec.Command(c.Bin, "serve", "--node-id", "r1", "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr, "--insecure")
 	node.Stderr = io.Discard
 	if err := node.Start(); err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 		t.Fatalf("the seeded state is in era %d, want 1", want.Era())
 	}
 
-	node := exec.Command(c.Bin, "serve", "--node-id", "r1", "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr)
+	node := exec.Command(c.Bin, "serve", "--node-id", "r1", "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr, "--insecure")
 	node.Stderr = io.Discard
 	if err := node.Start(); err != nil {
 		t.Fatal(err)
@@ -147,7 +147,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 func serveRestored(t *testing.T, c *proccluster.Cluster, id, dir, raftAddr string) string {
 	t.Helper()
 	apiAddr := proccluster.FreePort(t)
-	node := exec.Command(c.Bin, "serve", "--node-id", id, "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr)
+	node := exec.Command(c.Bin, "serve", "--node-id", id, "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr, "--insecure")
 	node.Stderr = io.Discard
 	if err := node.Start(); err != nil {
 		t.Fatal(err)

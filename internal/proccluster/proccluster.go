@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -110,6 +111,11 @@ type Options struct {
 	// Hold describes the nodes without starting them; start each with
 	// Cluster.Launch.
 	Hold bool
+	// Uncredentialed starts the nodes without a cluster key, as a
+	// release before cluster keys must be: a node of this release then
+	// needs --insecure. By default the nodes share a cluster key of their
+	// own (KeyArgs), unless Args give certificates or --insecure.
+	Uncredentialed bool
 }
 
 // Cluster is a set of serve processes.
@@ -118,6 +124,9 @@ type Cluster struct {
 	Bin   string
 	Dir   string
 	Procs []*Proc
+	// KeyArgs are the serve flags of the cluster's key, given to every
+	// node it starts; empty when the cluster has none.
+	KeyArgs []string
 }
 
 // Start builds the binary and starts a bootstrapped cluster. Processes are
@@ -132,10 +141,17 @@ func Start(t testing.TB, opts Options) *Cluster {
 	for i := range opts.Nodes {
 		raftAddrs[i], apiAddrs[i] = FreePort(t), FreePort(t)
 	}
+	if !opts.Uncredentialed && !slices.Contains(opts.Args, "--tls-cert") && !slices.Contains(opts.Args, "--insecure") {
+		var err error
+		if c.KeyArgs, err = procs.ClusterKeyArgs(c.Dir); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := append(append(slices.Clone(testServeFlags), c.KeyArgs...), opts.Args...)
 	if opts.BootstrapExpect > 0 {
-		c.Procs = procs.FoundingProcs(c.Dir, raftAddrs, apiAddrs, opts.BootstrapExpect, append(testServeFlags, opts.Args...)...)
+		c.Procs = procs.FoundingProcs(c.Dir, raftAddrs, apiAddrs, opts.BootstrapExpect, args...)
 	} else {
-		c.Procs = procs.RaftProcs(c.Dir, raftAddrs, apiAddrs, append(testServeFlags, opts.Args...)...)
+		c.Procs = procs.RaftProcs(c.Dir, raftAddrs, apiAddrs, args...)
 	}
 	var extra map[string][]string
 	if opts.Prepare != nil {
@@ -182,6 +198,7 @@ func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 	p.DataDir = filepath.Join(c.Dir, p.ID)
 	p.LogPath = filepath.Join(c.Dir, p.ID+".log")
 	p.Args = append(procs.ServeArgs(p), testServeFlags...)
+	p.Args = append(p.Args, c.KeyArgs...)
 	p.Args = append(p.Args, "--join", strings.Join(join, ","))
 	p.Args = append(p.Args, extra...)
 	c.Procs = append(c.Procs, p)

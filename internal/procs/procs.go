@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -273,3 +274,23 @@ func FreeAddr() (string, error) {
 
 // handedOut holds every address FreeAddr returned.
 var handedOut sync.Map
+
+// ClusterKeyFile is the cluster key's file in the directory of a local
+// cluster (ClusterKeyArgs).
+const ClusterKeyFile = "cluster.key"
+
+// ClusterKeyArgs makes dir/cluster.key once, a cluster key every node of
+// a local cluster shares, and returns the serve flags that give it to a
+// node: Raft then runs over mutual TLS between them.
+func ClusterKeyArgs(dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, ClusterKeyFile)
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		if err := certs.WriteClusterKey(path, false); err != nil {
+			return nil, err
+		}
+	}
+	return []string{"--cluster-key-file", path}, nil
+}

@@ -8,6 +8,7 @@ import http.client
 import http.server
 import json
 import os
+import secrets
 import signal
 import socket
 import socketserver
@@ -111,13 +112,23 @@ class Cluster:
         raft = ["127.0.0.1:%d" % p for p in ports[:nodes]]
         self.addrs = ["127.0.0.1:%d" % p for p in ports[nodes:]]
         peers = ",".join("n%d=%s" % (i + 1, a) for i, a in enumerate(raft))
+        args = list(args or [])
+        if "--tls-cert" not in args and "--insecure" not in args:
+            # Raft between the nodes: mutual TLS with a cluster key of their own.
+            os.makedirs(data_dir, exist_ok=True)
+            key = os.path.join(data_dir, "cluster.key")
+            if not os.path.exists(key):
+                fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "w") as f:
+                    f.write(secrets.token_hex(32) + "\n")
+            args = ["--cluster-key-file", key] + args
         self.nodes = []
         for i in range(nodes):
             nid = "n%d" % (i + 1)
             d = os.path.join(data_dir, nid)
             self.nodes.append(Node(nid, raft[i], self.addrs[i], d, [
                 "serve", "--node-id", nid, "--data-dir", d, "--raft-addr", raft[i], "--http-addr", self.addrs[i],
-                "--peers", peers, "--log-level", "warn"] + list(args or [])))
+                "--peers", peers, "--log-level", "warn"] + args))
         self.token = ""
         self.ssl_context = ssl_context
 
