@@ -151,7 +151,7 @@ func (s *Store) Client(serverName string) *tls.Config {
 		MinVersion:   tls.VersionTLS12,
 		CipherSuites: CipherSuites,
 		ServerName:   serverName,
-		RootCAs:    m.pool,
+		RootCAs:      m.pool,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return s.getCertificate(), nil
 		},

@@ -46,8 +46,8 @@ func (s *forgerStream) Dial(addr raft.ServerAddress, timeout time.Duration) (net
 }
 
 func (s *forgerStream) Accept() (net.Conn, error) { <-s.done; return nil, net.ErrClosed }
-func (s *forgerStream) Close() error             { s.once.Do(func() { close(s.done) }); return nil }
-func (s *forgerStream) Addr() net.Addr           { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
+func (s *forgerStream) Close() error              { s.once.Do(func() { close(s.done) }); return nil }
+func (s *forgerStream) Addr() net.Addr            { return &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)} }
 
 // forgeCreateJob sends the follower fol one AppendEntries, posing as the
 // current leader of its current term, that appends a CreateJob of job
