@@ -2,9 +2,8 @@ package integration
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
-	"errors"
-	"fmt"
 	"io"
 	"net"
 	"os/exec"
@@ -19,6 +18,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/raftmaster/raftmaster/internal/proccluster"
+	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/raftmaster/raftmaster/raftnode"
 )
 
@@ -266,5 +266,104 @@ func TestSecurityRaftIdleConnectionsDoNotBlockHandshakes(t *testing.T) {
 	t.Logf("new leader %s; the node with idle connections caught up %v after the kill", newLeader, time.Since(start).Round(time.Millisecond))
 }
 
-var _ = errors.New
-var _ = fmt.Sprint
+// TestSecurityRaftOtherClusterKeyRefused: a node started with another
+// cluster key, added to the configuration through the API (no tokens
+// here), never gets a Raft connection through either way: it receives no
+// entry, while the cluster's nodes go on committing.
+func TestSecurityRaftOtherClusterKeyRefused(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{})
+	c.WaitReady()
+	leader := c.Leader()
+	other := filepath.Join(t.TempDir(), "other.key")
+	if err := certs.WriteClusterKey(other, false); err != nil {
+		t.Fatal(err)
+	}
+	honest := c.APIAddrs()
+	n4 := c.AddProc("n4", []string{leader.APIAddr}, "--cluster-key-file", other)
+	c.WaitFor("the leader to list n4 in its configuration", time.Minute, func() bool {
+		st, err := proccluster.Status(context.Background(), c.Leader().APIAddr)
+		if err != nil {
+			return false
+		}
+		for _, s := range st.Configuration {
+			if strings.HasPrefix(s.ID, "n4~") {
+				return true
+			}
+		}
+		return false
+	})
+	admin := newClient(t, client.WithAddrs(honest...))
+	if _, err := admin.CreateJob("after-n4"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor("the cluster's nodes to converge", time.Minute, func() bool {
+		_, ok := proccluster.SameState(context.Background(), honest)
+		return ok
+	})
+	st := statusOf(t, n4)
+	if st.Servers != 0 || st.LastIndex != 0 || st.FSM.Jobs != 0 {
+		t.Fatalf("the node of another cluster key received Raft state: %d servers, last index %d, %d jobs", st.Servers, st.LastIndex, st.FSM.Jobs)
+	}
+	if !strings.Contains(procs.LogTail([]*proccluster.Proc{c.Leader()}, 400), "certificate signed by unknown authority") {
+		t.Fatal("the leader does not log why it cannot reach n4")
+	}
+}
+
+// TestSecurityRaftForgedAppendEntriesWithCredentialsOfNonMember: an
+// AppendEntries over mutual TLS with a certificate of another cluster key
+// is refused at the handshake, and one from a certificate of the
+// cluster's own key for a node the configuration does not list is refused
+// at admission: neither is answered, and nothing is applied.
+func TestSecurityRaftForgedAppendEntriesWithCredentialsOfNonMember(t *testing.T) {
+	c := proccluster.Start(t, proccluster.Options{})
+	c.WaitReady()
+	leader := c.Leader()
+	fol := c.Others(leader)[0]
+	before := statusOf(t, fol).FSM.Jobs
+	key, err := certs.ReadClusterKey(c.KeyArgs[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderName := raftnode.NameOf(statusOf(t, leader).NodeID)
+	for name, k := range map[string][]byte{"another cluster key, posing as the leader": certs.NewClusterKey(), "the cluster's key, a node it does not list": key} {
+		id := leaderName
+		if bytesEqual(k, key) {
+			id = "n9"
+		}
+		store, err := certs.FromClusterKey(k, id, []string{"127.0.0.1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dial := func(addr string, timeout time.Duration) (net.Conn, error) {
+			host, _, _ := net.SplitHostPort(addr)
+			conf := store.PeerClient(host, fol.ID)
+			conf.VerifyConnection = nil // the forger trusts anyone: the follower must refuse
+			d := tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: conf}
+			conn, err := d.Dial("tcp", addr)
+			if err != nil {
+				return nil, err
+			}
+			// Under TLS 1.3 the server's refusal of the client's
+			// certificate arrives after the client's handshake: the RPC
+			// then fails on its answer.
+			return conn, nil
+		}
+		accepted, err := forgeCreateJob(t, fol, "forged", dial)
+		if accepted || err == nil {
+			t.Fatalf("%s: the follower answered a forged AppendEntries (accepted %v, error %v)", name, accepted, err)
+		}
+	}
+	admin := newClient(t, client.WithAddrs(c.APIAddrs()...))
+	if _, err := admin.CreateJob("real"); err != nil {
+		t.Fatal(err)
+	}
+	c.Converged(time.Minute)
+	if jobs := statusOf(t, fol).FSM.Jobs; jobs != before+1 {
+		t.Fatalf("%s holds %d jobs, want %d", fol.ID, jobs, before+1)
+	}
+	if !strings.Contains(procs.LogTail([]*proccluster.Proc{fol}, 400), "which is not in this node's configuration") {
+		t.Fatal("the follower does not log why it refused n9")
+	}
+}
+
+func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
