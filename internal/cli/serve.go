@@ -345,8 +345,8 @@ func raftCredentials(c *cli.Context, logger hclog.Logger, advertise string) (raf
 		if err != nil {
 			return nil, fmt.Errorf("--cluster-key-file: %w", err)
 		}
-		if fi, err := os.Stat(keyFile); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			logger.Warn("the cluster key file is readable by other users: anyone who reads it can join the cluster's Raft", "file", keyFile, "mode", fi.Mode().Perm().String())
+		if fi, err := os.Stat(keyFile); err == nil && fi.Mode().Perm()&0o007 != 0 {
+			logger.Warn("the cluster key file is readable by every user: anyone who reads it can join the cluster's Raft", "file", keyFile, "mode", fi.Mode().Perm().String())
 		}
 		host, _, err := net.SplitHostPort(advertise)
 		if err != nil {

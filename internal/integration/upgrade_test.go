@@ -31,7 +31,9 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 	oldBin := prev.build(t, "./cmd/raftmaster", runtime.GOOS, runtime.GOARCH)
 	// Frequent snapshots, few entries kept after them: a follower that
 	// was down for a few hundred entries is sent a snapshot.
-	c := proccluster.Start(t, proccluster.Options{BootstrapExpect: 3, Hold: true,
+	// The previous release knows no cluster key: its nodes run Raft
+	// unauthenticated, and this release's replace them with --insecure.
+	c := proccluster.Start(t, proccluster.Options{BootstrapExpect: 3, Hold: true, Uncredentialed: true,
 		Args: []string{"--snapshot-threshold", "100", "--snapshot-interval", "500ms", "--trailing-logs", "50"}})
 	newBin := c.Bin
 	c.Bin = oldBin
@@ -58,7 +60,7 @@ func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
 			p.APIAddr = proccluster.FreePort(t)
 			p.Args = append(p.Args, "--http-addr", p.APIAddr)
 		}
-		c.Restart(p)
+		c.Restart(p, "--insecure")
 		u.upgraded = append(u.upgraded, p)
 		u.whole()
 		t.Logf("upgraded %s; trainers at pass %d", p.ID, log.lastPass())

@@ -65,3 +65,14 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- fail (printf "podAntiAffinity %q: want soft, hard or \"\"" .Values.podAntiAffinity) -}}
 {{- end -}}
 {{- end -}}
+
+
+{{/* Whether Raft runs over a cluster key: neither TLS certificates nor insecure. */}}
+{{- define "raftmaster.useClusterKey" -}}
+{{- if and (not .Values.tls.existingSecret) (not .Values.insecure) }}true{{ end -}}
+{{- end -}}
+
+{{/* The Secret that holds the cluster key: the operator's, or the chart's. */}}
+{{- define "raftmaster.clusterKeySecret" -}}
+{{- .Values.clusterKey.existingSecret | default (printf "%s-cluster-key" (include "raftmaster.fullname" .)) -}}
+{{- end -}}
