@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"os"
 
 	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/urfave/cli/v2"
@@ -21,8 +23,17 @@ func keygenCommand() *cli.Command {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "file to write the key into", Required: true, TakesFile: true},
 			&cli.BoolFlag{Name: "force", Usage: "replace an existing file"},
+			&cli.BoolFlag{Name: "keep", Usage: "leave an existing file as it is and succeed (for a deployment's first-start step)"},
 		},
 		Action: func(c *cli.Context) error {
+			if c.Bool("keep") && !c.Bool("force") {
+				if _, err := certs.ReadClusterKey(c.String("out")); err == nil {
+					fmt.Fprintf(c.App.Writer, "kept the cluster key in %s\n", c.String("out"))
+					return nil
+				} else if !errors.Is(err, os.ErrNotExist) {
+					return err
+				}
+			}
 			if err := certs.WriteClusterKey(c.String("out"), c.Bool("force")); err != nil {
 				return err
 			}

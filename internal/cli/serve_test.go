@@ -66,6 +66,12 @@ func TestKeygen(t *testing.T) {
 	if again, _ := os.ReadFile(path); string(again) != string(first) {
 		t.Fatal("a refused keygen changed the key")
 	}
+	if code := RunWith([]string{"raftmaster", "keygen", "--out", path, "--keep"}, &out, &errOut); code != 0 {
+		t.Fatalf("keygen --keep over a key: exit %d", code)
+	}
+	if again, _ := os.ReadFile(path); string(again) != string(first) {
+		t.Fatal("keygen --keep changed the key")
+	}
 	if code := RunWith([]string{"raftmaster", "keygen", "--out", path, "--force"}, &out, &errOut); code != 0 {
 		t.Fatalf("keygen --force: exit %d", code)
 	}
