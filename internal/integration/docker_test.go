@@ -127,6 +127,8 @@ type composeCluster struct {
 	// image is the image compose runs (RAFTMASTER_IMAGE); empty for the
 	// file's default, raftmaster:local.
 	image string
+	// overrides are compose files applied over composeFile.
+	overrides []string
 }
 
 // startCompose builds the image, starts services in a fresh project and
@@ -139,6 +141,13 @@ func startCompose(t *testing.T, name string, services ...string) *composeCluster
 // startComposeImage is startCompose with the nodes on image (empty for
 // the file's default).
 func startComposeImage(t *testing.T, name, image string, services ...string) *composeCluster {
+	t.Helper()
+	return startComposeWith(t, name, image, nil, services...)
+}
+
+// startComposeWith is startComposeImage with compose files applied over
+// composeFile.
+func startComposeWith(t *testing.T, name, image string, overrides []string, services ...string) *composeCluster {
 	t.Helper()
 	root, err := proccluster.ModuleRoot()
 	if err != nil {
@@ -154,7 +163,7 @@ func startComposeImage(t *testing.T, name, image string, services ...string) *co
 		}
 		return dialer.DialContext(ctx, network, addr)
 	}}}
-	c := &composeCluster{t: t, root: root, project: "raftmaster-dockertest-" + name, datasets: t.TempDir(), hc: hc, image: image}
+	c := &composeCluster{t: t, root: root, project: "raftmaster-dockertest-" + name, datasets: t.TempDir(), hc: hc, image: image, overrides: overrides}
 	c.compose("down", "-v", "--remove-orphans")
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -169,7 +178,11 @@ func startComposeImage(t *testing.T, name, image string, services ...string) *co
 // compose runs docker-compose on the project and returns its output.
 func (c *composeCluster) compose(args ...string) string {
 	c.t.Helper()
-	cmd := exec.Command("docker-compose", append([]string{"-p", c.project, "-f", composeFile}, args...)...)
+	files := []string{"-p", c.project, "-f", composeFile}
+	for _, o := range c.overrides {
+		files = append(files, "-f", o)
+	}
+	cmd := exec.Command("docker-compose", append(files, args...)...)
 	cmd.Dir = c.root
 	cmd.Env = append(os.Environ(), "RAFTMASTER_DATASETS="+c.datasets)
 	if c.image != "" {
@@ -695,6 +708,21 @@ func TestDockerComposeRollingRestart(t *testing.T) {
 	c.converged(nodes...)
 }
 
+// insecureOverride is the compose override of a rolling upgrade from a
+// release before cluster keys: this release's nodes run Raft
+// unauthenticated beside the previous release's, and keygen runs this
+// release's image, which has the command.
+const insecureOverride = `services:
+  keygen:
+    image: raftmaster:local
+  n1:
+    environment: {RAFTMASTER_INSECURE: "true", RAFTMASTER_CLUSTER_KEY_FILE: ""}
+  n2:
+    environment: {RAFTMASTER_INSECURE: "true", RAFTMASTER_CLUSTER_KEY_FILE: ""}
+  n3:
+    environment: {RAFTMASTER_INSECURE: "true", RAFTMASTER_CLUSTER_KEY_FILE: ""}
+`
+
 // TestDockerComposeRollingUpgrade upgrades compose-3 from the previous
 // release's image to this one's, as README "Operations" says: trainers on
 // the host run passes throughout while each container is replaced with
@@ -708,7 +736,14 @@ func TestDockerComposeRollingRestart(t *testing.T) {
 func TestDockerComposeRollingUpgrade(t *testing.T) {
 	previous := buildPreviousImage(t)
 	prev := previousSource(t)
-	c := startComposeImage(t, "upgrade", previous, "n1", "n2", "n3")
+	// The previous release knows no cluster key and runs Raft
+	// unauthenticated: the new image joins it with --insecure, and the
+	// nodes switch to the key together once all run it.
+	insecure := filepath.Join(t.TempDir(), "insecure.yml")
+	if err := os.WriteFile(insecure, []byte(insecureOverride), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startComposeWith(t, "upgrade", previous, []string{insecure}, "n1", "n2", "n3")
 	nodes := []string{"n1", "n2", "n3"}
 	var upgraded []string
 	// No node may report a level above 1 while one runs the previous
@@ -759,6 +794,16 @@ func TestDockerComposeRollingUpgrade(t *testing.T) {
 		}
 		return true
 	})
+	// Every node to the cluster key at once, as the compose file says.
+	c.overrides = nil
+	t.Logf("switching the nodes to the cluster key; trainers at pass %d", log.lastPass())
+	c.compose("up", "-d", "n1", "n2", "n3")
+	c.waitMembers(nodes...)
+	for _, id := range nodes {
+		if logs := c.logs(id); !strings.Contains(logs, "Raft runs over mutual TLS with certificates derived from the cluster key") {
+			t.Fatalf("%s does not run Raft with the cluster key after the switch:\n%s", id, logs)
+		}
+	}
 	admin := newClient(t, c.clientOpts(nodes...)...)
 	waitCond(t, "every node registered with its release", func() bool {
 		for _, id := range nodes {
