@@ -15,6 +15,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -67,6 +68,8 @@ type objects struct {
 	services     []*corev1.Service
 	pdbs         []*policyv1.PodDisruptionBudget
 	monitors     []*serviceMonitor
+	secrets      []*corev1.Secret
+	netpols      []*networkingv1.NetworkPolicy
 }
 
 // render runs `helm template` and decodes every object strictly.
@@ -118,6 +121,12 @@ func decodeAll(manifest string) (*objects, error) {
 		case "policy/v1 PodDisruptionBudget":
 			o := &policyv1.PodDisruptionBudget{}
 			objs.pdbs, target = append(objs.pdbs, o), o
+		case "v1 Secret":
+			o := &corev1.Secret{}
+			objs.secrets, target = append(objs.secrets, o), o
+		case "networking.k8s.io/v1 NetworkPolicy":
+			o := &networkingv1.NetworkPolicy{}
+			objs.netpols, target = append(objs.netpols, o), o
 		case "monitoring.coreos.com/v1 ServiceMonitor":
 			o := &serviceMonitor{}
 			objs.monitors, target = append(objs.monitors, o), o
@@ -184,15 +193,25 @@ const rawHeader = `# raftmaster on Kubernetes without Helm: this file is the cha
 # POD.raftmaster.NAMESPACE.svc.cluster.local through the downward API.
 #   kubectl apply -n NAMESPACE -f deploy/kubernetes/raftmaster.yaml
 # Set the image first: build it with make image and push it where the
-# cluster pulls from. README "Deploy" says how to scale, and how to turn on
-# tokens, TLS, a dataset volume and the ServiceMonitor (with the chart).
+# cluster pulls from. Raft between the pods is mutual TLS with a cluster
+# key, from a Secret you make once in the namespace, before the first apply:
+#   raftmaster keygen --out cluster.key
+#   kubectl create secret generic -n NAMESPACE raftmaster-cluster-key --from-file=cluster.key
+# A NetworkPolicy admits the Raft port from the pods only. README "Deploy"
+# says how to scale, and how to turn on tokens, TLS, a dataset volume and
+# the ServiceMonitor (with the chart).
 `
+
+// rawValues are the values the raw manifest is rendered with: the
+// chart's defaults, but a cluster key Secret the operator makes, since
+// kubectl has no lookup to keep one the manifest would make.
+var rawValues = []string{"--set", "clusterKey.existingSecret=raftmaster-cluster-key"}
 
 // TestRawManifestIsTheChartRendered: deploy/kubernetes/raftmaster.yaml is
 // the chart's rendering with the default values, and decodes as strictly.
 // With -update, it is rewritten.
 func TestRawManifestIsTheChartRendered(t *testing.T) {
-	out, err := helm(t, "template", "raftmaster", chartDir)
+	out, err := helm(t, append([]string{"template", "raftmaster", chartDir}, rawValues...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,4 +233,5 @@ func TestRawManifestIsTheChartRendered(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkObjects(t, objs, defaults())
+	checkSecurity(t, objs, false, "raftmaster-cluster-key", false)
 }

@@ -12,7 +12,8 @@ const systemdUnit = "../../deploy/systemd/raftmaster.service"
 
 // TestSystemdUnit: the unit runs the node as a user systemd makes for it,
 // owning only its state directory, with its flags from an environment
-// file; `systemd-analyze verify` finds nothing wrong with it (an unknown or
+// file, and Raft secured by the cluster key it hands over as a credential;
+// `systemd-analyze verify` finds nothing wrong with it (an unknown or
 // misspelt directive included), and `systemd-analyze security` rates its
 // exposure OK (at most 2.0 of 10).
 func TestSystemdUnit(t *testing.T) {
@@ -24,6 +25,7 @@ func TestSystemdUnit(t *testing.T) {
 		"DynamicUser=yes", "StateDirectory=raftmaster", "EnvironmentFile=/etc/raftmaster/raftmaster.env",
 		"Environment=RAFTMASTER_DATA_DIR=%S/raftmaster", "ExecStart=/usr/local/bin/raftmaster serve",
 		"NoNewPrivileges=yes", "ProtectSystem=strict", "CapabilityBoundingSet=",
+		"LoadCredential=cluster.key:/etc/raftmaster/cluster.key", "Environment=RAFTMASTER_CLUSTER_KEY_FILE=%d/cluster.key",
 	} {
 		if !strings.Contains("\n"+string(unit)+"\n", "\n"+line+"\n") {
 			t.Errorf("the unit lacks %q", line)
