@@ -339,8 +339,16 @@ func raftHandshake(t *testing.T, addr, certFile, keyFile, caFile string) (string
 	}
 	defer conn.Close()
 	serial := conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
-	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	if _, err := conn.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+	// A probe (the preamble byte 0xF1) is answered with the node's Hello
+	// once the connection is admitted.
+	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := conn.Write([]byte{0xF1}); err != nil {
+		return "", fmt.Errorf("refused after the handshake: %v", err)
+	}
+	var hello struct {
+		Name string `json:"name"`
+	}
+	if err := json.NewDecoder(conn).Decode(&hello); err != nil || hello.Name == "" {
 		return "", fmt.Errorf("refused after the handshake: %v", err)
 	}
 	return serial, nil
