@@ -323,7 +323,7 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 }
 
 // errNoRaftCredentials is serve's refusal to run Raft unauthenticated.
-var errNoRaftCredentials = errors.New("Raft would accept any peer that reaches --raft-addr and let it write the cluster's state. " +
+var errNoRaftCredentials = errors.New("no credential for Raft: it would accept any peer that reaches --raft-addr and let it write the cluster's state. " +
 	"Give every node the same cluster key with --cluster-key-file (make one with `raftmaster keygen --out cluster.key`), " +
 	"or certificates with --tls-cert, --tls-key and --tls-ca (raftmaster tls gen), " +
 	"or pass --insecure to run Raft without authentication on a network no one else reaches")
