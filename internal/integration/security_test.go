@@ -367,3 +367,50 @@ func TestSecurityRaftForgedAppendEntriesWithCredentialsOfNonMember(t *testing.T)
 }
 
 func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
+
+// TestSecurityRaftNodeCertificateBoundToNodeID: with certificates of
+// raftmaster tls gen --node-ids, each node presents its own, which names
+// it. A node started as n4 with n1's certificate, added to the
+// configuration through the API, is refused by the leader, which dials n4
+// and meets n1: it never receives the log.
+func TestSecurityRaftNodeCertificateBoundToNodeID(t *testing.T) {
+	bin := proccluster.Binary(t)
+	dir := t.TempDir()
+	if out, err := exec.Command(bin, "tls", "gen", "--out", dir, "--hosts", "127.0.0.1,localhost", "--node-ids", "n1,n2,n3,n4").CombinedOutput(); err != nil {
+		t.Fatalf("tls gen --node-ids: %v\n%s", err, out)
+	}
+	caFile := filepath.Join(dir, certs.CAFile)
+	t.Setenv("RAFTMASTER_TLS_CA", caFile)
+	nodeFlags := func(id string) []string {
+		return []string{"--tls-cert", filepath.Join(dir, certs.NodeIDCertFile(id)), "--tls-key", filepath.Join(dir, certs.NodeIDKeyFile(id)), "--tls-ca", caFile}
+	}
+	c := proccluster.Start(t, proccluster.Options{Uncredentialed: true, Prepare: func(ps []*proccluster.Proc) map[string][]string {
+		extra := map[string][]string{}
+		for _, p := range ps {
+			extra[p.ID] = nodeFlags(p.ID)
+		}
+		return extra
+	}})
+	c.WaitReady()
+	leader := c.Leader()
+	honest := c.APIAddrs()
+	n4 := c.AddProc("n4", []string{leader.APIAddr}, nodeFlags("n1")...)
+	c.WaitFor("the leader to log that n4 presented n1's certificate", time.Minute, func() bool {
+		return strings.Contains(procs.LogTail([]*proccluster.Proc{c.Leader()}, 400), `presented the certificate of node \"n1\", not of \"n4\"`)
+	})
+	conf, err := certs.ClientTLS(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := newClient(t, client.WithAddrs(honest...), client.WithTLS(conf))
+	if _, err := admin.CreateJob("after-n4"); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitFor("the cluster's nodes to converge", time.Minute, func() bool {
+		_, ok := proccluster.SameState(context.Background(), honest)
+		return ok
+	})
+	if st := statusOf(t, n4); st.Servers != 0 || st.LastIndex != 0 {
+		t.Fatalf("n4, holding n1's certificate, received Raft state: %d servers, last index %d", st.Servers, st.LastIndex)
+	}
+}
