@@ -349,6 +349,16 @@
 //     within the window of the command's time. Clients already held never
 //     notice.
 //
+// From Protocol3 on a client id is bound to its owner: the API stamps each
+// request id with a hash of the bearer token it came with
+// (RequestID.Owner, in command version 3), and the table keeps the owner
+// of a client's first request that carried one, also in the snapshot
+// (version 6). A request of another owner under the id is refused with
+// ErrForeignClient before anything is looked up or replayed: a token
+// cannot read another token's answers, add requests to its client, nor
+// move its floor. A cluster without tokens stamps no owner and binds
+// nothing.
+//
 // This is the session model of the Raft dissertation (§6.3), a client id
 // standing for a session that its first request opens. The only retry
 // that can still be applied twice is one of sequence 1 that arrives after

@@ -501,9 +501,9 @@ func TestCommandVersions(t *testing.T) {
 	}
 	// A newer version halts, as before.
 	f := New()
-	newer := append([]byte{3}, b[1:]...)
+	newer := append([]byte{commandVersion + 1}, b[1:]...)
 	if r := f.ApplyEntry(1, newer); !errors.Is(f.HaltErr(), ErrUnsupported) || r.Code != CodeInvalid {
-		t.Fatalf("version 3: %+v, halt %v", r, f.HaltErr())
+		t.Fatalf("version %d: %+v, halt %v", commandVersion+1, r, f.HaltErr())
 	}
 	if _, err := Decode([]byte{0, byte(TypeTick)}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("version 0: %v", err)
