@@ -100,8 +100,8 @@ var (
 	// writeErrors may answer any state-machine command.
 	writeErrors = []string{CodeInvalid, CodeTooLarge, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable}
 	// requestErrors may answer any write that carries a request id: the
-	// de-duplication table's refusals.
-	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients)
+	// de-duplication table's refusals, and a token's quota.
+	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients, CodeForeignClient, CodeRateLimited)
 	// leaderReadErrors may answer a read that needs the leader.
 	leaderReadErrors = []string{CodeNoLeader, CodeUnavailable}
 )
