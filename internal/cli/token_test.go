@@ -1,0 +1,76 @@
+package cli
+
+import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
+	"github.com/raftmaster/raftmaster/rpc"
+)
+
+// TestTokenSources: the CLI takes its bearer token from --token before or
+// after the command's name, from --token-file or RAFTMASTER_TOKEN_FILE,
+// or from RAFTMASTER_TOKEN, so that no command line needs to carry it.
+func TestTokenSources(t *testing.T) {
+	local := apitest.NewLocal()
+	h := httpapi.NewHandler(local, httpapi.Config{}, nil)
+	var mu sync.Mutex
+	var seen []string
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get(rpc.HeaderAuthorization))
+		mu.Unlock()
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	local.API = strings.TrimPrefix(ts.URL, "http://")
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("from-a-file-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want string
+	}{
+		{"before the command", []string{"--token", "before-0123456789", "job", "list"}, nil, "before-0123456789"},
+		{"after the command", []string{"job", "list", "--token", "after-0123456789"}, nil, "after-0123456789"},
+		{"a token file", []string{"job", "list", "--token-file", file}, nil, "from-a-file-0123456789"},
+		{"a token file before", []string{"--token-file", file, "job", "list"}, nil, "from-a-file-0123456789"},
+		{"RAFTMASTER_TOKEN_FILE", []string{"job", "list"}, map[string]string{"RAFTMASTER_TOKEN_FILE": file}, "from-a-file-0123456789"},
+		{"RAFTMASTER_TOKEN", []string{"job", "list"}, map[string]string{"RAFTMASTER_TOKEN": "env-0123456789"}, "env-0123456789"},
+		{"--token over the environment", []string{"job", "list", "--token", "flag-0123456789"}, map[string]string{"RAFTMASTER_TOKEN_FILE": file}, "flag-0123456789"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			mu.Lock()
+			seen = nil
+			mu.Unlock()
+			args := append([]string{"raftmaster"}, tc.args...)
+			args = append(args, "--addr", local.API)
+			var out, errOut bytes.Buffer
+			if code := RunWith(args, &out, &errOut); code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut.String())
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(seen) == 0 || seen[0] != "Bearer "+tc.want {
+				t.Fatalf("the server saw %q, want the token %q", seen, tc.want)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if code := RunWith([]string{"raftmaster", "job", "list", "--addr", local.API, "--token-file", file + ".missing"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "--token-file") {
+		t.Fatalf("a missing token file: exit %d, %q", code, errOut.String())
+	}
+}
