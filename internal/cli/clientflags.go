@@ -31,7 +31,7 @@ func tokenFlag() cli.Flag {
 // tokenFileFlag is --token-file: the token is read from a file, so that
 // no command line carries it.
 func tokenFileFlag() cli.Flag {
-	return &cli.StringFlag{Name: "token-file", Usage: "read the bearer token from this file (its first line; readable by you only)", EnvVars: []string{"RAFTMASTER_TOKEN_FILE"}, TakesFile: true}
+	return &cli.StringFlag{Name: "token-file", Usage: "read the bearer token from this file: its first line, or the first operator token of a file of serve --auth-tokens (keep it readable by you only)", EnvVars: []string{"RAFTMASTER_TOKEN_FILE"}, TakesFile: true}
 }
 
 // setIn returns the value of the string flag name from the innermost of
@@ -67,11 +67,32 @@ func token(c *cli.Context) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("--token-file: %w", err)
 	}
-	tok, _, _ := strings.Cut(string(b), "\n")
-	if tok = strings.TrimSpace(tok); tok == "" {
-		return "", fmt.Errorf("--token-file %s: no token on its first line", path)
+	tok := tokenIn(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s: no token: want the token on the first line, or a server token file with an operator line", path)
 	}
 	return tok, nil
+}
+
+// tokenIn returns the token of a token file: its first line, or, in a
+// file of serve --auth-tokens' "ROLE TOKEN [JOBS]" lines, the first
+// operator token, as the nodes present to each other (so that the CLI in
+// a node's pod can use the node's own file).
+func tokenIn(file string) string {
+	lines := strings.Split(file, "\n")
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "operator" {
+			return f[1]
+		}
+	}
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) >= 2 && (f[0] == "trainer" || f[0] == "#") {
+			return "" // a server file without an operator token
+		}
+	}
+	tok, _, _ := strings.Cut(file, "\n")
+	return strings.TrimSpace(tok)
 }
 
 // retryFlag bounds how long a command keeps retrying while no leader answers.

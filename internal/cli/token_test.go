@@ -17,7 +17,8 @@ import (
 
 // TestTokenSources: the CLI takes its bearer token from --token before or
 // after the command's name, from --token-file or RAFTMASTER_TOKEN_FILE,
-// or from RAFTMASTER_TOKEN, so that no command line needs to carry it.
+// or from RAFTMASTER_TOKEN, so that no command line needs to carry it; a
+// token file of serve's format gives its first operator token.
 func TestTokenSources(t *testing.T) {
 	local := apitest.NewLocal()
 	h := httpapi.NewHandler(local, httpapi.Config{}, nil)
@@ -68,6 +69,15 @@ func TestTokenSources(t *testing.T) {
 				t.Fatalf("the server saw %q, want the token %q", seen, tc.want)
 			}
 		})
+	}
+	for body, want := range map[string]string{
+		"# ROLE TOKEN\ntrainer trainer-token-0123\noperator operator-token-0123 \n": "operator-token-0123",
+		"  plain-token-0123  \nignored\n":                                           "plain-token-0123",
+		"# ROLE TOKEN\ntrainer trainer-token-0123\n":                                "",
+	} {
+		if got := tokenIn(body); got != want {
+			t.Errorf("the token of %q: %q, want %q", body, got, want)
+		}
 	}
 	var out, errOut bytes.Buffer
 	if code := RunWith([]string{"raftmaster", "job", "list", "--addr", local.API, "--token-file", file + ".missing"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "--token-file") {
