@@ -140,7 +140,10 @@ func TestSecurityTokensJobMatrix(t *testing.T) {
 			_, err := cl.KVCompareAndSet(context.Background(), "torchrun/rdzv/run", 0, []byte("state"))
 			return err
 		}},
-		{"kv get", func(cl *client.Client) error { _, err := cl.KVGet(context.Background(), "torchrun/rdzv/run"); return err }},
+		{"kv get", func(cl *client.Client) error {
+			_, err := cl.KVGet(context.Background(), "torchrun/rdzv/run")
+			return err
+		}},
 		{"allgather", func(cl *client.Client) error {
 			id := uuid.New()
 			if _, err := cl.Join("g", id, 2, 1, nil, nil); err != nil {
