@@ -26,7 +26,9 @@ The rendezvous configuration (``--rdzv-conf key=value,...``):
     the rendezvous.
 ``token``
     The bearer token of a cluster started with ``--auth-tokens`` (a trainer
-    token); else the environment's ``RAFTMASTER_TOKEN``.
+    token); else the environment's ``RAFTMASTER_TOKEN``, else the first
+    line of the file ``RAFTMASTER_TOKEN_FILE`` names, which is better:
+    torchrun prints its ``--rdzv-conf``.
 ``secret``
     Not a configuration key: torchrun prints its ``--rdzv-conf``. The
     run's secret comes from the environment's ``RAFTMASTER_RDZV_SECRET``
@@ -407,10 +409,24 @@ def _addresses(endpoint: str, tls: bool) -> List[str]:
     return addrs
 
 
+def _token_file() -> Optional[str]:
+    """The token in the file RAFTMASTER_TOKEN_FILE names (its first line),
+    if any: a token in a file is on no command line and in no printed
+    configuration."""
+    path = os.environ.get("RAFTMASTER_TOKEN_FILE")
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return f.readline().strip() or None
+    except OSError as e:
+        raise ValueError("raftmaster rendezvous: RAFTMASTER_TOKEN_FILE %s: %s" % (path, e)) from e
+
+
 def create_client(params: RendezvousParameters) -> Client:
     """The Client of the rendezvous described by params: its endpoint,
     job, token, tls_ca and read_timeout (see the module's doc)."""
-    token = params.get("token") or os.environ.get("RAFTMASTER_TOKEN") or None
+    token = params.get("token") or os.environ.get("RAFTMASTER_TOKEN") or _token_file() or None
     ca = params.get("tls_ca") or os.environ.get("RAFTMASTER_TLS_CA") or None
     read_timeout = params.get_as_int("read_timeout", DEFAULT_READ_TIMEOUT)
     if read_timeout is None or read_timeout <= 0:

@@ -143,7 +143,7 @@ def test_register_keys():
         assert len(k) <= 256 and all("!" <= ch <= "~" for ch in k)
 
 
-def test_the_configuration(cluster, monkeypatch, proxies):
+def test_the_configuration(cluster, monkeypatch, proxies, tmp_path):
     # The job is the run id by default, which must then be a job name.
     assert tr.create_client(params(cluster.addrs, "run-7")).job == "run-7"
     assert tr.create_client(params(cluster.addrs, "Run_7", job="resnet")).job == "resnet"
@@ -161,8 +161,14 @@ def test_the_configuration(cluster, monkeypatch, proxies):
     monkeypatch.setenv("RAFTMASTER_TOKEN", "from-the-environment")
     tr.create_client(params([p.addr], "tok")).status()
     tr.create_client(params([p.addr], "tok", token="from-the-config")).status()
+    token_file = tmp_path / "token"
+    token_file.write_text("from-a-file\n")
+    monkeypatch.delenv("RAFTMASTER_TOKEN")
+    monkeypatch.setenv("RAFTMASTER_TOKEN_FILE", str(token_file))
+    tr.create_client(params([p.addr], "tok")).status()
+    monkeypatch.delenv("RAFTMASTER_TOKEN_FILE")
     assert [r["headers"].get("Authorization") for r in p.requests] == [
-        "Bearer from-the-environment", "Bearer from-the-config"]
+        "Bearer from-the-environment", "Bearer from-the-config", "Bearer from-a-file"]
 
     # A cluster that cannot be reached: the rendezvous fails within read_timeout.
     dead = "127.0.0.1:%d" % free_ports(1)[0]
