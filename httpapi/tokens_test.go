@@ -274,3 +274,24 @@ func TestDefaultQuotasPassTenThousandTrainers(t *testing.T) {
 		t.Fatalf("%d of %d writes refused with the default quotas; first: %v", n, 2*trainers, firstErr.Load())
 	}
 }
+
+// TestQuotaPerAddressWithoutTokens: a server without tokens has a quota
+// only when one is configured, and then counts writes per source address.
+func TestQuotaPerAddressWithoutTokens(t *testing.T) {
+	open := newEnv(t, testConfig(), nil, nil)
+	for range 50 {
+		open.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t", BlockDur: rpc.Duration(1e9)}, nil, reqID(uuid.New(), 1)...)
+	}
+	cfg := testConfig()
+	cfg.WriteQuota = quota.Rate{PerSecond: 0.001, Burst: 2}
+	e := newEnv(t, cfg, nil, nil)
+	for range 2 {
+		e.ok(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t", BlockDur: rpc.Duration(1e9)}, nil, reqID(uuid.New(), 1)...)
+	}
+	before := e.state()
+	r := e.post(rpc.PathSaveModel, rpc.SaveModelRequest{TrainerID: "t", BlockDur: rpc.Duration(1e9)}, reqID(uuid.New(), 1)...)
+	wantError(t, r, http.StatusTooManyRequests, rpc.CodeRateLimited)
+	if e.state() != before {
+		t.Fatal("a write past the quota changed the state")
+	}
+}
