@@ -52,7 +52,8 @@ type Config struct {
 	LeaderWait time.Duration
 	// Tokens, when set, is the set of bearer tokens the API requires:
 	// every endpoint but the public ones answers 401 without a known
-	// token and 403 when its role may not use it (rpc.Endpoint.Access).
+	// token and 403 when its role may not use it (rpc.Endpoint.Access),
+	// or, on a job's endpoint, when it does not cover the job.
 	Tokens Tokens
 	// Observer, when set, is told of every request, redirect and command
 	// outcome (for metrics).

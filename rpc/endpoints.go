@@ -35,7 +35,8 @@ type Endpoint struct {
 	// AccessOperator, or AccessPublic for no token at all.
 	Access string
 	// Job marks an endpoint of one job: it is served at Path for the
-	// default job and at JobPath(job, Path) for any job.
+	// default job and at JobPath(job, Path) for any job. A trainer token
+	// scoped to jobs may call it only for a job it covers.
 	Job bool
 	// Query lists the query parameters (GET endpoints only).
 	Query []Param
