@@ -238,6 +238,15 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 	}
 	api.WriteQuota = quotaFlags(c, "write", api.Tokens != nil, httpapi.DefaultWriteQuota)
 	api.ClientQuota = quotaFlags(c, "client", api.Tokens != nil, httpapi.DefaultClientQuota)
+	if api.WriteQuota.On() || api.ClientQuota.On() {
+		per := "token"
+		if api.Tokens == nil {
+			per = "source address"
+		}
+		logger.Info("write quotas on the leader", "per", per,
+			"writes_per_second", api.WriteQuota.PerSecond, "write_burst", api.WriteQuota.Burst,
+			"new_clients_per_second", api.ClientQuota.PerSecond, "new_client_burst", api.ClientQuota.Burst)
+	}
 	reloadOnHangup(logger, reload)
 	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token, TLS: store}, nil
 }
