@@ -12,7 +12,9 @@ import (
 
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
+	"github.com/raftmaster/raftmaster/internal/quota"
 	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/urfave/cli/v2"
 )
 
 // TestTokenSources: the CLI takes its bearer token from --token before or
@@ -82,5 +84,41 @@ func TestTokenSources(t *testing.T) {
 	var out, errOut bytes.Buffer
 	if code := RunWith([]string{"raftmaster", "job", "list", "--addr", local.API, "--token-file", file + ".missing"}, &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "--token-file") {
 		t.Fatalf("a missing token file: exit %d, %q", code, errOut.String())
+	}
+}
+
+// TestQuotaFlags: with tokens the quotas default to the documented rates;
+// without tokens there is none unless one is given; a rate alone scales
+// the burst with it; 0 turns a quota off.
+func TestQuotaFlags(t *testing.T) {
+	run := func(tokens bool, args ...string) (w, c quota.Rate) {
+		t.Helper()
+		app := &cli.App{Flags: []cli.Flag{
+			&cli.Float64Flag{Name: "write-quota"}, &cli.Float64Flag{Name: "write-burst"},
+			&cli.Float64Flag{Name: "client-quota"}, &cli.Float64Flag{Name: "client-burst"},
+		}, Action: func(ctx *cli.Context) error {
+			w = quotaFlags(ctx, "write", tokens, httpapi.DefaultWriteQuota)
+			c = quotaFlags(ctx, "client", tokens, httpapi.DefaultClientQuota)
+			return nil
+		}}
+		if err := app.Run(append([]string{"serve"}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		return w, c
+	}
+	if w, c := run(true); w != (quota.Rate{PerSecond: 10000, Burst: 100000}) || c != (quota.Rate{PerSecond: 2048, Burst: 131072}) {
+		t.Errorf("with tokens: %+v %+v", w, c)
+	}
+	if w, c := run(false); w.On() || c.On() {
+		t.Errorf("without tokens: %+v %+v", w, c)
+	}
+	if w, _ := run(false, "--write-quota", "50"); w != (quota.Rate{PerSecond: 50, Burst: 500}) {
+		t.Errorf("--write-quota 50 without tokens: %+v", w)
+	}
+	if w, _ := run(true, "--write-quota", "0"); w.On() {
+		t.Errorf("--write-quota 0: %+v", w)
+	}
+	if _, c := run(true, "--client-burst", "10"); c != (quota.Rate{PerSecond: 2048, Burst: 10}) {
+		t.Errorf("--client-burst 10: %+v", c)
 	}
 }
