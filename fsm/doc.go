@@ -45,7 +45,9 @@
 // sequence number, job) and a payload of varints and length-prefixed
 // strings. Version 2 added the job, a length-prefixed string after the
 // sequence number; version 1 entries, written before jobs existed, still
-// decode, addressed to DefaultJob.
+// decode, addressed to DefaultJob. Version 3 (Protocol3) adds the request
+// id's owner, 16 bytes after the job; it is written only for a command
+// that carries one, every other command keeping its version 2 bytes.
 // Each type is registered once, in one ordered table (commands in
 // command.go): its number, its name, its constructor for Decode, its
 // validator of the limits and its apply function. Decode, validation and
