@@ -107,6 +107,9 @@ func WithTLS(conf *tls.Config) Option {
 // (Authorization: Bearer ...) on every request, for a cluster started
 // with serve --auth-tokens: a trainer token for trainers, an operator
 // token for cluster changes, backups, debug endpoints and job commands.
+// The token goes only to the addresses the client was given (WithAddrs,
+// WithEtcd) and to the leader one of them reports: a redirect to any
+// other host is refused.
 func WithToken(token string) Option {
 	return func(c *Client) error {
 		if token == "" || strings.ContainsAny(token, " \t\r\n") {

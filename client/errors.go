@@ -57,6 +57,10 @@ var (
 	// identity for as long as the call retried (the cluster's table of
 	// identities used within its de-duplication window was full).
 	ErrTooManyClients = rpc.ErrTooManyClients
+	// ErrForeignClient means the cluster refused a write because its
+	// identity was created under another token: identities are bound to
+	// the token of their first request. Nothing changed.
+	ErrForeignClient = rpc.ErrForeignClient
 )
 
 // ErrClientClosed is returned by calls made after Close, by NextRecord once

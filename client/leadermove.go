@@ -89,6 +89,8 @@ func (c *Client) otherLeader(ctx context.Context, current string) string {
 			return base
 		case st.Leader.APIAddr != "" && st.Leader.ID != currentID:
 			if l, err := c.normalize(st.Leader.APIAddr); err == nil && l != current {
+				// A node the token goes to reports it as the leader.
+				c.ep.trust(l)
 				return l
 			}
 		}

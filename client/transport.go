@@ -49,6 +49,28 @@ type endpoints struct {
 	refused map[string]time.Time
 	// ids maps a base URL to the id of the node that answered there.
 	ids map[string]string
+	// trusted holds the base URLs, beyond addrs, that a node the client
+	// was given reported as the cluster's leader: the client's token goes
+	// to addrs and these only.
+	trusted map[string]bool
+}
+
+// allowed reports whether base is one of the client's addresses or a
+// leader a node of them reported, which the client's token may go to.
+func (e *endpoints) allowed(base string) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Contains(e.addrs, base) || e.trusted[base]
+}
+
+// trust adds base to the addresses the token may go to.
+func (e *endpoints) trust(base string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.trusted == nil {
+		e.trusted = make(map[string]bool)
+	}
+	e.trusted[base] = true
 }
 
 // answered records the node id an answer from base carried.
@@ -430,6 +452,17 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 				return &attemptError{err: fmt.Errorf("raftmaster client: refusing a redirect from %s to plain HTTP (%q): the client uses TLS", target, loc)}
 			}
 			next := u.Scheme + "://" + u.Host
+			if c.token != "" && !c.ep.allowed(next) {
+				// The token goes only to the addresses the client was
+				// given and the leader they report, never to any host a
+				// redirect names.
+				from := *current.Load()
+				if err := c.checkLeader(ctx, from, next); err != nil {
+					return &attemptError{err: fmt.Errorf("raftmaster client: refusing the redirect of %s from %s to %s, with the client's token: "+
+						"it is not an address the client was given, nor the leader the cluster reports (%v)", cl.path, from, next, err), retry: true}
+				}
+				c.ep.trust(next)
+			}
 			c.ep.setLeader(next)
 			current.Store(&next)
 			c.logger.Debug("redirected", "path", cl.path, "from", target, "to", u.String())
@@ -464,6 +497,44 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		}
 		return ae
 	}
+}
+
+// checkLeader asks the node at from, which the token may go to, for its
+// status (a stale read: from answers itself) and returns nil when the
+// leader it names is at next.
+func (c *Client) checkLeader(ctx context.Context, from, next string) error {
+	ctx, cancel := context.WithTimeout(ctx, defaultAttemptTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, from+rpc.PathStatus+"?"+rpc.ParamStale, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", rpc.ContentTypeJSON)
+	c.setToken(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		discard(resp)
+		return fmt.Errorf("its status answered %s", resp.Status)
+	}
+	var st rpc.StatusResponse
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxErrorBytes)).Decode(&st); err != nil {
+		return fmt.Errorf("its status: %w", err)
+	}
+	if st.Leader.APIAddr == "" {
+		return errors.New("it knows no leader")
+	}
+	leader, err := c.normalize(st.Leader.APIAddr)
+	if err != nil {
+		return err
+	}
+	if leader != next {
+		return fmt.Errorf("it reports the leader at %s", leader)
+	}
+	return nil
 }
 
 // answer reads a non-redirect response.

@@ -179,8 +179,11 @@ func (t CmdType) String() string {
 
 // commandVersion is the first byte of every encoded command. Version 2
 // added Header.Job after the request id; version 1 entries, written before
-// jobs existed, still decode, addressed to DefaultJob.
-const commandVersion = 2
+// jobs existed, still decode, addressed to DefaultJob. Version 3, from
+// Protocol3 on, adds the request id's Owner after the job; it is written
+// only for a command that carries one, so every other command keeps its
+// version 2 bytes.
+const commandVersion = 3
 
 // RequestID identifies a client request for de-duplication: a client id and
 // a sequence number the client never reuses for a different request. The
@@ -188,10 +191,18 @@ const commandVersion = 2
 type RequestID struct {
 	Client uuid.UUID
 	Seq    uint64
+	// Owner, from Protocol3 on, identifies the token the request came
+	// with (a hash of it, never the token): the client id is bound to the
+	// owner of its first request, and a request of another owner under
+	// it is refused (ErrForeignClient). Zero on a cluster without tokens.
+	Owner [16]byte
 }
 
 // IsZero reports whether r is the zero RequestID.
 func (r RequestID) IsZero() bool { return r.Client == uuid.Nil && r.Seq == 0 }
+
+// owned reports whether r carries an owner.
+func (r RequestID) owned() bool { return r.Owner != [16]byte{} }
 
 // Header is carried by every command: the proposer's clock, the request
 // id of the client call that caused it and the job it addresses.
@@ -446,13 +457,20 @@ func (*KVCompareAndSet) Type() CmdType  { return TypeKVCompareAndSet }
 // header (Now, the request id, the job) and the payload.
 func Encode(c Command) []byte {
 	e := &encoder{buf: make([]byte, 0, 64)}
-	e.byte(commandVersion)
-	e.byte(byte(c.Type()))
 	h := c.Hdr()
+	version := byte(2)
+	if h.Request.owned() {
+		version = 3
+	}
+	e.byte(version)
+	e.byte(byte(c.Type()))
 	e.varint(h.Now)
 	e.uuid(h.Request.Client)
 	e.uvarint(h.Request.Seq)
 	e.string(h.Job)
+	if version >= 3 {
+		e.uuid(h.Request.Owner)
+	}
 	c.encode(e)
 	return e.buf
 }
@@ -492,6 +510,12 @@ func Decode(b []byte) (Command, error) {
 	h.Request.Seq = d.uvarint()
 	if v >= 2 {
 		h.Job = d.string()
+	}
+	if v >= 3 {
+		h.Request.Owner = d.uuid()
+		if d.err == nil && !h.Request.owned() {
+			d.fail(errors.New("a version 3 command without an owner"))
+		}
 	}
 	c.decode(d)
 	if err := d.done(); err != nil {

@@ -35,9 +35,13 @@ type dedupTable struct {
 }
 
 type dedupClient struct {
-	id         uuid.UUID
-	lastSeen   int64
-	floor      uint64 // highest forgotten sequence number
+	id       uuid.UUID
+	lastSeen int64
+	floor    uint64 // highest forgotten sequence number
+	// owner is the RequestID.Owner the client id is bound to (Protocol3):
+	// that of its first request, or of its first request that carried
+	// one. Zero while unbound.
+	owner      [16]byte
 	entries    []dedupEntry
 	prev, next *dedupClient
 }
@@ -75,6 +79,9 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 			return nil, t.admit(req, max(s.clock, c.Hdr().Now))
 		}
 		return nil, nil
+	}
+	if req.owned() && cl.owner != [16]byte{} && cl.owner != req.Owner {
+		return nil, &refusal{msg: fmt.Sprintf("request id %s/%d refused: %v", req.Client, req.Seq, ErrForeignClient), err: ErrForeignClient}
 	}
 	for i := range cl.entries {
 		e := &cl.entries[i]
@@ -181,7 +188,7 @@ func (f *FSM) DatasetOutcome(req RequestID) (*Result, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	cl := f.s.dedup.clients[req.Client]
-	if cl == nil {
+	if cl == nil || req.owned() && cl.owner != [16]byte{} && cl.owner != req.Owner {
 		return nil, false
 	}
 	for _, e := range cl.entries {
@@ -208,6 +215,9 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	}
 	t.pushBack(c)
 	c.lastSeen = now
+	if c.owner == [16]byte{} {
+		c.owner = req.Owner
+	}
 	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock, job: job}
 	if r.Task != nil {
 		e.taskID, e.epoch = r.Task.Meta.ID, r.Task.Meta.Epoch
@@ -261,4 +271,18 @@ func (t *dedupTable) unlink(c *dedupClient) {
 		t.tail = c.prev
 	}
 	c.prev, c.next = nil, nil
+}
+
+// ClientOwner reports whether this replica holds the client id, and the
+// owner it is bound to (zero while unbound): a leader refuses a request of
+// another owner before proposing it, and counts a client id it does not
+// hold against its token's quota of new identities.
+func (f *FSM) ClientOwner(id uuid.UUID) (owner [16]byte, held bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	cl := f.s.dedup.clients[id]
+	if cl == nil {
+		return owner, false
+	}
+	return cl.owner, true
 }

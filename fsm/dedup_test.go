@@ -362,3 +362,52 @@ func TestDedupProtocol1(t *testing.T) {
 		h.t.Fatalf("client 1's retry after %d new clients %+v, want it applied again (ignored: the job exists)", DedupMaxClients, r)
 	}
 }
+
+// owned sets c's request id to client n, sequence seq, under owner o.
+func owned(c Command, n byte, seq uint64, o byte) Command {
+	c.Hdr().Request = RequestID{Client: clientID(n), Seq: seq, Owner: [16]byte{o}}
+	return c
+}
+
+// TestDedupOwner: from Protocol3 on, a client id is bound to the owner
+// (the token) of its first request: another owner can neither replay its
+// answers, nor add requests under it, nor close it, and each refusal
+// changes nothing, on this replica and on one restored from a snapshot.
+// Below Protocol3 a command with an owner is invalid.
+func TestDedupOwner(t *testing.T) {
+	h := newHarness(t)
+	h.setDataset(3, defaultParams)
+	if r := h.apply(owned(&GetTask{Pass: 0}, 1, 1, 7)); r.Code != CodeInvalid || !strings.Contains(r.Message, "protocol level 3") {
+		t.Fatalf("an owned command at level 1: %+v", r)
+	}
+	h.ok(&SetProtocol{Level: Protocol3})
+	first := h.ok(owned(&GetTask{Pass: 0}, 1, 1, 7))
+	before := h.f.SnapshotBytes()
+	for _, c := range []Command{
+		owned(&GetTask{Pass: 0}, 1, 1, 8),                    // a replay of the owner's answer
+		owned(&GetTask{Pass: 0}, 1, 2, 8),                    // a new request under its id
+		owned(&TaskFinished{Meta: first.Task.Meta}, 1, 2, 8), // closing its task
+		owned(&RequestSaveModel{TrainerID: "t", BlockDur: time.Minute}, 1, 50, 8),
+	} {
+		h.fails(c, ErrForeignClient)
+	}
+	if !bytes.Equal(before, h.f.SnapshotBytes()) {
+		t.Fatal("a foreign owner's request changed the state")
+	}
+	if r, ok := h.f.DatasetOutcome(RequestID{Client: clientID(1), Seq: 1, Owner: [16]byte{8}}); ok {
+		t.Fatalf("a foreign owner was answered a dataset outcome: %+v", r)
+	}
+	if o, held := h.f.ClientOwner(clientID(1)); !held || o != [16]byte{7} {
+		t.Fatalf("ClientOwner = %v %v", o, held)
+	}
+	// The owner itself goes on; its replay is still the first answer.
+	if r := h.ok(owned(&GetTask{Pass: 0}, 1, 1, 7)); !r.Duplicate || r.Task.Meta != first.Task.Meta {
+		t.Fatalf("the owner's retry: %+v", r)
+	}
+	h.ok(owned(&TaskFinished{Meta: first.Task.Meta}, 1, 2, 7))
+	// The binding survives a snapshot.
+	g := restored(t, persist(t, h.f))
+	if r := g.ApplyEntry(h.index+1, Encode(owned(&GetTask{Pass: 0}, 1, 3, 8))); r.Code != CodeForeignClient {
+		t.Fatalf("after a restore, a foreign owner: %+v", r)
+	}
+}

@@ -45,7 +45,9 @@
 // sequence number, job) and a payload of varints and length-prefixed
 // strings. Version 2 added the job, a length-prefixed string after the
 // sequence number; version 1 entries, written before jobs existed, still
-// decode, addressed to DefaultJob.
+// decode, addressed to DefaultJob. Version 3 (Protocol3) adds the request
+// id's owner, 16 bytes after the job; it is written only for a command
+// that carries one, every other command keeping its version 2 bytes.
 // Each type is registered once, in one ordered table (commands in
 // command.go): its number, its name, its constructor for Decode, its
 // validator of the limits and its apply function. Decode, validation and
@@ -348,6 +350,16 @@
 //     while the table holds DedupMaxActiveClients (262,144) ids used
 //     within the window of the command's time. Clients already held never
 //     notice.
+//
+// From Protocol3 on a client id is bound to its owner: the API stamps each
+// request id with a hash of the bearer token it came with
+// (RequestID.Owner, in command version 3), and the table keeps the owner
+// of a client's first request that carried one, also in the snapshot
+// (version 6). A request of another owner under the id is refused with
+// ErrForeignClient before anything is looked up or replayed: a token
+// cannot read another token's answers, add requests to its client, nor
+// move its floor. A cluster without tokens stamps no owner and binds
+// nothing.
 //
 // This is the session model of the Raft dissertation (§6.3), a client id
 // standing for a session that its first request opens. The only retry

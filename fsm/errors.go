@@ -65,6 +65,11 @@ var (
 	// holds DedupMaxActiveClients ids used within DedupWindow. It changed
 	// nothing; retry with the same request id once an id expires.
 	ErrTooManyClients = errors.New("too many client ids used within the de-duplication window")
+	// ErrForeignClient means, from Protocol3 on, a request names a client
+	// id that a request under another token created: client identities
+	// are bound to the token (RequestID.Owner) of their first request.
+	// The request was refused and changed nothing.
+	ErrForeignClient = errors.New("the client id belongs to another token")
 )
 
 // Code is the stable identifier of a command outcome, used on the wire.
@@ -89,6 +94,7 @@ const (
 	CodeUnknownJob
 	CodeUnknownClient
 	CodeTooManyClients
+	CodeForeignClient
 	numCodes
 )
 
@@ -113,6 +119,7 @@ var codeTable = [numCodes]struct {
 	CodeUnknownJob:       {"unknown_job", ErrUnknownJob},
 	CodeUnknownClient:    {"unknown_client", ErrUnknownClient},
 	CodeTooManyClients:   {"too_many_clients", ErrTooManyClients},
+	CodeForeignClient:    {"foreign_client", ErrForeignClient},
 }
 
 // String returns the code's stable wire name, such as "pass_before".

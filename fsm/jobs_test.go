@@ -499,11 +499,22 @@ func TestCommandVersions(t *testing.T) {
 	if v2 := Encode(j); !bytes.Equal(v2, want) {
 		t.Fatalf("version 2 of the default job\n%x, want\n%x", v2, want)
 	}
+	// Version 3 carries the request's owner after the job, and only a
+	// command with an owner is written so.
+	o := &RequestSaveModel{Header: Header{Now: t0, Request: RequestID{Client: clientID(1), Seq: 2, Owner: [16]byte{9}}, Job: "j"},
+		TrainerID: "t", BlockDur: time.Minute}
+	if b := Encode(o); b[0] != 3 {
+		t.Fatalf("an owned command in version %d", b[0])
+	} else if got, err := Decode(b); err != nil || !reflect.DeepEqual(got, o) {
+		t.Fatalf("version 3 round trip: %#v, %v", got, err)
+	} else if _, err := Decode(append([]byte{3}, Encode(j)[1:]...)); err == nil {
+		t.Fatal("a version 3 entry without its owner decoded")
+	}
 	// A newer version halts, as before.
 	f := New()
-	newer := append([]byte{3}, b[1:]...)
+	newer := append([]byte{commandVersion + 1}, b[1:]...)
 	if r := f.ApplyEntry(1, newer); !errors.Is(f.HaltErr(), ErrUnsupported) || r.Code != CodeInvalid {
-		t.Fatalf("version 3: %+v, halt %v", r, f.HaltErr())
+		t.Fatalf("version %d: %+v, halt %v", commandVersion+1, r, f.HaltErr())
 	}
 	if _, err := Decode([]byte{0, byte(TypeTick)}); !errors.Is(err, ErrUnsupported) {
 		t.Fatalf("version 0: %v", err)

@@ -110,6 +110,7 @@ type modelClient struct {
 	id       uuid.UUID
 	lastSeen int64
 	floor    uint64
+	owner    [16]byte // the first owner its requests carried (Protocol3)
 	seen     []modelSeen
 }
 
@@ -158,6 +159,12 @@ func (m *model) apply(b []byte) Result {
 		return invalidResult
 	}
 	req := c.Hdr().Request
+	if req.Owner != [16]byte{} && m.protocol < Protocol3 {
+		return invalidResult // an owner is a field of Protocol3
+	}
+	if cl := m.client(req.Client); !req.IsZero() && cl != nil && req.Owner != [16]byte{} && cl.owner != [16]byte{} && cl.owner != req.Owner {
+		return Result{Code: CodeForeignClient}
+	}
 	if cl := m.client(req.Client); !req.IsZero() && cl != nil {
 		for _, s := range cl.seen {
 			if s.seq == req.Seq {
@@ -285,6 +292,9 @@ func (m *model) remember(req RequestID, typ CmdType, r Result) {
 	}
 	m.clients = append(m.clients, cl)
 	cl.lastSeen = m.clock
+	if cl.owner == [16]byte{} {
+		cl.owner = req.Owner
+	}
 	if len(cl.seen) == DedupPerClient {
 		cl.floor = max(cl.floor, cl.seen[0].seq)
 		cl.seen = cl.seen[1:]

@@ -145,7 +145,7 @@ func (g *propGen) draw(t *rapid.T) []byte {
 // own, and a halted FSM has nothing left to check.
 func supported(b []byte) []byte {
 	if _, err := Decode(b); errors.Is(err, ErrUnsupported) {
-		return append([]byte{commandVersion, byte(TypeTick)}, b...)
+		return append([]byte{2, byte(TypeTick)}, b...)
 	}
 	return b
 }
@@ -170,6 +170,9 @@ func (g *propGen) encode(t *rapid.T, c Command) []byte {
 		n := rapid.IntRange(0, propClients-1).Draw(t, "client")
 		g.seqs[n] += uint64(rapid.SampledFrom([]int{1, 1, 1, 2, 5}).Draw(t, "seqStep"))
 		h.Request = RequestID{Client: g.ids[n], Seq: g.seqs[n]}
+		// Mostly one token's; else none, or another token's, which a
+		// client bound to the first (Protocol3) refuses.
+		h.Request.Owner = rapid.SampledFrom([][16]byte{{}, {1}, {1}, {2}}).Draw(t, "owner")
 		g.sent = append(g.sent, c)
 	}
 	return Encode(c)

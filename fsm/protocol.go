@@ -24,9 +24,13 @@ const (
 	// Protocol2 adds SetProtocol, registrations that carry each node's
 	// release and level, and snapshot version 5.
 	Protocol2 uint64 = 2
+	// Protocol3 adds client identities bound to the token of their first
+	// request (RequestID.Owner, command version 3) and snapshot version 6,
+	// which stores each identity's owner.
+	Protocol3 uint64 = 3
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol2
+	Protocol = Protocol3
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -92,6 +96,9 @@ func (s *state) checkLevel(c Command) error {
 	if l, ok := c.(leveled); ok && l.level() > s.protocol {
 		return invalidf("%v with these fields needs protocol level %d; the cluster is at %d", c.Type(), l.level(), s.protocol)
 	}
+	if c.Hdr().Request.owned() && !s.atLeast(Protocol3) {
+		return invalidf("%v with a request owner needs protocol level %d; the cluster is at %d", c.Type(), Protocol3, s.protocol)
+	}
 	return nil
 }
 
@@ -108,7 +115,10 @@ func unsupportedLevel(c Command) error {
 // writes: a replica of the previous release must be able to restore every
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
-	if p >= Protocol2 {
+	switch {
+	case p >= Protocol3:
+		return 6
+	case p >= Protocol2:
 		return 5
 	}
 	return 4
@@ -132,6 +142,9 @@ func (f *FSM) Allows(c Command) error {
 	need := spec.since
 	if l, ok := c.(leveled); ok {
 		need = max(need, l.level())
+	}
+	if c.Hdr().Request.owned() {
+		need = max(need, Protocol3)
 	}
 	if level := f.Protocol(); need > level {
 		return fmt.Errorf("%w: %v needs protocol level %d, and the cluster is at %d until every node runs a release that knows it",

@@ -12,6 +12,8 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 6, written from Protocol3 on, adds each de-duplication client's
+// owner (RequestID.Owner) after its floor.
 // Version 5 adds the cluster's protocol level and its era (era.go) after
 // the register's counter, and after each job's register the rounds of its
 // hard-deadline groups that timed out (allgather.go); a state writes it
@@ -26,7 +28,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 5
+	snapshotVersion = 6
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -43,7 +45,7 @@ func (s *state) clone() *state {
 	c.dedup = newDedupTable()
 	c.dedup.maxActive = s.dedup.maxActive
 	for cl := s.dedup.head; cl != nil; cl = cl.next {
-		cc := &dedupClient{id: cl.id, lastSeen: cl.lastSeen, floor: cl.floor, entries: slices.Clone(cl.entries)}
+		cc := &dedupClient{id: cl.id, lastSeen: cl.lastSeen, floor: cl.floor, owner: cl.owner, entries: slices.Clone(cl.entries)}
 		c.dedup.clients[cc.id] = cc
 		c.dedup.pushBack(cc)
 		c.dedup.n++
@@ -171,6 +173,9 @@ func decodeCounters(d *decoder, s *state, version uint64) {
 		if d.err == nil && (s.protocol < Protocol2 || s.protocol > Protocol) {
 			d.fail(fmt.Errorf("protocol level %d in a version %d snapshot; this replica knows %d to %d", s.protocol, version, Protocol2, Protocol))
 		}
+		if d.err == nil && snapshotVersionAt(s.protocol) != version {
+			d.fail(fmt.Errorf("protocol level %d in a version %d snapshot, which level %d writes", s.protocol, version, s.protocol))
+		}
 		s.era = d.uvarint()
 	}
 }
@@ -184,6 +189,9 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 		e.uuid(c.id)
 		e.varint(c.lastSeen)
 		e.uvarint(c.floor)
+		if version >= 6 {
+			e.uuid(c.owner)
+		}
 		e.uvarint(uint64(len(c.entries)))
 		for _, en := range c.entries {
 			e.uvarint(en.seq)
@@ -538,6 +546,9 @@ func decodeNodes(d *decoder, s *state, version uint64) {
 func decodeDedup(d *decoder, s *state, version uint64) {
 	for range d.length(1) {
 		c := &dedupClient{id: uuid.UUID(d.uuid()), lastSeen: d.varint(), floor: d.uvarint()}
+		if version >= 6 {
+			c.owner = d.uuid()
+		}
 		for range d.length(1) {
 			e := dedupEntry{seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()), ignored: d.bool(), granted: d.bool(), taskID: d.int()}
 			if version >= 5 {

@@ -2,11 +2,12 @@ package httpapi
 
 import (
 	"fmt"
-	"github.com/raftmaster/raftmaster/internal/auth"
 	"net/http"
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/auth"
+	"github.com/raftmaster/raftmaster/internal/quota"
 )
 
 // Defaults of Config; a zero field takes its default.
@@ -51,7 +52,8 @@ type Config struct {
 	LeaderWait time.Duration
 	// Tokens, when set, is the set of bearer tokens the API requires:
 	// every endpoint but the public ones answers 401 without a known
-	// token and 403 when its role may not use it (rpc.Endpoint.Access).
+	// token and 403 when its role may not use it (rpc.Endpoint.Access),
+	// or, on a job's endpoint, when it does not cover the job.
 	Tokens Tokens
 	// Observer, when set, is told of every request, redirect and command
 	// outcome (for metrics).
@@ -60,7 +62,27 @@ type Config struct {
 	// under: relative patterns are taken under it, and a file outside it
 	// (after cleaning and resolving symbolic links) is refused unread.
 	DatasetRoot string
+	// WriteQuota bounds the writes (the endpoints of rpc.Endpoint.Write)
+	// the leader accepts from each token, or from each source address
+	// when Tokens is nil: past it a write is answered 429 rate_limited
+	// with Retry-After and changes nothing. The zero Rate is no quota;
+	// serve sets DefaultWriteQuota when tokens are required.
+	WriteQuota quota.Rate
+	// ClientQuota bounds, in the same way, the new client identities
+	// (request ids of a client id the cluster does not hold) each token
+	// or address may start; serve sets DefaultClientQuota when tokens are
+	// required.
+	ClientQuota quota.Rate
 }
+
+// The default quotas of a cluster that requires tokens, per token. They
+// let 10,000 trainers of one job token, each with a few identities, start
+// or restart all at once (a burst) and then write thousands of times a
+// second together.
+var (
+	DefaultWriteQuota  = quota.Rate{PerSecond: 10000, Burst: 100000}
+	DefaultClientQuota = quota.Rate{PerSecond: 2048, Burst: 131072}
+)
 
 // Limits bound requests; the FSM's own limits (package fsm) still apply
 // and are never loosened by larger values here.
@@ -160,7 +182,8 @@ type Observer interface {
 	Applied(c fsm.Command, r *fsm.Result)
 }
 
-// Tokens maps a bearer token to its role: "trainer" or "operator".
+// Tokens maps a bearer token to what it allows: its role ("trainer" or
+// "operator") and the jobs it covers.
 type Tokens interface {
-	Role(token string) (auth.Role, bool)
+	Lookup(token string) (auth.Grant, bool)
 }

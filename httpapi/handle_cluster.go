@@ -21,7 +21,13 @@ func (s *Handler) handleStatus(w http.ResponseWriter, r *http.Request) error {
 			return readError(err)
 		}
 	}
-	writeJSON(w, http.StatusOK, s.status())
+	st := s.status()
+	if g, ok := grantOf(r); ok && !g.Covers(fsm.DefaultJob) {
+		// The summary is the default job's, which this token may not
+		// read: it keeps the node's and the cluster's figures only.
+		st.FSM = rpc.Stats{Clock: st.FSM.Clock, Nodes: st.FSM.Nodes, AppliedIndex: st.FSM.AppliedIndex}
+	}
+	writeJSON(w, http.StatusOK, st)
 	return nil
 }
 

@@ -1,13 +1,19 @@
 package httpapi
 
 import (
-	"github.com/raftmaster/raftmaster/internal/auth"
+	"context"
+	"encoding/hex"
+	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/auth"
+	"github.com/raftmaster/raftmaster/internal/quota"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -29,6 +35,9 @@ type Handler struct {
 	// limitsMu serialises the changes of the limits on this node, each a
 	// read of the record and a proposal of it changed.
 	limitsMu sync.Mutex
+	// writes and clients are the quotas of Config.WriteQuota and
+	// Config.ClientQuota, nil when off.
+	writes, clients *quota.Limiter
 }
 
 // handlerFunc handles one route. It returns an error for the response
@@ -41,7 +50,8 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	h := &Handler{b: b, cfg: cfg.withDefaults(), log: logger, mux: http.NewServeMux()}
+	h := &Handler{b: b, cfg: cfg.withDefaults(), log: logger, mux: http.NewServeMux(),
+		writes: quota.New(cfg.WriteQuota), clients: quota.New(cfg.ClientQuota)}
 	h.route(rpc.Endpoints, map[string]handlerFunc{
 		rpc.PathDataset:         h.handleSetDataset,
 		rpc.PathTaskGet:         h.handleGetTask,
@@ -92,7 +102,7 @@ func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFun
 		routed[ep.Path] = true
 		// "GET /path" serves HEAD too; the bare path, less specific,
 		// catches every other method.
-		fn = h.authorize(ep.Access, fn)
+		fn = h.authorize(ep, fn)
 		h.mux.Handle(ep.Method+" "+ep.Path, h.serve(fn))
 		h.mux.Handle(ep.Path, h.serve(methodNotAllowed(ep.Method)))
 		if ep.Job {
@@ -174,15 +184,29 @@ func (r *statusRecorder) Write(b []byte) (int, error) {
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// authorize wraps fn with the token check of an endpoint of the given
-// access level (rpc.Endpoint.Access) when the server requires tokens: no
-// known token is 401, a role that may not is 403, and neither reaches fn.
-func (h *Handler) authorize(access string, fn handlerFunc) handlerFunc {
-	if h.cfg.Tokens == nil || access == rpc.AccessPublic {
+// grantKey is the context key of the auth.Grant of a request's token.
+type grantKey struct{}
+
+// grantOf returns the grant of r's token, and false when the server
+// requires no tokens (or the endpoint is public).
+func grantOf(r *http.Request) (auth.Grant, bool) {
+	g, ok := r.Context().Value(grantKey{}).(auth.Grant)
+	return g, ok
+}
+
+// authorize wraps fn with the token check of endpoint ep when the server
+// requires tokens (rpc.Endpoint.Access): no known token is 401, a role
+// that may not is 403, as is a job the token does not cover, and none
+// reaches fn. A write then passes the quotas (admit).
+func (h *Handler) authorize(ep rpc.Endpoint, fn handlerFunc) handlerFunc {
+	if ep.Write {
+		fn = h.admit(fn)
+	}
+	if h.cfg.Tokens == nil || ep.Access == rpc.AccessPublic {
 		return fn
 	}
 	need := auth.Trainer
-	if access == rpc.AccessOperator {
+	if ep.Access == rpc.AccessOperator {
 		need = auth.Operator
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
@@ -191,14 +215,79 @@ func (h *Handler) authorize(access string, fn handlerFunc) handlerFunc {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="raftmaster"`)
 			return rpc.Errorf(rpc.CodeUnauthorized, "this server requires a bearer token (Authorization: Bearer ...)")
 		}
-		role, known := h.cfg.Tokens.Role(token)
+		g, known := h.cfg.Tokens.Lookup(token)
 		if !known {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="raftmaster", error="invalid_token"`)
 			return rpc.Errorf(rpc.CodeUnauthorized, "unknown token")
 		}
-		if !role.Allows(need) {
-			return rpc.Errorf(rpc.CodeForbidden, "the %s role may not use %s %s; it needs the %s role", role, r.Method, r.URL.Path, need)
+		if !g.Role.Allows(need) {
+			return rpc.Errorf(rpc.CodeForbidden, "the %s role may not use %s %s; it needs the %s role", g.Role, r.Method, r.URL.Path, need)
+		}
+		if ep.Job {
+			if job := jobOf(r); !g.Covers(job) {
+				return rpc.Errorf(rpc.CodeForbidden, "this token does not cover job %q (its jobs are set in the server's token file)", job)
+			}
+		}
+		return fn(w, r.WithContext(context.WithValue(r.Context(), grantKey{}, g)))
+	}
+}
+
+// admit wraps the handler of a write with the quotas, on the leader only
+// (a follower redirects the write, and the leader counts it): a request
+// id whose client another token created is refused 403 foreign_client; a
+// write past its token's write quota, or a new client id past its
+// token's identity quota, is answered 429 rate_limited with Retry-After.
+// None of them changes anything.
+func (h *Handler) admit(fn handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if l, ok := h.b.Leader(); !ok || l.ID != h.b.NodeID() {
+			return fn(w, r)
+		}
+		g, tokens := grantOf(r)
+		key := ""
+		if tokens {
+			key = hex.EncodeToString(g.Owner[:])
+		} else if host, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+			key = host
+		} else {
+			key = r.RemoteAddr
+		}
+		req, err := parseRequestID(r)
+		if err != nil {
+			return err
+		}
+		newClient := false
+		if !req.IsZero() {
+			owner, held := h.b.FSM().ClientOwner(req.Client)
+			if tokens && held && owner != [16]byte{} && owner != g.Owner {
+				return rpc.Errorf(rpc.CodeForeignClient, "request id %s/%d: %v", req.Client, req.Seq, rpc.ErrForeignClient)
+			}
+			newClient = !held
+		}
+		if newClient {
+			if ok, wait := h.clients.Take(key, 1); !ok {
+				return rateLimited(w, "new client identities", wait)
+			}
+		}
+		if ok, wait := h.writes.Take(key, 1); !ok {
+			return rateLimited(w, "writes", wait)
 		}
 		return fn(w, r)
 	}
+}
+
+// rateLimited answers 429 with Retry-After.
+func rateLimited(w http.ResponseWriter, what string, wait time.Duration) error {
+	w.Header().Set("Retry-After", strconv.Itoa(int(wait/time.Second)))
+	return rpc.Errorf(rpc.CodeRateLimited, "over this token's quota of %s; retry with the same request id after %v", what, wait)
+}
+
+// ownerOf returns the owner that r's request ids carry: its token's hash
+// once the cluster is at fsm.Protocol3, else none.
+func (h *Handler) ownerOf(r *http.Request) [16]byte {
+	g, ok := grantOf(r)
+	if !ok || h.b.FSM().Protocol() < fsm.Protocol3 {
+		return [16]byte{}
+	}
+	return g.Owner
 }

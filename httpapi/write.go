@@ -38,7 +38,7 @@ func (s *Handler) readWrite(w http.ResponseWriter, r *http.Request, v any) (fsm.
 }
 
 func (s *Handler) readWriteLimit(w http.ResponseWriter, r *http.Request, v any, limit int64) (fsm.RequestID, error) {
-	req, err := parseRequestID(r)
+	req, err := s.requestID(r)
 	if err != nil {
 		return req, err
 	}
@@ -47,9 +47,19 @@ func (s *Handler) readWriteLimit(w http.ResponseWriter, r *http.Request, v any, 
 
 // readWriteEmpty is readWrite for a write whose body may be empty.
 func (s *Handler) readWriteEmpty(w http.ResponseWriter, r *http.Request, v any) (fsm.RequestID, error) {
-	req, err := parseRequestID(r)
+	req, err := s.requestID(r)
 	if err != nil {
 		return req, err
 	}
 	return req, decodeBody(w, r, s.cfg.Limits.MaxBodyBytes, v, true)
+}
+
+// requestID parses r's request id and stamps it with the owner of r's
+// token (ownerOf), which binds a new client id to the token.
+func (s *Handler) requestID(r *http.Request) (fsm.RequestID, error) {
+	req, err := parseRequestID(r)
+	if err == nil && !req.IsZero() {
+		req.Owner = s.ownerOf(r)
+	}
+	return req, err
 }

@@ -35,7 +35,8 @@ type Endpoint struct {
 	// AccessOperator, or AccessPublic for no token at all.
 	Access string
 	// Job marks an endpoint of one job: it is served at Path for the
-	// default job and at JobPath(job, Path) for any job.
+	// default job and at JobPath(job, Path) for any job. A trainer token
+	// scoped to jobs may call it only for a job it covers.
 	Job bool
 	// Query lists the query parameters (GET endpoints only).
 	Query []Param
@@ -100,8 +101,8 @@ var (
 	// writeErrors may answer any state-machine command.
 	writeErrors = []string{CodeInvalid, CodeTooLarge, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable}
 	// requestErrors may answer any write that carries a request id: the
-	// de-duplication table's refusals.
-	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients)
+	// de-duplication table's refusals, and a token's quota.
+	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients, CodeForeignClient, CodeRateLimited)
 	// leaderReadErrors may answer a read that needs the leader.
 	leaderReadErrors = []string{CodeNoLeader, CodeUnavailable}
 )

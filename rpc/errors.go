@@ -26,6 +26,7 @@ const (
 	CodeUnknownJob       = "unknown_job"
 	CodeUnknownClient    = "unknown_client"   // 409: the request id's client is not held; nothing changed
 	CodeTooManyClients   = "too_many_clients" // 503: no room for a new client id; retry with the same id
+	CodeForeignClient    = "foreign_client"   // 403: the request id's client belongs to another token; nothing changed
 
 	CodeNotLeader      = "not_leader"      // 307 to the leader, or 503 when unknown
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
@@ -36,7 +37,8 @@ const (
 	CodeInternal       = "internal"
 	CodeUnavailable    = "unavailable"  // 503: not ready (catching up, shutting down)
 	CodeUnauthorized   = "unauthorized" // 401: no token, or one the server does not know (serve --auth-tokens)
-	CodeForbidden      = "forbidden"    // 403: the token's role may not use the endpoint
+	CodeForbidden      = "forbidden"    // 403: the token's role may not use the endpoint, or it does not cover the job
+	CodeRateLimited    = "rate_limited" // 429: the token is over its quota; retry with the same request id after Retry-After
 )
 
 // The seeds' sentinel errors. An *Error whose code names one unwraps to it,
@@ -93,6 +95,10 @@ var (
 	// DedupWindow as it holds. Nothing changed; it is answered 503 with
 	// Retry-After, and the write may be retried with the same request id.
 	ErrTooManyClients = errors.New("too many client ids used within the de-duplication window")
+	// ErrForeignClient means the request id's client id was created by a
+	// request under another token: client ids are bound to their token.
+	// Nothing changed; it is answered 403.
+	ErrForeignClient = errors.New("the client id belongs to another token")
 )
 
 // sentinels maps the codes that have a sentinel error to it.
@@ -113,6 +119,7 @@ var sentinels = map[string]error{
 	CodeUnknownJob:       ErrUnknownJob,
 	CodeUnknownClient:    ErrUnknownClient,
 	CodeTooManyClients:   ErrTooManyClients,
+	CodeForeignClient:    ErrForeignClient,
 }
 
 // Sentinel returns the sentinel error of an outcome code, or nil when the
@@ -161,8 +168,10 @@ func HTTPStatus(code string) int {
 		return http.StatusMethodNotAllowed
 	case CodeUnauthorized:
 		return http.StatusUnauthorized
-	case CodeForbidden:
+	case CodeForbidden, CodeForeignClient:
 		return http.StatusForbidden
+	case CodeRateLimited:
+		return http.StatusTooManyRequests
 	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients:
 		return http.StatusServiceUnavailable
 	case CodeInternal:
@@ -177,14 +186,14 @@ func HTTPStatus(code string) int {
 // Retryable reports whether a request that failed with err may be sent
 // again with the same request id: the server had no leader, lost it,
 // could not tell whether the write applied, or had no room for a new
-// client id yet.
+// client id yet, or the token was over its quota.
 func Retryable(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false
 	}
 	switch e.Code {
-	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients:
+	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients, CodeRateLimited:
 		return true
 	}
 	return false

@@ -25,7 +25,7 @@ func allgatherCommand() *cli.Command {
 					"warning goes to stderr and the wait goes on, as in the seed; with --fail-on-timeout the\n" +
 					"group fails instead. Exits non-zero if the group fails, the member is replaced by a\n" +
 					"later join with the same id, or it leaves.",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(),
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(),
 					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
 					&cli.IntFlag{Name: "num-peers", Usage: "members the group waits for", Required: true},
 					&cli.StringFlag{Name: "member", Usage: "member UUID (default: a new one, printed on stderr)"},
@@ -72,7 +72,7 @@ func allgatherCommand() *cli.Command {
 				Name:      "leave",
 				Usage:     "remove a member from a group",
 				UsageText: "raftmaster allgather leave --addr 127.0.0.1:8001 --group G --member UUID",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(),
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(),
 					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
 					&cli.StringFlag{Name: "member", Usage: "member UUID", Required: true},
 				},

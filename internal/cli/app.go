@@ -26,7 +26,8 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		EnableBashCompletion: true,
 		Commands:             commands(),
 		Flags: []cli.Flag{
-			&cli.StringFlag{Name: "token", Usage: "bearer token for a cluster started with serve --auth-tokens (a trainer or operator token)", EnvVars: []string{"RAFTMASTER_TOKEN"}},
+			tokenFlag(),
+			tokenFileFlag(),
 			&cli.StringFlag{Name: "tls-ca", Usage: "talk HTTPS to a cluster started with serve --tls-cert, trusting the CA certificate(s) in this PEM file", EnvVars: []string{"RAFTMASTER_TLS_CA"}, TakesFile: true},
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {

@@ -31,7 +31,7 @@ func backupCommand() *cli.Command {
 			"interrupted backup leaves no file. Progress goes to stderr: every second while stderr\n" +
 			"is a terminal, and a last line in any case. raftmaster restore seeds a new cluster\n" +
 			"from the file.",
-		Flags: []cli.Flag{addrFlag(), retryFlag(),
+		Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(),
 			&cli.StringFlag{Name: "out", Usage: "the backup file to write (replaced if it exists)", Required: true, TakesFile: true},
 		},
 		Action: func(c *cli.Context) error {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -18,6 +19,80 @@ func addrFlag() cli.Flag {
 		Value:   "127.0.0.1:8001",
 		EnvVars: env("addr"),
 	}
+}
+
+// tokenFlag is --token, before or after the command's name. A token on
+// a command line is visible to every user of the host (ps): prefer
+// --token-file or RAFTMASTER_TOKEN.
+func tokenFlag() cli.Flag {
+	return &cli.StringFlag{Name: "token", Usage: "bearer token for a cluster started with serve --auth-tokens (a trainer or operator token); prefer --token-file or the environment, which other users of the host cannot see", EnvVars: []string{"RAFTMASTER_TOKEN"}}
+}
+
+// tokenFileFlag is --token-file: the token is read from a file, so that
+// no command line carries it.
+func tokenFileFlag() cli.Flag {
+	return &cli.StringFlag{Name: "token-file", Usage: "read the bearer token from this file: its first line, or the first operator token of a file of serve --auth-tokens (keep it readable by you only)", EnvVars: []string{"RAFTMASTER_TOKEN_FILE"}, TakesFile: true}
+}
+
+// setIn returns the value of the string flag name from the innermost of
+// c's contexts where it was set (after the command's name, or before it),
+// and "" when none set it.
+func setIn(c *cli.Context, name string) string {
+	for _, ctx := range c.Lineage() {
+		for _, n := range ctx.LocalFlagNames() {
+			if n == name {
+				return ctx.String(name)
+			}
+		}
+	}
+	for _, ctx := range c.Lineage() {
+		if v := ctx.String(name); v != "" {
+			return v // from the environment
+		}
+	}
+	return ""
+}
+
+// token returns the bearer token of --token, --token-file or their
+// environment variables; --token wins.
+func token(c *cli.Context) (string, error) {
+	if tok := setIn(c, "token"); tok != "" {
+		return tok, nil
+	}
+	path := setIn(c, "token-file")
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	tok := tokenIn(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--token-file %s: no token: want the token on the first line, or a server token file with an operator line", path)
+	}
+	return tok, nil
+}
+
+// tokenIn returns the token of a token file: its first line, or, in a
+// file of serve --auth-tokens' "ROLE TOKEN [JOBS]" lines, the first
+// operator token, as the nodes present to each other (so that the CLI in
+// a node's pod can use the node's own file).
+func tokenIn(file string) string {
+	lines := strings.Split(file, "\n")
+	for _, line := range lines {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "operator" {
+			return f[1]
+		}
+	}
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) >= 2 && (f[0] == "trainer" || f[0] == "#") {
+			return "" // a server file without an operator token
+		}
+	}
+	tok, _, _ := strings.Cut(file, "\n")
+	return strings.TrimSpace(tok)
 }
 
 // retryFlag bounds how long a command keeps retrying while no leader answers.
@@ -53,7 +128,11 @@ func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 // newClientAt is newClient for the nodes at addrs rather than --addr.
 func newClientAt(c *cli.Context, addrs []string, extra ...client.Option) (*client.Client, error) {
 	opts := []client.Option{client.WithAddrs(addrs...)}
-	if tok := c.String("token"); tok != "" {
+	tok, err := token(c)
+	if err != nil {
+		return nil, err
+	}
+	if tok != "" {
 		opts = append(opts, client.WithToken(tok))
 	}
 	if ca := c.String("tls-ca"); ca != "" {

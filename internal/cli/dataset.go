@@ -20,7 +20,7 @@ func datasetCommand() *cli.Command {
 			Description: "By default the leader expands the globs and indexes the files, so they must be\n" +
 				"readable at the same paths on the masters. With --client-index this command\n" +
 				"indexes them here and sends the chunk list instead.",
-			Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(),
+			Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(),
 				&cli.IntFlag{Name: "chunks-per-task", Usage: "chunks per task (default: the server's)"},
 				&cli.DurationFlag{Name: "task-timeout", Usage: "lease of a dispatched task (default: the server's)"},
 				&cli.IntFlag{Name: "failure-max", Usage: "failures a task survives (default: the server's)", Value: -1},

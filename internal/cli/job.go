@@ -24,7 +24,7 @@ func jobCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "one line per job, with the limits in effect",
 				UsageText: "raftmaster job list --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), jsonFlag},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jsonFlag},
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(cl *client.Client) error {
 						resp, err := cl.Jobs()
@@ -50,7 +50,7 @@ func jobCommand() *cli.Command {
 				Name:      "inspect",
 				Usage:     "describe one job",
 				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), jsonFlag},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jsonFlag},
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {
@@ -73,7 +73,7 @@ func jobCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create an empty job (its first dataset, join or save-model request also does)",
 				UsageText: "raftmaster job create --addr 127.0.0.1:8001 JOB",
-				Flags:     []cli.Flag{addrFlag(), retryFlag()},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag()},
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {
@@ -97,7 +97,7 @@ func jobCommand() *cli.Command {
 				Name:      "delete",
 				Usage:     "delete a job with its dataset, tasks, leases and groups; its name can then start afresh",
 				UsageText: "raftmaster job delete --addr 127.0.0.1:8001 JOB",
-				Flags:     []cli.Flag{addrFlag(), retryFlag()},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag()},
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {

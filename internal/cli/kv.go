@@ -31,7 +31,7 @@ func kvCommand() *cli.Command {
 				Name:      "get",
 				Usage:     "print a key's version and value; exit status 2 when the key does not exist",
 				UsageText: "raftmaster kv get [--addr 127.0.0.1:8001] [--job JOB] [--json | --raw] KEY",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(), jsonFlag,
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), jsonFlag,
 					&cli.BoolFlag{Name: "raw", Usage: "print the value's bytes alone, as stored"},
 				},
 				Action: func(c *cli.Context) error {
@@ -64,7 +64,7 @@ func kvCommand() *cli.Command {
 				Usage: "store a value if the key is at --version (0: absent); exit status 2, with the key as it is, when it is not",
 				UsageText: "raftmaster kv cas [--addr 127.0.0.1:8001] [--job JOB] KEY --version N (--value V | --value-file FILE) [--json]\n" +
 					"raftmaster kv cas rdzv --version 0 --value '{\"round\":1}'",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), jobFlag(), jsonFlag,
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), jsonFlag,
 					&cli.Uint64Flag{Name: "version", Usage: "the version the key must be at: the one kv get printed, or 0 for a key that must not exist"},
 					&cli.StringFlag{Name: "value", Usage: "the value to store"},
 					&cli.StringFlag{Name: "value-file", Usage: "read the value to store from FILE (- for stdin)"},

@@ -19,6 +19,7 @@ import (
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/auth"
 	"github.com/raftmaster/raftmaster/internal/certs"
+	"github.com/raftmaster/raftmaster/internal/quota"
 	"github.com/raftmaster/raftmaster/internal/replica"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/store"
@@ -77,7 +78,11 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
 			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated; with --bootstrap-expect, the founding members first", EnvVars: env("join")},
 			&cli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap a new cluster of the first N --join addresses once all N answer and none has state of a cluster; a node that finds a cluster joins it instead, never bootstrapping a second one (0: never bootstrap; join through --join)", EnvVars: env("bootstrap-expect")},
-			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN' lines, ROLE trainer or operator, reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
+			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN [JOBS]' lines, ROLE trainer or operator, JOBS (trainers only) the comma-separated job names or path.Match patterns the token covers, every job when left out; readable by the server's user only (chmod 600); reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
+			&cli.Float64Flag{Name: "write-quota", Usage: "writes a second each token may make on the leader, past its burst; more are answered 429 with Retry-After (default with --auth-tokens: 10000; without tokens the quota, if set, is per source address; 0: none)", EnvVars: env("write-quota")},
+			&cli.Float64Flag{Name: "write-burst", Usage: "writes a token may make at once before --write-quota applies (default: 100000, or 10 seconds of --write-quota)", EnvVars: env("write-burst")},
+			&cli.Float64Flag{Name: "client-quota", Usage: "new client identities (de-duplication ids) a second each token may start, past its burst (default with --auth-tokens: 2048; without tokens, per source address if set; 0: none)", EnvVars: env("client-quota")},
+			&cli.Float64Flag{Name: "client-burst", Usage: "new client identities a token may start at once (default: 131072, or 64 seconds of --client-quota)", EnvVars: env("client-burst")},
 			&cli.StringFlag{Name: "tls-cert", Usage: "serve the API over HTTPS and run Raft over mutual TLS with this PEM certificate (valid for server and client authentication, for every name the node is reached at; see raftmaster tls gen); reloaded on SIGHUP", EnvVars: env("tls-cert"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-key", Usage: "the PEM private key of --tls-cert; reloaded on SIGHUP", EnvVars: env("tls-key"), TakesFile: true},
 			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate(s) that sign every node's certificate: Raft peers must present one, and the node trusts only it when it calls the others; reloaded on SIGHUP; without --tls-cert it is not used", EnvVars: env("tls-ca"), TakesFile: true},
@@ -233,8 +238,41 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 		api.Tokens = tokens
 		reload = append(reload, reloader{"tokens", tokens.Reload})
 	}
+	api.WriteQuota = quotaFlags(c, "write", api.Tokens != nil, httpapi.DefaultWriteQuota)
+	api.ClientQuota = quotaFlags(c, "client", api.Tokens != nil, httpapi.DefaultClientQuota)
+	if api.WriteQuota.On() || api.ClientQuota.On() {
+		per := "token"
+		if api.Tokens == nil {
+			per = "source address"
+		}
+		logger.Info("write quotas on the leader", "per", per,
+			"writes_per_second", api.WriteQuota.PerSecond, "write_burst", api.WriteQuota.Burst,
+			"new_clients_per_second", api.ClientQuota.PerSecond, "new_client_burst", api.ClientQuota.Burst)
+	}
 	reloadOnHangup(logger, reload)
 	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token, TLS: store}, nil
+}
+
+// quotaFlags reads --NAME-quota and --NAME-burst: def when neither is
+// given and the server requires tokens, no quota when neither is given
+// and it does not, or --NAME-quota is 0.
+func quotaFlags(c *cli.Context, name string, tokens bool, def quota.Rate) quota.Rate {
+	rate, burst := name+"-quota", name+"-burst"
+	if !c.IsSet(rate) && !c.IsSet(burst) {
+		if tokens {
+			return def
+		}
+		return quota.Rate{}
+	}
+	r := def
+	if c.IsSet(rate) {
+		r.PerSecond = c.Float64(rate)
+		r.Burst = r.PerSecond * def.Burst / def.PerSecond
+	}
+	if c.IsSet(burst) {
+		r.Burst = c.Float64(burst)
+	}
+	return r
 }
 
 // jobLimits reads the limit flags, which seed a new cluster's limits: its

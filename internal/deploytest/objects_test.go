@@ -439,6 +439,18 @@ func checkVolumes(t *testing.T, sts *appsv1.StatefulSet, c corev1.Container, env
 		t.Errorf("%s=%q: the Secret %s has no item %s", flag, file, volumes[m.Name].Secret.SecretName, path.Base(file))
 	}
 	secretFile("RAFTMASTER_AUTH_TOKENS", want.auth)
+	if want.auth {
+		// serve refuses a token file that others may read: the Secret's
+		// files are the pod's alone, and the CLI in the pod reads its
+		// token from the same file, never from a command line.
+		file := env["RAFTMASTER_AUTH_TOKENS"]
+		if v := volumes[mounts[path.Dir(file)].Name]; v.Secret == nil || v.Secret.DefaultMode == nil || *v.Secret.DefaultMode&0o077 != 0 {
+			t.Errorf("the token file's Secret volume %+v: want a defaultMode others cannot read (0400)", v.Secret)
+		}
+		if env["RAFTMASTER_TOKEN_FILE"] != file {
+			t.Errorf("RAFTMASTER_TOKEN_FILE=%q, want the token file %s for the CLI in the pod", env["RAFTMASTER_TOKEN_FILE"], file)
+		}
+	}
 	for _, f := range []string{"RAFTMASTER_TLS_CERT", "RAFTMASTER_TLS_KEY", "RAFTMASTER_TLS_CA"} {
 		secretFile(f, want.tls)
 	}

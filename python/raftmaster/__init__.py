@@ -20,8 +20,9 @@ raftmaster.torchrun``); those two import torch, and only when used.
 from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue,
                      SaveModelGrant, Task, TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
-                     GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
-                     NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, Reconnected,
+                     ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
+                     NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, RateLimited,
+                     Reconnected,
                      StaleEpoch, TooLarge, TooManyClients, TransportError, Unauthorized, Unavailable, UnknownClient,
                      UnknownJob, UnknownOutcome, UnknownTask)
 from .records import PassRecords
@@ -35,6 +36,7 @@ __all__ = [
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",
-    "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ClientClosed", "TransportError",
+    "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "RateLimited",
+    "ClientClosed", "TransportError",
     "ChunkError",
 ]

@@ -132,6 +132,7 @@ class Endpoints:
         self.leader = ""
         self._refused: Dict[str, float] = {}
         self._ids: Dict[str, str] = {}
+        self._trusted: set = set()
 
     def answered(self, base: str, node_id: Optional[str]) -> None:
         if node_id:
@@ -173,6 +174,16 @@ class Endpoints:
     def set_leader(self, base: str) -> None:
         with self._lock:
             self.leader = base
+
+    def allowed(self, base: str) -> bool:
+        """Whether base is one of the addresses the client was given, or a
+        leader one of them reported: the token goes there and nowhere else."""
+        with self._lock:
+            return base in self.addrs or base in self._trusted
+
+    def trust(self, base: str) -> None:
+        with self._lock:
+            self._trusted.add(base)
 
     def failed(self, base: str) -> None:
         """Move on from base, which could not serve a request."""
@@ -473,7 +484,19 @@ class Transport:
                         return False, None, _AttemptError(errors.RaftmasterError(
                             "raftmaster client: refusing a redirect from %s to plain HTTP (%r): the client uses TLS"
                             % (target, loc)))
-                    current = nxt.scheme + "://" + nxt.netloc
+                    nxt_base = nxt.scheme + "://" + nxt.netloc
+                    if self.token and not self.ep.allowed(nxt_base):
+                        # The token goes only to the addresses the client
+                        # was given and the leader they report, never to
+                        # any host a redirect names.
+                        why = self._check_leader(current, nxt_base)
+                        if why:
+                            return False, None, _AttemptError(errors.TransportError(
+                                "raftmaster client: refusing the redirect of %s from %s to %s, with the client's "
+                                "token: it is not an address the client was given, nor the leader the cluster "
+                                "reports (%s)" % (call.path, current, nxt_base, why)), retry=True)
+                        self.ep.trust(nxt_base)
+                    current = nxt_base
                     self.ep.set_leader(current)
                     if watch is not None:
                         with self._cond:
@@ -651,6 +674,8 @@ class Transport:
                 except ValueError:
                     continue
                 if addr != current:
+                    # A node the token goes to reports it as the leader.
+                    self.ep.trust(addr)
                     return addr
         return ""
 
@@ -692,6 +717,23 @@ class Transport:
             self._probe_running = None
         running.set()
         return res
+
+    def _check_leader(self, base: str, nxt: str) -> str:
+        """Ask the node at base, which the token may go to, for its own
+        status; return "" when the leader it names is at nxt, else why not."""
+        st = self._stale_status(base)
+        if st is None:
+            return "%s did not answer its status" % base
+        addr = (st.get("leader") or {}).get("api_addr")
+        if not addr:
+            return "%s knows no leader" % base
+        try:
+            leader = normalize_addr(addr, tls=self.ssl_context is not None)
+        except ValueError as e:
+            return str(e)
+        if leader != nxt:
+            return "%s reports the leader at %s" % (base, leader)
+        return ""
 
     def _stale_status(self, base: str) -> Optional[Dict[str, Any]]:
         u = urlsplit(base)

@@ -128,7 +128,8 @@ class Client:
     followers redirect to the leader. ``job`` makes every dataset, task,
     save-model, allgather and register call address that job (under
     /v1/jobs/{job}/...) instead of the default one. ``token`` is sent as
-    the bearer token. ``ssl_context`` (an ``ssl.SSLContext`` that trusts
+    the bearer token, only to the addresses given and to the leader one of
+    them reports: a redirect to any other host is refused. ``ssl_context`` (an ``ssl.SSLContext`` that trusts
     the cluster's CA) makes "host:port" mean HTTPS and refuses plain-HTTP
     addresses and redirects; without it, "https://" addresses use the
     system's default trust. ``retry`` is how long, in seconds, a

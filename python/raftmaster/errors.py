@@ -138,6 +138,13 @@ class TooManyClients(RaftmasterError):
 
 # The transport's codes.
 
+class ForeignClient(RaftmasterError):
+    """The identity the write was sent under was created by a request under
+    another token (403): identities are bound to the token of their first
+    request. Nothing changed."""
+    code = "foreign_client"
+
+
 class NotLeader(RaftmasterError):
     """The node does not lead and could not redirect (503); retried."""
     code = "not_leader"
@@ -188,8 +195,17 @@ class Unauthorized(RaftmasterError):
 
 
 class Forbidden(RaftmasterError):
-    """The token's role may not use the endpoint (403); nothing changed."""
+    """The token's role may not use the endpoint, or the token does not
+    cover the job (403); nothing changed."""
     code = "forbidden"
+
+
+class RateLimited(RaftmasterError):
+    """The token is over its quota of writes or of new identities (429);
+    retried with the same request id after Retry-After, and nothing
+    changed."""
+    code = "rate_limited"
+    retryable = True
 
 
 # Errors of the client itself.
@@ -241,8 +257,8 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
     cls.code: cls for cls in (
         PassBefore, PassAfter, NoMoreAvailable, AllTaskFailed, NoDataset, UnknownTask,
         StaleEpoch, Closed, Reconnected, AllGatherTimeoutExceeded, GroupMismatch, Invalid,
-        LimitExceeded, UnknownJob, UnknownClient, TooManyClients, NotLeader, NoLeader, UnknownOutcome,
-        Unavailable, TooLarge, NotFound, MethodNotAllowed, Internal, Unauthorized, Forbidden,
+        LimitExceeded, UnknownJob, UnknownClient, TooManyClients, ForeignClient, NotLeader, NoLeader, UnknownOutcome,
+        Unavailable, TooLarge, NotFound, MethodNotAllowed, Internal, Unauthorized, Forbidden, RateLimited,
     )
 }
 
@@ -251,7 +267,7 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
 SENTINEL_CODES = frozenset(c.code for c in (
     PassBefore, PassAfter, NoMoreAvailable, AllTaskFailed, NoDataset, UnknownTask,
     StaleEpoch, Closed, Reconnected, AllGatherTimeoutExceeded, GroupMismatch, Invalid,
-    LimitExceeded, UnknownJob, UnknownClient, TooManyClients))
+    LimitExceeded, UnknownJob, UnknownClient, TooManyClients, ForeignClient))
 
 
 def error_class(code: str) -> Type[RaftmasterError]:

@@ -26,7 +26,13 @@ The rendezvous configuration (``--rdzv-conf key=value,...``):
     the rendezvous.
 ``token``
     The bearer token of a cluster started with ``--auth-tokens`` (a trainer
-    token); else the environment's ``RAFTMASTER_TOKEN``.
+    token); else the environment's ``RAFTMASTER_TOKEN``, else the first
+    line of the file ``RAFTMASTER_TOKEN_FILE`` names, which is better:
+    torchrun prints its ``--rdzv-conf``.
+``secret``
+    Not a configuration key: torchrun prints its ``--rdzv-conf``. The
+    run's secret comes from the environment's ``RAFTMASTER_RDZV_SECRET``
+    (see below).
 ``tls_ca``
     A PEM file of the CA certificates of a cluster started with
     ``--tls-cert``; else the environment's ``RAFTMASTER_TLS_CA``. With it,
@@ -35,6 +41,16 @@ The rendezvous configuration (``--rdzv-conf key=value,...``):
     How long, in seconds, one call to the cluster keeps retrying while it
     has no leader or cannot be reached (60 by default).
 
+The state is signed. torch unpickles the state it reads, so a state
+that anyone but the run's agents wrote could run code on them. Each agent
+signs the state it writes with HMAC-SHA256, under the run's secret
+(``RAFTMASTER_RDZV_SECRET``, the same on every agent) when one is given,
+else under a key derived from the job's token; and it checks the signature
+of every state it reads before torch sees it. A state whose signature does
+not check, or that has none, raises RendezvousStateError and is never
+unpickled. With neither a secret nor a token the backend refuses to start.
+Give every run its own secret when several share a token.
+
 This module needs PyTorch; ``import raftmaster`` does not import it.
 """
 
@@ -42,6 +58,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+import hmac
 import os
 import random
 import re
@@ -66,7 +83,17 @@ from . import errors
 from .client import Client
 
 __all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterStore", "create_backend", "create_rdzv_handler",
-           "register", "state_key", "store_key"]
+           "register", "state_key", "store_key", "signing_key", "SECRET_ENV"]
+
+#: The environment variable of the run's secret, which signs the
+#: rendezvous state; without it the state is signed under a key derived
+#: from the job's token.
+SECRET_ENV = "RAFTMASTER_RDZV_SECRET"
+
+# A signed state: the magic, the HMAC-SHA256 of the state (under the
+# signing key, over a label, the register key and the state), the state.
+_MAGIC = b"RMRDZV1\n"
+_MAC_LEN = 32
 
 #: The name the backend is registered under: ``--rdzv-backend raftmaster``.
 BACKEND_NAME = "raftmaster"
@@ -111,6 +138,50 @@ def store_key(run_id: str, name: Union[str, bytes]) -> str:
     return _register_key("store", run_id, name)
 
 
+def signing_key(job: str, token: Optional[str] = None, secret: Optional[str] = None) -> bytes:
+    """The key that signs the rendezvous state of job: derived from the
+    run's secret when one is given (else from the environment's
+    RAFTMASTER_RDZV_SECRET), otherwise from the job's token. With neither,
+    ValueError: an unsigned state could run code on the agents that read
+    it."""
+    if secret is None:
+        secret = os.environ.get(SECRET_ENV) or None
+    if secret:
+        base, label = secret.encode(), b"raftmaster rendezvous secret\x00"
+    elif token:
+        base, label = token.encode(), b"raftmaster rendezvous token\x00"
+    else:
+        raise ValueError("raftmaster rendezvous: no key to sign the rendezvous state with: set %s to a secret "
+                         "of the run (the same on every agent), or use a cluster with tokens and give the job's "
+                         "token (RAFTMASTER_TOKEN)" % SECRET_ENV)
+    return hmac.new(base, label + job.encode(), hashlib.sha256).digest()
+
+
+def _mac(key: bytes, register_key: str, state: bytes) -> bytes:
+    return hmac.new(key, b"raftmaster rendezvous state\x00" + register_key.encode() + b"\x00" + state,
+                    hashlib.sha256).digest()
+
+
+def _sign(key: bytes, register_key: str, state: bytes) -> bytes:
+    return _MAGIC + _mac(key, register_key, state) + state
+
+
+def _open(key: bytes, register_key: str, value: bytes) -> bytes:
+    """The state that value signs, or RendezvousStateError when value is
+    unsigned or its signature does not check: it must never reach
+    torch's unpickling."""
+    if not value.startswith(_MAGIC) or len(value) < len(_MAGIC) + _MAC_LEN:
+        raise RendezvousStateError("raftmaster rendezvous: the state in %s is not signed; refusing it unread (it was "
+                                   "not written by an agent of this run: forged, or by an older release)"
+                                   % register_key)
+    mac, state = value[len(_MAGIC):len(_MAGIC) + _MAC_LEN], value[len(_MAGIC) + _MAC_LEN:]
+    if not hmac.compare_digest(mac, _mac(key, register_key, state)):
+        raise RendezvousStateError("raftmaster rendezvous: the signature of the state in %s does not check; refusing "
+                                   "it unread (forged, or written by an agent with another %s or token)"
+                                   % (register_key, SECRET_ENV))
+    return state
+
+
 def _connection_error(what: str, e: errors.RaftmasterError) -> RendezvousConnectionError:
     err = RendezvousConnectionError("raftmaster rendezvous: %s: %s" % (what, e))
     err.__cause__ = e
@@ -121,13 +192,18 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
     """The rendezvous state of run_id in a key of the client's job's
     register (:func:`state_key`). The fencing token is the key's version,
     which no key is ever given again: a set_state with a token older than
-    the key's changes nothing and answers the state as it is."""
+    the key's changes nothing and answers the state as it is.
 
-    def __init__(self, client: Client, run_id: str) -> None:
+    The state is signed under key (:func:`signing_key` of the client's job
+    and token when None): a state read whose signature does not check
+    raises RendezvousStateError, unread."""
+
+    def __init__(self, client: Client, run_id: str, key: Optional[bytes] = None) -> None:
         if not run_id:
             raise ValueError("The run id must be a non-empty string.")
         self._client = client
         self._key = state_key(run_id)
+        self._sign_key = key if key is not None else signing_key(client.job or "default", client._t.token)
 
     @property
     def name(self) -> str:
@@ -147,7 +223,7 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
             raise _connection_error("reading the state", e) from None
         if not v.found:
             return None
-        return v.value or b"", v.version
+        return _open(self._sign_key, self._key, v.value or b""), v.version
 
     def set_state(self, state: bytes, token: Optional[Token] = None) -> Optional[Tuple[bytes, Token, bool]]:
         """See base class."""
@@ -160,7 +236,7 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
             cur = self.get_state()
             return None if cur is None else (cur[0], cur[1], False)
         try:
-            r = self._client.kv_cas(self._key, version, state)
+            r = self._client.kv_cas(self._key, version, _sign(self._sign_key, self._key, state))
         except errors.LimitExceeded as e:
             err = RendezvousStateError("raftmaster rendezvous: the state of %d bytes does not fit: %s" % (len(state), e))
             err.__cause__ = e
@@ -169,7 +245,9 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
             raise _connection_error("writing the state", e) from None
         if not r.found:
             return None
-        return r.value or b"", r.version, r.swapped
+        if r.swapped:
+            return state, r.version, True
+        return _open(self._sign_key, self._key, r.value or b""), r.version, False
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -331,10 +409,24 @@ def _addresses(endpoint: str, tls: bool) -> List[str]:
     return addrs
 
 
+def _token_file() -> Optional[str]:
+    """The token in the file RAFTMASTER_TOKEN_FILE names (its first line),
+    if any: a token in a file is on no command line and in no printed
+    configuration."""
+    path = os.environ.get("RAFTMASTER_TOKEN_FILE")
+    if not path:
+        return None
+    try:
+        with open(path) as f:
+            return f.readline().strip() or None
+    except OSError as e:
+        raise ValueError("raftmaster rendezvous: RAFTMASTER_TOKEN_FILE %s: %s" % (path, e)) from e
+
+
 def create_client(params: RendezvousParameters) -> Client:
     """The Client of the rendezvous described by params: its endpoint,
     job, token, tls_ca and read_timeout (see the module's doc)."""
-    token = params.get("token") or os.environ.get("RAFTMASTER_TOKEN") or None
+    token = params.get("token") or os.environ.get("RAFTMASTER_TOKEN") or _token_file() or None
     ca = params.get("tls_ca") or os.environ.get("RAFTMASTER_TLS_CA") or None
     read_timeout = params.get_as_int("read_timeout", DEFAULT_READ_TIMEOUT)
     if read_timeout is None or read_timeout <= 0:
@@ -353,7 +445,8 @@ def create_backend(params: RendezvousParameters) -> Tuple[RaftmasterRendezvousBa
     """The backend and the agents' store of the rendezvous described by
     params, sharing one Client."""
     client = create_client(params)
-    return RaftmasterRendezvousBackend(client, params.run_id), RaftmasterStore(client, params.run_id)
+    key = signing_key(client.job or "default", client._t.token)
+    return RaftmasterRendezvousBackend(client, params.run_id, key), RaftmasterStore(client, params.run_id)
 
 
 def create_rdzv_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:

@@ -24,6 +24,13 @@ from torch.distributed.elastic.rendezvous.dynamic_rendezvous import DynamicRende
 from raftmaster import torch_rendezvous as tr  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def run_secret(monkeypatch):
+    """The run's secret that signs the rendezvous state: the shared cluster
+    has no tokens to derive a key from."""
+    monkeypatch.setenv(tr.SECRET_ENV, "secret-of-the-run-" + uuid.uuid4().hex)
+
+
 def params(endpoint, run_id, min_nodes=1, max_nodes=1, **config):
     if not isinstance(endpoint, str):
         endpoint = ",".join(endpoint)
@@ -54,9 +61,11 @@ def test_set_state_is_fenced_by_the_version(cluster, job):
     assert lonely.key == tr.state_key("another-run")
     assert lonely.set_state(b"x", t2) is None and lonely.get_state() is None
 
-    # The state is the run's key of the job's register, and the token its version.
+    # The state is the run's key of the job's register, signed, and the
+    # token its version.
     c = raftmaster.Client(cluster.addrs, job=job, retry=30)
-    assert c.kv_get(tr.state_key(job)) == raftmaster.KVValue(True, b"state 2", t2)
+    raw = c.kv_get(tr.state_key(job))
+    assert raw.found and raw.version == t2 and raw.value.endswith(b"state 2") and raw.value != b"state 2"
     c.close()
 
 
@@ -134,7 +143,7 @@ def test_register_keys():
         assert len(k) <= 256 and all("!" <= ch <= "~" for ch in k)
 
 
-def test_the_configuration(cluster, monkeypatch, proxies):
+def test_the_configuration(cluster, monkeypatch, proxies, tmp_path):
     # The job is the run id by default, which must then be a job name.
     assert tr.create_client(params(cluster.addrs, "run-7")).job == "run-7"
     assert tr.create_client(params(cluster.addrs, "Run_7", job="resnet")).job == "resnet"
@@ -152,8 +161,14 @@ def test_the_configuration(cluster, monkeypatch, proxies):
     monkeypatch.setenv("RAFTMASTER_TOKEN", "from-the-environment")
     tr.create_client(params([p.addr], "tok")).status()
     tr.create_client(params([p.addr], "tok", token="from-the-config")).status()
+    token_file = tmp_path / "token"
+    token_file.write_text("from-a-file\n")
+    monkeypatch.delenv("RAFTMASTER_TOKEN")
+    monkeypatch.setenv("RAFTMASTER_TOKEN_FILE", str(token_file))
+    tr.create_client(params([p.addr], "tok")).status()
+    monkeypatch.delenv("RAFTMASTER_TOKEN_FILE")
     assert [r["headers"].get("Authorization") for r in p.requests] == [
-        "Bearer from-the-environment", "Bearer from-the-config"]
+        "Bearer from-the-environment", "Bearer from-the-config", "Bearer from-a-file"]
 
     # A cluster that cannot be reached: the rendezvous fails within read_timeout.
     dead = "127.0.0.1:%d" % free_ports(1)[0]
@@ -187,6 +202,7 @@ def secure(tmp_path_factory):
     tokens = d / "tokens"
     token = "trainer-" + uuid.uuid4().hex
     tokens.write_text("trainer %s\noperator operator-%s\n" % (token, uuid.uuid4().hex))
+    tokens.chmod(0o600)  # serve refuses a token file others may read
     import ssl
     ca = str(certs / "ca.crt")
     c = Cluster(str(d), nodes=1, ssl_context=ssl.create_default_context(cafile=ca), args=[
@@ -200,6 +216,7 @@ def secure(tmp_path_factory):
 
 def test_over_https_with_a_token_from_the_environment(secure, monkeypatch, job):
     cluster, ca, token = secure
+    monkeypatch.delenv(tr.SECRET_ENV)  # the state is signed under a key of the token
     monkeypatch.setenv("RAFTMASTER_TOKEN", token)
     monkeypatch.setenv("RAFTMASTER_TLS_CA", ca)
     backend, store = tr.create_backend(params(cluster.addrs, job))
@@ -222,3 +239,51 @@ def test_over_https_with_a_token_from_the_environment(secure, monkeypatch, job):
         untrusting.get_state()
     with pytest.raises(ValueError, match="tls_ca"):
         tr.create_backend(params(cluster.addrs, job, tls_ca=os.path.join(os.path.dirname(ca), "absent.crt")))
+
+
+class _Payload:
+    """A pickle that creates a file when it is unpickled."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (open, (self.path, "w"))
+
+
+def test_a_forged_state_is_never_unpickled(cluster, job, tmp_path):
+    """A state written into a run's key by anyone but its agents (unsigned,
+    or signed under another key) is refused with a clear error before torch
+    unpickles it: the payload's file is never created."""
+    marker = tmp_path / "unpickled"
+    run = job
+    c = raftmaster.Client(cluster.addrs, job=job, retry=30)
+    c.kv_cas(tr.state_key(run), 0, pickle.dumps(_Payload(str(marker))))
+    tr.register()
+    handler = registry.get_rendezvous_handler(params(cluster.addrs, run, 1, 1, join_timeout="10"))
+    with pytest.raises(Exception) as e:
+        handler.next_rendezvous()
+    assert not marker.exists(), "the forged state was unpickled: it created %s" % marker
+    assert "not signed" in str(e.value), e.value
+    backend, _ = tr.create_backend(params(cluster.addrs, run))
+    with pytest.raises(tr.RendezvousStateError, match="not signed"):
+        backend.get_state()
+    # Signed, but under another key (another run's secret, another token).
+    v = c.kv_get(tr.state_key(run))
+    other = tr.RaftmasterRendezvousBackend(c, run, tr.signing_key(job, secret="another-secret"))
+    forged = tr._sign(other._sign_key, tr.state_key(run), pickle.dumps(_Payload(str(marker))))
+    assert c.kv_cas(tr.state_key(run), v.version, forged).swapped
+    with pytest.raises(tr.RendezvousStateError, match="does not check"):
+        backend.get_state()
+    with pytest.raises(tr.RendezvousStateError, match="does not check"):
+        backend.set_state(b"x")  # answered with the forged state, which is refused too
+    assert not marker.exists()
+    c.close()
+
+
+def test_no_key_no_rendezvous(cluster, monkeypatch, job):
+    """Without the run's secret or a token, the backend refuses to start."""
+    monkeypatch.delenv(tr.SECRET_ENV)
+    monkeypatch.delenv("RAFTMASTER_TOKEN", raising=False)
+    with pytest.raises(ValueError, match=tr.SECRET_ENV):
+        tr.create_backend(params(cluster.addrs, job))

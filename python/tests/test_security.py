@@ -21,6 +21,7 @@ def secured(tmp_path_factory):
     d = tmp_path_factory.mktemp("secured")
     tokens = d / "tokens"
     tokens.write_text("trainer %s\noperator %s\n" % (TRAINER, OPERATOR))
+    tokens.chmod(0o600)  # serve refuses a token file others may read
     c = Cluster(str(d), nodes=1, args=["--auth-tokens", str(tokens), "--max-job-tasks", "3"])
     c.token = TRAINER
     c.start()

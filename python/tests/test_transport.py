@@ -61,6 +61,44 @@ def test_a_follower_redirects_to_the_leader(make_client, proxies, cluster, datas
     assert p.seen("/task/get") == []
 
 
+def test_a_follower_s_redirect_to_the_leader_it_reports_takes_the_token(make_client, proxies, cluster, dataset):
+    p = proxies(cluster.follower())
+    c = make_client([p.addr], token="a-token-of-the-client-0123")
+    paths, _ = dataset
+    c.set_dataset(paths)
+    assert c.leader == "http://" + cluster.leader()
+    # The follower was asked who leads before the token went there.
+    assert [r["path"] for r in p.requests][:2] == ["/v1/jobs/%s/dataset" % c.job, "/v1/status?stale"]
+
+
+def test_the_token_goes_only_to_the_cluster_s_hosts(fake):
+    """A node that redirects to a host that is neither an address the
+    client was given nor the leader the cluster reports: the token is not
+    sent there, and the call fails saying why."""
+    third = fake([(200, {}, TASK)])
+    redirector = fake([(307, {"Location": "http://%s/v1/task/get" % third.addr}, b"")])
+    c = raftmaster.Client([redirector.addr], token="a-token-of-the-client-0123", retry=0.3)
+    try:
+        c.get_task(0)
+        err = None
+    except raftmaster.TransportError as e:
+        err = e
+    assert [r["headers"]["Authorization"] for r in third.requests if "Authorization" in r["headers"]] == [], \
+        "the third host received the token"
+    assert err is not None and "refusing the redirect" in str(err)
+
+
+def test_rate_limited_is_retried_with_the_same_request_id_after_retry_after(fake):
+    s = fake([(429, {"Retry-After": "2"}, {"code": "rate_limited", "message": "over this token's quota"}),
+              (200, {}, TASK)])
+    c = raftmaster.Client([s.addr], retry=60)
+    waits = recording_waits(c)
+    assert c.get_task(0).meta == raftmaster.TaskMeta(3, 1)
+    ids = [r["headers"][_transport.HEADER_REQUEST_ID] for r in s.requests]
+    assert len(ids) == 2 and ids[0] == ids[1]
+    assert len(waits) == 1 and waits[0] >= 2.0
+
+
 def test_an_unreachable_node_is_skipped_and_named(make_client, proxies, cluster, dataset):
     dead = "127.0.0.1:%d" % free_ports(1)[0]
     p = proxies(cluster.leader())
@@ -248,6 +286,8 @@ CODES = {
     "unavailable": (503, raftmaster.Unavailable),
     "unauthorized": (401, raftmaster.Unauthorized),
     "forbidden": (403, raftmaster.Forbidden),
+    "foreign_client": (403, raftmaster.ForeignClient),
+    "rate_limited": (429, raftmaster.RateLimited),
 }
 
 
@@ -260,7 +300,8 @@ def test_every_wire_code_of_the_contract_has_its_class():
     for code, (_, cls) in CODES.items():
         assert errors.error_class(code) is cls and cls.code == code
         assert issubclass(cls, raftmaster.RaftmasterError)
-        assert cls.retryable == (code in ("not_leader", "no_leader", "unknown_outcome", "unavailable", "too_many_clients"))
+        assert cls.retryable == (code in ("not_leader", "no_leader", "unknown_outcome", "unavailable",
+                                          "too_many_clients", "rate_limited"))
 
 
 @pytest.mark.parametrize("code", sorted(CODES))
