@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/recordio"
 )
 
 // Defaults of Config; a zero field takes its default.
@@ -60,6 +61,9 @@ type Config struct {
 	// under: relative patterns are taken under it, and a file outside it
 	// (after cleaning and resolving symbolic links) is refused unread.
 	DatasetRoot string
+	// Glob bounds the expansion of a dataset's patterns: the wildcard
+	// levels of a pattern, the directory entries read and the time taken.
+	Glob recordio.GlobLimits
 }
 
 // Limits bound requests; the FSM's own limits (package fsm) still apply

@@ -3,10 +3,10 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
@@ -52,9 +52,12 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	lim := recordio.IndexLimits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles,
 		MaxChunks: min(s.cfg.Limits.MaxChunks, fsm.MaxChunks), MaxPathLen: fsm.MaxPathLen}
 	if len(in.Globs) > 0 {
-		// Expanding is cheap and catches patterns that match nothing at
-		// all even when the request is going to be ignored.
-		if _, err := s.datasetFiles(in.Globs, lim); err != nil {
+		// Expanding is bounded, and catches patterns that match nothing
+		// at all even when the request is going to be ignored.
+		if err := s.withDatasetRoot(func(root recordio.Dir) error {
+			_, err := s.datasetFiles(ctx, root, in.Globs, lim)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -80,17 +83,25 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	var files int
 	if len(in.Globs) > 0 {
 		start := time.Now()
-		paths, err := s.datasetFiles(in.Globs, lim)
+		var found []recordio.FileChunk
+		var sum recordio.IndexSummary
+		err := s.withDatasetRoot(func(root recordio.Dir) error {
+			names, err := s.datasetFiles(ctx, root, in.Globs, lim)
+			if err != nil {
+				return err
+			}
+			if found, sum, err = recordio.IndexRoot(ctx, root, names, lim); err != nil {
+				return datasetError(err, s.datasetRootDir())
+			}
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		found, sum, err := recordio.IndexFiles(ctx, paths, lim)
-		if err != nil {
-			return datasetError(err)
-		}
+		dir := s.datasetRootDir()
 		chunks = make([]fsm.Chunk, len(found))
 		for i, c := range found {
-			chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
+			chunks[i] = fsm.Chunk{Path: filepath.Join(dir, c.Path), Offset: c.Offset, Records: c.Records}
 		}
 		files = sum.Files
 		s.log.Info("indexed dataset", "files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start))
@@ -258,57 +269,86 @@ func numTasks(chunks, perTask int) int {
 	return (chunks + perTask - 1) / perTask
 }
 
-// datasetFiles expands the request's patterns into the files to index.
-// With Config.DatasetRoot, a relative pattern is taken under the root, and
-// every file matched must lie inside it once cleaned and with its symbolic
-// links resolved: a file outside is refused before it is opened, so no
-// error can quote its content.
-func (s *Handler) datasetFiles(globs []string, lim recordio.IndexLimits) ([]string, error) {
-	root := s.cfg.DatasetRoot
-	if root != "" {
-		rooted := make([]string, len(globs))
-		for i, g := range globs {
-			if !filepath.IsAbs(g) {
-				g = filepath.Join(root, g)
-			}
-			rooted[i] = filepath.Clean(g)
-		}
-		globs = rooted
+// datasetRootDir is the directory datasets are indexed under:
+// Config.DatasetRoot, or the whole file system without it.
+func (s *Handler) datasetRootDir() string {
+	if s.cfg.DatasetRoot != "" {
+		return s.cfg.DatasetRoot
 	}
-	files, err := recordio.Glob(globs, lim)
+	return "/"
+}
+
+// withDatasetRoot calls fn with the dataset root: Config.DatasetRoot
+// opened as an os.Root, through which every path is resolved, so that no
+// symbolic link or ".." leads out of it; or, without one, the whole file
+// system.
+func (s *Handler) withDatasetRoot(fn func(root recordio.Dir) error) error {
+	if s.cfg.DatasetRoot == "" {
+		return fn(recordio.HostDir{})
+	}
+	root, err := os.OpenRoot(s.datasetRootDir())
 	if err != nil {
-		return nil, datasetError(err)
+		s.log.Error("opening the dataset root", "error", err)
+		return rpc.Errorf(rpc.CodeUnavailable, "the server's dataset root cannot be opened")
 	}
-	if root == "" {
-		return files, nil
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return nil, fmt.Errorf("dataset root %q: %w", root, err)
-	}
-	for _, f := range files {
-		real, err := filepath.EvalSymlinks(f)
-		if err == nil && !within(realRoot, real) {
-			err = errors.New("outside")
-		}
+	defer root.Close()
+	return fn(root)
+}
+
+// datasetFiles expands the request's patterns into the files to index,
+// relative to root, within the bounds of Config.Glob. With
+// Config.DatasetRoot, a relative pattern is taken under the root, and an
+// absolute one must lie inside it; without it, a relative pattern is taken
+// under the server's working directory. Nothing outside the root is
+// listed, opened or named.
+func (s *Handler) datasetFiles(ctx context.Context, root recordio.Dir, globs []string, lim recordio.IndexLimits) ([]string, error) {
+	if s.cfg.DatasetRoot == "" {
+		wd, err := os.Getwd()
 		if err != nil {
-			return nil, invalidf("dataset file %q is outside the dataset root %q (the server's --dataset-root)", f, root)
+			wd = "/"
 		}
+		abs := make([]string, len(globs))
+		for i, g := range globs {
+			abs[i] = g
+			if !filepath.IsAbs(g) {
+				abs[i] = filepath.Join(wd, g)
+			}
+		}
+		globs = abs
+	}
+	files, err := recordio.GlobRoot(ctx, root, globs, lim, s.cfg.Glob)
+	if err != nil {
+		return nil, datasetError(err, s.datasetRootDir())
 	}
 	return files, nil
 }
 
-// within reports whether path lies in dir; both are cleaned absolute paths.
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
-// datasetError turns a Glob or IndexGlobs failure into a 400 naming the
-// pattern or file, unless the request itself was cancelled.
-func datasetError(err error) error {
+// datasetError turns a GlobRoot or IndexRoot failure into a 400 naming
+// the pattern, or the file as the client would name it, unless the
+// request itself was cancelled. It never quotes a file's bytes or size,
+// nor anything the operating system says of a path.
+func datasetError(err error, dir string) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return rpc.Errorf(rpc.CodeUnavailable, "indexing the dataset: %v", err)
+	}
+	if fe, ok := errors.AsType[*recordio.FileError](err); ok {
+		name := fe.Path
+		if dir == "/" {
+			name = "/" + name
+		}
+		switch {
+		case errors.Is(err, recordio.ErrCorrupt):
+			return invalidf("dataset file %q is not a valid RecordIO file (raftmaster recordio inspect shows why)", name)
+		case errors.Is(err, recordio.ErrOutsideRoot):
+			return invalidf("dataset file %q leads %v", name, recordio.ErrOutsideRoot)
+		case errors.Is(err, fs.ErrNotExist):
+			return invalidf("dataset file %q does not exist", name)
+		case errors.Is(err, fs.ErrPermission):
+			return invalidf("dataset file %q: permission denied", name)
+		case errors.Is(err, recordio.ErrNotRegular):
+			return invalidf("dataset file %q is not a regular file", name)
+		}
+		return invalidf("dataset file %q cannot be read", name)
 	}
 	return invalidf("%v", err)
 }

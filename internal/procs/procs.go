@@ -273,3 +273,14 @@ func FreeAddr() (string, error) {
 
 // handedOut holds every address FreeAddr returned.
 var handedOut sync.Map
+
+// Pid returns the process id of the running process, or 0 when it is not
+// running.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
