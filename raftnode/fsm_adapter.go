@@ -43,8 +43,17 @@ func (a raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	return raftSnapshot{sn}, nil
 }
 
-// Restore replaces the FSM's state with a snapshot Persist wrote.
-func (a raftFSM) Restore(rc io.ReadCloser) error { return a.f.Restore(rc) }
+// Restore replaces the FSM's state with a snapshot Persist wrote; the
+// log since the last snapshot starts afresh.
+func (a raftFSM) Restore(rc io.ReadCloser) error {
+	if err := a.f.Restore(rc); err != nil {
+		return err
+	}
+	if a.bytes != nil {
+		a.bytes.snapshotted()
+	}
+	return nil
+}
 
 // raftSnapshot adapts fsm.Snapshot to raft.FSMSnapshot.
 type raftSnapshot struct{ sn *fsm.Snapshot }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+	"github.com/raftmaster/raftmaster/fsm"
 )
 
 // TestByteLogCacheBoundsBytes: the cache keeps the latest entries up to
@@ -88,4 +89,40 @@ func TestLogBytesTrailing(t *testing.T) {
 	if b.sinceSnapshot() != 0 {
 		t.Fatal("a snapshot did not restart the count")
 	}
+}
+
+// TestSnapshotByBytes: a node snapshots once the log since its last
+// snapshot passes SnapshotBytes, long before the entry threshold, and the
+// compaction keeps only the entries that fit TrailingLogBytes.
+func TestSnapshotByBytes(t *testing.T) {
+	c := newTestClusterWith(t, 1, func(cfg *Config) {
+		cfg.SnapshotThreshold = 1 << 20
+		cfg.SnapshotBytes = 2 << 20
+		cfg.TrailingLogBytes = 1 << 20
+		cfg.LogCacheBytes = 1 << 20
+	})
+	node := c.leader()
+	value := bytes.Repeat([]byte{7}, 200<<10)
+	var version uint64
+	for range 40 {
+		r := c.apply(&fsm.KVCompareAndSet{Header: fsm.Header{Job: "big"}, Key: "k", Version: version, Value: value})
+		if r.Err() != nil {
+			t.Fatal(r.Err())
+		}
+		version = r.KV.Version
+	}
+	// The log keeps what was applied since the last snapshot (under
+	// SnapshotBytes: 10 entries at most) and the trailing entries that
+	// fit TrailingLogBytes (5), and a few small entries of Raft's own.
+	waitFor(t, "a snapshot for the log's bytes, and a compaction to the byte bounds", func() bool {
+		first, err := node.store.FirstIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := node.store.LastIndex()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return first > 1 && last-first+1 <= 18
+	})
 }
