@@ -68,3 +68,25 @@ func TestServeBoundFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestServeWarnsWithoutDatasetRoot: a node whose API other hosts may reach
+// and that has no --dataset-root warns at start; on loopback, or with a
+// root, it does not. The backend flag stops the start after the warning.
+func TestServeWarnsWithoutDatasetRoot(t *testing.T) {
+	t.Setenv(env("dataset-root")[0], "")
+	for _, tt := range []struct {
+		args []string
+		warn bool
+	}{
+		{[]string{"--http-addr", "0.0.0.0:8001"}, true},
+		{[]string{"--http-addr", "10.1.2.3:8001"}, true},
+		{[]string{"--http-addr", "127.0.0.1:8001"}, false},
+		{[]string{"--http-addr", "0.0.0.0:8001", "--dataset-root", t.TempDir()}, false},
+	} {
+		var out, errOut bytes.Buffer
+		RunWith(append([]string{"raftmaster", "serve", "--node-id", "n1", "--backend", "zookeeper"}, tt.args...), &out, &errOut)
+		if got := strings.Contains(errOut.String(), "no --dataset-root"); got != tt.warn {
+			t.Errorf("serve %q: warned %v, want %v; stderr %q", tt.args, got, tt.warn, errOut.String())
+		}
+	}
+}
