@@ -217,7 +217,9 @@ func (w *walker) walk(dir string, els []string) error {
 		return w.match(dir)
 	}
 	rest := els[1:]
-	d, err := w.root.Open(dir)
+	// O_DIRECTORY: a FIFO where a directory is expected fails at once
+	// instead of blocking the open.
+	d, err := w.root.OpenFile(dir, os.O_RDONLY|syscall.O_DIRECTORY|syscall.O_NONBLOCK, 0)
 	if err != nil {
 		return nil // as filepath.Glob: an unreadable directory matches nothing
 	}

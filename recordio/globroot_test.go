@@ -181,3 +181,21 @@ func TestHostDirFollowsLinks(t *testing.T) {
 		t.Fatalf("IndexRoot on the host: %+v %v", sum, err)
 	}
 }
+
+// TestGlobRootFIFOWhereADirectoryIsExpected: a pattern that lists below a
+// FIFO neither blocks nor matches.
+func TestGlobRootFIFOWhereADirectoryIsExpected(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mkfifo(filepath.Join(dir, "p"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, root := range []Dir{openRoot(t, dir), HostDir{}} {
+		p := "p/*"
+		if _, ok := root.(HostDir); ok {
+			p = filepath.Join(dir, "p/*")
+		}
+		if _, err := GlobRoot(context.Background(), root, []string{p}, IndexLimits{}, GlobLimits{}); !errors.Is(err, ErrNoMatch) {
+			t.Errorf("GlobRoot(%q): %v, want ErrNoMatch", p, err)
+		}
+	}
+}
