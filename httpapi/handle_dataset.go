@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -54,8 +55,8 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	if len(in.Globs) > 0 {
 		// Expanding is bounded, and catches patterns that match nothing
 		// at all even when the request is going to be ignored.
-		if err := s.withDatasetRoot(func(root recordio.Dir) error {
-			_, err := s.datasetFiles(ctx, root, in.Globs, lim)
+		if err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
+			_, err := s.datasetFiles(ctx, root, globs, lim)
 			return err
 		}); err != nil {
 			return err
@@ -85,23 +86,25 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 		start := time.Now()
 		var found []recordio.FileChunk
 		var sum recordio.IndexSummary
-		err := s.withDatasetRoot(func(root recordio.Dir) error {
-			names, err := s.datasetFiles(ctx, root, in.Globs, lim)
+		err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
+			names, err := s.datasetFiles(ctx, root, globs, lim)
 			if err != nil {
 				return err
 			}
 			if found, sum, err = recordio.IndexRoot(ctx, root, names, lim); err != nil {
-				return datasetError(err, s.datasetRootDir())
+				return datasetError(err, root)
+			}
+			for i := range found {
+				found[i].Path = chunkPath(root, found[i].Path)
 			}
 			return nil
 		})
 		if err != nil {
 			return err
 		}
-		dir := s.datasetRootDir()
 		chunks = make([]fsm.Chunk, len(found))
 		for i, c := range found {
-			chunks[i] = fsm.Chunk{Path: filepath.Join(dir, c.Path), Offset: c.Offset, Records: c.Records}
+			chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 		}
 		files = sum.Files
 		s.log.Info("indexed dataset", "files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start))
@@ -269,56 +272,63 @@ func numTasks(chunks, perTask int) int {
 	return (chunks + perTask - 1) / perTask
 }
 
-// datasetRootDir is the directory datasets are indexed under:
-// Config.DatasetRoot, or the whole file system without it.
-func (s *Handler) datasetRootDir() string {
+// withDatasetRoot calls fn with the directory tree the patterns globs
+// are expanded in, and the patterns to give it. With Config.DatasetRoot,
+// it is the root opened as an os.Root, through which every path is
+// resolved, so that no symbolic link or ".." leads out of it. Without
+// one, it is the host's file system: the server's working directory when
+// every pattern is relative and stays below it (the files are then named
+// relative to it, as the patterns are), else "/", with relative patterns
+// taken under the working directory.
+func (s *Handler) withDatasetRoot(globs []string, fn func(root recordio.Dir, globs []string) error) error {
 	if s.cfg.DatasetRoot != "" {
-		return s.cfg.DatasetRoot
+		root, err := os.OpenRoot(s.cfg.DatasetRoot)
+		if err != nil {
+			s.log.Error("opening the dataset root", "error", err)
+			return rpc.Errorf(rpc.CodeUnavailable, "the server's dataset root cannot be opened")
+		}
+		defer root.Close()
+		return fn(root, globs)
 	}
-	return "/"
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = "/"
+	}
+	below := true
+	for _, g := range globs {
+		c := filepath.Clean(g)
+		below = below && !filepath.IsAbs(c) && c != ".." && !strings.HasPrefix(c, "../")
+	}
+	if below {
+		return fn(recordio.HostDir{Path: wd}, globs)
+	}
+	abs := make([]string, len(globs))
+	for i, g := range globs {
+		abs[i] = g
+		if !filepath.IsAbs(g) {
+			abs[i] = filepath.Join(wd, g)
+		}
+	}
+	return fn(recordio.HostDir{}, abs)
 }
 
-// withDatasetRoot calls fn with the dataset root: Config.DatasetRoot
-// opened as an os.Root, through which every path is resolved, so that no
-// symbolic link or ".." leads out of it; or, without one, the whole file
-// system.
-func (s *Handler) withDatasetRoot(fn func(root recordio.Dir) error) error {
-	if s.cfg.DatasetRoot == "" {
-		return fn(recordio.HostDir{})
+// chunkPath is the path a chunk of file name, relative to root, records:
+// absolute, except under a working directory that relative patterns were
+// expanded in.
+func chunkPath(root recordio.Dir, name string) string {
+	if d, ok := root.(recordio.HostDir); ok && d.Path != "" {
+		return name
 	}
-	root, err := os.OpenRoot(s.datasetRootDir())
-	if err != nil {
-		s.log.Error("opening the dataset root", "error", err)
-		return rpc.Errorf(rpc.CodeUnavailable, "the server's dataset root cannot be opened")
-	}
-	defer root.Close()
-	return fn(root)
+	return filepath.Join(root.Name(), name)
 }
 
 // datasetFiles expands the request's patterns into the files to index,
-// relative to root, within the bounds of Config.Glob. With
-// Config.DatasetRoot, a relative pattern is taken under the root, and an
-// absolute one must lie inside it; without it, a relative pattern is taken
-// under the server's working directory. Nothing outside the root is
-// listed, opened or named.
+// relative to root, within the bounds of Config.Glob. Nothing outside the
+// root is listed, opened or named.
 func (s *Handler) datasetFiles(ctx context.Context, root recordio.Dir, globs []string, lim recordio.IndexLimits) ([]string, error) {
-	if s.cfg.DatasetRoot == "" {
-		wd, err := os.Getwd()
-		if err != nil {
-			wd = "/"
-		}
-		abs := make([]string, len(globs))
-		for i, g := range globs {
-			abs[i] = g
-			if !filepath.IsAbs(g) {
-				abs[i] = filepath.Join(wd, g)
-			}
-		}
-		globs = abs
-	}
 	files, err := recordio.GlobRoot(ctx, root, globs, lim, s.cfg.Glob)
 	if err != nil {
-		return nil, datasetError(err, s.datasetRootDir())
+		return nil, datasetError(err, root)
 	}
 	return files, nil
 }
@@ -327,14 +337,14 @@ func (s *Handler) datasetFiles(ctx context.Context, root recordio.Dir, globs []s
 // the pattern, or the file as the client would name it, unless the
 // request itself was cancelled. It never quotes a file's bytes or size,
 // nor anything the operating system says of a path.
-func datasetError(err error, dir string) error {
+func datasetError(err error, root recordio.Dir) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return rpc.Errorf(rpc.CodeUnavailable, "indexing the dataset: %v", err)
 	}
 	if fe, ok := errors.AsType[*recordio.FileError](err); ok {
 		name := fe.Path
-		if dir == "/" {
-			name = "/" + name
+		if _, ok := root.(recordio.HostDir); ok {
+			name = chunkPath(root, name)
 		}
 		switch {
 		case errors.Is(err, recordio.ErrCorrupt):

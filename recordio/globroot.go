@@ -49,8 +49,8 @@ func (l GlobLimits) withDefaults() GlobLimits {
 // Dir is a directory tree that GlobRoot and IndexRoot resolve names in,
 // names relative to it with slashes: an *os.Root, through which no
 // symbolic link or ".." leads out of the tree (a symbolic link with an
-// absolute target counts as leading out), or HostDir, the whole file
-// system.
+// absolute target counts as leading out), or a HostDir, which confines
+// nothing.
 type Dir interface {
 	// Name is the directory's absolute path.
 	Name() string
@@ -62,26 +62,36 @@ type Dir interface {
 
 var _ Dir = (*os.Root)(nil)
 
-// HostDir is the whole file system as a Dir: every name is taken from /,
-// and symbolic links are followed wherever they lead.
-type HostDir struct{}
-
-// Name returns "/".
-func (HostDir) Name() string { return "/" }
-
-// Open opens /name.
-func (HostDir) Open(name string) (*os.File, error) { return os.Open("/" + name) }
-
-// OpenFile opens /name with flag and perm.
-func (HostDir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
-	return os.OpenFile("/"+name, flag, perm)
+// HostDir is a directory of the host's file system as a Dir, with no
+// confinement: names are taken under Path ("/" when empty), and symbolic
+// links are followed wherever they lead.
+type HostDir struct {
+	// Path is the directory's absolute path; empty for "/".
+	Path string
 }
 
-// Lstat describes /name, not following a final symbolic link.
-func (HostDir) Lstat(name string) (fs.FileInfo, error) { return os.Lstat("/" + name) }
+// Name returns the directory's path.
+func (d HostDir) Name() string {
+	if d.Path == "" {
+		return "/"
+	}
+	return d.Path
+}
 
-// Stat describes /name.
-func (HostDir) Stat(name string) (fs.FileInfo, error) { return os.Stat("/" + name) }
+// Open opens name under the directory.
+func (d HostDir) Open(name string) (*os.File, error) { return os.Open(path.Join(d.Name(), name)) }
+
+// OpenFile opens name under the directory with flag and perm.
+func (d HostDir) OpenFile(name string, flag int, perm fs.FileMode) (*os.File, error) {
+	return os.OpenFile(path.Join(d.Name(), name), flag, perm)
+}
+
+// Lstat describes name under the directory, not following a final
+// symbolic link.
+func (d HostDir) Lstat(name string) (fs.FileInfo, error) { return os.Lstat(path.Join(d.Name(), name)) }
+
+// Stat describes name under the directory.
+func (d HostDir) Stat(name string) (fs.FileInfo, error) { return os.Stat(path.Join(d.Name(), name)) }
 
 // GlobRoot expands patterns (path.Match syntax) into the files they match
 // inside root, which must all be regular files (ErrNotRegular), as paths relative to root, sorted and without
