@@ -347,9 +347,11 @@ func TestSecurityBoundsFollowerBody(t *testing.T) {
 			t.Errorf("a %d MiB body to a follower: %d %v, want 307", size>>20, statuses[i], errs[i])
 		}
 	}
-	if hwm := procKiB(t, f, "VmHWM"); hwm > 256<<10 {
+	hwm := procKiB(t, f, "VmHWM")
+	if hwm > 256<<10 {
 		t.Fatalf("the follower's peak RSS is %d MiB after three %d MiB bodies, want at most 256 MiB", hwm>>10, size>>20)
 	}
+	t.Logf("the follower's peak RSS after three %d MiB bodies: %d MiB", size>>20, hwm>>10)
 }
 
 // TestSecurityBoundsMetricSeries: requests to jobs that do not exist add
