@@ -8,6 +8,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/auth"
 	"github.com/raftmaster/raftmaster/internal/quota"
+	"github.com/raftmaster/raftmaster/recordio"
 )
 
 // Defaults of Config; a zero field takes its default.
@@ -73,6 +74,9 @@ type Config struct {
 	// or address may start; serve sets DefaultClientQuota when tokens are
 	// required.
 	ClientQuota quota.Rate
+	// Glob bounds the expansion of a dataset's patterns: the wildcard
+	// levels of a pattern, the directory entries read and the time taken.
+	Glob recordio.GlobLimits
 }
 
 // The default quotas of a cluster that requires tokens, per token. They

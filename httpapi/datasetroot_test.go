@@ -53,3 +53,27 @@ func TestDatasetRoot(t *testing.T) {
 		t.Fatalf("the dataset under the root: %+v", ds)
 	}
 }
+
+// TestDatasetRelativeWithoutRoot: without a dataset root, relative
+// patterns are taken under the server's working directory, and the chunks
+// name the files as the patterns do, relative to it, so that trainers
+// that share the directory read them.
+func TestDatasetRelativeWithoutRoot(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeRecordIO(t, filepath.Join(dir, "data"), "train-0.recordio", 10, 5)
+	t.Chdir(dir)
+	e := newEnv(t, testConfig(), nil, nil)
+	var ds rpc.SetDatasetResponse
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{"data/train-*.recordio"}}, &ds, reqID(uuid.New(), 1)...)
+	if ds.Files != 1 || ds.Chunks == 0 {
+		t.Fatalf("relative pattern: %+v", ds)
+	}
+	var got rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &got)
+	if len(got.Task.Chunks) == 0 || got.Task.Chunks[0].Path != "data/train-0.recordio" {
+		t.Fatalf("chunks %+v, want data/train-0.recordio", got.Task.Chunks)
+	}
+}

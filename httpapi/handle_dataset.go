@@ -3,8 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io/fs"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -52,9 +53,12 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	lim := recordio.IndexLimits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles,
 		MaxChunks: min(s.cfg.Limits.MaxChunks, fsm.MaxChunks), MaxPathLen: fsm.MaxPathLen}
 	if len(in.Globs) > 0 {
-		// Expanding is cheap and catches patterns that match nothing at
-		// all even when the request is going to be ignored.
-		if _, err := s.datasetFiles(in.Globs, lim); err != nil {
+		// Expanding is bounded, and catches patterns that match nothing
+		// at all even when the request is going to be ignored.
+		if err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
+			_, err := s.datasetFiles(ctx, root, globs, lim)
+			return err
+		}); err != nil {
 			return err
 		}
 	}
@@ -80,13 +84,23 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	var files int
 	if len(in.Globs) > 0 {
 		start := time.Now()
-		paths, err := s.datasetFiles(in.Globs, lim)
+		var found []recordio.FileChunk
+		var sum recordio.IndexSummary
+		err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
+			names, err := s.datasetFiles(ctx, root, globs, lim)
+			if err != nil {
+				return err
+			}
+			if found, sum, err = recordio.IndexRoot(ctx, root, names, lim); err != nil {
+				return datasetError(err, root)
+			}
+			for i := range found {
+				found[i].Path = chunkPath(root, found[i].Path)
+			}
+			return nil
+		})
 		if err != nil {
 			return err
-		}
-		found, sum, err := recordio.IndexFiles(ctx, paths, lim)
-		if err != nil {
-			return datasetError(err)
 		}
 		chunks = make([]fsm.Chunk, len(found))
 		for i, c := range found {
@@ -258,57 +272,93 @@ func numTasks(chunks, perTask int) int {
 	return (chunks + perTask - 1) / perTask
 }
 
-// datasetFiles expands the request's patterns into the files to index.
-// With Config.DatasetRoot, a relative pattern is taken under the root, and
-// every file matched must lie inside it once cleaned and with its symbolic
-// links resolved: a file outside is refused before it is opened, so no
-// error can quote its content.
-func (s *Handler) datasetFiles(globs []string, lim recordio.IndexLimits) ([]string, error) {
-	root := s.cfg.DatasetRoot
-	if root != "" {
-		rooted := make([]string, len(globs))
-		for i, g := range globs {
-			if !filepath.IsAbs(g) {
-				g = filepath.Join(root, g)
-			}
-			rooted[i] = filepath.Clean(g)
-		}
-		globs = rooted
-	}
-	files, err := recordio.Glob(globs, lim)
-	if err != nil {
-		return nil, datasetError(err)
-	}
-	if root == "" {
-		return files, nil
-	}
-	realRoot, err := filepath.EvalSymlinks(root)
-	if err != nil {
-		return nil, fmt.Errorf("dataset root %q: %w", root, err)
-	}
-	for _, f := range files {
-		real, err := filepath.EvalSymlinks(f)
-		if err == nil && !within(realRoot, real) {
-			err = errors.New("outside")
-		}
+// withDatasetRoot calls fn with the directory tree the patterns globs
+// are expanded in, and the patterns to give it. With Config.DatasetRoot,
+// it is the root opened as an os.Root, through which every path is
+// resolved, so that no symbolic link or ".." leads out of it. Without
+// one, it is the host's file system: the server's working directory when
+// every pattern is relative and stays below it (the files are then named
+// relative to it, as the patterns are), else "/", with relative patterns
+// taken under the working directory.
+func (s *Handler) withDatasetRoot(globs []string, fn func(root recordio.Dir, globs []string) error) error {
+	if s.cfg.DatasetRoot != "" {
+		root, err := os.OpenRoot(s.cfg.DatasetRoot)
 		if err != nil {
-			return nil, invalidf("dataset file %q is outside the dataset root %q (the server's --dataset-root)", f, root)
+			s.log.Error("opening the dataset root", "error", err)
+			return rpc.Errorf(rpc.CodeUnavailable, "the server's dataset root cannot be opened")
 		}
+		defer root.Close()
+		return fn(root, globs)
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		wd = "/"
+	}
+	below := true
+	for _, g := range globs {
+		c := filepath.Clean(g)
+		below = below && !filepath.IsAbs(c) && c != ".." && !strings.HasPrefix(c, "../")
+	}
+	if below {
+		return fn(recordio.HostDir{Path: wd}, globs)
+	}
+	abs := make([]string, len(globs))
+	for i, g := range globs {
+		abs[i] = g
+		if !filepath.IsAbs(g) {
+			abs[i] = filepath.Join(wd, g)
+		}
+	}
+	return fn(recordio.HostDir{}, abs)
+}
+
+// chunkPath is the path a chunk of file name, relative to root, records:
+// absolute, except under a working directory that relative patterns were
+// expanded in.
+func chunkPath(root recordio.Dir, name string) string {
+	if d, ok := root.(recordio.HostDir); ok && d.Path != "" {
+		return name
+	}
+	return filepath.Join(root.Name(), name)
+}
+
+// datasetFiles expands the request's patterns into the files to index,
+// relative to root, within the bounds of Config.Glob. Nothing outside the
+// root is listed, opened or named.
+func (s *Handler) datasetFiles(ctx context.Context, root recordio.Dir, globs []string, lim recordio.IndexLimits) ([]string, error) {
+	files, err := recordio.GlobRoot(ctx, root, globs, lim, s.cfg.Glob)
+	if err != nil {
+		return nil, datasetError(err, root)
 	}
 	return files, nil
 }
 
-// within reports whether path lies in dir; both are cleaned absolute paths.
-func within(dir, path string) bool {
-	rel, err := filepath.Rel(dir, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
-// datasetError turns a Glob or IndexGlobs failure into a 400 naming the
-// pattern or file, unless the request itself was cancelled.
-func datasetError(err error) error {
+// datasetError turns a GlobRoot or IndexRoot failure into a 400 naming
+// the pattern, or the file as the client would name it, unless the
+// request itself was cancelled. It never quotes a file's bytes or size,
+// nor anything the operating system says of a path.
+func datasetError(err error, root recordio.Dir) error {
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return rpc.Errorf(rpc.CodeUnavailable, "indexing the dataset: %v", err)
+	}
+	if fe, ok := errors.AsType[*recordio.FileError](err); ok {
+		name := fe.Path
+		if _, ok := root.(recordio.HostDir); ok {
+			name = chunkPath(root, name)
+		}
+		switch {
+		case errors.Is(err, recordio.ErrCorrupt):
+			return invalidf("dataset file %q is not a valid RecordIO file (raftmaster recordio inspect shows why)", name)
+		case errors.Is(err, recordio.ErrOutsideRoot):
+			return invalidf("dataset file %q leads %v", name, recordio.ErrOutsideRoot)
+		case errors.Is(err, fs.ErrNotExist):
+			return invalidf("dataset file %q does not exist", name)
+		case errors.Is(err, fs.ErrPermission):
+			return invalidf("dataset file %q: permission denied", name)
+		case errors.Is(err, recordio.ErrNotRegular):
+			return invalidf("dataset file %q is not a regular file", name)
+		}
+		return invalidf("dataset file %q cannot be read", name)
 	}
 	return invalidf("%v", err)
 }

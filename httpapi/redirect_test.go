@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"bytes"
 	"net/http"
 	"testing"
 	"time"
@@ -176,5 +177,24 @@ func TestRequestWaitsForTheNewLeader(t *testing.T) {
 				t.Fatalf("got %d to %q, want 307 to %s", r.status, r.header.Get("Location"), tc.want)
 			}
 		})
+	}
+}
+
+// A follower redirects a write before it reads its body: a body that is
+// malformed, or larger than any limit, is answered with the redirect, not
+// with the error that reading it would give.
+func TestFollowerRedirectsBeforeReadingTheBody(t *testing.T) {
+	e, fake := fakeEnv(t)
+	fake.follower(httpapi.ErrNotLeader, rpc.NodeRef{ID: "n2", APIAddr: "10.0.0.2:8080"}, true)
+	for _, tc := range []struct {
+		path string
+		body []byte
+	}{
+		{rpc.PathKVCompareAndSet, []byte(`{"key":`)},
+		{rpc.PathDataset, []byte(`not json`)},
+		{rpc.PathTaskGet, bytes.Repeat([]byte(" "), 8<<20)},
+	} {
+		r := e.do(http.MethodPost, tc.path, tc.body)
+		wantError(t, r, http.StatusTemporaryRedirect, rpc.CodeNotLeader)
 	}
 }

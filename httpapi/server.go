@@ -100,6 +100,9 @@ func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFun
 			panic("httpapi: no handler for " + ep.Method + " " + ep.Path)
 		}
 		routed[ep.Path] = true
+		if ep.Method == http.MethodPost && ep.Redirects {
+			fn = h.leaderFirst(fn)
+		}
 		// "GET /path" serves HEAD too; the bare path, less specific,
 		// catches every other method.
 		fn = h.authorize(ep, fn)
@@ -119,6 +122,21 @@ func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFun
 	h.mux.Handle("/", h.serve(func(w http.ResponseWriter, r *http.Request) error {
 		return rpc.Errorf(rpc.CodeNotFound, "no endpoint %s", r.URL.Path)
 	}))
+}
+
+// leaderFirst wraps the handler of a request that only the leader
+// serves: a node that knows another node leads, or knows no leader,
+// redirects (or answers no_leader) before it reads a byte of the body, so
+// that a follower never buffers or decodes what the leader is to handle.
+// The body is left unread; net/http closes the connection rather than
+// read a large one to its end.
+func (h *Handler) leaderFirst(fn handlerFunc) handlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		if l, ok := h.b.Leader(); !ok || l.ID != h.b.NodeID() {
+			return ErrNotLeader
+		}
+		return fn(w, r)
+	}
 }
 
 // methodNotAllowed answers 405 naming the method a path accepts.

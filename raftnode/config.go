@@ -92,6 +92,15 @@ type Config struct {
 	SnapshotThreshold uint64        // default 8192
 	TrailingLogs      uint64        // default 10240
 	SnapshotInterval  time.Duration // how often to check the threshold; default 30s
+	// SnapshotBytes takes a snapshot once the entries applied since the
+	// last one hold this many bytes, whatever their count.
+	SnapshotBytes int64 // default DefaultSnapshotBytes
+	// TrailingLogBytes bounds the bytes of the entries a compaction keeps
+	// (at most TrailingLogs of them, at least one).
+	TrailingLogBytes int64 // default DefaultTrailingLogBytes
+	// LogCacheBytes bounds the bytes of the latest entries kept in memory
+	// for replication (at most LogCacheEntries of them).
+	LogCacheBytes int64 // default DefaultLogCacheBytes
 	// MaxEntryBytes bounds a dataset part entry.
 	MaxEntryBytes int // default 256 KiB
 	// DialOverride maps node names to the address this node dials instead
@@ -171,6 +180,15 @@ func (c *Config) setDefaults() error {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
+	}
+	if c.SnapshotBytes <= 0 {
+		c.SnapshotBytes = DefaultSnapshotBytes
+	}
+	if c.TrailingLogBytes <= 0 {
+		c.TrailingLogBytes = DefaultTrailingLogBytes
+	}
+	if c.LogCacheBytes <= 0 {
+		c.LogCacheBytes = DefaultLogCacheBytes
 	}
 	if c.MaxEntryBytes <= 0 {
 		c.MaxEntryBytes = 256 << 10

@@ -12,13 +12,22 @@ import (
 // of the Raft wiring, so that package fsm depends on no consensus library
 // and its encodings can be reused without one (the etcd backend applies
 // the same FSM).
-type raftFSM struct{ f *fsm.FSM }
+type raftFSM struct {
+	f *fsm.FSM
+	// bytes, when set, counts the bytes of the entries applied.
+	bytes *logBytes
+}
 
 var _ raft.FSM = raftFSM{}
 
 // Apply applies a committed log entry and returns its *fsm.Result, which
 // Raft hands to the proposer's ApplyFuture.
-func (a raftFSM) Apply(l *raft.Log) any { return a.f.ApplyEntry(l.Index, l.Data) }
+func (a raftFSM) Apply(l *raft.Log) any {
+	if a.bytes != nil {
+		a.bytes.applied(len(l.Data))
+	}
+	return a.f.ApplyEntry(l.Index, l.Data)
+}
 
 // Snapshot takes the FSM's point-in-time copy; Raft persists it later,
 // while entries go on being applied. A halted FSM refuses, so that no
@@ -28,11 +37,23 @@ func (a raftFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if a.bytes != nil {
+		a.bytes.snapshotted()
+	}
 	return raftSnapshot{sn}, nil
 }
 
-// Restore replaces the FSM's state with a snapshot Persist wrote.
-func (a raftFSM) Restore(rc io.ReadCloser) error { return a.f.Restore(rc) }
+// Restore replaces the FSM's state with a snapshot Persist wrote; the
+// log since the last snapshot starts afresh.
+func (a raftFSM) Restore(rc io.ReadCloser) error {
+	if err := a.f.Restore(rc); err != nil {
+		return err
+	}
+	if a.bytes != nil {
+		a.bytes.snapshotted()
+	}
+	return nil
+}
 
 // raftSnapshot adapts fsm.Snapshot to raft.FSMSnapshot.
 type raftSnapshot struct{ sn *fsm.Snapshot }

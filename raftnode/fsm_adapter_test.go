@@ -77,7 +77,7 @@ func adapterLog(n int) [][]byte {
 // ApplyEntry, and ends with the same bytes and applied index.
 func TestRaftFSMAgreesWithApplyEntry(t *testing.T) {
 	direct, replica := fsm.New(), fsm.New()
-	a := raftFSM{replica}
+	a := raftFSM{f: replica}
 	types := map[fsm.CmdType]bool{}
 	// kinds of result the log must give, so that it exercises the FSM.
 	kinds := map[string]func(r *fsm.Result) bool{
@@ -124,7 +124,7 @@ func TestRaftFSMAgreesWithApplyEntry(t *testing.T) {
 func TestRaftFSMSnapshotRoundTrip(t *testing.T) {
 	log := adapterLog(2000)
 	f := fsm.New()
-	a := raftFSM{f}
+	a := raftFSM{f: f}
 	for i, b := range log[:1000] {
 		a.Apply(&raft.Log{Index: uint64(i + 1), Data: b})
 	}
@@ -154,7 +154,7 @@ func TestRaftFSMSnapshotRoundTrip(t *testing.T) {
 		t.Fatalf("the sink was not closed: %v", err)
 	}
 	g := fsm.New()
-	if err := (raftFSM{g}).Restore(rc); err != nil {
+	if err := (raftFSM{f: g}).Restore(rc); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
 	if !bytes.Equal(g.SnapshotBytes(), want) {
@@ -190,7 +190,7 @@ func TestRaftFSMPersistCancelsOnError(t *testing.T) {
 	for i, b := range adapterLog(200) {
 		f.ApplyEntry(uint64(i+1), b)
 	}
-	snap, err := raftFSM{f}.Snapshot()
+	snap, err := raftFSM{f: f}.Snapshot()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,7 +207,7 @@ func TestRaftFSMPersistCancelsOnError(t *testing.T) {
 // newer version, the adapter takes no snapshot, so none records the skip.
 func TestRaftFSMHaltedRefusesSnapshot(t *testing.T) {
 	f := fsm.New()
-	a := raftFSM{f}
+	a := raftFSM{f: f}
 	a.Apply(&raft.Log{Index: 1, Data: fsm.Encode(&fsm.Tick{Header: fsm.Header{Now: 1}})})
 	if _, err := a.Snapshot(); err != nil {
 		t.Fatalf("Snapshot before the halt: %v", err)

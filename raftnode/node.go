@@ -58,6 +58,9 @@ type Node struct {
 	// highest the state machine had reached (transportLevel).
 	savedLevel atomic.Uint64
 
+	// logBytes counts the bytes of the applied log, for boundLog.
+	logBytes *logBytes
+
 	leaderReady atomic.Bool
 	// clock stamps proposals while this node leads (see leader.Clock).
 	clock leader.TermClock
@@ -70,8 +73,9 @@ type Node struct {
 }
 
 // LogCacheEntries is how many of the latest log entries a node keeps in
-// memory (raft.LogCache) for replication: a few batches of appends, so that
-// a follower that keeps up is sent entries without reading the log store.
+// memory for replication, within Config.LogCacheBytes: a few batches of
+// appends, so that a follower that keeps up is sent entries without
+// reading the log store.
 const LogCacheEntries = 1024
 
 // New opens the stores in cfg.DataDir, starts Raft and, with a peer list
@@ -142,18 +146,16 @@ func New(cfg Config) (*Node, error) {
 	// The leader sends followers the entries it has just written; the
 	// cache serves them from memory instead of a read and decode from
 	// the log store for every append.
-	logs, err := raft.NewLogCache(LogCacheEntries, n.store)
-	if err != nil {
-		n.closeStores()
-		return nil, fmt.Errorf("raftnode: log cache: %w", err)
-	}
-	n.raft, err = raft.NewRaft(rc, raftFSM{n.fsm}, logs, stableStore(n.store), snaps, n.trans)
+	logs := newByteLogCache(n.store, LogCacheEntries, cfg.LogCacheBytes)
+	n.logBytes = newLogBytes(int(min(cfg.TrailingLogs, 1<<16)), cfg.SnapshotBytes)
+	n.raft, err = raft.NewRaft(rc, raftFSM{f: n.fsm, bytes: n.logBytes}, logs, stableStore(n.store), snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
 	n.rp.Store(n.raft)
-	n.wg.Add(3)
+	n.wg.Add(4)
+	go n.boundLog()
 	go n.watchLeadership()
 	go n.watchHalt()
 	go n.saveLevel()

@@ -67,7 +67,7 @@ func Recover(dataDir string, peers []Peer, logger hclog.Logger) (Recovered, erro
 	// The node's own id is its identity's, or, in a directory of an
 	// earlier release, the first peer's.
 	rc.LocalID = "recover"
-	latest, err := raft.GetConfiguration(rc, raftFSM{fsm.New()}, store, stableStore(store), snaps, trans)
+	latest, err := raft.GetConfiguration(rc, raftFSM{f: fsm.New()}, store, stableStore(store), snaps, trans)
 	if err != nil {
 		return Recovered{}, fmt.Errorf("raftnode: recover: read the latest configuration: %w", err)
 	}
@@ -104,7 +104,7 @@ func Recover(dataDir string, peers []Peer, logger hclog.Logger) (Recovered, erro
 	}
 	rc.LocalID = raft.ServerID(self)
 	out.ServerID = self
-	if err := raft.RecoverCluster(rc, raftFSM{fsm.New()}, store, stableStore(store), snaps, trans, conf); err != nil {
+	if err := raft.RecoverCluster(rc, raftFSM{f: fsm.New()}, store, stableStore(store), snaps, trans, conf); err != nil {
 		return Recovered{}, fmt.Errorf("raftnode: recover: %w", err)
 	}
 	if snaps, err := snaps.List(); err == nil && len(snaps) > 0 {

@@ -17,6 +17,12 @@ var (
 	ErrLimit = errors.New("dataset over limit")
 	// ErrEmpty means the matched files hold no chunk at all.
 	ErrEmpty = errors.New("dataset has no chunks")
+	// ErrOutsideRoot means a pattern, or a symbolic link a pattern
+	// matched, leads outside the directory GlobRoot expands patterns in.
+	ErrOutsideRoot = errors.New("outside the dataset root")
+	// ErrNotRegular means a file is a FIFO, a device, a socket or
+	// anything else but a regular file, and is not read.
+	ErrNotRegular = errors.New("not a regular file")
 )
 
 // FileError reports a file that could not be indexed.

@@ -2,7 +2,6 @@ package recordio
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -47,6 +46,11 @@ func IndexGlobs(ctx context.Context, globs []string, lim IndexLimits) ([]FileChu
 // lim.Parallelism files are read at once; when several fail, the error of
 // the first in paths order is returned.
 func IndexFiles(ctx context.Context, paths []string, lim IndexLimits) ([]FileChunk, IndexSummary, error) {
+	return indexFiles(ctx, paths, lim, indexFile)
+}
+
+// indexFiles indexes each of paths with index, as IndexFiles describes.
+func indexFiles(ctx context.Context, paths []string, lim IndexLimits, index func(string) (*Index, error)) ([]FileChunk, IndexSummary, error) {
 	lim = lim.withDefaults()
 	if len(paths) > lim.MaxFiles {
 		return nil, IndexSummary{}, fmt.Errorf("%w: %d files, at most %d", ErrLimit, len(paths), lim.MaxFiles)
@@ -67,7 +71,7 @@ func IndexFiles(ctx context.Context, paths []string, lim IndexLimits) ([]FileChu
 					errs[i] = err
 					continue
 				}
-				idx[i], errs[i] = indexFile(paths[i])
+				idx[i], errs[i] = index(paths[i])
 				for errs[i] != nil {
 					f := firstFail.Load()
 					if int64(i) >= f || firstFail.CompareAndSwap(f, int64(i)) {
@@ -104,7 +108,7 @@ func indexFile(path string) (*Index, error) {
 		return nil, &FileError{Path: path, Err: err}
 	}
 	if !st.Mode().IsRegular() {
-		return nil, &FileError{Path: path, Err: errors.New("not a regular file")}
+		return nil, &FileError{Path: path, Err: ErrNotRegular}
 	}
 	x, err := LoadIndex(f)
 	if err != nil {

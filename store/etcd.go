@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -49,6 +50,21 @@ type EtcdConfig struct {
 	// ErrTooLarge before sending it. etcd's --max-request-bytes must allow
 	// it (1.5 MiB by default, which DefaultMaxStateBytes fits under).
 	MaxStateBytes int
+	// Auth, when set, is how the client proves itself to etcd: TLS with
+	// etcd's CA and a client certificate, a user and password, or both.
+	Auth EtcdAuth
+}
+
+// EtcdAuth is how a client reaches an etcd that requires TLS or
+// authentication.
+type EtcdAuth struct {
+	// TLS, when set, dials etcd over TLS: it holds the CA that signs
+	// etcd's certificate and, for etcd's --client-cert-auth, a client
+	// certificate.
+	TLS *tls.Config
+	// Username and Password log in to etcd's authentication (etcdctl
+	// user add); empty for none.
+	Username, Password string
 }
 
 // DefaultMaxStateBytes fits a saved state and its transaction under etcd's
@@ -117,7 +133,7 @@ func NewEtcdStore(cfg EtcdConfig) (*EtcdStore, error) {
 	if err := cfg.setDefaults(); err != nil {
 		return nil, err
 	}
-	cli, err := NewEtcdClient(cfg.Endpoints, cfg.DialTimeout, cfg.MaxStateBytes+64<<10)
+	cli, err := NewEtcdClient(cfg.Endpoints, cfg.DialTimeout, cfg.MaxStateBytes+64<<10, cfg.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -142,9 +158,12 @@ func NewEtcdStore(cfg EtcdConfig) (*EtcdStore, error) {
 // NewEtcdClient returns an etcd client for endpoints. It does not wait for
 // a connection: its first request does, within that request's deadline.
 // dialTimeout bounds each connection attempt. maxSend, when positive,
-// raises the client's limit on the size of one request.
-func NewEtcdClient(endpoints []string, dialTimeout time.Duration, maxSend int) (*clientv3.Client, error) {
-	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: nopLogger()}
+// raises the client's limit on the size of one request. auth is how the
+// client proves itself to etcd: TLS (give https:// endpoints), a user, or
+// neither.
+func NewEtcdClient(endpoints []string, dialTimeout time.Duration, maxSend int, auth EtcdAuth) (*clientv3.Client, error) {
+	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: dialTimeout, Logger: nopLogger(),
+		TLS: auth.TLS, Username: auth.Username, Password: auth.Password}
 	if maxSend > 0 {
 		cfg.MaxCallSendMsgSize = maxSend
 	}

@@ -315,7 +315,7 @@ func startEtcdBench(exe, dir string, endpoints []string) (*benchServers, error) 
 			"--etcd-endpoints", strings.Join(endpoints, ","), "--etcd-prefix", prefix}}
 	s := &benchServers{nodes: []*procs.Proc{m}}
 	s.cleanup = func() {
-		cli, err := store.NewEtcdClient(endpoints, 5*time.Second, 0)
+		cli, err := store.NewEtcdClient(endpoints, 5*time.Second, 0, store.EtcdAuth{})
 		if err != nil {
 			return
 		}

@@ -88,7 +88,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "tls-ca", Usage: "PEM CA certificate(s) that sign every node's certificate: Raft peers must present one, and the node trusts only it when it calls the others; reloaded on SIGHUP; without --tls-cert it is not used", EnvVars: env("tls-ca"), TakesFile: true},
 			&cli.StringFlag{Name: "cluster-key-file", Usage: "run Raft over mutual TLS with certificates derived from this cluster key, a secret every node shares (make it with raftmaster keygen); the API stays plain HTTP unless --tls-cert is given too", EnvVars: env("cluster-key-file"), TakesFile: true},
 			&cli.BoolFlag{Name: "insecure", Usage: "run Raft without authentication or encryption when neither --cluster-key-file nor --tls-cert is given: anyone who reaches --raft-addr can then write the cluster's state (only on an isolated network, or to run beside nodes of an earlier release)", EnvVars: env("insecure")},
-			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files outside it are refused unread (default: anywhere the process can read)", EnvVars: env("dataset-root")},
+			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files and symbolic links that lead outside it are refused unread (default: anywhere the process can read; a node whose API other hosts reach warns)", EnvVars: env("dataset-root")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
 			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: httpapi.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
@@ -101,11 +101,11 @@ func serveCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "trailing-logs", Usage: "log entries kept after a snapshot, for followers to catch up from", Value: 10240, EnvVars: env("trailing-logs")},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info", EnvVars: env("log-level")},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON", EnvVars: env("log-json")},
-			&cli.StringFlag{Name: "pprof-addr", Usage: "serve Go's CPU, heap and goroutine profiles (/debug/pprof/) on this address, apart from the API; off when empty. Keep it on 127.0.0.1: profiles reveal internals", EnvVars: env("pprof-addr")},
+			&cli.StringFlag{Name: "pprof-addr", Usage: "serve Go's CPU, heap and goroutine profiles (/debug/pprof/) on this address, apart from the API; off when empty. A loopback address only (profiles reveal internals), unless --pprof-remote", EnvVars: env("pprof-addr")},
 			&cli.DurationFlag{Name: "test-clock-offset", Hidden: true, Usage: "offset this node's clock (fault-injection tests)", EnvVars: env("test-clock-offset")},
 			&cli.StringFlag{Name: "test-clock-file", Hidden: true, Usage: "read a clock offset (a Go duration) from this file, re-read as it changes (fault-injection tests)"},
 			&cli.StringFlag{Name: "test-raft-dial", Hidden: true, Usage: "id=addr,...: dial these peers at these addresses (fault-injection proxies)"},
-		}, limitFlags(true)...),
+		}, append(append(limitFlags(true), boundFlags()...), etcdFlags()...)...),
 		Action: runServe,
 	}
 }
@@ -216,7 +216,12 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 		}
 		root = abs
 	}
+	warnDatasetRoot(logger, c.String("http-addr"), root)
 	api := httpapi.Config{DatasetDefaults: params, DatasetRoot: root}
+	limits, err := httpLimits(c)
+	if err != nil {
+		return replica.Config{}, err
+	}
 	var reload []reloader
 	store, err := tlsStore(c)
 	if err != nil {
@@ -250,7 +255,7 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 			"new_clients_per_second", api.ClientQuota.PerSecond, "new_client_burst", api.ClientQuota.Burst)
 	}
 	reloadOnHangup(logger, reload)
-	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token, TLS: store}, nil
+	return replica.Config{HTTPAddr: c.String("http-addr"), API: api, Logger: logger, Token: token, TLS: store, HTTP: limits}, nil
 }
 
 // quotaFlags reads --NAME-quota and --NAME-burst: def when neither is
@@ -344,6 +349,10 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 	if err != nil {
 		return replica.Raft{}, err
 	}
+	snapshotBytes, trailingBytes, cacheBytes, err := logBounds(c)
+	if err != nil {
+		return replica.Raft{}, err
+	}
 	return replica.Raft{
 		Node: raftnode.Config{
 			Limits: limits,
@@ -354,7 +363,8 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 			LeaderLeaseTimeout: c.Duration("leader-lease-timeout"), FailoverGrace: c.Duration("failover-grace"),
 			SnapshotThreshold: c.Uint64("snapshot-threshold"), SnapshotInterval: c.Duration("snapshot-interval"),
 			TrailingLogs: c.Uint64("trailing-logs"), Clock: testClock(c, logger), DialOverride: dial,
-			PeerTLS: peerTLS,
+			PeerTLS:       peerTLS,
+			SnapshotBytes: snapshotBytes, TrailingLogBytes: trailingBytes, LogCacheBytes: cacheBytes,
 		},
 		Join: join, BootstrapExpect: expect,
 	}, nil
@@ -432,6 +442,9 @@ func runServe(c *cli.Context) error {
 		return err
 	}
 	if addr := c.String("pprof-addr"); addr != "" {
+		if err := checkPprofAddr(addr, c.Bool("pprof-remote"), cfg.Logger); err != nil {
+			return fmt.Errorf("--pprof-addr: %w", err)
+		}
 		if err := servePprof(addr, cfg.Logger); err != nil {
 			return fmt.Errorf("--pprof-addr: %w", err)
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 )
@@ -24,13 +25,26 @@ type Etcd struct {
 // for the saved state of the datasets the tests use.
 const MaxRequestBytes = 8 << 20
 
+// TLS configures an etcd that serves its clients over TLS only and
+// requires a client certificate signed by CAFile.
+type TLS struct {
+	CertFile, KeyFile, CAFile string
+}
+
 // Start starts an etcd server in a temporary directory and stops it when
 // the test ends.
 func Start(t testing.TB) *Etcd {
 	t.Helper()
+	return StartTLS(t, nil)
+}
+
+// StartTLS is Start, serving clients over TLS when tc is set: Endpoint is
+// then "https://127.0.0.1:port".
+func StartTLS(t testing.TB, tc *TLS) *Etcd {
+	t.Helper()
 	var lastErr error
 	for range 5 { // free ports can be taken between probe and listen
-		s, err := start(t.TempDir())
+		s, err := start(t.TempDir(), tc)
 		if err == nil {
 			t.Cleanup(s.Stop)
 			return s
@@ -41,10 +55,13 @@ func Start(t testing.TB) *Etcd {
 	return nil
 }
 
-func start(dir string) (*Etcd, error) {
+func start(dir string, tc *TLS) (*Etcd, error) {
 	clientURL, err := freeURL()
 	if err != nil {
 		return nil, err
+	}
+	if tc != nil {
+		clientURL.Scheme = "https"
 	}
 	peerURL, err := freeURL()
 	if err != nil {
@@ -60,6 +77,9 @@ func start(dir string) (*Etcd, error) {
 	cfg.AdvertisePeerUrls = []url.URL{*peerURL}
 	cfg.InitialCluster = cfg.InitialClusterFromName(cfg.Name)
 	cfg.MaxRequestBytes = MaxRequestBytes
+	if tc != nil {
+		cfg.ClientTLSInfo = transport.TLSInfo{CertFile: tc.CertFile, KeyFile: tc.KeyFile, TrustedCAFile: tc.CAFile, ClientCertAuth: true}
+	}
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, err

@@ -26,6 +26,11 @@ type Metrics struct {
 	redirects prometheus.Counter
 	commands  *prometheus.CounterVec
 	dedupHits prometheus.Counter
+	f         func() *fsm.FSM
+
+	// jobsMu guards jobs, the jobs that have series in commands.
+	jobsMu sync.Mutex
+	jobs   map[string]struct{}
 }
 
 // raftSink is the one go-metrics sink of the process: hashicorp/raft
@@ -42,7 +47,7 @@ var (
 func New(f func() *fsm.FSM) (*Metrics, error) {
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
-		Registry: reg,
+		Registry: reg, f: f, jobs: make(map[string]struct{}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "raftmaster_http_request_duration_seconds",
 			Help:    "API requests by route and status code.",
@@ -76,7 +81,7 @@ func New(f func() *fsm.FSM) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.redirects, m.commands, m.dedupHits, raftSink, &stateCollector{f: f},
+		m.requests, m.redirects, commandsCollector{m}, m.dedupHits, raftSink, &stateCollector{f: f},
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -93,20 +98,64 @@ func (m *Metrics) Request(route string, status int, d time.Duration) {
 // Redirect records a 307 to the leader.
 func (m *Metrics) Redirect() { m.redirects.Inc() }
 
-// Applied records the outcome of a command the API proposed.
+// Applied records the outcome of a command the API proposed. Only a job
+// that exists once the command applied gets series: a command to an
+// unknown job adds none, so that requests naming jobs at will cannot grow
+// the metrics without bound.
 func (m *Metrics) Applied(c fsm.Command, r *fsm.Result) {
+	if r.Duplicate {
+		m.dedupHits.Inc()
+	}
 	job := c.Hdr().Job
 	if job == "" {
 		job = fsm.DefaultJob
+	}
+	if !m.jobExists(job) {
+		return
 	}
 	outcome := r.Code.String()
 	if r.Granted {
 		outcome = "granted"
 	}
+	m.jobsMu.Lock()
+	m.jobs[job] = struct{}{}
 	m.commands.WithLabelValues(job, c.Type().String(), outcome).Inc()
-	if r.Duplicate {
-		m.dedupHits.Inc()
+	m.jobsMu.Unlock()
+}
+
+// jobExists reports whether job is in the local state.
+func (m *Metrics) jobExists(job string) bool {
+	f := m.f()
+	if f == nil {
+		return false
 	}
+	_, ok := f.Job(job)
+	return ok
+}
+
+// pruneJobs drops the series of jobs that are no longer in the state:
+// deleted, or expired.
+func (m *Metrics) pruneJobs() {
+	m.jobsMu.Lock()
+	defer m.jobsMu.Unlock()
+	for job := range m.jobs {
+		if !m.jobExists(job) {
+			m.commands.DeletePartialMatch(prometheus.Labels{"job": job})
+			delete(m.jobs, job)
+		}
+	}
+}
+
+// commandsCollector serves the command counters of the jobs that exist.
+type commandsCollector struct{ m *Metrics }
+
+// Describe sends the counters' descriptor.
+func (c commandsCollector) Describe(ch chan<- *prometheus.Desc) { c.m.commands.Describe(ch) }
+
+// Collect drops the series of jobs that are gone, then sends the rest.
+func (c commandsCollector) Collect(ch chan<- prometheus.Metric) {
+	c.m.pruneJobs()
+	c.m.commands.Collect(ch)
 }
 
 // stateCollector reads every job's state from the local state machine at

@@ -294,3 +294,14 @@ func ClusterKeyArgs(dir string) ([]string, error) {
 	}
 	return []string{"--cluster-key-file", path}, nil
 }
+
+// Pid returns the process id of the running process, or 0 when it is not
+// running.
+func (p *Proc) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}

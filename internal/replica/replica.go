@@ -49,6 +49,9 @@ type Config struct {
 	// TLS with the node's certificate; the node's own requests to the
 	// other nodes go over HTTPS and trust only the CA.
 	TLS *certs.Store
+	// HTTP bounds the API server's connections and requests; zero fields
+	// take their defaults.
+	HTTP HTTPLimits
 }
 
 // scheme is the scheme of the API of every node of the cluster.
@@ -126,6 +129,7 @@ func listen(cfg *Config, advertise string) (net.Listener, string, error) {
 	if advertise == "" {
 		advertise = ln.Addr().String()
 	}
+	ln = limitListener(ln, cfg.HTTP)
 	if cfg.TLS != nil {
 		ln = tls.NewListener(ln, cfg.TLS.APIServer())
 	}
@@ -151,11 +155,8 @@ func (r *Replica) serve(cfg Config, b httpapi.Backend) {
 		cfg.API.HTTPClient = cfg.httpClient(0)
 	}
 	mux.Handle("/", httpapi.NewHandler(b, cfg.API, cfg.Logger.Named("http")))
-	r.http = &http.Server{
-		Handler:           mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          cfg.Logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
-	}
+	r.http = boundedServer(mux, cfg.HTTP)
+	r.http.ErrorLog = cfg.Logger.Named("http").StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true})
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
