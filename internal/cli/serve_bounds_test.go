@@ -62,7 +62,7 @@ func TestServeBoundFlags(t *testing.T) {
 		{[]string{"--log-cache-bytes", "0"}, "--log-cache-bytes 0: want at least 1 MiB"},
 	} {
 		var out, errOut bytes.Buffer
-		code := RunWith(append([]string{"raftmaster", "serve", "--node-id", "n1", "--data-dir", t.TempDir()}, tt.args...), &out, &errOut)
+		code := RunWith(append([]string{"raftmaster", "serve", "--node-id", "n1", "--data-dir", t.TempDir(), "--insecure"}, tt.args...), &out, &errOut)
 		if code == 0 || !strings.Contains(errOut.String(), tt.want) {
 			t.Errorf("serve %q: exit %d, stderr %q; want an error containing %q", tt.args, code, errOut.String(), tt.want)
 		}
