@@ -194,10 +194,10 @@ func TestSecurityRaftIdleConnectionsDoNotBlockHandshakes(t *testing.T) {
 	others := c.Others(leader)
 	target := others[0]
 	// Idle connections keep arriving while the cluster fails over.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // before the wait
 	openIdle(t, target.RaftAddr, 300)
 	wg.Add(1)
 	go func() {
