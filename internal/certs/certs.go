@@ -2,7 +2,9 @@
 // the cluster's CA), reloads it on demand (SIGHUP), and builds the TLS
 // configurations of the HTTPS API, of the node's own HTTPS requests and of
 // Raft's mutual TLS from whatever is loaded at the moment of each
-// handshake. It also writes development certificates (Generate).
+// handshake. It also writes development certificates (Generate), and
+// derives a cluster's CA and a node's certificate from a cluster key
+// (FromClusterKey), which secure Raft with no PKI to run.
 package certs
 
 import (

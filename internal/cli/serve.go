@@ -228,6 +228,9 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 		return replica.Config{}, err
 	}
 	if store != nil {
+		if name, ok := certs.NodeName(store.Leaf()); ok && name != c.String("node-id") {
+			return replica.Config{}, fmt.Errorf("--tls-cert %s is the certificate of node %q, not of --node-id %q: its peers would refuse it", c.String("tls-cert"), name, c.String("node-id"))
+		}
 		reload = append(reload, reloader{"TLS certificates", store.Reload})
 		logger.Info("TLS on: HTTPS API, mutual TLS between nodes", "certificate_expires", store.NotAfter().UTC().Format(time.RFC3339))
 	}

@@ -47,6 +47,21 @@ func TestServeBadFlags(t *testing.T) {
 	}
 }
 
+// TestServeRefusesAnotherNodesCertificate: a node certificate that names
+// another node id stops serve before it binds anything.
+func TestServeRefusesAnotherNodesCertificate(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	if code := RunWith([]string{"raftmaster", "tls", "gen", "--out", dir, "--hosts", "127.0.0.1", "--node-ids", "n1,n2"}, &out, &errOut); code != 0 {
+		t.Fatalf("tls gen: %s", errOut.String())
+	}
+	code := RunWith([]string{"raftmaster", "serve", "--node-id", "n2", "--data-dir", t.TempDir(), "--raft-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0",
+		"--tls-cert", dir + "/node-n1.crt", "--tls-key", dir + "/node-n1.key", "--tls-ca", dir + "/ca.crt"}, &out, &errOut)
+	if code == 0 || !strings.Contains(errOut.String(), `the certificate of node "n1", not of --node-id "n2"`) {
+		t.Fatalf("serve n2 with n1's certificate: exit %d, %q", code, errOut.String())
+	}
+}
+
 // TestKeygen: keygen writes a key serve reads, and refuses to overwrite
 // it without --force.
 func TestKeygen(t *testing.T) {

@@ -424,7 +424,8 @@ func TestDockerImage(t *testing.T) {
 	run(t, root, "docker", "rmi", "raftmaster:local")
 	c := &composeCluster{t: t, root: root, project: "raftmaster-dockertest-build", datasets: t.TempDir()}
 	defer c.compose("down", "-v", "--remove-orphans")
-	c.compose("up", "--no-start", "n1")
+	// --no-deps: keygen, which n1 waits for, does not run under --no-start.
+	c.compose("up", "--no-start", "--no-deps", "n1")
 	run(t, root, "docker", "image", "inspect", "raftmaster:local")
 }
 
