@@ -24,6 +24,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Writer:               stdout,
 		ErrWriter:            stderr,
 		EnableBashCompletion: true,
+		Suggest:              true,
 		Commands:             commands(),
 		Flags: []cli.Flag{
 			tokenFlag(),
@@ -67,7 +68,11 @@ func Run(args []string) int {
 // RunWith is Run with explicit output streams.
 func RunWith(args []string, stdout, stderr io.Writer) int {
 	app := NewApp(stdout, stderr)
-	if err := app.Run(args); err != nil {
+	args, err := normalizeArgs(app, args)
+	if err == nil {
+		err = app.Run(args)
+	}
+	if err != nil {
 		fmt.Fprintf(stderr, "raftmaster: %v\n", err)
 		if ec, ok := err.(cli.ExitCoder); ok && ec.ExitCode() != 0 {
 			return ec.ExitCode()

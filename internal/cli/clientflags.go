@@ -160,3 +160,25 @@ func withClient(c *cli.Context, fn func(*client.Client) error) error {
 	defer cl.Close()
 	return fn(cl)
 }
+
+// outputFlags are --json and its other spelling, -o/--output json, of the
+// commands that read.
+func outputFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.BoolFlag{Name: "json", Usage: "print the answer as JSON (as -o json)"},
+		&cli.StringFlag{Name: "output", Aliases: []string{"o"}, Usage: "the output format: text or json", Value: "text"},
+	}
+}
+
+// wantJSON reports whether --json or -o json was given; another -o is an
+// error.
+func wantJSON(c *cli.Context) (bool, error) {
+	switch o := c.String("output"); o {
+	case "", "text", "table":
+		return c.Bool("json"), nil
+	case "json":
+		return true, nil
+	default:
+		return false, fmt.Errorf("-o %q: want text or json", o)
+	}
+}

@@ -24,14 +24,18 @@ func clusterCommand() *cli.Command {
 				Name:      "inspect",
 				Usage:     "show the members, their Raft state, the task queue and allgather groups",
 				UsageText: "raftmaster cluster inspect --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), &cli.BoolFlag{Name: "json", Usage: "print JSON"}},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
+					asJSON, err := wantJSON(c)
+					if err != nil {
+						return err
+					}
 					return withClient(c, func(cl *client.Client) error {
 						resp, err := cl.Members()
 						if err != nil {
 							return err
 						}
-						if c.Bool("json") {
+						if asJSON {
 							return printJSON(c.App.Writer, resp)
 						}
 						printCluster(c.App.Writer, resp)

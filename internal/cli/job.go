@@ -12,7 +12,6 @@ import (
 )
 
 func jobCommand() *cli.Command {
-	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the answer as JSON"}
 	return &cli.Command{
 		Name:  "job",
 		Usage: "list, inspect, create and delete the jobs that share the cluster",
@@ -24,14 +23,18 @@ func jobCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "one line per job, with the limits in effect",
 				UsageText: "raftmaster job list --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jsonFlag},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
+					asJSON, err := wantJSON(c)
+					if err != nil {
+						return err
+					}
 					return withClient(c, func(cl *client.Client) error {
 						resp, err := cl.Jobs()
 						if err != nil {
 							return err
 						}
-						if c.Bool("json") {
+						if asJSON {
 							return printJSON(c.App.Writer, resp)
 						}
 						printJobs(c.App.Writer, resp.Jobs)
@@ -50,9 +53,13 @@ func jobCommand() *cli.Command {
 				Name:      "inspect",
 				Usage:     "describe one job",
 				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jsonFlag},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
+					if err != nil {
+						return err
+					}
+					asJSON, err := wantJSON(c)
 					if err != nil {
 						return err
 					}
@@ -61,7 +68,7 @@ func jobCommand() *cli.Command {
 						if err != nil {
 							return err
 						}
-						if c.Bool("json") {
+						if asJSON {
 							return printJSON(c.App.Writer, j)
 						}
 						printJob(c.App.Writer, j)

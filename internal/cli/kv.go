@@ -17,7 +17,6 @@ import (
 const kvMissExit = 2
 
 func kvCommand() *cli.Command {
-	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the answer as JSON, the value in base64"}
 	return &cli.Command{
 		Name:  "kv",
 		Usage: "read and compare-and-set the keys of a job's register (a rendezvous store)",
@@ -31,11 +30,15 @@ func kvCommand() *cli.Command {
 				Name:      "get",
 				Usage:     "print a key's version and value; exit status 2 when the key does not exist",
 				UsageText: "raftmaster kv get [--addr 127.0.0.1:8001] [--job JOB] [--json | --raw] KEY",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), jsonFlag,
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), outputFlags()[0], outputFlags()[1],
 					&cli.BoolFlag{Name: "raw", Usage: "print the value's bytes alone, as stored"},
 				},
 				Action: func(c *cli.Context) error {
 					key, err := kvKey(c)
+					if err != nil {
+						return err
+					}
+					asJSON, err := wantJSON(c)
 					if err != nil {
 						return err
 					}
@@ -45,7 +48,7 @@ func kvCommand() *cli.Command {
 							return err
 						}
 						switch {
-						case c.Bool("json"):
+						case asJSON:
 							err = printJSON(c.App.Writer, kvAnswer{Key: key, Found: v.Found, Value: v.Value, Version: v.Version})
 						case c.Bool("raw"):
 							_, err = c.App.Writer.Write(v.Value)
@@ -64,7 +67,7 @@ func kvCommand() *cli.Command {
 				Usage: "store a value if the key is at --version (0: absent); exit status 2, with the key as it is, when it is not",
 				UsageText: "raftmaster kv cas [--addr 127.0.0.1:8001] [--job JOB] KEY --version N (--value V | --value-file FILE) [--json]\n" +
 					"raftmaster kv cas rdzv --version 0 --value '{\"round\":1}'",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), jsonFlag,
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), outputFlags()[0], outputFlags()[1],
 					&cli.Uint64Flag{Name: "version", Usage: "the version the key must be at: the one kv get printed, or 0 for a key that must not exist"},
 					&cli.StringFlag{Name: "value", Usage: "the value to store"},
 					&cli.StringFlag{Name: "value-file", Usage: "read the value to store from FILE (- for stdin)"},
@@ -78,13 +81,17 @@ func kvCommand() *cli.Command {
 					if err != nil {
 						return err
 					}
+					asJSON, err := wantJSON(c)
+					if err != nil {
+						return err
+					}
 					return withClient(c, func(cl *client.Client) error {
 						res, err := cl.KVCompareAndSet(c.Context, key, c.Uint64("version"), value)
 						if err != nil {
 							return err
 						}
 						switch {
-						case c.Bool("json"):
+						case asJSON:
 							err = printJSON(c.App.Writer, kvAnswer{Key: key, Swapped: &res.Swapped, Found: res.Found, Value: res.Value, Version: res.Version})
 						case res.Swapped:
 							fmt.Fprintf(c.App.Writer, "swapped: %s is at version %d\n", key, res.Version)

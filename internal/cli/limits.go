@@ -50,7 +50,6 @@ func limitFlags(serve bool) []cli.Flag {
 }
 
 func limitsCommand() *cli.Command {
-	jsonFlag := &cli.BoolFlag{Name: "json", Usage: "print the limits as JSON"}
 	return &cli.Command{
 		Name:  "limits",
 		Usage: "show and change the cluster's limits",
@@ -63,7 +62,7 @@ func limitsCommand() *cli.Command {
 				Name:      "get",
 				Usage:     "print the limits in effect",
 				UsageText: "raftmaster limits get --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jsonFlag},
+				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(cl *client.Client) error {
 						l, err := cl.Limits()
@@ -83,7 +82,7 @@ func limitsCommand() *cli.Command {
 				Description: "Only the limits given change; 0 sets one to its default (--job-ttl 0: no collection).\n" +
 					"A value out of range is refused and nothing changes. Lowering a limit below what exists\n" +
 					"removes nothing: it refuses growth from then on. Prints the limits in effect afterwards.",
-				Flags: append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jsonFlag}, limitFlags(false)...),
+				Flags: append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]}, limitFlags(false)...),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 0 {
 						return fmt.Errorf("limits set takes flags only, not %q", c.Args().First())
@@ -138,7 +137,11 @@ func limitsChange(c *cli.Context) (rpc.LimitsRequest, error) {
 
 // printLimits prints the limits, under the names of their flags.
 func printLimits(c *cli.Context, l rpc.Limits) error {
-	if c.Bool("json") {
+	asJSON, err := wantJSON(c)
+	if err != nil {
+		return err
+	}
+	if asJSON {
 		return printJSON(c.App.Writer, l)
 	}
 	writeLimits(c.App.Writer, l)

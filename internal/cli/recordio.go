@@ -80,9 +80,7 @@ func inspectCommand() *cli.Command {
 			"sizes. A damaged file is reported with its chunk and byte offset, and the\n" +
 			"command then exits with a non-zero status; with --json its entry also has an\n" +
 			"\"error\" field and counts only the chunks before the damage.",
-		Flags: []cli.Flag{
-			&cli.BoolFlag{Name: "json", Usage: "print a JSON array instead of a table"},
-		},
+		Flags:  outputFlags(),
 		Action: runInspect,
 	}
 }
@@ -409,8 +407,11 @@ func runInspect(c *cli.Context) error {
 		}
 		reports = append(reports, rep)
 	}
-	var err error
-	if c.Bool("json") {
+	asJSON, err := wantJSON(c)
+	if err != nil {
+		return err
+	}
+	if asJSON {
 		enc := json.NewEncoder(c.App.Writer)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(reports)
