@@ -88,6 +88,9 @@ func JobRoute(path, job string) string {
 // string such as "1m30s".
 type Duration time.Duration
 
+// String is d as a Go duration, such as "1m30s".
+func (d Duration) String() string { return time.Duration(d).String() }
+
 // MarshalJSON writes d as a string.
 func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
 

@@ -2,8 +2,10 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -31,5 +33,20 @@ func TestPrintClusterVersions(t *testing.T) {
 	printCluster(&b, r)
 	if out := b.String(); !strings.Contains(out, "protocol:  level 2\n") {
 		t.Errorf("after the upgrade:\n%s", out)
+	}
+}
+
+// TestDurationsAsText: the text outputs print durations as Go durations
+// ("1m0s"), not as nanoseconds.
+func TestDurationsAsText(t *testing.T) {
+	r := rpc.ClusterResponse{FSM: rpc.Stats{HasDataset: true, Chunks: 4, Tasks: 2,
+		Params: rpc.DatasetParams{ChunksPerTask: 2, TaskTimeout: rpc.Duration(time.Minute), FailureMax: 3}}}
+	var b bytes.Buffer
+	printCluster(&b, r)
+	if out := b.String(); !strings.Contains(out, "timeout 1m0s") || strings.Contains(out, "60000000000") {
+		t.Errorf("cluster inspect:\n%s", out)
+	}
+	if s := fmt.Sprint(rpc.Duration(90 * time.Second)); s != "1m30s" {
+		t.Errorf("rpc.Duration prints %q", s)
 	}
 }
