@@ -20,6 +20,7 @@ func clusterCommand() *cli.Command {
 		Name:  "cluster",
 		Usage: "inspect the cluster and change its membership",
 		Subcommands: []*cli.Command{
+			clusterStatusCommand(),
 			{
 				Name:      "inspect",
 				Usage:     "show the members, their Raft state, the task queue and allgather groups",
