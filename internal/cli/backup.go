@@ -21,7 +21,8 @@ func backupCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "backup",
 		Usage:     "take an online, consistent backup of the whole state from the leader",
-		UsageText: "raftmaster backup --addr 127.0.0.1:8001 --out raftmaster-backup.bin",
+		UsageText: "raftmaster backup --addr 127.0.0.1:8001 --out raftmaster-backup.bin\n" +
+			"raftmaster backup inspect raftmaster-backup.bin",
 		Description: "The leader answers after a read barrier, so the backup holds every write\n" +
 			"acknowledged before it; the cluster goes on serving meanwhile. The state is streamed\n" +
 			"into the file as the leader encodes it, so its size is bounded by neither side's\n" +
@@ -30,11 +31,18 @@ func backupCommand() *cli.Command {
 			"state, its index, its SHA-256 and the version of the node that took it; a failed or\n" +
 			"interrupted backup leaves no file. Progress goes to stderr: every second while stderr\n" +
 			"is a terminal, and a last line in any case. raftmaster restore seeds a new cluster\n" +
-			"from the file.",
+			"from the file; raftmaster backup inspect describes and checks it.",
 		Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(),
-			&cli.StringFlag{Name: "out", Usage: "the backup file to write (replaced if it exists)", Required: true, TakesFile: true},
+			&cli.StringFlag{Name: "out", Usage: "the backup file to write (replaced if it exists); required", TakesFile: true},
 		},
+		Subcommands: []*cli.Command{backupInspectCommand()},
 		Action: func(c *cli.Context) error {
+			if c.NArg() != 0 {
+				return fmt.Errorf("backup takes flags only, not %q (backup inspect FILE reads a backup file)", c.Args().First())
+			}
+			if c.String("out") == "" {
+				return fmt.Errorf("give the file to write with --out FILE")
+			}
 			return withClient(c, func(cl *client.Client) error {
 				ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
 				defer stop()
