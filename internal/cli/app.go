@@ -4,6 +4,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -56,6 +57,7 @@ func commands() []*cli.Command {
 		benchCommand(),
 		tlsCommand(),
 		keygenCommand(),
+		completionCommand(),
 	}
 }
 
@@ -69,6 +71,9 @@ func Run(args []string) int {
 func RunWith(args []string, stdout, stderr io.Writer) int {
 	app := NewApp(stdout, stderr)
 	args, err := normalizeArgs(app, args)
+	if errors.Is(err, errNoCompletion) {
+		return 0
+	}
 	if err == nil {
 		err = app.Run(args)
 	}

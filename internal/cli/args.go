@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -30,10 +32,8 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 	if len(args) < 2 {
 		return args, nil
 	}
-	for _, a := range args {
-		if a == completionFlag {
-			return args, nil
-		}
+	if args[len(args)-1] == completionFlag {
+		return completionArgs(args)
 	}
 	type flagWords struct {
 		name  string
@@ -106,6 +106,30 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 		out = append(out, at[i+1]...)
 	}
 	return append(out, rest...), nil
+}
+
+// errNoCompletion means that there is nothing to complete: the word being
+// completed follows "--", so it is an argument.
+var errNoCompletion = errors.New("nothing to complete after --")
+
+// completionArgs returns the arguments of a completion request. urfave/cli
+// does not complete a line with "--" in it, and runs the command instead,
+// with the completion flag as an argument: a word "--" being completed is
+// passed as "-" (urfave/cli reads the word itself from os.Args, and lists
+// the long flags), and a request after a "--" is errNoCompletion.
+func completionArgs(args []string) ([]string, error) {
+	for i, a := range args {
+		if a != "--" {
+			continue
+		}
+		if i != len(args)-2 {
+			return nil, errNoCompletion
+		}
+		out := slices.Clone(args)
+		out[i] = "-"
+		return out, nil
+	}
+	return args, nil
 }
 
 // isAppOnlyFlag reports whether name is one of the flags urfave/cli gives

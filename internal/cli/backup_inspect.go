@@ -147,7 +147,7 @@ func printBackupReport(w io.Writer, r backupReport) {
 	fmt.Fprintf(w, "era:        %d (a restore of this file seeds era %d)\n", r.Era, r.Era+1)
 	fmt.Fprintf(w, "protocol:   level %d\n", r.Protocol)
 	fmt.Fprintf(w, "FSM clock:  %s\n", fsmTimeText(r.Clock))
-	fmt.Fprintf(w, "size:       state about %s of %s\n", humanBytes(r.StateBytes), humanBytes(r.Limits.MaxStateBytes))
+	fmt.Fprintf(w, "estimate:   state about %s (max-state-bytes %s)\n", humanBytes(r.StateBytes), humanBytes(r.Limits.MaxStateBytes))
 	fmt.Fprintf(w, "nodes:      %d registered\n", len(r.Nodes))
 	if len(r.Nodes) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
