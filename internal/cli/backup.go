@@ -19,8 +19,8 @@ import (
 
 func backupCommand() *cli.Command {
 	return &cli.Command{
-		Name:      "backup",
-		Usage:     "take an online, consistent backup of the whole state from the leader",
+		Name:  "backup",
+		Usage: "take an online, consistent backup of the whole state from the leader",
 		UsageText: "raftmaster backup --addr 127.0.0.1:8001 --out raftmaster-backup.bin\n" +
 			"raftmaster backup inspect raftmaster-backup.bin",
 		Description: "The leader answers after a read barrier, so the backup holds every write\n" +
