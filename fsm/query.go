@@ -143,6 +143,32 @@ func (f *FSM) Job(name string) (JobInfo, bool) {
 	return j.info(), true
 }
 
+// DatasetInfo describes a job's dataset.
+type DatasetInfo struct {
+	Params DatasetParams
+	// Files counts the dataset's files, Chunks its chunks.
+	Files  int
+	Chunks int
+	// Paths are the first of the dataset's files, in the order of their
+	// first chunk.
+	Paths []string
+}
+
+// Dataset returns the dataset of the job named name ("" is DefaultJob),
+// with at most maxPaths of its file paths, and false when the job does
+// not exist or has no dataset.
+func (f *FSM) Dataset(name string, maxPaths int) (DatasetInfo, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	j := f.s.jobs[jobName(name)]
+	if j == nil || j.ds == nil {
+		return DatasetInfo{}, false
+	}
+	d := j.ds
+	return DatasetInfo{Params: d.params, Files: len(d.paths), Chunks: len(d.chunks),
+		Paths: slices.Clone(d.paths[:min(max(maxPaths, 0), len(d.paths))])}, true
+}
+
 // Limits returns the limits in effect: the replicated record with every
 // zero field replaced by its default.
 func (f *FSM) Limits() Limits {

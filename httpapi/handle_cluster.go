@@ -56,7 +56,7 @@ func (s *Handler) handleCluster(w http.ResponseWriter, r *http.Request) error {
 	}
 	s.probeMembers(ctx, members, requestScheme(r), r.Header.Get(rpc.HeaderAuthorization))
 	out := rpc.ClusterResponse{Members: members, FSM: StatsFromFSM(s.b.FSM().Stats(fsm.DefaultJob)), Groups: GroupsFromFSM(s.b.FSM().Groups(fsm.DefaultJob)),
-		Jobs: JobsFromFSM(s.b.FSM().Jobs()), ClusterProtocol: s.b.FSM().Protocol()}
+		Jobs: jobsWithDatasets(s.b.FSM()), ClusterProtocol: s.b.FSM().Protocol()}
 	if l, ok := s.b.Leader(); ok {
 		out.Leader = l
 	}

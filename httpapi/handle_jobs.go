@@ -40,9 +40,23 @@ func (s *Handler) handleJobs(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	f := s.b.FSM()
-	out := rpc.JobsResponse{Jobs: JobsFromFSM(f.Jobs()), Limits: LimitsFromFSM(f.Limits()), StateBytes: f.Stats(fsm.DefaultJob).StateBytes}
+	out := rpc.JobsResponse{Jobs: jobsWithDatasets(f), Limits: LimitsFromFSM(f.Limits()), StateBytes: f.Stats(fsm.DefaultJob).StateBytes}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// jobsWithDatasets summarises every job with its dataset's counts and
+// settings (not its paths).
+func jobsWithDatasets(f *fsm.FSM) []rpc.Job {
+	infos := f.Jobs()
+	out := make([]rpc.Job, len(infos))
+	for i, j := range infos {
+		out[i] = JobFromFSM(j)
+		if d, ok := f.Dataset(j.Name, 0); ok {
+			out[i] = WithDataset(out[i], d)
+		}
+	}
+	return out
 }
 
 // handleJob describes one job, linearizably unless ?stale.
@@ -62,7 +76,11 @@ func (s *Handler) handleJob(w http.ResponseWriter, r *http.Request) error {
 	case !ok:
 		return rpc.Errorf(rpc.CodeUnknownJob, "no job %q", job)
 	}
-	writeJSON(w, http.StatusOK, JobFromFSM(info))
+	out := JobFromFSM(info)
+	if d, ok := s.b.FSM().Dataset(job, rpc.MaxJobPaths); ok {
+		out = WithDataset(out, d)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
 }
 

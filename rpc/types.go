@@ -504,7 +504,21 @@ type Job struct {
 	// CollectAt is when the job TTL deletes the job unless it is used
 	// first; absent while the TTL is off or the job is in use.
 	CollectAt time.Time `json:"collect_at,omitzero"`
+	// Files and Chunks count the dataset's files and chunks.
+	Files  int `json:"files"`
+	Chunks int `json:"chunks"`
+	// Params are the dataset's task-queue settings; absent without a
+	// dataset.
+	Params *DatasetParams `json:"params,omitempty"`
+	// Paths are the dataset's files in the order of their first chunk, in
+	// the answer about one job only (PathJob): the first MaxJobPaths of
+	// them, Files counting them all.
+	Paths []string `json:"paths,omitempty"`
 }
+
+// MaxJobPaths bounds the file paths of a job's dataset that PathJob
+// answers with.
+const MaxJobPaths = 1000
 
 // Limits are the limits in effect, the same on every replica: part of the
 // replicated state, seeded by the serve flags (--max-jobs, ...) of a new

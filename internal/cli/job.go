@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"io"
+	"path"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,8 +54,12 @@ func jobCommand() *cli.Command {
 			{
 				Name:      "inspect",
 				Usage:     "describe one job",
-				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
+				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--files] [--json | -o json]",
+				Description: "Shows the job's dataset (its files, chunks, tasks and settings), its pass, its\n" +
+					"save-model lease, groups and register. The files are summarised per directory;\n" +
+					"--files lists them (the first " + fmt.Sprint(rpc.MaxJobPaths) + ", in the order of the dataset).",
+				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1],
+					&cli.BoolFlag{Name: "files", Usage: "list the dataset's files one per line"}},
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {
@@ -71,7 +77,7 @@ func jobCommand() *cli.Command {
 						if asJSON {
 							return printJSON(c.App.Writer, j)
 						}
-						printJob(c.App.Writer, j)
+						printJob(c.App.Writer, j, c.Bool("files"))
 						return nil
 					})
 				},
@@ -138,7 +144,7 @@ func printJobs(w io.Writer, jobs []rpc.Job) {
 	for _, j := range jobs {
 		dataset := "-"
 		if j.HasDataset {
-			dataset = fmt.Sprintf("%d tasks", j.Tasks)
+			dataset = fmt.Sprintf("%d files, %d tasks", j.Files, j.Tasks)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n", j.Name, dataset, j.Pass, j.Todo, j.Pending, j.Done, j.Failed,
 			j.Groups, orDash(j.SaveHolder), humanBytes(j.Bytes), fsmTimeText(j.LastActivity))
@@ -146,13 +152,20 @@ func printJobs(w io.Writer, jobs []rpc.Job) {
 	tw.Flush()
 }
 
-// printJob prints one job's summary.
-func printJob(w io.Writer, j rpc.Job) {
+// printJob prints one job's summary; with allFiles, every path the answer
+// holds, else the files per directory.
+func printJob(w io.Writer, j rpc.Job, allFiles bool) {
 	fmt.Fprintf(w, "job:        %s\n", j.Name)
 	fmt.Fprintf(w, "created:    %s\n", fsmTimeText(j.CreatedAt))
 	fmt.Fprintf(w, "last used:  %s\n", fsmTimeText(j.LastActivity))
 	if j.HasDataset {
-		fmt.Fprintf(w, "dataset:    %d tasks; pass %d: todo %d, pending %d, done %d, failed %d\n", j.Tasks, j.Pass, j.Todo, j.Pending, j.Done, j.Failed)
+		fmt.Fprintf(w, "dataset:    %d files, %d chunks in %d tasks", j.Files, j.Chunks, j.Tasks)
+		if p := j.Params; p != nil {
+			fmt.Fprintf(w, " (%d chunks/task, timeout %v, failure max %d%s)", p.ChunksPerTask, p.TaskTimeout, p.FailureMax, strictNote(p.Strict))
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "pass %d:     todo %d, pending %d, done %d, failed %d\n", j.Pass, j.Todo, j.Pending, j.Done, j.Failed)
+		printFiles(w, j, allFiles)
 	} else {
 		fmt.Fprintln(w, "dataset:    none set")
 	}
@@ -175,4 +188,59 @@ func fsmTimeText(t time.Time) string {
 		return "-"
 	}
 	return t.Format(time.RFC3339)
+}
+
+// printFiles prints the dataset's files: every path, or a line per
+// directory with how many files it holds and the first and last names.
+func printFiles(w io.Writer, j rpc.Job, all bool) {
+	more := ""
+	if n := j.Files - len(j.Paths); n > 0 {
+		more = fmt.Sprintf(" (and %d more files)", n)
+	}
+	if all {
+		for i, p := range j.Paths {
+			label := ""
+			if i == 0 {
+				label = "files:"
+			}
+			fmt.Fprintf(w, "%-11s %s\n", label, p)
+		}
+		if more != "" {
+			fmt.Fprintf(w, "%-11s %s\n", "", strings.TrimSpace(more))
+		}
+		return
+	}
+	type dir struct {
+		name        string
+		n           int
+		first, last string
+	}
+	var dirs []*dir
+	byName := map[string]*dir{}
+	for _, p := range j.Paths {
+		name, base := path.Split(p)
+		d := byName[name]
+		if d == nil {
+			d = &dir{name: name, first: base}
+			byName[name] = d
+			dirs = append(dirs, d)
+		}
+		d.n++
+		d.last = base
+	}
+	for i, d := range dirs {
+		label := ""
+		if i == 0 {
+			label = "files:"
+		}
+		switch d.n {
+		case 1:
+			fmt.Fprintf(w, "%-11s %s%s\n", label, d.name, d.first)
+		default:
+			fmt.Fprintf(w, "%-11s %d in %s: %s ... %s\n", label, d.n, orDash(d.name), d.first, d.last)
+		}
+	}
+	if more != "" {
+		fmt.Fprintf(w, "%-11s %s\n", "", strings.TrimSpace(more))
+	}
 }
