@@ -6,10 +6,10 @@ import (
 	"time"
 )
 
-// TestDataset: Dataset describes a job's dataset, its paths in the order
+// TestDatasetQuery: Dataset describes a job's dataset, its paths in the order
 // of their first chunk and bounded by maxPaths, and nothing for a job
 // without one.
-func TestDataset(t *testing.T) {
+func TestDatasetQuery(t *testing.T) {
 	h := newHarness(t)
 	if _, ok := h.f.Dataset("", 10); ok {
 		t.Fatal("a dataset before one was set")
