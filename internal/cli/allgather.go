@@ -106,13 +106,27 @@ func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
 		Usage: "exit 0 when the node at --addr is ready (has a leader and has caught up), for probes",
-		UsageText: "raftmaster health --addr 127.0.0.1:8001 [--wait 30s]\n\n" +
+		UsageText: "raftmaster health --addr 127.0.0.1:8001 [--wait 30s] [--json | -o json]\n\n" +
 			"With --wait, keeps asking until the node is ready or the time is up.",
-		Flags: []cli.Flag{
+		Flags: append([]cli.Flag{
 			&cli.StringFlag{Name: "addr", Usage: "API address of the node to check", Value: "127.0.0.1:8001", EnvVars: env("addr")},
 			&cli.DurationFlag{Name: "wait", Usage: "keep trying this long"},
-		},
+		}, outputFlags()...),
 		Action: func(c *cli.Context) error {
+			asJSON, err := wantJSON(c)
+			if err != nil {
+				return err
+			}
+			report := func(ready bool, err error) error {
+				if !asJSON {
+					return nil
+				}
+				h := healthAnswer{Addr: c.String("addr"), Ready: ready}
+				if err != nil {
+					h.Error = err.Error()
+				}
+				return printJSON(c.App.Writer, h)
+			}
 			cl, err := newClient(c, client.WithRetry(time.Second))
 			if err != nil {
 				return err
@@ -122,14 +136,27 @@ func healthCommand() *cli.Command {
 			for {
 				err := cl.Health(c.Context)
 				if err == nil {
+					if asJSON {
+						return report(true, nil)
+					}
 					fmt.Fprintf(c.App.Writer, "%s: ready\n", c.String("addr"))
 					return nil
 				}
 				if time.Now().After(deadline) {
+					if jerr := report(false, err); jerr != nil {
+						return jerr
+					}
 					return cli.Exit(fmt.Sprintf("%s: not ready: %v", c.String("addr"), err), 1)
 				}
 				time.Sleep(200 * time.Millisecond)
 			}
 		},
 	}
+}
+
+// healthAnswer is what health prints with --json.
+type healthAnswer struct {
+	Addr  string `json:"addr"`
+	Ready bool   `json:"ready"`
+	Error string `json:"error,omitempty"`
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/urfave/cli/v2"
 )
 
 // localAPI serves the HTTP API over one in-process FSM and returns its
@@ -115,5 +116,36 @@ func TestTypoSuggestions(t *testing.T) {
 	// A mistyped flag is answered with the nearest flag.
 	if code, out, errOut := runCLI("job", "list", "--jsn"); code == 0 || !strings.Contains(strings.ToLower(out+errOut), `did you mean "--json"?`) {
 		t.Errorf("--jsn: exit %d: %s%s", code, out, errOut)
+	}
+}
+
+// TestReadCommandsPrintJSON: every command that reads takes --json and
+// -o json.
+func TestReadCommandsPrintJSON(t *testing.T) {
+	app := NewApp(nil, nil)
+	for _, path := range [][]string{
+		{"cluster", "inspect"}, {"cluster", "status"}, {"job", "list"}, {"job", "inspect"}, {"limits", "get"},
+		{"kv", "get"}, {"health"}, {"backup", "inspect"}, {"recordio", "inspect"},
+	} {
+		cmds := app.Commands
+		var cmd *cli.Command
+		for _, name := range path {
+			if cmd = findCommand(cmds, name); cmd == nil {
+				break
+			}
+			cmds = cmd.Subcommands
+		}
+		if cmd == nil || !hasFlag(cmd.Flags, "json") || !hasFlag(cmd.Flags, "output") || !hasFlag(cmd.Flags, "o") {
+			t.Errorf("%q: no such command, or without --json and -o", path)
+		}
+	}
+	_, addr := localAPI(t)
+	code, out, errOut := runCLI("health", "--addr", addr, "-o", "json")
+	var h healthAnswer
+	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil || !h.Ready || h.Addr != addr {
+		t.Errorf("health -o json: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	if code, _, errOut := runCLI("job", "list", "--addr", addr, "-o", "yaml"); code == 0 || !strings.Contains(errOut, `-o "yaml": want text or json`) {
+		t.Errorf("-o yaml: exit %d: %s", code, errOut)
 	}
 }
