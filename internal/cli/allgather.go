@@ -25,13 +25,13 @@ func allgatherCommand() *cli.Command {
 					"warning goes to stderr and the wait goes on, as in the seed; with --fail-on-timeout the\n" +
 					"group fails instead. Exits non-zero if the group fails, the member is replaced by a\n" +
 					"later join with the same id, or it leaves.",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(),
+				Flags: clientFlags(jobFlag(),
 					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
 					&cli.IntFlag{Name: "num-peers", Usage: "members the group waits for", Required: true},
 					&cli.StringFlag{Name: "member", Usage: "member UUID (default: a new one, printed on stderr)"},
 					&cli.DurationFlag{Name: "timeout", Usage: "when to warn that the group is late (set by the join that creates the group)", Value: client.DefaultTimeout},
 					&cli.BoolFlag{Name: "fail-on-timeout", Usage: "make --timeout a hard deadline that fails the group (set by the join that creates it)"},
-				},
+				),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return fmt.Errorf("want exactly one DATA argument (a JSON value), got %d", c.NArg())
@@ -72,10 +72,10 @@ func allgatherCommand() *cli.Command {
 				Name:      "leave",
 				Usage:     "remove a member from a group",
 				UsageText: "raftmaster allgather leave --addr 127.0.0.1:8001 --group G --member UUID",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(),
+				Flags: clientFlags(jobFlag(),
 					&cli.StringFlag{Name: "group", Usage: "group id", Required: true},
 					&cli.StringFlag{Name: "member", Usage: "member UUID", Required: true},
-				},
+				),
 				Action: func(c *cli.Context) error {
 					member, err := memberID(c)
 					if err != nil {

@@ -30,7 +30,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			tokenFlag(),
 			tokenFileFlag(),
-			&cli.StringFlag{Name: "tls-ca", Usage: "talk HTTPS to a cluster started with serve --tls-cert, trusting the CA certificate(s) in this PEM file", EnvVars: []string{"RAFTMASTER_TLS_CA"}, TakesFile: true},
+			tlsCAFlag(),
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {
 			// Errors are printed once by Run; do not let urfave exit the process.

@@ -59,7 +59,11 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 		if len(a) > 1 && a[0] == '-' {
 			name, _, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
 			fw := flagWords{name: name, words: []string{a}}
-			if f := findFlag(name, levels, subs); !hasValue && f != nil && takesValue(f) && i+1 < len(args) {
+			f := findFlag(name, levels, subs)
+			if f == nil {
+				f = findFlag(name, nil, app.Commands) // another command's: it is refused, with its value
+			}
+			if !hasValue && f != nil && takesValue(f) && i+1 < len(args) {
 				fw.words = append(fw.words, args[i+1])
 				i++
 			}

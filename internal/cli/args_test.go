@@ -75,8 +75,10 @@ func TestNormalizeArgs(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"job inspect J --json --addr A", "job inspect --json --addr A J"},
 		{"--addr A job list", "job list --addr A"},
-		{"--tls-ca F job list", "--tls-ca F job list"},
-		{"job list --tls-ca F --token T", "--tls-ca F job list --token T"},
+		{"--tls-ca F job list", "job list --tls-ca F"},
+		{"job list --tls-ca F --token T", "job list --tls-ca F --token T"},
+		{"recordio inspect X --tls-ca F", "--tls-ca F recordio inspect X"},
+		{"recordio inspect X --addr A", "recordio inspect --addr A X"},
 		{"--token T job list", "job list --token T"},
 		{"kv cas K --version 3 --value -1", "kv cas --version 3 --value -1 K"},
 		{"job inspect -- --json", "job inspect -- --json"},

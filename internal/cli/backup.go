@@ -32,9 +32,9 @@ func backupCommand() *cli.Command {
 			"interrupted backup leaves no file. Progress goes to stderr: every second while stderr\n" +
 			"is a terminal, and a last line in any case. raftmaster restore seeds a new cluster\n" +
 			"from the file; raftmaster backup inspect describes and checks it.",
-		Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(),
+		Flags: clientFlags(
 			&cli.StringFlag{Name: "out", Usage: "the backup file to write (replaced if it exists); required", TakesFile: true},
-		},
+		),
 		Subcommands: []*cli.Command{backupInspectCommand()},
 		Action: func(c *cli.Context) error {
 			if c.NArg() != 0 {

@@ -95,6 +95,18 @@ func tokenIn(file string) string {
 	return strings.TrimSpace(tok)
 }
 
+// tlsCAFlag is --tls-ca, of the app and of every command that talks to a
+// cluster.
+func tlsCAFlag() cli.Flag {
+	return &cli.StringFlag{Name: "tls-ca", Usage: "talk HTTPS to a cluster started with serve --tls-cert, trusting the CA certificate(s) in this PEM file", EnvVars: []string{"RAFTMASTER_TLS_CA"}, TakesFile: true}
+}
+
+// clientFlags are the flags of every command that talks to a cluster:
+// --addr, --retry, --token, --token-file and --tls-ca, then extra.
+func clientFlags(extra ...cli.Flag) []cli.Flag {
+	return append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), tlsCAFlag()}, extra...)
+}
+
 // retryFlag bounds how long a command keeps retrying while no leader answers.
 func retryFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "retry", Usage: "give up after retrying this long while the cluster has no leader", Value: 30 * time.Second}

@@ -25,7 +25,7 @@ func clusterCommand() *cli.Command {
 				Name:      "inspect",
 				Usage:     "show the members, their Raft state, the task queue and allgather groups",
 				UsageText: "raftmaster cluster inspect --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
+				Flags:     clientFlags(outputFlags()...),
 				Action: func(c *cli.Context) error {
 					asJSON, err := wantJSON(c)
 					if err != nil {
@@ -52,11 +52,11 @@ func clusterCommand() *cli.Command {
 					"serve --join does this by itself. A node with an empty data directory is a new\n" +
 					"incarnation: it is added as a non-voter, and becomes a voter by itself once it has\n" +
 					"caught up.",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(),
+				Flags: clientFlags(
 					&cli.StringFlag{Name: "id", Usage: "the new node's name, or its server id (NAME~INCARNATION, as its status says)", Required: true},
 					&cli.StringFlag{Name: "raft-addr", Usage: "its Raft address", Required: true},
 					&cli.StringFlag{Name: "api-addr", Usage: "its API address", Required: true},
-				},
+				),
 				Action: func(c *cli.Context) error {
 					// The node's own status gives its server id and level.
 					node, err := newClientAt(c, []string{c.String("api-addr")})
@@ -86,7 +86,7 @@ func clusterCommand() *cli.Command {
 				Name:      "remove",
 				Usage:     "remove a node from the cluster, by its name or its server id (NAME~INCARNATION)",
 				UsageText: "raftmaster cluster remove --addr 127.0.0.1:8001 NODE",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag()},
+				Flags:     clientFlags(),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 1 {
 						return fmt.Errorf("want exactly one node id, got %d arguments", c.NArg())
@@ -108,8 +108,8 @@ func clusterCommand() *cli.Command {
 				Name:      "transfer",
 				Usage:     "hand leadership to another node",
 				UsageText: "raftmaster cluster transfer --addr 127.0.0.1:8001 [--to NODE]",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(),
-					&cli.StringFlag{Name: "to", Usage: "the node to lead, by name or server id (default: the most up-to-date follower)"}},
+				Flags: clientFlags(
+					&cli.StringFlag{Name: "to", Usage: "the node to lead, by name or server id (default: the most up-to-date follower)"}),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(cl *client.Client) error {
 						if err := cl.TransferLeadership(c.String("to")); err != nil {

@@ -53,9 +53,9 @@ func clusterStatusCommand() *cli.Command {
 			"machine can reach. LAG is how many entries the leader has committed that the member has\n" +
 			"not applied yet. A member that does not answer within --member-timeout gets a row with\n" +
 			"its error, and the command exits 1.",
-		Flags: append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(),
+		Flags: append(clientFlags(
 			&cli.DurationFlag{Name: "member-timeout", Usage: "how long to keep asking a member that does not answer", Value: 5 * time.Second},
-		}, outputFlags()...),
+		), outputFlags()...),
 		Action: func(c *cli.Context) error {
 			asJSON, err := wantJSON(c)
 			if err != nil {

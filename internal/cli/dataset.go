@@ -20,13 +20,13 @@ func datasetCommand() *cli.Command {
 			Description: "By default the leader expands the globs and indexes the files, so they must be\n" +
 				"readable at the same paths on the masters. With --client-index this command\n" +
 				"indexes them here and sends the chunk list instead.",
-			Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(),
+			Flags: clientFlags(jobFlag(),
 				&cli.IntFlag{Name: "chunks-per-task", Usage: "chunks per task (default: the server's)"},
 				&cli.DurationFlag{Name: "task-timeout", Usage: "lease of a dispatched task (default: the server's)"},
 				&cli.IntFlag{Name: "failure-max", Usage: "failures a task survives (default: the server's)", Value: -1},
 				&cli.BoolFlag{Name: "strict", Usage: "refuse a late TaskFinished from an earlier lease"},
 				&cli.BoolFlag{Name: "client-index", Usage: "index the files here and send the chunk list"},
-			},
+			),
 			Action: func(c *cli.Context) error {
 				if c.NArg() == 0 {
 					return fmt.Errorf("give at least one GLOB")

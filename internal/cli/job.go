@@ -25,7 +25,7 @@ func jobCommand() *cli.Command {
 				Name:      "list",
 				Usage:     "one line per job, with the limits in effect",
 				UsageText: "raftmaster job list --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
+				Flags:     clientFlags(outputFlags()...),
 				Action: func(c *cli.Context) error {
 					asJSON, err := wantJSON(c)
 					if err != nil {
@@ -58,8 +58,8 @@ func jobCommand() *cli.Command {
 				Description: "Shows the job's dataset (its files, chunks, tasks and settings), its pass, its\n" +
 					"save-model lease, groups and register. The files are summarised per directory;\n" +
 					"--files lists them (the first " + fmt.Sprint(rpc.MaxJobPaths) + ", in the order of the dataset).",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1],
-					&cli.BoolFlag{Name: "files", Usage: "list the dataset's files one per line"}},
+				Flags: clientFlags(append(outputFlags(),
+					&cli.BoolFlag{Name: "files", Usage: "list the dataset's files one per line"})...),
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {
@@ -86,7 +86,7 @@ func jobCommand() *cli.Command {
 				Name:      "create",
 				Usage:     "create an empty job (its first dataset, join or save-model request also does)",
 				UsageText: "raftmaster job create --addr 127.0.0.1:8001 JOB",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag()},
+				Flags:     clientFlags(),
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {
@@ -110,7 +110,7 @@ func jobCommand() *cli.Command {
 				Name:      "delete",
 				Usage:     "delete a job with its dataset, tasks, leases and groups; its name can then start afresh",
 				UsageText: "raftmaster job delete --addr 127.0.0.1:8001 JOB",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag()},
+				Flags:     clientFlags(),
 				Action: func(c *cli.Context) error {
 					name, err := oneJob(c)
 					if err != nil {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -30,9 +29,9 @@ func kvCommand() *cli.Command {
 				Name:      "get",
 				Usage:     "print a key's version and value; exit status 2 when the key does not exist",
 				UsageText: "raftmaster kv get [--addr 127.0.0.1:8001] [--job JOB] [--json | --raw] KEY",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), outputFlags()[0], outputFlags()[1],
+				Flags: clientFlags(append([]cli.Flag{jobFlag(),
 					&cli.BoolFlag{Name: "raw", Usage: "print the value's bytes alone, as stored"},
-				},
+				}, outputFlags()...)...),
 				Action: func(c *cli.Context) error {
 					key, err := kvKey(c)
 					if err != nil {
@@ -67,11 +66,11 @@ func kvCommand() *cli.Command {
 				Usage: "store a value if the key is at --version (0: absent); exit status 2, with the key as it is, when it is not",
 				UsageText: "raftmaster kv cas [--addr 127.0.0.1:8001] [--job JOB] KEY --version N (--value V | --value-file FILE) [--json]\n" +
 					"raftmaster kv cas rdzv --version 0 --value '{\"round\":1}'",
-				Flags: []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), jobFlag(), outputFlags()[0], outputFlags()[1],
+				Flags: clientFlags(append([]cli.Flag{jobFlag(),
 					&cli.Uint64Flag{Name: "version", Usage: "the version the key must be at: the one kv get printed, or 0 for a key that must not exist"},
 					&cli.StringFlag{Name: "value", Usage: "the value to store"},
 					&cli.StringFlag{Name: "value-file", Usage: "read the value to store from FILE (- for stdin)"},
-				},
+				}, outputFlags()...)...),
 				Action: func(c *cli.Context) error {
 					key, err := kvKey(c)
 					if err != nil {
@@ -143,46 +142,13 @@ func printableText(b []byte) bool {
 	return true
 }
 
-// kvKey returns the KEY argument of a kv subcommand, after parsing the
-// flags that follow it (urfave/cli stops at the first argument).
+// kvKey returns the KEY argument of a kv subcommand.
 func kvKey(c *cli.Context) (string, error) {
-	args, err := flagsAfterArgs(c)
-	if err != nil {
-		return "", err
-	}
+	args := c.Args().Slice()
 	if len(args) != 1 {
 		return "", fmt.Errorf("give one KEY, got %d arguments %q", len(args), args)
 	}
 	return args[0], nil
-}
-
-// flagsAfterArgs parses the command's flags among the arguments that
-// follow the first one, sets them on c, and returns the arguments left.
-func flagsAfterArgs(c *cli.Context) ([]string, error) {
-	args := c.Args().Slice()
-	if len(args) < 2 {
-		return args, nil
-	}
-	set := flag.NewFlagSet(c.Command.Name, flag.ContinueOnError)
-	set.SetOutput(io.Discard)
-	for _, f := range c.Command.Flags {
-		if err := f.Apply(set); err != nil {
-			return nil, err
-		}
-	}
-	if err := set.Parse(args[1:]); err != nil {
-		return nil, err
-	}
-	var err error
-	set.Visit(func(f *flag.Flag) {
-		if err == nil {
-			err = c.Set(f.Name, f.Value.String())
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return append(args[:1:1], set.Args()...), nil
 }
 
 // kvValue returns the value of kv cas: --value, or the contents of

@@ -62,7 +62,7 @@ func limitsCommand() *cli.Command {
 				Name:      "get",
 				Usage:     "print the limits in effect",
 				UsageText: "raftmaster limits get --addr 127.0.0.1:8001 [--json]",
-				Flags:     []cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]},
+				Flags:     clientFlags(outputFlags()...),
 				Action: func(c *cli.Context) error {
 					return withClient(c, func(cl *client.Client) error {
 						l, err := cl.Limits()
@@ -82,7 +82,7 @@ func limitsCommand() *cli.Command {
 				Description: "Only the limits given change; 0 sets one to its default (--job-ttl 0: no collection).\n" +
 					"A value out of range is refused and nothing changes. Lowering a limit below what exists\n" +
 					"removes nothing: it refuses growth from then on. Prints the limits in effect afterwards.",
-				Flags: append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), outputFlags()[0], outputFlags()[1]}, limitFlags(false)...),
+				Flags: clientFlags(append(outputFlags(), limitFlags(false)...)...),
 				Action: func(c *cli.Context) error {
 					if c.NArg() != 0 {
 						return fmt.Errorf("limits set takes flags only, not %q", c.Args().First())
