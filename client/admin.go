@@ -33,6 +33,15 @@ func (c *Client) Members() (rpc.ClusterResponse, error) {
 	return resp, err
 }
 
+// MembersStale is Members answered by whichever node answers, from its
+// own view of the configuration and the state, which may lag behind the
+// leader's: it answers while the cluster has no leader.
+func (c *Client) MembersStale() (rpc.ClusterResponse, error) {
+	var resp rpc.ClusterResponse
+	err := c.do(c.ctx, &call{method: http.MethodGet, path: rpc.PathCluster, query: url.Values{rpc.ParamStale: {"true"}}, out: &resp})
+	return resp, err
+}
+
 // AddNode adds node id as a voter, with its Raft and API addresses, or
 // refreshes its addresses when it is already a member.
 func (c *Client) AddNode(id, raftAddr, apiAddr string) error {

@@ -48,11 +48,11 @@ func clusterStatusCommand() *cli.Command {
 		Name:  "status",
 		Usage: "ask every member for its state, term, indexes, lag behind the leader and version",
 		UsageText: "raftmaster cluster status --addr 127.0.0.1:8001 [--member-timeout 5s] [--json | -o json]\n\n" +
-			"The cluster's configuration, from any node of --addr, names the members; each is then\n" +
-			"asked at its API address from here, so that the table also shows which members this\n" +
-			"machine can reach. LAG is how many entries the leader has committed that the member has\n" +
-			"not applied yet. A member that does not answer within --member-timeout gets a row with\n" +
-			"its error, and the command exits 1.",
+			"The cluster's configuration, as any node of --addr knows it (no leader is needed),\n" +
+			"names the members; each is then asked at its API address from here, so that the table\n" +
+			"also shows which members this machine can reach. LAG is how many entries the leader\n" +
+			"has committed that the member has not applied yet. A member that does not answer\n" +
+			"within --member-timeout gets a row with its error, and the command exits 1.",
 		Flags: append(clientFlags(
 			&cli.DurationFlag{Name: "member-timeout", Usage: "how long to keep asking a member that does not answer", Value: 5 * time.Second},
 		), outputFlags()...),
@@ -62,7 +62,10 @@ func clusterStatusCommand() *cli.Command {
 				return err
 			}
 			return withClient(c, func(cl *client.Client) error {
-				resp, err := cl.Members()
+				// Any node's view of the configuration will do, as every
+				// member is then asked itself: so the table is there when it
+				// is most needed, while the cluster has no leader.
+				resp, err := cl.MembersStale()
 				if err != nil {
 					return err
 				}

@@ -112,6 +112,14 @@ func TestCLIOnACluster(t *testing.T) {
 		t.Fatalf("the stopped member's row %q in:\n%s", row, out)
 	}
 
+	// Without a leader, the survivor still answers with the table.
+	c.Kill(leader)
+	out, err = cli(t, c, "cluster", "status", "--addr", addr, "--member-timeout", "2s", "--retry", "10s")
+	if err == nil || !strings.Contains(err.Error(), "2 of 3 members did not answer") || !strings.Contains(out, "no member answered as the leader") ||
+		strings.Contains(lineWith(out, addr), "unreachable") {
+		t.Fatalf("without a leader: %v\n%s", err, out)
+	}
+
 	// A mistyped command is answered with the nearest.
 	cmd := exec.Command(c.Bin, "cluster", "stauts")
 	b, err := cmd.CombinedOutput()
