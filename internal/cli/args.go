@@ -46,6 +46,7 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 	var flags []flagWords
 	var rest []string // the arguments
 	help := false
+	var helpPath []string // the commands the help command describes
 	for i := 1; i < len(args); i++ {
 		a := args[i]
 		if a == "--" {
@@ -53,6 +54,16 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			break
 		}
 		if help {
+			// The names of the commands to describe.
+			if len(a) > 0 && a[0] != '-' && len(subs) > 0 {
+				cmd := findCommand(subs, a)
+				if cmd == nil {
+					where := strings.Join(append([]string{app.Name}, helpPath...), " ")
+					return nil, fmt.Errorf("%q is not a command of %q%s (see %s --help)", a, where, suggestCommand(subs, a), where)
+				}
+				helpPath = append(helpPath, a)
+				subs = cmd.Subcommands
+			}
 			rest = append(rest, a)
 			continue
 		}
@@ -73,6 +84,7 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 		if len(rest) == 0 && len(subs) > 0 {
 			if a == "help" || a == "h" {
 				// The help command takes command names as its arguments.
+				helpPath = slices.Clone(path)
 				path = append(path, a)
 				levels = append(levels, nil)
 				help = true
@@ -90,6 +102,11 @@ func normalizeArgs(app *cli.App, args []string) ([]string, error) {
 			}
 		}
 		rest = append(rest, a)
+	}
+	if help && len(flags) == 0 && len(rest) > 0 && len(rest) == len(helpPath)-(len(path)-1) {
+		// "help job inspect" is "job inspect --help" (the help command
+		// of urfave/cli would describe job alone).
+		return append(append([]string{args[0]}, helpPath...), "--help"), nil
 	}
 	// at[i] are the flags that follow the i-th command (0: the app).
 	at := make([][]string, len(levels))

@@ -83,7 +83,10 @@ func TestNormalizeArgs(t *testing.T) {
 		{"kv cas K --version 3 --value -1", "kv cas --version 3 --value -1 K"},
 		{"job inspect -- --json", "job inspect -- --json"},
 		{"--version", "--version"},
-		{"help job inspect", "help job inspect"},
+		{"help job inspect", "job inspect --help"},
+		{"job help inspect", "job inspect --help"},
+		{"help", "help"},
+		{"job help", "job help"},
 		{"job list --generate-bash-completion", "job list --generate-bash-completion"},
 	} {
 		got, err := normalizeArgs(app, append([]string{"raftmaster"}, strings.Fields(tc.in)...))
@@ -109,6 +112,8 @@ func TestTypoSuggestions(t *testing.T) {
 		{[]string{"cluster", "inspct"}, `did you mean "inspect"?`},
 		{[]string{"clustr", "status"}, `did you mean "cluster"?`},
 		{[]string{"zzzzzz"}, "the commands are "},
+		{[]string{"help", "jbo"}, `did you mean "job"?`},
+		{[]string{"help", "cluster", "stats"}, `did you mean "status"?`},
 	} {
 		code, _, errOut := runCLI(tc.args...)
 		if code == 0 || !strings.Contains(errOut, tc.want) || strings.Contains(errOut, "No help topic") {
