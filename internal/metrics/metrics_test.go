@@ -2,6 +2,10 @@ package metrics
 
 import (
 	"bytes"
+	"encoding/json"
+	"os"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,6 +203,82 @@ func TestEtcdReplica(t *testing.T) {
 	for _, name := range []string{"raftmaster_term", "raftmaster_leader_changes_total", "raftmaster_voters", "raftmaster_is_voter"} {
 		if _, ok := got[name]; ok {
 			t.Errorf("%s served without Raft", name)
+		}
+	}
+}
+
+// TestDeployedQueries: every raftmaster series that the Grafana dashboard
+// and the alert rules in deploy/ query is one a replica serves (raft's
+// own, raftmaster_raft_*, aside), and the dashboard shows training jobs by
+// raftmaster_job, never by Prometheus' job label.
+func TestDeployedQueries(t *testing.T) {
+	f := newFSM(t)
+	m, err := New(Config{FSM: func() *fsm.FSM { return f }, Leadership: func() Leadership {
+		return Leadership{HasLeader: true, Raft: &RaftView{Term: 1, Voter: true, Voters: 3}}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Request("GET /v1/status", 200, time.Millisecond)
+	m.Applied(&fsm.GetTask{Header: fsm.Header{Job: "train"}}, &fsm.Result{Code: fsm.CodeOK})
+	families, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{}
+	var own []string
+	for _, mf := range families {
+		name := mf.GetName()
+		served[name] = true
+		if mf.GetType() == dto.MetricType_HISTOGRAM {
+			served[name+"_bucket"], served[name+"_count"], served[name+"_sum"] = true, true, true
+		}
+		if strings.HasPrefix(name, "raftmaster_") && !strings.HasPrefix(name, "raftmaster_raft_") {
+			own = append(own, name)
+		}
+	}
+	for _, name := range own {
+		if !slices.Contains(ownMetrics, name) {
+			t.Errorf("%s is served but not in ownMetrics, which the lint checks", name)
+		}
+	}
+	names := regexp.MustCompile(`raftmaster_[A-Za-z0-9_]+`)
+	for _, path := range []string{"../../deploy/grafana/raftmaster.json", "../../deploy/prometheus/alerts.yaml"} {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names.FindAllString(string(b), -1) {
+			if name == JobLabel || strings.HasPrefix(name, "raftmaster_raft_") {
+				continue
+			}
+			if !served[name] {
+				t.Errorf("%s queries %s, which no replica serves", path, name)
+			}
+		}
+	}
+	dashboard, err := os.ReadFile("../../deploy/grafana/raftmaster.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Panels []struct {
+			Title   string `json:"title"`
+			Targets []struct {
+				Expr   string `json:"expr"`
+				Legend string `json:"legendFormat"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(dashboard, &d); err != nil {
+		t.Fatalf("the dashboard: %v", err)
+	}
+	byJob := regexp.MustCompile(`\b(by|without) \([^)]*\bjob\b`)
+	for _, p := range d.Panels {
+		for _, tg := range p.Targets {
+			if byJob.MatchString(tg.Expr) || strings.Contains(tg.Legend, "{{job}}") {
+				t.Errorf("panel %q shows series by job, Prometheus' scrape job: %s (%s)", p.Title, tg.Expr, tg.Legend)
+			}
 		}
 	}
 }
