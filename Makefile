@@ -9,15 +9,19 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-heavy python-test lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-heavy python-test lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+# The build's version: the release in VERSION, the one place it is
+# written (the Python package and the Helm chart carry it too, and a test
+# fails when they differ), and where the tree stands from its tag
+# (scripts/version.sh).
+VERSION ?= $(shell ./scripts/version.sh 2>/dev/null)
 LDFLAGS := $(if $(VERSION),-X github.com/raftmaster/raftmaster/internal/version.stamp=$(VERSION))
 
-build: ## build bin/raftmaster (static), its version stamped from git describe
+build: ## build bin/raftmaster (static), its version stamped from VERSION and git
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/raftmaster
 
 # The Helm chart's checks: a module of their own, for the Kubernetes API
@@ -48,6 +52,22 @@ lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	$(GO) run $(STATICCHECK) ./...
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
+
+check: lint tidy-check shellcheck python-lint ## make lint, the go mod tidy check, shellcheck and the Python lint and type check (.ci/run runs it before the tests)
+
+tidy-check: ## fail when go mod tidy would change go.mod or go.sum, in either module
+	$(GO) mod tidy -diff
+	cd $(DEPLOYTEST) && $(GO) mod tidy -diff
+
+# The shell scripts: Debian's shellcheck package.
+SHELL_SCRIPTS := .ci/run $(wildcard scripts/*.sh)
+shellcheck: ## shellcheck the shell scripts
+	shellcheck $(SHELL_SCRIPTS)
+
+# flake8 and mypy of $(PYTHON): Debian's python3-flake8 and python3-mypy.
+python-lint: ## flake8 over the Python package, its tests and example; mypy over the package, which ships py.typed
+	cd python && $(PYTHON) -m flake8 raftmaster tests ../examples/python
+	cd python && $(PYTHON) -m mypy raftmaster
 
 bench: ## run the benchmarks (figures, not assertions)
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -123,8 +123,24 @@ type Config struct {
 	PeerLevel PeerLevel
 	// Clock is the node's time source; tests offset it.
 	Clock func() time.Time
+	// Recorder, when set, is told how long proposals and applies take,
+	// for metrics.
+	Recorder Recorder
 	// Logger receives all logs; nil discards them.
 	Logger hclog.Logger
+}
+
+// Recorder is told how long a node's Raft work takes, for metrics. Its
+// methods are called on Raft's hot paths: they must be cheap and safe for
+// concurrent use.
+type Recorder interface {
+	// Committed reports a command this node proposed as leader: the time
+	// from the proposal to its result, through the log, a quorum's
+	// acknowledgement and the apply.
+	Committed(d time.Duration)
+	// FSMApplied reports the time the state machine took to apply one
+	// committed entry.
+	FSMApplied(d time.Duration)
 }
 
 func (c *Config) setDefaults() error {

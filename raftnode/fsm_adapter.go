@@ -3,6 +3,7 @@ package raftnode
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/raftmaster/raftmaster/fsm"
@@ -16,6 +17,9 @@ type raftFSM struct {
 	f *fsm.FSM
 	// bytes, when set, counts the bytes of the entries applied.
 	bytes *logBytes
+	// rec, when set, is told how long each apply takes. The clock is read
+	// here, outside package fsm, which stays deterministic.
+	rec Recorder
 }
 
 var _ raft.FSM = raftFSM{}
@@ -26,7 +30,13 @@ func (a raftFSM) Apply(l *raft.Log) any {
 	if a.bytes != nil {
 		a.bytes.applied(len(l.Data))
 	}
-	return a.f.ApplyEntry(l.Index, l.Data)
+	if a.rec == nil {
+		return a.f.ApplyEntry(l.Index, l.Data)
+	}
+	start := time.Now()
+	r := a.f.ApplyEntry(l.Index, l.Data)
+	a.rec.FSMApplied(time.Since(start))
+	return r
 }
 
 // Snapshot takes the FSM's point-in-time copy; Raft persists it later,

@@ -60,6 +60,9 @@ type Node struct {
 
 	// logBytes counts the bytes of the applied log, for boundLog.
 	logBytes *logBytes
+	// leaderChanges counts the changes of leader this node has seen
+	// (leaderChanged).
+	leaderChanges atomic.Uint64
 
 	leaderReady atomic.Bool
 	// clock stamps proposals while this node leads (see leader.Clock).
@@ -148,11 +151,12 @@ func New(cfg Config) (*Node, error) {
 	// the log store for every append.
 	logs := newByteLogCache(n.store, LogCacheEntries, cfg.LogCacheBytes)
 	n.logBytes = newLogBytes(int(min(cfg.TrailingLogs, 1<<16)), cfg.SnapshotBytes)
-	n.raft, err = raft.NewRaft(rc, raftFSM{f: n.fsm, bytes: n.logBytes}, logs, stableStore(n.store), snaps, n.trans)
+	n.raft, err = raft.NewRaft(rc, raftFSM{f: n.fsm, bytes: n.logBytes, rec: cfg.Recorder}, logs, stableStore(n.store), snaps, n.trans)
 	if err != nil {
 		n.closeStores()
 		return nil, fmt.Errorf("raftnode: start raft: %w", err)
 	}
+	n.raft.RegisterObserver(raft.NewObserver(nil, false, n.leaderChanged))
 	n.rp.Store(n.raft)
 	n.wg.Add(4)
 	go n.boundLog()
@@ -277,6 +281,21 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 // IsLeader reports whether this node is the leader.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
+// leaderChanged counts a change to a known leader. It is the filter of an
+// observer without a channel, which Raft calls in its own goroutine for
+// every observation and which lets none through: counting here loses no
+// change, where a channel would drop those it has no room for.
+func (n *Node) leaderChanged(o *raft.Observation) bool {
+	if l, ok := o.Data.(raft.LeaderObservation); ok && l.LeaderID != "" {
+		n.leaderChanges.Add(1)
+	}
+	return false
+}
+
+// LeaderChanges returns how many times this node has seen a new leader
+// since it started: elected, or learnt of after a time without one.
+func (n *Node) LeaderChanges() uint64 { return n.leaderChanges.Load() }
+
 // LeaderReady reports whether this node is the leader and has finished
 // taking over.
 func (n *Node) LeaderReady() bool { return n.IsLeader() && n.leaderReady.Load() }
@@ -326,9 +345,13 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 	if dl, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(dl))
 	}
+	start := time.Now()
 	f := n.raft.Apply(fsm.Encode(c), timeout)
 	if err := f.Error(); err != nil {
 		return nil, mapRaftError(err)
+	}
+	if n.cfg.Recorder != nil {
+		n.cfg.Recorder.Committed(time.Since(start))
 	}
 	r, ok := f.Response().(*fsm.Result)
 	if !ok {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,22 @@ func TestEtcdBackendFailover(t *testing.T) {
 		}
 	}
 
+	// Both masters' metrics say who holds the lock; there is no Raft term.
+	waitMetrics(t, "the masters' leadership series", time.Minute, func() string {
+		for _, p := range []*proccluster.Proc{active, standby} {
+			f := scrapeMetrics(t, p.APIAddr)
+			has, _ := metricValue(f, "raftmaster_has_leader")
+			is, _ := metricValue(f, "raftmaster_is_leader")
+			if want := p == active; has != 1 || (is == 1) != want {
+				return fmt.Sprintf("%s: has_leader %v, is_leader %v; want 1 and %v", p.ID, has, is, bit(want))
+			}
+			if _, ok := f["raftmaster_term"]; ok {
+				return p.ID + " serves raftmaster_term, which the etcd backend has not"
+			}
+		}
+		return ""
+	})
+
 	// The register's routes are served through the standby too, and its
 	// keys are part of the saved state.
 	rdzv, err := newClient(t, client.WithAddr(standby.APIAddr)).KVCompareAndSet(context.Background(), "rdzv", 0, []byte("round-1"))
@@ -75,4 +92,12 @@ func TestEtcdBackendFailover(t *testing.T) {
 	if v, err := setter.KVGet(context.Background(), "rdzv"); err != nil || v.Version != rdzv.Version || string(v.Value) != "round-1" {
 		t.Fatalf("the register after the fail-over: %+v, %v; want version %d", v, err, rdzv.Version)
 	}
+}
+
+// bit is 1 for true and 0 for false.
+func bit(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -373,7 +373,7 @@ func TestSecurityBoundsMetricSeries(t *testing.T) {
 		}
 		n := 0
 		for line := range strings.SplitSeq(string(b), "\n") {
-			if !strings.HasPrefix(line, "#") && strings.Contains(line, `job="`+job) {
+			if !strings.HasPrefix(line, "#") && strings.Contains(line, `raftmaster_job="`+job) {
 				n++
 			}
 		}

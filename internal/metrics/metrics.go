@@ -1,10 +1,16 @@
 // Package metrics exports a replica's metrics in Prometheus format at
 // /metrics: hashicorp/raft's own (through a go-metrics Prometheus sink),
-// the state of every job, read from the local state machine at each
+// the replica's view of leadership and the time its proposals and applies
+// take, the state of every job, read from the local state machine at each
 // scrape, and the API's requests, redirects and command outcomes.
+//
+// Series of a job carry the label JobLabel, not "job": Prometheus gives
+// every target a job label of its own (the scrape job), and would rename a
+// scraped one to exported_job.
 package metrics
 
 import (
+	"errors"
 	"strconv"
 	"sync"
 	"time"
@@ -16,8 +22,43 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
-// Metrics is a replica's registry and the collectors the API feeds. It
-// implements httpapi.Observer.
+// JobLabel is the label that names a training job in the series of jobs.
+const JobLabel = "raftmaster_job"
+
+// Config says where a replica's metrics come from.
+type Config struct {
+	// FSM returns the replica's state machine, which may change (a restore
+	// replaces it), or nil before there is one.
+	FSM func() *fsm.FSM
+	// Leadership, when set, returns the replica's view of its cluster's
+	// leadership, read at each scrape.
+	Leadership func() Leadership
+}
+
+// Leadership is a replica's view of its cluster's leadership.
+type Leadership struct {
+	// HasLeader is true while the replica knows a leader, IsLeader while
+	// it is the leader.
+	HasLeader, IsLeader bool
+	// Raft, set on the Raft backend, adds what only Raft has.
+	Raft *RaftView
+}
+
+// RaftView is what a Raft node knows of its cluster besides the leader.
+type RaftView struct {
+	// Term is the node's current term.
+	Term uint64
+	// LeaderChanges counts the changes of leader the node has seen since
+	// it started.
+	LeaderChanges uint64
+	// Voter is true while the node is a voter of its latest configuration;
+	// Voters counts the voters of that configuration.
+	Voter  bool
+	Voters int
+}
+
+// Metrics is a replica's registry and the collectors the API and the Raft
+// node feed. It implements httpapi.Observer and raftnode.Recorder.
 type Metrics struct {
 	// Registry holds every metric of the replica; serve it with promhttp.
 	Registry *prometheus.Registry
@@ -26,6 +67,8 @@ type Metrics struct {
 	redirects prometheus.Counter
 	commands  *prometheus.CounterVec
 	dedupHits prometheus.Counter
+	commit    prometheus.Histogram
+	fsmApply  prometheus.Histogram
 	f         func() *fsm.FSM
 
 	// jobsMu guards jobs, the jobs that have series in commands.
@@ -42,17 +85,32 @@ var (
 	raftSinkErr  error
 )
 
-// New returns the metrics of a replica whose state machine f returns (it
-// may change, as a restore replaces it).
-func New(f func() *fsm.FSM) (*Metrics, error) {
+// New returns the metrics of a replica.
+func New(cfg Config) (*Metrics, error) {
+	if cfg.FSM == nil {
+		return nil, errors.New("metrics: no state machine")
+	}
+	f := cfg.FSM
 	reg := prometheus.NewRegistry()
 	m := &Metrics{
 		Registry: reg, f: f, jobs: make(map[string]struct{}),
 		requests: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "raftmaster_http_request_duration_seconds",
-			Help:    "API requests by route and status code.",
+			Name: "raftmaster_http_request_duration_seconds",
+			Help: "API requests by route and status code. The route is the pattern the request matched " +
+				"(\"POST /v1/jobs/{job}/task/get\"; the bare path when its method is not allowed; \"/\" for none), never the path sent.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"route", "code"}),
+		commit: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "raftmaster_commit_duration_seconds",
+			Help: "Commands this replica proposed as leader, by the time from the proposal to its result: " +
+				"appended, acknowledged by a quorum, committed and applied.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+		}),
+		fsmApply: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "raftmaster_fsm_apply_duration_seconds",
+			Help:    "Committed log entries this replica applied, by the time the state machine took to apply one.",
+			Buckets: []float64{.000005, .00001, .000025, .00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1},
+		}),
 		redirects: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raftmaster_http_redirects_total",
 			Help: "Requests answered 307 to the leader.",
@@ -61,7 +119,7 @@ func New(f func() *fsm.FSM) (*Metrics, error) {
 			Name: "raftmaster_commands_total",
 			Help: "State machine commands proposed through the API, by job, command and outcome code " +
 				"(granted save-model leases have outcome granted).",
-		}, []string{"job", "command", "outcome"}),
+		}, []string{JobLabel, "command", "outcome"}),
 		dedupHits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "raftmaster_dedup_hits_total",
 			Help: "Retried writes answered with their first outcome.",
@@ -81,7 +139,8 @@ func New(f func() *fsm.FSM) (*Metrics, error) {
 	}
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.requests, m.redirects, commandsCollector{m}, m.dedupHits, raftSink, &stateCollector{f: f},
+		m.requests, m.redirects, commandsCollector{m}, m.dedupHits, m.commit, m.fsmApply,
+		raftSink, &stateCollector{f: f}, leadershipCollector{cfg.Leadership},
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
@@ -94,6 +153,13 @@ func New(f func() *fsm.FSM) (*Metrics, error) {
 func (m *Metrics) Request(route string, status int, d time.Duration) {
 	m.requests.WithLabelValues(route, strconv.Itoa(status)).Observe(d.Seconds())
 }
+
+// Committed records the time from a proposal of this replica, as leader,
+// to its result.
+func (m *Metrics) Committed(d time.Duration) { m.commit.Observe(d.Seconds()) }
+
+// FSMApplied records the time the state machine took to apply an entry.
+func (m *Metrics) FSMApplied(d time.Duration) { m.fsmApply.Observe(d.Seconds()) }
 
 // Redirect records a 307 to the leader.
 func (m *Metrics) Redirect() { m.redirects.Inc() }
@@ -140,7 +206,7 @@ func (m *Metrics) pruneJobs() {
 	defer m.jobsMu.Unlock()
 	for job := range m.jobs {
 		if !m.jobExists(job) {
-			m.commands.DeletePartialMatch(prometheus.Labels{"job": job})
+			m.commands.DeletePartialMatch(prometheus.Labels{JobLabel: job})
 			delete(m.jobs, job)
 		}
 	}
@@ -163,13 +229,13 @@ func (c commandsCollector) Collect(ch chan<- prometheus.Metric) {
 type stateCollector struct{ f func() *fsm.FSM }
 
 var (
-	descTasks   = prometheus.NewDesc("raftmaster_job_tasks", "Tasks of a job's current pass, by queue.", []string{"job", "queue"}, nil)
-	descPass    = prometheus.NewDesc("raftmaster_job_pass", "A job's current pass.", []string{"job"}, nil)
-	descGroups  = prometheus.NewDesc("raftmaster_job_allgather_groups", "A job's allgather groups.", []string{"job"}, nil)
-	descMembers = prometheus.NewDesc("raftmaster_job_allgather_members", "Members of a job's allgather groups.", []string{"job"}, nil)
-	descSave    = prometheus.NewDesc("raftmaster_job_save_lease_held", "1 while a trainer holds the job's save-model lease.", []string{"job"}, nil)
-	descBytes   = prometheus.NewDesc("raftmaster_job_state_bytes", "A job's share of the state's size estimate.", []string{"job"}, nil)
-	descExpired = prometheus.NewDesc("raftmaster_job_leases_expired_total", "Task leases of a job that ran out (the trainer neither finished nor renewed), counted by this replica since it started.", []string{"job"}, nil)
+	descTasks   = prometheus.NewDesc("raftmaster_job_tasks", "Tasks of a job's current pass, by state: todo, pending (leased), done and failed (set aside after too many failures).", []string{JobLabel, "state"}, nil)
+	descPass    = prometheus.NewDesc("raftmaster_job_pass", "A job's current pass.", []string{JobLabel}, nil)
+	descGroups  = prometheus.NewDesc("raftmaster_job_allgather_groups", "A job's allgather groups.", []string{JobLabel}, nil)
+	descMembers = prometheus.NewDesc("raftmaster_job_allgather_members", "Members of a job's allgather groups.", []string{JobLabel}, nil)
+	descSave    = prometheus.NewDesc("raftmaster_job_save_lease_held", "1 while a trainer holds the job's save-model lease.", []string{JobLabel}, nil)
+	descBytes   = prometheus.NewDesc("raftmaster_job_state_bytes", "A job's share of the state's size estimate.", []string{JobLabel}, nil)
+	descExpired = prometheus.NewDesc("raftmaster_job_leases_expired_total", "Task leases of a job that ran out (the trainer neither finished nor renewed), counted by this replica since it started.", []string{JobLabel}, nil)
 	descJobs    = prometheus.NewDesc("raftmaster_jobs", "Jobs in the state.", nil, nil)
 	descState   = prometheus.NewDesc("raftmaster_state_bytes", "The state's size estimate, which --max-state-bytes bounds.", nil, nil)
 	descApplied = prometheus.NewDesc("raftmaster_applied_index", "The last log index applied to the local state.", nil, nil)
@@ -190,8 +256,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	jobs := f.Jobs()
 	for _, j := range jobs {
-		for queue, n := range map[string]int{"todo": j.Todo, "pending": j.Pending, "done": j.Done, "failed": j.Failed} {
-			ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(n), j.Name, queue)
+		for _, t := range []struct {
+			state string
+			n     int
+		}{{"todo", j.Todo}, {"pending", j.Pending}, {"done", j.Done}, {"failed", j.Failed}} {
+			ch <- prometheus.MustNewConstMetric(descTasks, prometheus.GaugeValue, float64(t.n), j.Name, t.state)
 		}
 		ch <- prometheus.MustNewConstMetric(descPass, prometheus.GaugeValue, float64(j.Pass), j.Name)
 		ch <- prometheus.MustNewConstMetric(descGroups, prometheus.GaugeValue, float64(j.Groups), j.Name)
@@ -211,4 +280,48 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(jobs)))
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, float64(f.Stats(fsm.DefaultJob).StateBytes))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(f.AppliedIndex()))
+}
+
+// leadershipCollector reads the replica's view of leadership at each
+// scrape.
+type leadershipCollector struct{ view func() Leadership }
+
+var (
+	descHasLeader = prometheus.NewDesc("raftmaster_has_leader", "1 while this replica knows a leader of its cluster, else 0.", nil, nil)
+	descIsLeader  = prometheus.NewDesc("raftmaster_is_leader", "1 while this replica is the leader (the active master on the etcd backend), else 0.", nil, nil)
+	descTerm      = prometheus.NewDesc("raftmaster_term", "This replica's current Raft term.", nil, nil)
+	descChanges   = prometheus.NewDesc("raftmaster_leader_changes_total", "Changes of leader this replica has seen since it started: a leader elected, or learnt of after a time without one.", nil, nil)
+	descVoter     = prometheus.NewDesc("raftmaster_is_voter", "1 while this replica is a voter of its latest Raft configuration, else 0.", nil, nil)
+	descVoters    = prometheus.NewDesc("raftmaster_voters", "Voters of this replica's latest Raft configuration.", nil, nil)
+)
+
+// Describe sends the descriptors.
+func (c leadershipCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHasLeader, descIsLeader, descTerm, descChanges, descVoter, descVoters} {
+		ch <- d
+	}
+}
+
+// Collect reads the view.
+func (c leadershipCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.view == nil {
+		return
+	}
+	v := c.view()
+	ch <- prometheus.MustNewConstMetric(descHasLeader, prometheus.GaugeValue, bit(v.HasLeader))
+	ch <- prometheus.MustNewConstMetric(descIsLeader, prometheus.GaugeValue, bit(v.IsLeader))
+	if r := v.Raft; r != nil {
+		ch <- prometheus.MustNewConstMetric(descTerm, prometheus.GaugeValue, float64(r.Term))
+		ch <- prometheus.MustNewConstMetric(descChanges, prometheus.CounterValue, float64(r.LeaderChanges))
+		ch <- prometheus.MustNewConstMetric(descVoter, prometheus.GaugeValue, bit(r.Voter))
+		ch <- prometheus.MustNewConstMetric(descVoters, prometheus.GaugeValue, float64(r.Voters))
+	}
+}
+
+// bit is 1 for true and 0 for false.
+func bit(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -141,13 +142,40 @@ func listen(cfg *Config, advertise string) (net.Listener, string, error) {
 // API's requests (package metrics).
 const MetricsPath = "/metrics"
 
-// serve starts the HTTP API over b on r's listener, with MetricsPath.
-func (r *Replica) serve(cfg Config, b httpapi.Backend) {
-	mux := http.NewServeMux()
-	m, err := metrics.New(b.FSM)
+// newMetrics returns a replica's metrics, or nil, logged, when they
+// cannot be made: the replica then serves without them.
+func newMetrics(log hclog.Logger, mc metrics.Config) *metrics.Metrics {
+	m, err := metrics.New(mc)
 	if err != nil {
-		r.log.Error("metrics are off", "error", err)
-	} else {
+		log.Error("metrics are off", "error", err)
+		return nil
+	}
+	return m
+}
+
+// raftLeadership is a Raft node's view of leadership, for the metrics.
+func raftLeadership(n *raftnode.Node) metrics.Leadership {
+	_, known := n.Leader()
+	voters := 0
+	for _, s := range n.Configuration() {
+		if s.Voter {
+			voters++
+		}
+	}
+	return metrics.Leadership{
+		HasLeader: known, IsLeader: n.IsLeader(),
+		Raft: &metrics.RaftView{
+			Term: n.Raft().CurrentTerm(), LeaderChanges: n.LeaderChanges(),
+			Voter: n.IsVoter(), Voters: voters,
+		},
+	}
+}
+
+// serve starts the HTTP API over b on r's listener, with MetricsPath
+// when m is not nil.
+func (r *Replica) serve(cfg Config, b httpapi.Backend, m *metrics.Metrics) {
+	mux := http.NewServeMux()
+	if m != nil {
 		cfg.API.Observer = m
 		mux.Handle("GET "+MetricsPath, promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
 	}
@@ -186,17 +214,38 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 		st, err := fetchStatus(ctx, peers, server.APIAddr)
 		return max(st.Protocol, fsm.Protocol1), err
 	}
+	// The metrics come first, to time the node's work from its start;
+	// they read the node once it exists.
+	var started atomic.Pointer[raftnode.Node]
+	m := newMetrics(cfg.Logger, metrics.Config{
+		FSM: func() *fsm.FSM {
+			if n := started.Load(); n != nil {
+				return n.FSM()
+			}
+			return nil
+		},
+		Leadership: func() metrics.Leadership {
+			if n := started.Load(); n != nil {
+				return raftLeadership(n)
+			}
+			return metrics.Leadership{}
+		},
+	})
+	if m != nil {
+		rc.Node.Recorder = m
+	}
 	node, err := raftnode.New(rc.Node)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
+	started.Store(node)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &Replica{
 		log: cfg.Logger, apiAddr: apiAddr, node: node, ln: ln, cancel: cancel,
 		stopState: node.Shutdown, stopped: node.Halted(), why: node.HaltErr,
 	}
-	r.serve(cfg, raftBackend{node})
+	r.serve(cfg, raftBackend{node}, m)
 	if rc.BootstrapExpect > 0 && node.Servers() == 0 {
 		r.wg.Add(1)
 		go func() {
@@ -244,7 +293,13 @@ func StartEtcd(cfg Config, ec Etcd) (*Replica, error) {
 			return errors.New("lost the etcd session: this master can no longer prove it holds the lock")
 		},
 	}
-	r.serve(cfg, m)
+	r.serve(cfg, m, newMetrics(cfg.Logger, metrics.Config{
+		FSM: m.FSM,
+		Leadership: func() metrics.Leadership {
+			_, known := m.Leader()
+			return metrics.Leadership{HasLeader: known, IsLeader: m.Active()}
+		},
+	}))
 	r.log.Info("raftmaster etcd-backend master started", "id", ec.Master.ID, "api", apiAddr,
 		"etcd", strings.Join(ec.Master.Store.Endpoints, ","))
 	return r, nil

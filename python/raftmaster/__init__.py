@@ -20,11 +20,10 @@ raftmaster.torchrun``); those two import torch, and only when used.
 from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue,
                      SaveModelGrant, Task, TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
-                     ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
-                     NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, RateLimited,
-                     Reconnected,
-                     StaleEpoch, TooLarge, TooManyClients, TransportError, Unauthorized, Unavailable, UnknownClient,
-                     UnknownJob, UnknownOutcome, UnknownTask)
+                     ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset,
+                     NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
+                     RateLimited, Reconnected, StaleEpoch, TooLarge, TooManyClients, TransportError, Unauthorized,
+                     Unavailable, UnknownClient, UnknownJob, UnknownOutcome, UnknownTask)
 from .records import PassRecords
 
 __version__ = "0.1.0"
@@ -35,7 +34,8 @@ __all__ = [
     "DEFAULT_TIMEOUT",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
-    "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",
+    "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",
+    "Unavailable", "TooLarge",
     "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "RateLimited",
     "ClientClosed", "TransportError",
     "ChunkError",

@@ -382,6 +382,7 @@ class Transport:
             ok, out, ae = self._attempt(base, call, payload, req_id)
             if ok:
                 return out
+            assert ae is not None  # _attempt says why an attempt failed
             if self.closed.is_set():
                 raise errors.ClientClosed()
             if isinstance(ae.err, errors.UnknownClient) and lane is not None:
@@ -709,7 +710,8 @@ class Transport:
                 current_left = False
             else:
                 others_left -= 1
-                named = named or (st is not None and (st.get("state") == "Leader" or bool((st.get("leader") or {}).get("id"))))
+                named = named or (st is not None and (st.get("state") == "Leader"
+                                                      or bool((st.get("leader") or {}).get("id"))))
             if st is not None:
                 res[a] = st
         with self._probe_lock:

@@ -12,12 +12,15 @@ import threading
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Union
 
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
 from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call, Transport,
                          normalize_addr)
+
+if TYPE_CHECKING:  # records imports this module
+    from .records import PassRecords
 
 log = logging.getLogger("raftmaster")
 

@@ -111,7 +111,8 @@ class Invalid(RaftmasterError):
 
 
 class LimitExceeded(RaftmasterError):
-    """The request would take its job or the cluster past a configured limit, which the message names; nothing changed."""
+    """The request would take its job or the cluster past a configured limit, which the message names; nothing
+    changed."""
     code = "limit_exceeded"
 
 

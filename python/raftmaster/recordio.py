@@ -39,7 +39,7 @@ import struct
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import BinaryIO, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import BinaryIO, Iterator, List, Optional, Sequence, Set, Tuple, Union
 
 __all__ = [
     "NO_COMPRESSION", "SNAPPY", "GZIP", "DEFAULT_MAX_CHUNK_SIZE", "HEADER_SIZE", "MAX_CHUNK_DATA",
@@ -566,7 +566,8 @@ def load_index(source: Source) -> Index:
         while off < size:
             try:
                 if size - off < HEADER_SIZE:
-                    raise CorruptError("truncated: %d bytes left for a %d-byte chunk header" % (size - off, HEADER_SIZE))
+                    raise CorruptError("truncated: %d bytes left for a %d-byte chunk header"
+                                       % (size - off, HEADER_SIZE))
                 src.f.seek(off)
                 _, _, n, records = _decode_header(_read_full(src.f, HEADER_SIZE), size - off - HEADER_SIZE)
             except (RecordIOError, OSError) as e:
@@ -661,7 +662,7 @@ def glob(patterns: Sequence[str]) -> List[str]:
         patterns = [patterns]
     if not patterns:
         raise RecordIOError("recordio: bad file pattern: no file patterns given")
-    seen = set()
+    seen: Set[str] = set()
     for p in patterns:
         if not p:
             raise RecordIOError("recordio: bad file pattern: empty pattern")

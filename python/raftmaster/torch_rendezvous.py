@@ -238,7 +238,8 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
         try:
             r = self._client.kv_cas(self._key, version, _sign(self._sign_key, self._key, state))
         except errors.LimitExceeded as e:
-            err = RendezvousStateError("raftmaster rendezvous: the state of %d bytes does not fit: %s" % (len(state), e))
+            err = RendezvousStateError("raftmaster rendezvous: the state of %d bytes does not fit: %s"
+                                       % (len(state), e))
             err.__cause__ = e
             raise err from None
         except errors.RaftmasterError as e:
@@ -318,7 +319,7 @@ class RaftmasterStore(Store):
 
     def get(self, key: Union[str, bytes]) -> bytes:
         """The value of key, waiting for it for at most the store's timeout."""
-        return self._wait_for([key], self.timeout)[0]
+        return self._wait_for([key], self.timeout)[0]  # type: ignore[attr-defined]  # c10d's, absent from torch's stubs
 
     def add(self, key: Union[str, bytes], amount: int) -> int:
         """Add amount to the integer under key (0 when there is none) and
@@ -352,12 +353,13 @@ class RaftmasterStore(Store):
 
     def check(self, keys: Iterable[Union[str, bytes]]) -> bool:
         """Whether every key exists, without waiting."""
-        return all(self._call("reading %s" % k, self._client.kv_get, self._key(k)).found for k in keys)
+        names = [self._key(k) for k in keys]
+        return all(self._call("reading %s" % name, self._client.kv_get, name).found for name in names)
 
     def wait(self, keys: Iterable[Union[str, bytes]], timeout: Optional[datetime.timedelta] = None) -> None:
         """Wait for every key to exist, for at most timeout (the store's
         timeout when None)."""
-        self._wait_for(list(keys), self.timeout if timeout is None else timeout)
+        self._wait_for(list(keys), self.timeout if timeout is None else timeout)  # type: ignore[attr-defined]
 
     def num_keys(self) -> int:
         raise RuntimeError("raftmaster store: the register cannot count keys")
@@ -463,4 +465,3 @@ def register() -> None:
         handler_registry.register(BACKEND_NAME, create_rdzv_handler)
     except ValueError as e:  # registered by another creator
         raise RendezvousError("raftmaster rendezvous: %s" % e) from e
-

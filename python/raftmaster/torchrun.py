@@ -55,8 +55,8 @@ def torchrun_args(parser: argparse.ArgumentParser, argv: List[str]) -> List[str]
             # A short option with its value attached (-r3).
             name, eq, value, attached = arg, "", "", True
         out.append(name + eq + value)
-        action = options.get(name)
-        if action is not None and not attached and action.nargs != 0 and i + 1 < len(argv):
+        takes = options.get(name)
+        if takes is not None and not attached and takes.nargs != 0 and i + 1 < len(argv):
             out.append(argv[i + 1])
             i += 1
         i += 1
@@ -79,7 +79,7 @@ def repair_std_from_str() -> bool:
         if re.match(mapping_re, vm):
             return {int(i): cls(int(v)) for i, v in (m.split(":") for m in vm.split(","))}
         raise ValueError(f"{vm} does not match: <{value_re}> or <{mapping_re}>")
-    std.from_str = classmethod(from_str)
+    setattr(std, "from_str", classmethod(from_str))
     return True
 
 

@@ -219,7 +219,8 @@ class Proxy:
                     conn.close()
                 with proxy._lock:
                     entry["status"], entry["body"] = resp.status, data
-                    drop = next((p for p, k in proxy._drops.items() if k > 0 and self.path.split("?")[0].endswith(p)), None)
+                    path = self.path.split("?")[0]
+                    drop = next((p for p, k in proxy._drops.items() if k > 0 and path.endswith(p)), None)
                     if drop is not None:
                         proxy._drops[drop] -= 1
                         proxy.dropped.append(entry)

@@ -245,7 +245,7 @@ def test_join_deadline_and_overdue(make_client):
     late = []
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("r", c.join("g-soft", uuid.uuid4(), 2, "a", timeout=0.3,
-                                                                    on_timeout=late.append)))
+                                                                   on_timeout=late.append)))
     t.start()
     wait_until(lambda: late, "the overdue callback")
     r = make_client().join("g-soft", uuid.uuid4(), 2, "b")

@@ -82,6 +82,7 @@ def test_the_lease_is_renewed_while_a_task_is_read(make_client, proxies, cluster
     it = reader.records(0)
     first = next(it)
     # Hold the task for several leases: the iterator renews it meanwhile.
+
     def answered():
         return [r["status"] for r in p.seen("/task/renew") if r["status"] is not None]
     wait_until(lambda: len(answered()) >= 6, "renewals")

@@ -1,6 +1,5 @@
 """Bearer tokens, limits and HTTPS, on a single-node cluster that requires tokens."""
 
-import os
 import shutil
 import ssl
 import subprocess

@@ -34,7 +34,8 @@ def test_two_workers_read_each_record_of_every_pass_once(proxies, cluster, job, 
         # A client's first write goes out under its own id (a random,
         # version 4 UUID); writes while another is in flight, a renewal say,
         # go out under its lanes' ids, derived from it (version 5).
-        ids = {uuid.UUID(r["headers"][_transport.HEADER_REQUEST_ID].split("/")[0]) for r in p.seen("/task/get")[before:]}
+        ids = {uuid.UUID(r["headers"][_transport.HEADER_REQUEST_ID].split("/")[0])
+               for r in p.seen("/task/get")[before:]}
         clients = {i for i in ids if i.version == 4}
         assert len(clients) == 2, ids
     assert ds._client is None  # the main process made none

@@ -147,4 +147,5 @@ def test_torchruns_options_may_be_spelt_with_hyphens():
                           "-r3", "--max_restarts", "1", "-m", "pkg.train", "--nproc-per-node", "stays", "--lr=0.1"]
     args = parser.parse_args(translated)
     assert (args.nproc_per_node, args.rdzv_backend, args.max_restarts, args.module) == ("2", "raftmaster", 1, True)
-    assert args.training_script == "pkg.train" and args.training_script_args == ["--nproc-per-node", "stays", "--lr=0.1"]
+    assert args.training_script == "pkg.train"
+    assert args.training_script_args == ["--nproc-per-node", "stays", "--lr=0.1"]
