@@ -1,0 +1,115 @@
+package client_test
+
+import (
+	"crypto/tls"
+	"errors"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/raftmaster/raftmaster/client"
+)
+
+// silentAddr returns the address of a node that accepts connections and
+// never says a word: under TLS, a handshake that never ends.
+func silentAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var conns []net.Conn
+		defer func() {
+			for _, c := range conns {
+				c.Close()
+			}
+		}()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				<-done
+				return
+			}
+			conns = append(conns, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		close(done)
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
+
+// TestFirstContactFailsFast checks that a client that has never reached
+// the cluster gives up soon, long before its retry budget, with an error
+// that names each address and what it did.
+func TestFirstContactFailsFast(t *testing.T) {
+	dead := deadAddr(t)
+	c := newClient(t, client.WithAddrs(dead), client.WithRetry(2*time.Minute))
+	// The old client retried for its whole budget (2 minutes): this
+	// bound, well under it, is what it would hit first.
+	err := statusWithin(t, c, 25*time.Second)
+	if err == nil {
+		t.Fatal("status of a closed port answered")
+	}
+	if !errors.Is(err, client.ErrNoContact) {
+		t.Fatalf("error %v: want ErrNoContact", err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, dead) || !strings.Contains(msg, "connection refused") {
+		t.Fatalf("error %q: want it to name %s and connection refused", msg, dead)
+	}
+}
+
+// TestFirstContactNamesEveryAddress checks that the error names every
+// address given, a silent one too, with what each did.
+func TestFirstContactNamesEveryAddress(t *testing.T) {
+	dead, silent := deadAddr(t), silentAddr(t)
+	c := newClient(t, client.WithAddrs(dead, silent), client.WithFirstContactTimeout(2*time.Second), client.WithTLS(&tls.Config{}))
+	err := statusWithin(t, c, 25*time.Second)
+	if !errors.Is(err, client.ErrNoContact) {
+		t.Fatalf("error %v: want ErrNoContact", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{dead + ": connection refused", silent + ": no connection within"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("error %q: want %q in it", msg, want)
+		}
+	}
+}
+
+// TestFirstContactTimeoutZeroWaitsTheBudget checks that a zero first-
+// contact timeout keeps retrying for the whole retry budget, as a client
+// that reached the cluster before does.
+func TestFirstContactTimeoutZeroWaitsTheBudget(t *testing.T) {
+	c := newClient(t, client.WithAddrs(deadAddr(t)), client.WithFirstContactTimeout(0), client.WithRetry(7*time.Second))
+	err := statusWithin(t, c, time.Minute)
+	if err == nil || errors.Is(err, client.ErrNoContact) || !strings.Contains(err.Error(), "giving up") {
+		t.Fatalf("error %v: want the retry budget's give-up error", err)
+	}
+}
+
+// statusWithin asks c for the cluster's status and returns its error,
+// failing the test when the call has not returned within limit.
+func statusWithin(t *testing.T, c *client.Client, limit time.Duration) error {
+	t.Helper()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Status()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(limit):
+		t.Fatalf("status still waiting after %v", limit)
+		return nil
+	}
+}
