@@ -2,14 +2,20 @@ package client_test
 
 import (
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // silentAddr returns the address of a node that accepts connections and
@@ -111,5 +117,60 @@ func statusWithin(t *testing.T, c *client.Client, limit time.Duration) error {
 	case <-time.After(limit):
 		t.Fatalf("status still waiting after %v", limit)
 		return nil
+	}
+}
+
+// lockedBuffer is a log destination safe for concurrent writes.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestWaitForLeaderIsLoggedOnce checks that a client that reached the
+// cluster and then waits for a leader says so once, however many times
+// it retries, and says when the cluster answers again.
+func TestWaitForLeaderIsLoggedOnce(t *testing.T) {
+	local := apitest.NewLocal()
+	var noLeader atomic.Int32
+	noLeader.Store(-1)
+	ts := startServer(t, local, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if noLeader.Add(-1) >= 0 {
+				w.Header().Set(rpc.HeaderNode, "n1")
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusServiceUnavailable)
+				json.NewEncoder(w).Encode(rpc.Error{Code: rpc.CodeNoLeader, Message: "no leader"})
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	var logs lockedBuffer
+	c := newClient(t, client.WithAddrs(ts.URL), client.WithLogger(hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})))
+	if _, err := c.Status(); err != nil {
+		t.Fatal(err)
+	}
+	noLeader.Store(4) // the next four requests find no leader
+	if _, err := c.Status(); err != nil {
+		t.Fatal(err)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "waiting for the cluster's leader"); n != 1 {
+		t.Fatalf("the wait for a leader logged %d times, want once:\n%s", n, out)
+	}
+	if !strings.Contains(out, "the cluster answers again") {
+		t.Fatalf("no word that the cluster answers again:\n%s", out)
 	}
 }

@@ -28,6 +28,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 		Flags: []cli.Flag{
 			tokenFlag(),
 			tokenFileFlag(),
+			dialTimeoutFlag(),
 			&cli.StringFlag{Name: "tls-ca", Usage: "talk HTTPS to a cluster started with serve --tls-cert, trusting the CA certificate(s) in this PEM file", EnvVars: []string{"RAFTMASTER_TLS_CA"}, TakesFile: true},
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {
