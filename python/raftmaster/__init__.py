@@ -21,7 +21,7 @@ from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetRes
                      SaveModelGrant, Task, TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
                      ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset, NoLeader,
-                     NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, RateLimited,
+                     NoContact, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError, RateLimited,
                      Reconnected,
                      StaleEpoch, TooLarge, TooManyClients, TransportError, Unauthorized, Unavailable, UnknownClient,
                      UnknownJob, UnknownOutcome, UnknownTask)
@@ -37,6 +37,6 @@ __all__ = [
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome", "Unavailable", "TooLarge",
     "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "RateLimited",
-    "ClientClosed", "TransportError",
+    "ClientClosed", "TransportError", "NoContact",
     "ChunkError",
 ]

@@ -16,8 +16,8 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Un
 
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
-from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call, Transport,
-                         normalize_addr)
+from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_FIRST_CONTACT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call,
+                         Transport, normalize_addr)
 
 log = logging.getLogger("raftmaster")
 
@@ -138,6 +138,13 @@ class Client:
     sends no attempt later than 15 minutes after its first, whatever
     ``retry`` says, so that the cluster, which remembers its outcome for
     30 minutes, answers every retry with it.
+    ``first_contact_timeout`` is how long, in seconds, a client that has
+    never connected to any of its addresses keeps trying before a call
+    raises NoContact, whose message names each address and what it did
+    (five seconds by default; 0 waits for ``retry``). Once connected, the
+    client waits through outages, a full-cluster restart included, and
+    logs once (the ``raftmaster`` logger, at INFO) that it waits for a
+    leader.
     ``client_indexing`` makes set_dataset expand the globs and index the
     RecordIO files here, and send the chunk list, for clusters that cannot
     see the data.
@@ -148,7 +155,8 @@ class Client:
 
     def __init__(self, addrs: Addrs, job: Optional[str] = None, token: Optional[str] = None, *,
                  ssl_context: Optional[ssl.SSLContext] = None, retry: Seconds = DEFAULT_RETRY,
-                 client_indexing: bool = False) -> None:
+                 client_indexing: bool = False,
+                 first_contact_timeout: Seconds = DEFAULT_FIRST_CONTACT_TIMEOUT) -> None:
         if isinstance(addrs, str):
             addrs = [a for a in addrs.split(",") if a.strip()]
         bases = [normalize_addr(a, tls=ssl_context is not None) for a in addrs]
@@ -163,9 +171,13 @@ class Client:
         retry_s = to_nanoseconds(retry) / 1e9
         if retry_s < 0:
             raise ValueError("raftmaster client: negative retry budget %r" % (retry,))
+        first_contact_s = to_nanoseconds(first_contact_timeout) / 1e9
+        if first_contact_s < 0:
+            raise ValueError("raftmaster client: negative first-contact timeout %r" % (first_contact_timeout,))
         self.job = job
         self.client_indexing = client_indexing
-        self._t = Transport(bases, token=token, job=job, ssl_context=ssl_context, retry=retry_s)
+        self._t = Transport(bases, token=token, job=job, ssl_context=ssl_context, retry=retry_s,
+                            first_contact=first_contact_s)
         self._readers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._shown: Dict[tuple, bool] = {}
         self._shown_lock = threading.Lock()
