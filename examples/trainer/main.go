@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
 	master "github.com/raftmaster/raftmaster/client"
 )
 
@@ -46,7 +47,10 @@ func main() {
 }
 
 func train(id int, addrs []string, glob string, peers, passes int, step time.Duration, total *atomic.Int64) error {
-	c, err := master.NewClient(master.WithAddrs(addrs...), master.WithBuffer(100))
+	// The client's logger says when it waits for a leader, and why a
+	// task could not be read.
+	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("trainer %d", id), Level: hclog.Info, Output: os.Stderr})
+	c, err := master.NewClient(master.WithAddrs(addrs...), master.WithBuffer(100), master.WithLogger(logger))
 	if err != nil {
 		return err
 	}
