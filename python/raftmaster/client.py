@@ -476,9 +476,32 @@ class Client:
     def status(self, stale: bool = False) -> Dict[str, Any]:
         """Describe the leader and the state (the JSON of /v1/status). The
         read is linearizable; with ``stale`` whichever node answers describes
-        itself from its local state, which may lag behind."""
+        itself from its local state, which may lag behind. For a client of
+        a named job, ``status()["fsm"]`` summarises that job (its dataset,
+        pass, tasks, groups and save-model lease, from /v1/jobs/{job}; empty
+        while the job does not exist yet; left out under a trainer token,
+        which may not read it) beside the cluster's figures, and
+        ``status()["fsm"]["job"]`` names it."""
         q = {"stale": "true"} if stale else None
-        return self._do(Call("GET", "/v1/status", query=q)) or {}
+        st = self._do(Call("GET", "/v1/status", query=q)) or {}
+        if self.job is None:
+            return st
+        info: Optional[Dict[str, Any]]
+        try:
+            info = self._do(Call("GET", "/v1/jobs/" + _quote(self.job), query=q)) or {}
+        except errors.UnknownJob:
+            info = {}
+        except errors.Forbidden:
+            info = None  # a trainer token: the job's summary is an operator read
+        fsm = dict(st.get("fsm") or {})
+        for k in _DEFAULT_JOB_ONLY + tuple(_JOB_FIELDS):
+            fsm.pop(k, None)
+        if info is not None:
+            for k in _JOB_FIELDS:
+                fsm[k] = info.get(k, _JOB_FIELDS[k])
+        fsm["job"] = self.job
+        st["fsm"] = fsm
+        return st
 
     def call(self, path: str, body: Any) -> Any:
         """Send a write to path (such as "/v1/task/get") with body as JSON and
@@ -543,6 +566,14 @@ class _ReadJob:
             if isinstance(e, errors.NoDataset) and self.dataset:
                 self.gone = True
             return self.gone
+
+
+#: The fields of a job's summary in status()["fsm"] (rpc.Job), with their
+#: values for a job that does not exist yet.
+_JOB_FIELDS: Dict[str, Any] = {"has_dataset": False, "pass": 0, "tasks": 0, "todo": 0, "pending": 0, "done": 0,
+                               "failed": 0, "uploads": 0, "groups": 0, "save_holder": "", "save_deadline": None}
+#: The fields of /v1/status's summary that describe the default job only.
+_DEFAULT_JOB_ONLY = ("chunks", "params")
 
 
 def _quote(name: str) -> str:
