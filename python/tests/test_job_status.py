@@ -1,5 +1,6 @@
 """Client(job=...).status() describes that job, not the default one."""
 
+
 def test_status_of_a_job_client_is_the_jobs(cluster, make_client, job, dataset):
     paths, _ = dataset
     c = make_client()
