@@ -174,3 +174,25 @@ func TestWaitForLeaderIsLoggedOnce(t *testing.T) {
 		t.Fatalf("no word that the cluster answers again:\n%s", out)
 	}
 }
+
+// TestRecordReaderFailsFastAtFirstContact checks that NextRecord of a
+// client that never reached its addresses returns ErrNoContact instead of
+// waiting on.
+func TestRecordReaderFailsFastAtFirstContact(t *testing.T) {
+	dead := deadAddr(t)
+	c := newClient(t, client.WithAddrs(dead), client.WithFirstContactTimeout(time.Second))
+	c.StartGetRecords(0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.NextRecord()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, client.ErrNoContact) || !strings.Contains(err.Error(), dead) {
+			t.Fatalf("NextRecord: %v; want ErrNoContact naming %s", err, dead)
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("NextRecord still waiting after 25s")
+	}
+}
