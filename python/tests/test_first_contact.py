@@ -107,3 +107,10 @@ def test_wait_for_leader_is_logged_once(caplog):
     finally:
         srv.shutdown()
         srv.server_close()
+
+
+def test_records_of_a_wrong_address_fail_fast():
+    addr = closed_addr()
+    with raftmaster.Client([addr], first_contact_timeout=1) as c:
+        err = call_within(lambda: list(c.records(0)), 25)
+    assert isinstance(err, raftmaster.NoContact) and addr in str(err), repr(err)
