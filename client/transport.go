@@ -86,7 +86,6 @@ func describeFailure(err error) string {
 	var verify *tls.CertificateVerificationError
 	var header tls.RecordHeaderError
 	var netErr net.Error
-	var rpcErr *rpc.Error
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused"
@@ -100,8 +99,6 @@ func describeFailure(err error) string {
 		return "TLS error: " + innermost(err).Error()
 	case errors.Is(err, syscall.ECONNRESET):
 		return "connection reset (a TLS port, or not a raftmaster node?)"
-	case errors.As(err, &rpcErr):
-		return fmt.Sprintf("answered HTTP %d: %s", rpcErr.Status, rpcErr.Message)
 	case errors.As(err, &netErr) && netErr.Timeout():
 		return "timeout: " + innermost(err).Error()
 	}
