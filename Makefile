@@ -133,8 +133,8 @@ fuzz: ## run each fuzz target (RecordIO decoding, FSM apply/restore/decode) for 
 run: build ## start a local 3-node cluster on 127.0.0.1 (data in ./data), Ctrl-C to stop
 	$(BIN) local --nodes 3 --data-dir data
 
-demo: build ## pack a sample dataset and run three trainers through two passes on a local cluster
-	./scripts/demo.sh
+demo: build ## pack a sample dataset and run three trainers through two passes on a local cluster (FAILOVER=1: kill the leader mid-pass)
+	FAILOVER=$(FAILOVER) ./scripts/demo.sh
 
 clean: ## remove build output and local data
 	rm -rf bin data bench-out

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +20,10 @@ import (
 const (
 	// DefaultRetry is how long a call keeps retrying when no leader answers.
 	DefaultRetry = 2 * time.Minute
+	// DefaultFirstContactTimeout is how long a client that has never
+	// connected to any of its addresses keeps trying before its call fails
+	// with ErrNoContact.
+	DefaultFirstContactTimeout = 5 * time.Second
 	// defaultPassWaitMin and defaultPassWaitMax bound the wait of the record
 	// reader before it asks again for a pass that has not started yet.
 	defaultPassWaitMin = time.Second
@@ -43,6 +48,15 @@ type Client struct {
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
 	attemptTimeout time.Duration // of an attempt whose call sets none; 0 means defaultAttemptTimeout
+	firstContact   time.Duration // WithFirstContactTimeout; 0 waits the retry budget
+
+	// reached is set once a connection to one of the nodes succeeded
+	// (TCP, and TLS under WithTLS): from then on the client waits through
+	// outages, a full-cluster restart included, for its retry budget.
+	reached atomic.Bool
+	// waiting is set while a call waits for a leader, so that the wait is
+	// logged once.
+	waiting atomic.Bool
 
 	id     uuid.UUID
 	lanes  lanes  // request ids of writes
@@ -196,6 +210,24 @@ func WithRetry(maxElapsed time.Duration) Option {
 	}
 }
 
+// WithFirstContactTimeout sets how long a client that has never connected
+// to any of its addresses keeps trying before a call fails with
+// ErrNoContact, whose message names each address and what it did
+// (connection refused, no connection, a TLS or name-resolution error).
+// The default is DefaultFirstContactTimeout (5 s); zero makes the first
+// call wait the whole retry budget (WithRetry). Once any node has been
+// connected to, the client waits through outages for the retry budget,
+// a full-cluster restart included.
+func WithFirstContactTimeout(d time.Duration) Option {
+	return func(c *Client) error {
+		if d < 0 {
+			return fmt.Errorf("raftmaster client: negative first-contact timeout %v", d)
+		}
+		c.firstContact = d
+		return nil
+	}
+}
+
 // WithClientIndexing makes SetDataset expand the globs and index the
 // RecordIO files here, and send the chunk list, for masters that cannot see
 // the data volume. By default the leader does it, as in the seed.
@@ -211,6 +243,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	c := &Client{
 		logger:        hclog.NewNullLogger(),
 		retry:         DefaultRetry,
+		firstContact:  DefaultFirstContactTimeout,
 		maxWriteRetry: rpc.MaxWriteRetry,
 		passWaitMin:   defaultPassWaitMin,
 		passWaitMax:   defaultPassWaitMax,

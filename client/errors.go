@@ -12,6 +12,11 @@ import (
 // them with errors.Is while importing only this package. An error that
 // crossed the wire is an *rpc.Error whose Unwrap returns one of these.
 var (
+	// ErrNoContact means the client never connected to any of its
+	// addresses within its first-contact timeout (WithFirstContactTimeout):
+	// wrong addresses, a cluster that is not running, or a TLS mismatch.
+	// The error's message names each address and what it did.
+	ErrNoContact = errors.New("raftmaster client: no address of the cluster answered")
 	// ErrPassBefore means the pass asked for has already ended.
 	ErrPassBefore = rpc.ErrPassBefore
 	// ErrPassAfter means the pass asked for has not started yet.

@@ -137,7 +137,8 @@ func (c *Client) StartGetRecords(passID int) {
 // StartGetRecords. It returns a *ChunkError for a task whose data could not
 // be read, and then goes on with the next records. At the end of the pass
 // it returns ErrPassBefore, ErrNoMoreAvailable or ErrAllTaskFailed (match
-// them with errors.Is), ErrUnknownJob when the job it read was deleted, or
+// them with errors.Is), ErrUnknownJob when the job it read was deleted,
+// ErrNoContact when the client never reached any of its addresses, or
 // an error the cluster answered that asking again would not change, such
 // as ErrInvalid; after that it blocks until the next
 // StartGetRecords, whose records a NextRecord already waiting returns. It
@@ -187,6 +188,12 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 			// The job this client read was deleted: no dataset will
 			// come, however long it waits.
 			log.Warn("the job was deleted; the pass ends", "error", err)
+			c.push(ctx, p, record{err: err})
+			return
+		case errors.Is(err, ErrNoContact):
+			// No address was ever reached: wrong addresses, or a cluster
+			// that is not running. Waiting would not tell the trainer.
+			log.Error("cannot reach the cluster", "error", err)
 			c.push(ctx, p, record{err: err})
 			return
 		case errors.Is(err, ErrPassAfter), errors.Is(err, ErrNoDataset), transient(err):

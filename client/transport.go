@@ -3,12 +3,16 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"slices"
 	"strconv"
@@ -34,6 +38,81 @@ const (
 	maxResponseBytes      = 256 << 20
 	maxErrorBytes         = 64 << 10
 )
+
+// minConnectWait is the least time an attempt at first contact waits
+// for its connection.
+const minConnectWait = 500 * time.Millisecond
+
+// errNoConnection is the cause of an attempt at first contact whose
+// connection took too long.
+var errNoConnection = errors.New("no connection")
+
+// contactOutcome is what an address did at first contact.
+type contactOutcome struct {
+	addr string
+	what string
+}
+
+// noteContact records in tried what addr did, the last outcome of each
+// address replacing its earlier ones.
+func noteContact(tried []contactOutcome, addr string, err error) []contactOutcome {
+	what := describeFailure(err)
+	for i := range tried {
+		if tried[i].addr == addr {
+			tried[i].what = what
+			return tried
+		}
+	}
+	return append(tried, contactOutcome{addr, what})
+}
+
+// noContactError is ErrNoContact, naming each address and what it did.
+func noContactError(d time.Duration, tried []contactOutcome) error {
+	parts := make([]string, len(tried))
+	for i, o := range tried {
+		parts[i] = strings.TrimPrefix(strings.TrimPrefix(o.addr, "http://"), "https://") + ": " + o.what
+	}
+	return fmt.Errorf("%w within %v: %s (check the addresses, and that the cluster runs)", ErrNoContact, d, strings.Join(parts, "; "))
+}
+
+// describeFailure says in a few words what a failed attempt's error was:
+// a refused connection, no connection in time, a TLS or name-resolution
+// error, or the error itself.
+func describeFailure(err error) string {
+	var dns *net.DNSError
+	var unknownCA x509.UnknownAuthorityError
+	var hostErr x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	var header tls.RecordHeaderError
+	var netErr net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused"
+	case errors.Is(err, errNoConnection):
+		return err.Error()
+	case errors.As(err, &dns):
+		return "cannot resolve " + dns.Name + ": " + dns.Err
+	case errors.As(err, &header):
+		return "TLS error: the node does not speak TLS (an http:// address?)"
+	case errors.As(err, &unknownCA), errors.As(err, &hostErr), errors.As(err, &invalid), errors.As(err, &verify):
+		return "TLS error: " + innermost(err).Error()
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset (a TLS port, or not a raftmaster node?)"
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return "timeout: " + innermost(err).Error()
+	}
+	return innermost(err).Error()
+}
+
+// innermost returns the error that a *url.Error wraps, or err.
+func innermost(err error) error {
+	var u *url.Error
+	if errors.As(err, &u) {
+		return u.Err
+	}
+	return err
+}
 
 // endpoints picks the address of the next attempt: the leader when known,
 // else the addresses in turn.
@@ -277,8 +356,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		budget = min(budget, c.maxWriteRetry)
 	}
 	start := time.Now()
-	refusals := 0     // attempts refused in a row
-	first := cl.write // no attempt of the write has been sent yet
+	var tried []contactOutcome // what each address did, until one connects
+	refusals := 0              // attempts refused in a row
+	first := cl.write          // no attempt of the write has been sent yet
 	for attempt := 0; ; attempt++ {
 		if err := ctx.Err(); err != nil {
 			return c.ctxErr(ctx)
@@ -292,10 +372,19 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		}
 		ae := c.attempt(ctx, base, cl, payload, reqID)
 		if ae == nil {
+			if c.waiting.CompareAndSwap(true, false) {
+				c.logger.Info("the cluster answers again", "addr", base)
+			}
 			return nil
 		}
 		if ctx.Err() != nil {
 			return c.ctxErr(ctx)
+		}
+		if !c.reached.Load() && cl.addr == "" && c.firstContact > 0 {
+			tried = noteContact(tried, base, ae.err)
+			if time.Since(start) >= c.firstContact && len(tried) >= c.ep.count() {
+				return noContactError(c.firstContact, tried)
+			}
 		}
 		if errors.Is(ae.err, rpc.ErrUnknownClient) && cl.write {
 			if first {
@@ -336,6 +425,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			// so there is nothing to back off from, unless every node
 			// refuses.
 			wait = 0
+		}
+		if c.reached.Load() && !ae.moved && c.waiting.CompareAndSwap(false, true) {
+			c.logger.Info("waiting for the cluster's leader", "path", cl.path, "addr", base, "error", ae.err, "retry_budget", budget)
 		}
 		elapsed := time.Since(start)
 		if elapsed >= budget {
@@ -385,6 +477,23 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 	}
 	var current atomic.Pointer[string] // the node being asked
 	current.Store(&base)
+	connected := func() {}
+	if !c.reached.Load() && c.firstContact > 0 {
+		// At first contact, a node that takes long to connect to is
+		// given up, so that every address is tried within the
+		// first-contact timeout; once connected, the attempt's own
+		// timeout applies.
+		d := max(c.firstContact/time.Duration(max(c.ep.count(), 1)), minConnectWait)
+		t := time.AfterFunc(d, func() { cancelCause(fmt.Errorf("%w within %v", errNoConnection, d)) })
+		defer t.Stop()
+		connected = func() { t.Stop() }
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(httptrace.GotConnInfo) {
+			connected()
+			c.reached.Store(true)
+		},
+	})
 	stopWatch := func() {}
 	if cl.timeout == 0 && cl.addr == "" && !cl.noProbe {
 		// Long polls set their own timeout and are expected to wait.
@@ -430,7 +539,7 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 			}
 			if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
 				return &attemptError{err: cause, retry: true, moved: true}
-			} else if errors.Is(cause, errAnswerTimeout) {
+			} else if errors.Is(cause, errAnswerTimeout) || errors.Is(cause, errNoConnection) {
 				return &attemptError{err: cause, retry: true}
 			}
 			return &attemptError{err: err, retry: true}

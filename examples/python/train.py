@@ -26,11 +26,16 @@ import tempfile
 import threading
 import uuid
 
-import torch
-from torch.utils.data import DataLoader
+try:
+    import torch
+    from torch.utils.data import DataLoader
+except ImportError as e:
+    sys.exit("train.py needs PyTorch, which cannot be imported here (%s).\n"
+             "  Debian, Ubuntu: apt install python3-torch (in a venv: python3 -m venv --system-site-packages)\n"
+             "  elsewhere:      pip install torch" % e)
 
-from raftmaster import recordio
-from raftmaster.torch import RecordDataset
+from raftmaster import recordio  # noqa: E402 - after the check for torch
+from raftmaster.torch import RecordDataset  # noqa: E402
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 RECORD = struct.Struct("<3f")  # x1, x2, y

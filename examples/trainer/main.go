@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/hashicorp/go-hclog"
 	master "github.com/raftmaster/raftmaster/client"
 )
 
@@ -26,6 +27,7 @@ func main() {
 	glob := flag.String("dataset", "data/demo/train-*.recordio", "RecordIO files to train on")
 	trainers := flag.Int("trainers", 3, "number of trainers")
 	passes := flag.Int("passes", 2, "passes over the dataset")
+	step := flag.Duration("step", 0, "time each record takes to train on (a pause per record, to watch a fail-over mid-pass)")
 	flag.Parse()
 
 	var total atomic.Int64
@@ -35,7 +37,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := train(i, strings.Split(*addrs, ","), *glob, *trainers, *passes, &total); err != nil {
+			if err := train(i, strings.Split(*addrs, ","), *glob, *trainers, *passes, *step, &total); err != nil {
 				log.Fatalf("trainer %d: %v", i, err)
 			}
 		}()
@@ -44,8 +46,11 @@ func main() {
 	fmt.Printf("done: %d trainers read %d records in %d passes in %v\n", *trainers, total.Load(), *passes, time.Since(start).Round(time.Millisecond))
 }
 
-func train(id int, addrs []string, glob string, peers, passes int, total *atomic.Int64) error {
-	c, err := master.NewClient(master.WithAddrs(addrs...), master.WithBuffer(100))
+func train(id int, addrs []string, glob string, peers, passes int, step time.Duration, total *atomic.Int64) error {
+	// The client's logger says when it waits for a leader, and why a
+	// task could not be read.
+	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("trainer %d", id), Level: hclog.Info, Output: os.Stderr})
+	c, err := master.NewClient(master.WithAddrs(addrs...), master.WithBuffer(100), master.WithLogger(logger))
 	if err != nil {
 		return err
 	}
@@ -87,6 +92,9 @@ func train(id int, addrs []string, glob string, peers, passes int, total *atomic
 				return fmt.Errorf("pass %d: %w", pass, err)
 			}
 			n++
+			if step > 0 {
+				time.Sleep(step)
+			}
 			if n%2000 == 0 {
 				fmt.Printf("trainer %d: pass %d: %d records\n", id, pass, n)
 			}

@@ -31,6 +31,7 @@ func NewApp(stdout, stderr io.Writer) *cli.App {
 			tokenFlag(),
 			tokenFileFlag(),
 			tlsCAFlag(),
+			dialTimeoutFlag(),
 		},
 		ExitErrHandler: func(c *cli.Context, err error) {
 			// Errors are printed once by Run; do not let urfave exit the process.

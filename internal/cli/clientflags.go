@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/internal/certs"
 	"github.com/urfave/cli/v2"
@@ -104,12 +106,34 @@ func tlsCAFlag() cli.Flag {
 // clientFlags are the flags of every command that talks to a cluster:
 // --addr, --retry, --token, --token-file and --tls-ca, then extra.
 func clientFlags(extra ...cli.Flag) []cli.Flag {
-	return append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), tlsCAFlag()}, extra...)
+	return append([]cli.Flag{addrFlag(), retryFlag(), tokenFlag(), tokenFileFlag(), tlsCAFlag(), dialTimeoutFlag()}, extra...)
 }
 
 // retryFlag bounds how long a command keeps retrying while no leader answers.
 func retryFlag() cli.Flag {
 	return &cli.DurationFlag{Name: "retry", Usage: "give up after retrying this long while the cluster has no leader", Value: 30 * time.Second}
+}
+
+// dialTimeoutFlag is --dial-timeout: how long a command tries to connect
+// to any node of --addr before it fails, naming each address and what it
+// did. Once connected, a command waits for a leader for its --retry.
+func dialTimeoutFlag() cli.Flag {
+	return &cli.DurationFlag{
+		Name:    "dial-timeout",
+		Usage:   "fail when no address of --addr could be connected to within this long, saying what each did (0 waits for --retry)",
+		Value:   client.DefaultFirstContactTimeout,
+		EnvVars: env("dial-timeout"),
+	}
+}
+
+// cliLogger is the logger of a command's client: its waits for a leader,
+// and warnings, on standard error.
+func cliLogger(c *cli.Context) hclog.Logger {
+	var w io.Writer = os.Stderr
+	if c.App != nil && c.App.ErrWriter != nil {
+		w = c.App.ErrWriter
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "raftmaster", Output: w, Level: hclog.Info, DisableTime: true})
 }
 
 // jobFlag is the --job flag of the commands that act on one job.
@@ -139,7 +163,8 @@ func newClient(c *cli.Context, extra ...client.Option) (*client.Client, error) {
 
 // newClientAt is newClient for the nodes at addrs rather than --addr.
 func newClientAt(c *cli.Context, addrs []string, extra ...client.Option) (*client.Client, error) {
-	opts := []client.Option{client.WithAddrs(addrs...)}
+	opts := []client.Option{client.WithAddrs(addrs...), client.WithLogger(cliLogger(c)),
+		client.WithFirstContactTimeout(c.Duration("dial-timeout"))}
 	tok, err := token(c)
 	if err != nil {
 		return nil, err

@@ -27,8 +27,10 @@ func localCommand() *cli.Command {
 			"cluster, with data under --data-dir/nI, Raft on consecutive ports from --raft-port and\n" +
 			"the API from --http-port. Raft between the nodes is mutual TLS with a cluster key made\n" +
 			"once in --data-dir/cluster.key (--tls: certificates instead). Flags after -- go to every\n" +
-			"serve process. Ctrl-C stops them\n" +
-			"all; run it again to restart the same cluster from its data.",
+			"serve process. A node that dies leaves the others serving: the command says how it\n" +
+			"ended and prints the command line that restarts it by hand, with the same data and\n" +
+			"flags. Ctrl-C (or SIGTERM) stops them all; run it again to restart the same cluster\n" +
+			"from its data.",
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "nodes", Value: 3, Usage: "number of replicas (3 or 5 tolerate 1 or 2 failures)"},
 			&cli.StringFlag{Name: "data-dir", Value: "data", Usage: "parent directory of the nodes' data"},
@@ -50,6 +52,12 @@ func runLocal(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	// Absolute paths, so that the command that restarts a node by hand
+	// works from any directory.
+	dataDir, err := filepath.Abs(c.String("data-dir"))
+	if err != nil {
+		return err
+	}
 	var raftAddrs, apis []string
 	for i := range n {
 		raftAddrs = append(raftAddrs, fmt.Sprintf("127.0.0.1:%d", c.Int("raft-port")+i))
@@ -62,7 +70,7 @@ func runLocal(c *cli.Context) error {
 	var tlsConf *tls.Config
 	if !c.Bool("tls") && !c.Bool("insecure") {
 		// Raft between the nodes is mutual TLS with a key of their own.
-		keyArgs, err := procs.ClusterKeyArgs(c.String("data-dir"))
+		keyArgs, err := procs.ClusterKeyArgs(dataDir)
 		if err != nil {
 			return err
 		}
@@ -72,7 +80,7 @@ func runLocal(c *cli.Context) error {
 		serveArgs = append([]string{"--insecure"}, serveArgs...)
 	}
 	if c.Bool("tls") {
-		dir := filepath.Join(c.String("data-dir"), "tls")
+		dir := filepath.Join(dataDir, "tls")
 		if _, err := os.Stat(filepath.Join(dir, certs.CAFile)); err != nil {
 			if _, err := certs.Generate(certs.GenerateOptions{Dir: dir, Hosts: []string{"127.0.0.1", "localhost"}}); err != nil {
 				return err
@@ -84,8 +92,8 @@ func runLocal(c *cli.Context) error {
 		serveArgs = append([]string{"--tls-cert", filepath.Join(dir, certs.NodeCertFile),
 			"--tls-key", filepath.Join(dir, certs.NodeKeyFile), "--tls-ca", filepath.Join(dir, certs.CAFile)}, serveArgs...)
 	}
-	nodes := procs.RaftProcs(c.String("data-dir"), raftAddrs, apis, serveArgs...)
-	exited := make(chan string, n)
+	nodes := procs.RaftProcs(dataDir, raftAddrs, apis, serveArgs...)
+	exited := make(chan *procs.Proc, n)
 	for _, p := range nodes {
 		p.Output = c.App.ErrWriter
 		if err := p.Launch(exe); err != nil {
@@ -94,21 +102,73 @@ func runLocal(c *cli.Context) error {
 		}
 		go func() {
 			<-p.Exited()
-			exited <- p.ID + " exited"
+			exited <- p
 		}()
 	}
 	go announce(ctx, c, apis, tlsConf)
 
 	var result error
-	select {
-	case <-ctx.Done():
-		fmt.Fprintln(c.App.ErrWriter, "stopping the local cluster")
-	case msg := <-exited:
-		result = errors.New(msg)
+	for running := n; running > 0; {
+		select {
+		case <-ctx.Done():
+			fmt.Fprintln(c.App.ErrWriter, "stopping the local cluster")
+			running = 0
+			continue
+		case p := <-exited:
+			running--
+			fmt.Fprint(c.App.ErrWriter, deadNodeHint(p, exe, nodes))
+			if running == 0 {
+				result = errors.New("every node of the local cluster exited")
+			}
+		}
 	}
 	// Each node hands leadership over and exits.
 	procs.StopAll(nodes, 15*time.Second)
 	return result
+}
+
+// deadNodeHint says that p exited and how, which nodes still run, and the
+// command line that restarts p by hand with its data and flags.
+func deadNodeHint(p *procs.Proc, exe string, nodes []*procs.Proc) string {
+	how := p.ExitStatus()
+	if how == "" {
+		how = "exit status 0"
+	}
+	var alive []string
+	for _, q := range nodes {
+		if q != p && q.Running() {
+			alive = append(alive, q.ID)
+		}
+	}
+	left := "no node is left running"
+	if len(alive) > 0 {
+		left = strings.Join(alive, ", ") + " keep serving"
+		if len(alive) == 1 {
+			left = alive[0] + " keeps serving"
+		}
+	}
+	quorum := len(nodes)/2 + 1
+	if len(alive) < quorum {
+		left += fmt.Sprintf(" (without a leader until %d nodes run)", quorum)
+	}
+	return fmt.Sprintf("\nraftmaster local: node %s exited (%s); %s.\n"+
+		"  restart it by hand (in another terminal; it rejoins with its data):\n"+
+		"  %s\n"+
+		"  Ctrl-C here stops the nodes this command started.\n\n",
+		p.ID, how, left, shellJoin(append([]string{exe}, p.Args...)))
+}
+
+// shellJoin quotes args for a POSIX shell.
+func shellJoin(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=,@%+-") == "" {
+			out[i] = a
+			continue
+		}
+		out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(out, " ")
 }
 
 // announce prints the API addresses once every node is ready.

@@ -40,10 +40,11 @@ type Proc struct {
 	// Args are its command line after the binary.
 	Args []string
 
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	done   chan struct{}
-	paused bool
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{}
+	paused  bool
+	exitErr error // what the last process's Wait returned
 }
 
 // RaftProcs describes the n nodes n1...nN of a bootstrapped Raft cluster:
@@ -113,17 +114,33 @@ func (p *Proc) Launch(bin string, extra ...string) error {
 		return fmt.Errorf("start %s: %w", p.ID, err)
 	}
 	done := make(chan struct{})
+	p.mu.Lock()
+	p.cmd, p.done, p.paused, p.exitErr = cmd, done, false, nil
+	p.mu.Unlock()
 	go func() {
-		_ = cmd.Wait()
+		err := cmd.Wait()
 		if logf != nil {
 			logf.Close()
 		}
+		p.mu.Lock()
+		if p.done == done {
+			p.exitErr = err
+		}
+		p.mu.Unlock()
 		close(done)
 	}()
-	p.mu.Lock()
-	p.cmd, p.done, p.paused = cmd, done, false
-	p.mu.Unlock()
 	return nil
+}
+
+// ExitStatus describes how the process ended, such as "exit status 1" or
+// "signal: killed"; "" while it runs or when it exited with status 0.
+func (p *Proc) ExitStatus() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.exitErr == nil {
+		return ""
+	}
+	return p.exitErr.Error()
 }
 
 // Running reports whether the process is alive.

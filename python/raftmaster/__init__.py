@@ -20,8 +20,8 @@ raftmaster.torchrun``); those two import torch, and only when used.
 from .client import (DEFAULT_TIMEOUT, AllgatherResult, Chunk, Client, DatasetResult, KVResult, KVValue,
                      SaveModelGrant, Task, TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
-                     ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoDataset,
-                     NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
+                     ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoContact,
+                     NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
                      RateLimited, Reconnected, StaleEpoch, TooLarge, TooManyClients, TransportError, Unauthorized,
                      Unavailable, UnknownClient, UnknownJob, UnknownOutcome, UnknownTask)
 from .records import PassRecords
@@ -37,6 +37,6 @@ __all__ = [
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",
     "Unavailable", "TooLarge",
     "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "RateLimited",
-    "ClientClosed", "TransportError",
+    "ClientClosed", "TransportError", "NoContact",
     "ChunkError",
 ]

@@ -56,6 +56,11 @@ MAX_ERROR_BYTES = 64 << 10
 DEAD_REFUSAL = 2.0
 #: How long a call keeps retrying when no leader answers (client.DefaultRetry).
 DEFAULT_RETRY = 120.0
+#: How long a client that has never connected to any of its addresses keeps
+#: trying before a call raises NoContact (client.DefaultFirstContactTimeout).
+DEFAULT_FIRST_CONTACT_TIMEOUT = 5.0
+#: The least time an attempt at first contact waits for its connection.
+MIN_CONNECT_WAIT = 0.5
 #: How long the cluster remembers an identity's outcomes after its last
 #: request (rpc.DedupWindow), and how long after its first attempt a write
 #: may send its last (rpc.MaxWriteRetry): half the window, whatever the
@@ -299,8 +304,16 @@ class Transport:
     """Sends calls to the cluster with the Go client's rules."""
 
     def __init__(self, addrs: List[str], *, token: Optional[str], job: Optional[str],
-                 ssl_context: Optional[ssl.SSLContext], retry: float) -> None:
+                 ssl_context: Optional[ssl.SSLContext], retry: float,
+                 first_contact: float = DEFAULT_FIRST_CONTACT_TIMEOUT) -> None:
         self.ep = Endpoints(addrs)
+        self.first_contact = first_contact
+        # Set once a connection to a node succeeded (TCP, and TLS for
+        # https): from then on calls wait through outages, a full-cluster
+        # restart included, for the retry budget.
+        self.reached = False
+        # Set while a call waits for a leader, so that the wait is logged once.
+        self._waiting = False
         self.token = token
         self.job = job
         self.ssl_context = ssl_context
@@ -370,6 +383,7 @@ class Transport:
             # the de-duplication window of its first.
             budget = min(budget, MAX_WRITE_RETRY)
         start = time.monotonic()
+        tried: Dict[str, str] = {}  # what each address did, until one connects
         refusals = 0
         attempt = 0
         first = call.write  # no attempt of the write has been sent yet
@@ -381,10 +395,17 @@ class Transport:
             base = call.addr or self.ep.pick()
             ok, out, ae = self._attempt(base, call, payload, req_id)
             if ok:
+                if self._waiting:
+                    self._waiting = False
+                    log.info("the cluster answers again (%s)", base)
                 return out
             assert ae is not None  # _attempt says why an attempt failed
             if self.closed.is_set():
                 raise errors.ClientClosed()
+            if not self.reached and not call.addr and self.first_contact > 0:
+                tried[base] = _describe_failure(ae.err)
+                if time.monotonic() - start >= self.first_contact and len(tried) >= self.ep.count():
+                    raise _no_contact(self.first_contact, tried)
             if isinstance(ae.err, errors.UnknownClient) and lane is not None:
                 if first:
                     # The lane was idle past the window and the cluster
@@ -415,6 +436,10 @@ class Transport:
                 # A killed node: ask the next one at once. It holds the call
                 # until a leader serves (naming this node as unreachable).
                 wait = 0.0
+            if self.reached and not ae.moved and not self._waiting:
+                self._waiting = True
+                log.info("waiting for the cluster's leader (%s on %s: %s; retrying for up to %gs)",
+                         call.path, base, ae.err, budget)
             elapsed = time.monotonic() - start
             if elapsed >= budget:
                 raise _giving_up(ae.err, "raftmaster client: %s %s: giving up after %d attempts in %.3fs"
@@ -528,6 +553,8 @@ class Transport:
                 with self._cond:
                     watch.conn = conn
             try:
+                if conn.sock is None:
+                    self._connect(conn, timeout)
                 conn.request(method, path, body=payload, headers=headers)
                 return conn, conn.getresponse()
             except _STALE_CONN:
@@ -542,6 +569,26 @@ class Transport:
                 with self._pool_lock:
                     self._active.pop(key, None)
         raise AssertionError("unreachable")
+
+    def _connect(self, conn: http.client.HTTPConnection, timeout: float) -> None:
+        """Connect conn (TCP, and TLS for https). At first contact a node
+        that takes long to connect to is given up, so that every address is
+        tried within the first-contact timeout; once connected, the
+        attempt's own timeout applies."""
+        if self.reached or self.first_contact <= 0:
+            conn.connect()
+            self.reached = True
+            return
+        wait = min(timeout, max(self.first_contact / max(self.ep.count(), 1), MIN_CONNECT_WAIT))
+        conn.timeout = wait
+        try:
+            conn.connect()
+        except (socket.timeout, TimeoutError) as e:
+            raise _NoConnection("no connection within %gs" % wait) from e
+        conn.timeout = timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(timeout)
+        self.reached = True
 
     def _conn(self, scheme: str, netloc: str, timeout: float, fresh: bool):
         if not fresh:
@@ -758,6 +805,41 @@ class Transport:
             return None
         finally:
             conn.close()
+
+
+class _NoConnection(OSError):
+    """An attempt at first contact whose connection took too long."""
+
+
+def _describe_failure(err: BaseException) -> str:
+    """Say in a few words what a failed attempt's error was: a refused
+    connection, no connection in time, a TLS or name-resolution error, or
+    the error itself."""
+    cause = err.__cause__ if err.__cause__ is not None else err
+    if isinstance(cause, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(cause, _NoConnection):
+        return str(cause)
+    if isinstance(cause, socket.gaierror):
+        return "cannot resolve host: %s" % (cause.strerror or cause)
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return "TLS error: %s" % (cause.verify_message or cause)
+    if isinstance(cause, ssl.SSLError):
+        return "TLS error: %s" % (cause.reason or cause)
+    if isinstance(cause, ConnectionResetError):
+        return "connection reset (a TLS port, or not a raftmaster node?)"
+    if isinstance(cause, (socket.timeout, TimeoutError)):
+        return "timeout"
+    if isinstance(err, errors.RaftmasterError) and err.status:
+        return "answered HTTP %d: %s" % (err.status, err.message)
+    return str(cause)
+
+
+def _no_contact(first_contact: float, tried: Dict[str, str]) -> errors.NoContact:
+    """NoContact, naming each address and what it did."""
+    parts = ["%s: %s" % (urlsplit(a).netloc or a, what) for a, what in tried.items()]
+    return errors.NoContact("raftmaster client: no address of the cluster answered within %gs: %s "
+                            "(check the addresses, and that the cluster runs)" % (first_contact, "; ".join(parts)))
 
 
 def _request_target(u) -> str:

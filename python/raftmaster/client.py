@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTupl
 
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
-from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call, Transport,
-                         normalize_addr)
+from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_FIRST_CONTACT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call,
+                         Transport, normalize_addr)
 
 if TYPE_CHECKING:  # records imports this module
     from .records import PassRecords
@@ -141,6 +141,13 @@ class Client:
     sends no attempt later than 15 minutes after its first, whatever
     ``retry`` says, so that the cluster, which remembers its outcome for
     30 minutes, answers every retry with it.
+    ``first_contact_timeout`` is how long, in seconds, a client that has
+    never connected to any of its addresses keeps trying before a call
+    raises NoContact, whose message names each address and what it did
+    (five seconds by default; 0 waits for ``retry``). Once connected, the
+    client waits through outages, a full-cluster restart included, and
+    logs once (the ``raftmaster`` logger, at INFO) that it waits for a
+    leader.
     ``client_indexing`` makes set_dataset expand the globs and index the
     RecordIO files here, and send the chunk list, for clusters that cannot
     see the data.
@@ -151,7 +158,8 @@ class Client:
 
     def __init__(self, addrs: Addrs, job: Optional[str] = None, token: Optional[str] = None, *,
                  ssl_context: Optional[ssl.SSLContext] = None, retry: Seconds = DEFAULT_RETRY,
-                 client_indexing: bool = False) -> None:
+                 client_indexing: bool = False,
+                 first_contact_timeout: Seconds = DEFAULT_FIRST_CONTACT_TIMEOUT) -> None:
         if isinstance(addrs, str):
             addrs = [a for a in addrs.split(",") if a.strip()]
         bases = [normalize_addr(a, tls=ssl_context is not None) for a in addrs]
@@ -166,9 +174,13 @@ class Client:
         retry_s = to_nanoseconds(retry) / 1e9
         if retry_s < 0:
             raise ValueError("raftmaster client: negative retry budget %r" % (retry,))
+        first_contact_s = to_nanoseconds(first_contact_timeout) / 1e9
+        if first_contact_s < 0:
+            raise ValueError("raftmaster client: negative first-contact timeout %r" % (first_contact_timeout,))
         self.job = job
         self.client_indexing = client_indexing
-        self._t = Transport(bases, token=token, job=job, ssl_context=ssl_context, retry=retry_s)
+        self._t = Transport(bases, token=token, job=job, ssl_context=ssl_context, retry=retry_s,
+                            first_contact=first_contact_s)
         self._readers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._shown: Dict[tuple, bool] = {}
         self._shown_lock = threading.Lock()
@@ -467,9 +479,32 @@ class Client:
     def status(self, stale: bool = False) -> Dict[str, Any]:
         """Describe the leader and the state (the JSON of /v1/status). The
         read is linearizable; with ``stale`` whichever node answers describes
-        itself from its local state, which may lag behind."""
+        itself from its local state, which may lag behind. For a client of
+        a named job, ``status()["fsm"]`` summarises that job (its dataset,
+        pass, tasks, groups and save-model lease, from /v1/jobs/{job}; empty
+        while the job does not exist yet; left out under a trainer token,
+        which may not read it) beside the cluster's figures, and
+        ``status()["fsm"]["job"]`` names it."""
         q = {"stale": "true"} if stale else None
-        return self._do(Call("GET", "/v1/status", query=q)) or {}
+        st = self._do(Call("GET", "/v1/status", query=q)) or {}
+        if self.job is None:
+            return st
+        info: Optional[Dict[str, Any]]
+        try:
+            info = self._do(Call("GET", "/v1/jobs/" + _quote(self.job), query=q)) or {}
+        except errors.UnknownJob:
+            info = {}
+        except errors.Forbidden:
+            info = None  # a trainer token: the job's summary is an operator read
+        fsm = dict(st.get("fsm") or {})
+        for k in _DEFAULT_JOB_ONLY + tuple(_JOB_FIELDS):
+            fsm.pop(k, None)
+        if info is not None:
+            for k in _JOB_FIELDS:
+                fsm[k] = info.get(k, _JOB_FIELDS[k])
+        fsm["job"] = self.job
+        st["fsm"] = fsm
+        return st
 
     def call(self, path: str, body: Any) -> Any:
         """Send a write to path (such as "/v1/task/get") with body as JSON and
@@ -534,6 +569,14 @@ class _ReadJob:
             if isinstance(e, errors.NoDataset) and self.dataset:
                 self.gone = True
             return self.gone
+
+
+#: The fields of a job's summary in status()["fsm"] (rpc.Job), with their
+#: values for a job that does not exist yet.
+_JOB_FIELDS: Dict[str, Any] = {"has_dataset": False, "pass": 0, "tasks": 0, "todo": 0, "pending": 0, "done": 0,
+                               "failed": 0, "uploads": 0, "groups": 0, "save_holder": "", "save_deadline": None}
+#: The fields of /v1/status's summary that describe the default job only.
+_DEFAULT_JOB_ONLY = ("chunks", "params")
 
 
 def _quote(name: str) -> str:

@@ -227,6 +227,13 @@ class TransportError(RaftmasterError):
     retryable = True
 
 
+class NoContact(TransportError):
+    """The client never connected to any of its addresses within its
+    first-contact timeout: wrong addresses, a cluster that is not running,
+    or a TLS mismatch. The message names each address and what it did."""
+    retryable = False
+
+
 class ChunkError(RaftmasterError):
     """A chunk of a leased task could not be read.
 

@@ -28,10 +28,11 @@ RENEW_FALLBACK = 20.0
 
 
 def _transient(e: errors.RaftmasterError) -> bool:
-    """A failure to reach the cluster or to find its leader, which may heal, rather than an answer."""
+    """A failure to reach the cluster or to find its leader, which may heal, rather than an answer.
+    NoContact, a cluster never reached (wrong addresses), is not."""
     if e.code:
         return e.retryable
-    return not isinstance(e, (errors.ClientClosed, Cancelled))
+    return not isinstance(e, (errors.ClientClosed, Cancelled, errors.NoContact))
 
 
 class _Renewer:

@@ -80,10 +80,30 @@ class RecordDataset(_data.IterableDataset):
         self._client: Optional[Client] = None
         self._client_pid = 0
         self._dataset_set = False
+        self._epoch_set = False
 
     def set_epoch(self, epoch: int) -> None:
         """Make the next iteration read pass ``epoch``."""
         self.pass_id = epoch
+        self._epoch_set = True
+
+    def _pass_over(self, c: Client, pass_id: int) -> str:
+        """Why pass pass_id gave this trainer nothing: the job is past it."""
+        job = self.job or "default"
+        at = ""
+        try:
+            current = c.status(stale=True).get("fsm", {}).get("pass")
+            if isinstance(current, int):
+                at = " (the job is at pass %d)" % current
+        except errors.RaftmasterError:
+            pass
+        msg = ("raftmaster: pass %d of job %r was over before this trainer asked for it%s: other trainers, or an "
+               "earlier run of this job, read it. A job's passes run once: to train from pass 0 again, use a new "
+               "job name, or delete the job first (raftmaster job delete %s)" % (pass_id, job, at, job))
+        if not self._epoch_set:
+            # Workers that get a fresh copy every epoch read pass 0 again.
+            msg += "; if every epoch after the first is empty, call set_epoch(epoch) before each epoch"
+        return msg
 
     def client(self) -> Client:
         """This process's Client, made on first use: each DataLoader worker
@@ -108,10 +128,7 @@ class RecordDataset(_data.IterableDataset):
             for rec in records:
                 yield self.transform(rec) if self.transform is not None else rec
         if isinstance(records.end, errors.PassBefore) and records.tasks == 0:
-            # Others may have read it all; or the epochs are not told.
-            warnings.warn("raftmaster: pass %d of job %r was over before this trainer asked for it; if every "
-                          "epoch after the first is empty, call set_epoch(epoch) before each epoch"
-                          % (pass_id, self.job or "default"), RuntimeWarning, stacklevel=2)
+            warnings.warn(self._pass_over(c, pass_id), RuntimeWarning, stacklevel=2)
 
     def __getstate__(self) -> Dict[str, Any]:
         state = self.__dict__.copy()
