@@ -49,8 +49,6 @@ const backupAccept = rpc.ContentTypeStream + ", " + rpc.ContentTypeJSON + ";q=0.
 // away and calls again). Only ctx (and Close) bounds how long the copy
 // takes.
 func (c *Client) BackupTo(ctx context.Context, w io.Writer) (BackupInfo, error) {
-	ctx, done := c.callContext(ctx)
-	defer done()
 	var info BackupInfo
 	err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathBackup, accept: backupAccept,
 		stream: func(resp *http.Response) error { return readBackup(resp, w, &info) }})

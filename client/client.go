@@ -358,3 +358,17 @@ func sleep(ctx context.Context, d time.Duration) bool {
 		return false
 	}
 }
+
+// callContext returns ctx, ended also when the client is closed, so that a
+// call with the caller's context fails with ErrClientClosed after Close.
+// Call done when the call returns.
+func (c *Client) callContext(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	stop := context.AfterFunc(c.ctx, cancel)
+	if c.ctx.Err() != nil {
+		// AfterFunc cancels in a goroutine of its own: after Close, the
+		// call must not start before it runs.
+		cancel()
+	}
+	return ctx, func() { stop(); cancel() }
+}

@@ -35,8 +35,6 @@ type KVResult struct {
 // every compare-and-set acknowledged before the call. A key is 1 to 256
 // bytes of printable ASCII without spaces; another is ErrInvalid.
 func (c *Client) KVGet(ctx context.Context, key string) (KVValue, error) {
-	ctx, done := c.callContext(ctx)
-	defer done()
 	var resp rpc.KVGetResponse
 	err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathKVGet, query: url.Values{rpc.KVParamKey: {key}}, out: &resp})
 	if err != nil {
@@ -53,8 +51,6 @@ func (c *Client) KVGet(ctx context.Context, key string) (KVValue, error) {
 // did not swap reports the key as it is then. A value over the cluster's
 // limit, or a key past the job's key limit, is ErrLimitExceeded.
 func (c *Client) KVCompareAndSet(ctx context.Context, key string, version uint64, value []byte) (KVResult, error) {
-	ctx, done := c.callContext(ctx)
-	defer done()
 	var resp rpc.KVCompareAndSetResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathKVCompareAndSet,
 		body: rpc.KVCompareAndSetRequest{Key: key, Version: version, Value: value}, write: true, out: &resp})
@@ -62,18 +58,4 @@ func (c *Client) KVCompareAndSet(ctx context.Context, key string, version uint64
 		return KVResult{}, err
 	}
 	return KVResult{Swapped: resp.Swapped, KVValue: KVValue{Found: resp.Found, Value: resp.Value, Version: resp.Version}}, nil
-}
-
-// callContext returns ctx, ended also when the client is closed, so that a
-// call with the caller's context fails with ErrClientClosed after Close.
-// Call done when the call returns.
-func (c *Client) callContext(ctx context.Context) (context.Context, func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	stop := context.AfterFunc(c.ctx, cancel)
-	if c.ctx.Err() != nil {
-		// AfterFunc cancels in a goroutine of its own: after Close, the
-		// call must not start before it runs.
-		cancel()
-	}
-	return ctx, func() { stop(); cancel() }
 }

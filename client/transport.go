@@ -330,7 +330,10 @@ type attemptError struct {
 
 // do performs c, following redirects and retrying retryable failures with
 // exponential backoff and full jitter until the budget or ctx runs out.
+// Close ends it too.
 func (c *Client) do(ctx context.Context, cl *call) error {
+	ctx, done := c.callContext(ctx)
+	defer done()
 	var payload []byte
 	if cl.body != nil {
 		b, err := json.Marshal(cl.body)
@@ -359,9 +362,10 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	var tried []contactOutcome // what each address did, until one connects
 	refusals := 0              // attempts refused in a row
 	first := cl.write          // no attempt of the write has been sent yet
+	var last error             // the error of the last attempt
 	for attempt := 0; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return c.ctxErr(ctx)
+		if ctx.Err() != nil {
+			return c.ctxErr(ctx, cl, attempt, last)
 		}
 		base := cl.addr
 		if base == "" {
@@ -378,8 +382,9 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return c.ctxErr(ctx)
+			return c.ctxErr(ctx, cl, attempt+1, last)
 		}
+		last = ae.err
 		if !c.reached.Load() && cl.addr == "" && c.firstContact > 0 {
 			tried = noteContact(tried, base, ae.err)
 			if time.Since(start) >= c.firstContact && len(tried) >= c.ep.count() {
@@ -439,17 +444,40 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		wait = min(wait, budget-elapsed)
 		c.logger.Debug("retrying", "path", cl.path, "addr", base, "attempt", attempt+1, "wait", wait, "error", ae.err)
 		if !sleep(ctx, wait) {
-			return c.ctxErr(ctx)
+			return c.ctxErr(ctx, cl, attempt+1, last)
 		}
 	}
 }
 
-// ctxErr is the error of a call whose context is done.
-func (c *Client) ctxErr(ctx context.Context) error {
+// ctxErr is the error of a call whose context is done after attempts
+// attempts, last being the latest failure (nil when none had failed
+// before the context ended): ErrClientClosed once the client is
+// closed, else the context's error, which errors.Is matches with
+// context.Canceled or context.DeadlineExceeded.
+func (c *Client) ctxErr(ctx context.Context, cl *call, attempts int, last error) error {
 	if c.ctx.Err() != nil {
 		return ErrClientClosed
 	}
-	return ctx.Err()
+	what := cl.method + " " + cl.path
+	if last != nil {
+		what += fmt.Sprintf(" after %d attempts (the last failure: %v)", attempts, last)
+	}
+	note := ""
+	if attempts > 0 && cl.write {
+		// Asking again takes a new call, with a new request id.
+		note = "; the write may or may not have applied"
+	}
+	return fmt.Errorf("raftmaster client: %s: %w%s", what, ctxCause(ctx), note)
+}
+
+// ctxCause is the error of ctx, which is done, together with its cause
+// when the canceller gave one (context.WithCancelCause).
+func ctxCause(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("%w: %w", err, cause)
+	}
+	return err
 }
 
 // attempt sends cl to base, following up to maxRedirects redirects.
