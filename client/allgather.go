@@ -24,8 +24,8 @@ const (
 
 // Result is the outcome of an allgather join: every member's data in join
 // order, or the error that ended the join (ErrClosed, ErrReconnected,
-// ErrAllGatherTimeoutExceeded, ErrClientClosed, or the last error of a
-// cluster that could not be reached).
+// ErrAllGatherTimeoutExceeded, ErrClientClosed, the error of JoinContext's
+// context, or the last error of a cluster that could not be reached).
 type Result struct {
 	// Data holds each member's data, decoded from JSON into an any, so
 	// numbers are float64 and objects map[string]any.
@@ -67,6 +67,29 @@ func (p *poller) finish(res Result, cb func()) {
 	p.out <- res
 }
 
+// JoinOptions are the settings of JoinContext beyond the member and its
+// data. The zero value is Join's: no callbacks, and the seed's
+// DefaultTimeout, after which the group stays open.
+type JoinOptions struct {
+	// OnReady, when not nil, is called once the last member has joined,
+	// before the Watcher receives every member's data.
+	OnReady func()
+	// OnTimeout, when not nil, is called with ErrAllGatherTimeoutExceeded
+	// once the group has not filled up Timeout after it was created.
+	OnTimeout func(error)
+	// Timeout is how long after its creation the group may take to fill
+	// up before OnTimeout is called; zero means DefaultTimeout. Only the
+	// join that creates the group sets it; later joins keep it.
+	Timeout time.Duration
+	// FailOnTimeout makes Timeout a hard deadline, as JoinWithDeadline
+	// does: a group not complete by then fails for every member, whose
+	// Watchers receive ErrAllGatherTimeoutExceeded, and a join after that
+	// starts the group afresh. Without it the group stays open, as in the
+	// seed, and completes however late its last member joins. Only the
+	// join that creates the group sets it.
+	FailOnTimeout bool
+}
+
 // Join adds member id with data to the allgather group groupID of numPeers
 // members, as Determined's allgather.Join. Data is sent as JSON. When the
 // last member joins, ready is called (if not nil) and the Watcher receives
@@ -78,14 +101,15 @@ func (p *poller) finish(res Result, cb func()) {
 // ErrReconnected, and Leave makes it receive ErrClosed. The group lives in
 // the replicated state, so the watch survives a leader failover.
 func (c *Client) Join(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error)) (Watcher, error) {
-	return c.JoinWithTimeout(groupID, id, numPeers, data, ready, timeout, 0)
+	return c.JoinContext(context.Background(), groupID, id, numPeers, data, JoinOptions{OnReady: ready, OnTimeout: timeout})
 }
 
 // JoinWithTimeout is Join with the time after which timeout is called when
 // the group is not complete (zero means DefaultTimeout); the group stays
 // open. Only the join that creates the group sets it.
 func (c *Client) JoinWithTimeout(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), groupTimeout time.Duration) (Watcher, error) {
-	return c.join(groupID, id, numPeers, data, ready, timeout, groupTimeout, false)
+	return c.JoinContext(context.Background(), groupID, id, numPeers, data,
+		JoinOptions{OnReady: ready, OnTimeout: timeout, Timeout: groupTimeout})
 }
 
 // JoinWithDeadline is Join with a hard deadline: a group that is not
@@ -97,25 +121,34 @@ func (c *Client) JoinWithTimeout(groupID string, id uuid.UUID, numPeers int, dat
 // means DefaultTimeout. Only the join that creates the group sets it, and
 // the kind of timeout.
 func (c *Client) JoinWithDeadline(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), deadline time.Duration) (Watcher, error) {
-	return c.join(groupID, id, numPeers, data, ready, timeout, deadline, true)
+	return c.JoinContext(context.Background(), groupID, id, numPeers, data,
+		JoinOptions{OnReady: ready, OnTimeout: timeout, Timeout: deadline, FailOnTimeout: true})
 }
 
-func (c *Client) join(groupID string, id uuid.UUID, numPeers int, data any, ready func(), timeout func(error), groupTimeout time.Duration, failOnTimeout bool) (Watcher, error) {
+// JoinContext is Join with its settings in opts (JoinWithTimeout and
+// JoinWithDeadline are JoinContext with opts.Timeout, and
+// opts.FailOnTimeout for the latter), bounded by ctx. ctx bounds the
+// join and then the watch: when it is done before the group's outcome,
+// the Watcher receives ctx's error (errors.Is matches context.Canceled or
+// context.DeadlineExceeded) and no callback is called. The member stays
+// in the group: Leave takes it out.
+func (c *Client) JoinContext(ctx context.Context, groupID string, id uuid.UUID, numPeers int, data any, opts JoinOptions) (Watcher, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return Watcher{}, fmt.Errorf("%w: allgather data: %v", ErrInvalid, err)
 	}
 	var resp rpc.JoinResponse
-	err = c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherJoin, write: true, out: &resp,
+	err = c.do(ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherJoin, write: true, out: &resp,
 		body: rpc.JoinRequest{Group: groupID, Member: id, NumPeers: numPeers, Data: raw,
-			Timeout: rpc.Duration(groupTimeout), FailOnTimeout: failOnTimeout}})
+			Timeout: rpc.Duration(opts.Timeout), FailOnTimeout: opts.FailOnTimeout}})
 	if err != nil {
 		return Watcher{}, err
 	}
+	groupTimeout := opts.Timeout
 	if groupTimeout == 0 {
 		groupTimeout = DefaultTimeout
 	}
-	ctx, cancel := context.WithCancel(c.ctx)
+	pctx, cancel := c.callContext(ctx)
 	p := &poller{cancel: cancel, out: make(chan Result, 1)}
 	key := watchKey{groupID, id}
 	c.mu.Lock()
@@ -133,7 +166,7 @@ func (c *Client) join(groupID string, id uuid.UUID, numPeers int, data any, read
 	go func() {
 		defer c.wg.Done()
 		defer c.dropPoller(key, p)
-		c.poll(ctx, p, key, resp.Generation, ready, timeout, groupTimeout)
+		c.poll(pctx, p, key, resp.Generation, opts.OnReady, opts.OnTimeout, groupTimeout)
 	}()
 	return Watcher{C: p.out}, nil
 }
@@ -142,7 +175,12 @@ func (c *Client) join(groupID string, id uuid.UUID, numPeers int, data any, read
 // This client's watchers of that member receive ErrClosed and stop. When
 // the last member leaves, the group closes.
 func (c *Client) Leave(groupID string, id uuid.UUID) error {
-	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherLeave, write: true,
+	return c.LeaveContext(context.Background(), groupID, id)
+}
+
+// LeaveContext is Leave bounded by ctx.
+func (c *Client) LeaveContext(ctx context.Context, groupID string, id uuid.UUID) error {
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathAllgatherLeave, write: true,
 		body: rpc.LeaveRequest{Group: groupID, Member: id}})
 	if err != nil {
 		return err
@@ -190,8 +228,14 @@ func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, 
 			timeout: watchWait + watchSlack, budget: max(c.retry, groupTimeout)})
 		switch {
 		case ctx.Err() != nil:
-			// Leave delivered ErrClosed already; otherwise Close.
-			p.finish(Result{Err: ErrClientClosed}, nil)
+			// Leave delivered ErrClosed already; otherwise Close, or the
+			// end of the caller's context.
+			if c.ctx.Err() != nil {
+				err = ErrClientClosed
+			} else {
+				err = fmt.Errorf("raftmaster client: watching group %q for member %s: %w", key.group, key.member, ctxCause(ctx))
+			}
+			p.finish(Result{Err: err}, nil)
 			return
 		case err != nil:
 			err = sentinel(err)

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"sync"
@@ -34,8 +35,10 @@ type record struct {
 // passRun is one StartGetRecords: the reader goroutine and the channel it
 // fills.
 type passRun struct {
+	pass     int
+	caller   context.Context // StartGetRecordsContext's
 	ch       chan record
-	cancel   context.CancelFunc
+	cancel   func()
 	replaced chan struct{} // closed when a later StartGetRecords takes over
 	done     chan struct{} // closed when the reader, reports included, is over
 	shown    *shownErrors  // shared by every pass of the client
@@ -77,7 +80,7 @@ func (c *Client) current() *passRun {
 	if c.pass == nil {
 		done := make(chan struct{})
 		close(done)
-		c.pass = &passRun{ch: c.ch, cancel: func() {}, replaced: make(chan struct{}), done: done, shown: &shownErrors{}}
+		c.pass = &passRun{caller: context.Background(), ch: c.ch, cancel: func() {}, replaced: make(chan struct{}), done: done, shown: &shownErrors{}}
 	}
 	return c.pass
 }
@@ -102,12 +105,24 @@ func (c *Client) current() *passRun {
 // was deleted (see GetTask), or an error the cluster would answer again,
 // such as ErrInvalid, which NextRecord returns.
 func (c *Client) StartGetRecords(passID int) {
+	c.StartGetRecordsContext(context.Background(), passID)
+}
+
+// StartGetRecordsContext is StartGetRecords whose reader runs as long as
+// ctx lasts. Once ctx is done the reader stops and hands back the task it
+// was in the middle of, as when a new StartGetRecords replaces it, and
+// NextRecord returns ctx's error (errors.Is matches context.Canceled or
+// context.DeadlineExceeded), instead of the pass's records still
+// buffered, until the next StartGetRecords.
+func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 	c.passMu.Lock()
 	defer c.passMu.Unlock()
 	prev := c.current()
 	prev.cancel()
-	ctx, cancel := context.WithCancel(c.ctx)
+	rctx, cancel := c.callContext(ctx)
 	p := &passRun{
+		pass:     passID,
+		caller:   ctx,
 		ch:       make(chan record, c.bufSize),
 		cancel:   cancel,
 		replaced: make(chan struct{}),
@@ -121,10 +136,10 @@ func (c *Client) StartGetRecords(passID int) {
 		// pass can have it.
 		select {
 		case <-prev.done:
-		case <-ctx.Done():
+		case <-rctx.Done():
 			return
 		}
-		c.getRecords(ctx, p, passID)
+		c.getRecords(rctx, p, passID)
 	}) {
 		cancel()
 		close(p.done) // closed client: NextRecord returns ErrClientClosed
@@ -142,13 +157,25 @@ func (c *Client) StartGetRecords(passID int) {
 // an error the cluster answered that asking again would not change, such
 // as ErrInvalid; after that it blocks until the next
 // StartGetRecords, whose records a NextRecord already waiting returns. It
-// returns ErrClientClosed once the client is closed. The record is the
+// returns ErrClientClosed once the client is closed, and the error of
+// StartGetRecordsContext's context once that is done. The record is the
 // caller's.
 func (c *Client) NextRecord() ([]byte, error) {
+	return c.NextRecordContext(context.Background())
+}
+
+// NextRecordContext is NextRecord that waits no longer than ctx lasts:
+// once ctx is done it returns ctx's error (errors.Is matches
+// context.Canceled or context.DeadlineExceeded), and the pass goes on for
+// the next call.
+func (c *Client) NextRecordContext(ctx context.Context) ([]byte, error) {
 	for {
 		c.passMu.Lock()
 		p := c.current()
 		c.passMu.Unlock()
+		if err := c.passOver(ctx, p); err != nil {
+			return nil, err
+		}
 		select {
 		case r := <-p.ch:
 			select {
@@ -156,12 +183,31 @@ func (c *Client) NextRecord() ([]byte, error) {
 				continue // buffered by a pass that was replaced meanwhile
 			default:
 			}
+			if err := c.passOver(ctx, p); err != nil {
+				return nil, err
+			}
 			return r.data, r.err
 		case <-p.replaced:
+		case <-p.caller.Done():
+		case <-ctx.Done():
 		case <-c.ctx.Done():
-			return nil, ErrClientClosed
 		}
 	}
+}
+
+// passOver returns the error of NextRecordContext when its wait is over
+// before a record: the client is closed, the pass's context is done, or
+// the call's; nil otherwise.
+func (c *Client) passOver(ctx context.Context, p *passRun) error {
+	switch {
+	case c.ctx.Err() != nil:
+		return ErrClientClosed
+	case p.caller.Err() != nil:
+		return fmt.Errorf("raftmaster client: the reader of pass %d stopped: %w", p.pass, ctxCause(p.caller))
+	case ctx.Err() != nil:
+		return fmt.Errorf("raftmaster client: waiting for a record: %w", ctxCause(ctx))
+	}
+	return nil
 }
 
 // getRecords is the reader of one pass.

@@ -53,13 +53,24 @@ type DatasetParams struct {
 // trainer may call it. The leader expands and indexes the globs, unless the
 // client was made WithClientIndexing.
 func (c *Client) SetDataset(globPaths []string) error {
-	_, err := c.SetDatasetWithParams(globPaths, DatasetParams{})
+	return c.SetDatasetContext(context.Background(), globPaths)
+}
+
+// SetDatasetContext is SetDataset bounded by ctx.
+func (c *Client) SetDatasetContext(ctx context.Context, globPaths []string) error {
+	_, err := c.SetDatasetWithParamsContext(ctx, globPaths, DatasetParams{})
 	return err
 }
 
 // SetDatasetWithParams is SetDataset with task-queue settings. The response
 // says whether the dataset was ignored because one was already set.
 func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
+	return c.SetDatasetWithParamsContext(context.Background(), globPaths, p)
+}
+
+// SetDatasetWithParamsContext is SetDatasetWithParams bounded by ctx,
+// which bounds the indexing of WithClientIndexing too.
+func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
 	req := rpc.SetDatasetRequest{
 		ChunksPerTask: p.ChunksPerTask,
 		TaskTimeout:   rpc.Duration(p.TaskTimeout),
@@ -67,7 +78,7 @@ func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.
 		Strict:        p.Strict,
 	}
 	if c.clientIndexing {
-		chunks, err := indexGlobs(c.ctx, globPaths)
+		chunks, err := c.indexGlobs(ctx, globPaths)
 		if err != nil {
 			return rpc.SetDatasetResponse{}, err
 		}
@@ -78,18 +89,23 @@ func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.
 	var resp rpc.SetDatasetResponse
 	// Indexing a large dataset on the leader takes a while: let an attempt
 	// use the whole budget.
-	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathDataset, body: req, write: true, out: &resp,
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathDataset, body: req, write: true, out: &resp,
 		timeout: max(c.retry, defaultAttemptTimeout)})
 	return resp, err
 }
 
 // indexGlobs indexes the files as the leader would, so that the tasks are
-// the same either way.
-func indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
+// the same either way. ctx and Close end it.
+func (c *Client) indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
+	ctx, done := c.callContext(ctx)
+	defer done()
 	chunks, _, err := recordio.IndexGlobs(ctx, globs, recordio.IndexLimits{})
 	if err != nil {
-		if ctx.Err() != nil {
+		if c.ctx.Err() != nil {
 			return nil, ErrClientClosed
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("raftmaster client: indexing the dataset: %w", ctxCause(ctx))
 		}
 		return nil, fmt.Errorf("raftmaster client: indexing the dataset: %w", err)
 	}
@@ -107,7 +123,12 @@ func indexGlobs(ctx context.Context, globs []string) ([]rpc.Chunk, error) {
 // with ErrUnknownJob when that job has been deleted, even if a job of the
 // same name was created since: make a new client to read that one.
 func (c *Client) GetTask(passID int) (Task, error) {
-	return c.getTask(c.ctx, passID)
+	return c.GetTaskContext(context.Background(), passID)
+}
+
+// GetTaskContext is GetTask bounded by ctx.
+func (c *Client) GetTaskContext(ctx context.Context, passID int) (Task, error) {
+	return c.getTask(ctx, passID)
 }
 
 func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
@@ -208,20 +229,35 @@ func (c *Client) jobGone() error {
 // TaskFinished reports the task done. A late report from an earlier lease
 // is accepted, as in the seed, unless the dataset is strict.
 func (c *Client) TaskFinished(meta TaskMeta) error {
-	return c.taskReport(c.ctx, rpc.PathTaskFinished, meta)
+	return c.TaskFinishedContext(context.Background(), meta)
+}
+
+// TaskFinishedContext is TaskFinished bounded by ctx.
+func (c *Client) TaskFinishedContext(ctx context.Context, meta TaskMeta) error {
+	return c.taskReport(ctx, rpc.PathTaskFinished, meta)
 }
 
 // TaskFailed reports the task failed under its lease: it is dispatched
 // again, or set aside after failureMax failures. A stale epoch is ignored.
 func (c *Client) TaskFailed(meta TaskMeta) error {
-	return c.taskReport(c.ctx, rpc.PathTaskFailed, meta)
+	return c.TaskFailedContext(context.Background(), meta)
+}
+
+// TaskFailedContext is TaskFailed bounded by ctx.
+func (c *Client) TaskFailedContext(ctx context.Context, meta TaskMeta) error {
+	return c.taskReport(ctx, rpc.PathTaskFailed, meta)
 }
 
 // RenewLease extends the lease of a task still being worked on by the
 // dataset's task timeout. It fails with ErrStaleEpoch when the lease is no
 // longer this one.
 func (c *Client) RenewLease(meta TaskMeta) error {
-	return c.taskReport(c.ctx, rpc.PathTaskRenew, meta)
+	return c.RenewLeaseContext(context.Background(), meta)
+}
+
+// RenewLeaseContext is RenewLease bounded by ctx.
+func (c *Client) RenewLeaseContext(ctx context.Context, meta TaskMeta) error {
+	return c.taskReport(ctx, rpc.PathTaskRenew, meta)
 }
 
 func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) error {
@@ -248,7 +284,12 @@ func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta
 // granted to one trainer at a time, for blockDur; the holder may ask again
 // to extend it. RequestSaveModelLease also says how long the grant lasts.
 func (c *Client) RequestSaveModel(trainerID string, blockDur time.Duration) (bool, error) {
-	g, err := c.RequestSaveModelLease(trainerID, blockDur)
+	return c.RequestSaveModelContext(context.Background(), trainerID, blockDur)
+}
+
+// RequestSaveModelContext is RequestSaveModel bounded by ctx.
+func (c *Client) RequestSaveModelContext(ctx context.Context, trainerID string, blockDur time.Duration) (bool, error) {
+	g, err := c.RequestSaveModelLeaseContext(ctx, trainerID, blockDur)
 	return g.Granted, err
 }
 
@@ -267,8 +308,13 @@ type SaveModelGrant struct {
 // RequestSaveModelLease is RequestSaveModel that also says how long the
 // lease lasts from the answer: save within it, or ask again to extend it.
 func (c *Client) RequestSaveModelLease(trainerID string, blockDur time.Duration) (SaveModelGrant, error) {
+	return c.RequestSaveModelLeaseContext(context.Background(), trainerID, blockDur)
+}
+
+// RequestSaveModelLeaseContext is RequestSaveModelLease bounded by ctx.
+func (c *Client) RequestSaveModelLeaseContext(ctx context.Context, trainerID string, blockDur time.Duration) (SaveModelGrant, error) {
 	var resp rpc.SaveModelResponse
-	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel,
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel,
 		body: rpc.SaveModelRequest{TrainerID: trainerID, BlockDur: rpc.Duration(blockDur)}, write: true, out: &resp})
 	return SaveModelGrant{Granted: resp.Granted, Lease: time.Duration(resp.Lease)}, err
 }
