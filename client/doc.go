@@ -19,6 +19,7 @@
 //	allgather.ErrClosed, ErrReconnected, ...             client.ErrClosed, client.ErrReconnected, ...
 //	allgather.DefaultTimeout                             client.DefaultTimeout
 //	(hard deadline: none in the seed)                    c.JoinWithDeadline(group, id, n, data, ready, timeout, deadline)
+//	(no context in the seeds)                            c.GetTaskContext(ctx, pass), c.JoinContext(ctx, group, id, n, data, opts), ...
 //
 // # Allgather timeouts
 //
@@ -41,6 +42,11 @@
 // with ErrAllGatherTimeoutExceeded and its Watcher receives that error; a
 // join after that starts the group afresh. The join that creates a group
 // chooses its timeout and its kind; later joins keep them.
+//
+// JoinContext(ctx, group, id, numPeers, data, opts) does all three, its
+// settings named in a JoinOptions: OnReady and OnTimeout, the callbacks;
+// Timeout, the group's timeout; and FailOnTimeout, which makes it a hard
+// deadline. The zero JoinOptions is Join's.
 //
 // Errors that crossed the wire are *rpc.Error values whose Unwrap returns
 // the sentinel, so compare with errors.Is rather than by message. Allgather
@@ -114,8 +120,7 @@
 // the leader, whose address the client remembers. Connection errors and
 // 503 answers (no leader, unknown outcome) make the client move to the next
 // address and retry with exponential backoff and full jitter, for up to
-// WithRetry's budget; other errors are returned at once. Methods without a
-// context use one that Close cancels.
+// WithRetry's budget; other errors are returned at once.
 //
 // The cluster remembers an identity's outcomes for rpc.DedupWindow (30
 // minutes) after its last request, and a write sends no attempt later than
@@ -131,6 +136,33 @@
 // returns ErrUnknownClient, since an earlier attempt may have applied.
 // When the cluster has no room for a new identity it answers 503
 // too_many_clients, which is retried like a missing leader.
+//
+// # Contexts
+//
+// Every call that talks to the cluster takes a context.Context, as the
+// calls of database/sql do: first among its parameters (Health, BackupTo,
+// Call, KVGet, KVCompareAndSet), or in a form named with the suffix
+// Context beside the seed's name (GetTaskContext beside GetTask,
+// JoinContext beside the three joins). The seeds' names keep their
+// signatures and call their Context form with context.Background().
+//
+// A context cancelled, or whose deadline passes, ends the call at once,
+// in an attempt or in the backoff between two, however much of the retry
+// budget is left: the error names the call and the last failure, and
+// errors.Is matches it with context.Canceled or context.DeadlineExceeded,
+// and with the cause given to context.WithCancelCause. A call whose
+// context is done before it starts sends nothing. A write ended so may or
+// may not have been applied: calling again sends a new write, with a new
+// request id. Close ends every call too, with ErrClientClosed.
+//
+// The context of a call that starts work in the background bounds that
+// work as well. When JoinContext's ends before the group's outcome, its
+// Watcher receives the context's error and no callback is called; the
+// member stays in the group (Leave takes it out). When
+// StartGetRecordsContext's ends, the reader hands back the task it was in
+// the middle of, and NextRecord returns the context's error until the next
+// StartGetRecords. NextRecordContext's bounds one wait for a record: the
+// pass goes on for the next call.
 //
 // # Example
 //
