@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/urfave/cli/v2"
@@ -79,11 +80,22 @@ func RunWith(args []string, stdout, stderr io.Writer) int {
 		err = app.Run(args)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "raftmaster: %v\n", err)
+		fmt.Fprintln(stderr, errorLine(err))
 		if ec, ok := err.(cli.ExitCoder); ok && ec.ExitCode() != 0 {
 			return ec.ExitCode()
 		}
 		return 1
 	}
 	return 0
+}
+
+// errorLine is the line that reports err: prefixed with the program's
+// name, once, whether or not the error names the client already
+// ("raftmaster client: ...").
+func errorLine(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, "raftmaster client: ") {
+		return "raftmaster: " + strings.TrimPrefix(msg, "raftmaster client: ")
+	}
+	return "raftmaster: " + msg
 }

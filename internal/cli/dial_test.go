@@ -47,6 +47,9 @@ func TestWrongAddrFailsFast(t *testing.T) {
 	if !strings.Contains(stderr, addr+": connection refused") {
 		t.Fatalf("stderr %q: want it to name %s: connection refused", stderr, addr)
 	}
+	if !strings.HasPrefix(stderr, "raftmaster: ") || strings.Count(stderr, "raftmaster") != 1 {
+		t.Fatalf("stderr %q: want one \"raftmaster: \" prefix", stderr)
+	}
 }
 
 // --dial-timeout 0 makes a command wait for its --retry, as before.
