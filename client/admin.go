@@ -10,7 +10,9 @@ import (
 )
 
 // Status describes the leader and the state, read linearizably: the answer
-// reflects every write acknowledged before the call.
+// reflects every write acknowledged before the call. Its FSM summary is
+// the cluster's, with the default job's dataset, pass and tasks; a client
+// of a named job (WithJob) reads that job's with Job.
 func (c *Client) Status() (rpc.StatusResponse, error) {
 	return c.StatusContext(context.Background())
 }
