@@ -720,8 +720,8 @@ type goDocs struct {
 	fields map[string]map[string]string // type → field → doc
 	consts []constDoc                   // in source order
 	vars   map[string]string            // var → doc
-	// sentinelOf maps a Code constant to its Err variable, as the
-	// sentinels map pairs them.
+	// sentinelOf maps a Code constant to its Err variable, as
+	// ErrorCodes names them.
 	sentinelOf map[string]string
 }
 
@@ -797,29 +797,17 @@ func readDocs(t testing.TB) *goDocs {
 	for _, v := range vars {
 		for _, spec := range v.Decl.Specs {
 			vs := spec.(*ast.ValueSpec)
-			for i, n := range vs.Names {
+			for _, n := range vs.Names {
 				d.vars[n.Name] = prose(specDoc(v.Decl, vs))
-				if n.Name != "sentinels" || i >= len(vs.Values) {
-					continue
-				}
-				lit, ok := vs.Values[i].(*ast.CompositeLit)
-				if !ok {
-					t.Fatal("sentinels is not a composite literal")
-				}
-				for _, e := range lit.Elts {
-					kv := e.(*ast.KeyValueExpr)
-					code, ok1 := kv.Key.(*ast.Ident)
-					sentinel, ok2 := kv.Value.(*ast.Ident)
-					if !ok1 || !ok2 {
-						t.Fatalf("sentinels: an element is not constant: variable (%T: %T)", kv.Key, kv.Value)
-					}
-					d.sentinelOf[code.Name] = sentinel.Name
-				}
 			}
 		}
 	}
-	if len(d.sentinelOf) == 0 {
-		t.Fatal("found no sentinels map")
+	for _, e := range ErrorCodes {
+		for _, c := range d.consts {
+			if e.Sentinel != nil && c.value == e.Code && strings.HasPrefix(c.name, "Code") {
+				d.sentinelOf[c.name] = "Err" + e.Name
+			}
+		}
 	}
 	return d
 }
