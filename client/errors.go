@@ -4,69 +4,16 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/raftmaster/raftmaster/rpc"
 )
 
-// The seeds' sentinel errors, re-exported so that trainer code can match
-// them with errors.Is while importing only this package. An error that
-// crossed the wire is an *rpc.Error whose Unwrap returns one of these.
-var (
-	// ErrNoContact means the client never connected to any of its
-	// addresses within its first-contact timeout (WithFirstContactTimeout):
-	// wrong addresses, a cluster that is not running, or a TLS mismatch.
-	// The error's message names each address and what it did.
-	ErrNoContact = errors.New("raftmaster client: no address of the cluster answered")
-	// ErrPassBefore means the pass asked for has already ended.
-	ErrPassBefore = rpc.ErrPassBefore
-	// ErrPassAfter means the pass asked for has not started yet.
-	ErrPassAfter = rpc.ErrPassAfter
-	// ErrNoMoreAvailable means every task of the pass is dispatched or done.
-	ErrNoMoreAvailable = rpc.ErrNoMoreAvailable
-	// ErrAllTaskFailed means every task has failed more than failureMax
-	// times.
-	ErrAllTaskFailed = rpc.ErrAllTaskFailed
-	// ErrNoDataset means no dataset has been set yet.
-	ErrNoDataset = rpc.ErrNoDataset
-	// ErrUnknownTask means the task id does not exist.
-	ErrUnknownTask = rpc.ErrUnknownTask
-	// ErrStaleEpoch means the task is no longer leased under that epoch.
-	ErrStaleEpoch = rpc.ErrStaleEpoch
-	// ErrClosed means the member left, or the group closed, before the
-	// allgather completed.
-	ErrClosed = rpc.ErrClosed
-	// ErrReconnected means a later join with the same member id replaced
-	// this one.
-	ErrReconnected = rpc.ErrReconnected
-	// ErrAllGatherTimeoutExceeded means the group did not fill up in time.
-	ErrAllGatherTimeoutExceeded = rpc.ErrAllGatherTimeoutExceeded
-	// ErrGroupMismatch means a join disagrees with the group's numPeers, or
-	// the group is complete and the member is not part of it.
-	ErrGroupMismatch = rpc.ErrGroupMismatch
-	// ErrInvalid means the request is malformed or out of limits.
-	ErrInvalid = rpc.ErrInvalid
-	// ErrLimitExceeded means the request would take its job or the
-	// cluster past a configured limit, which the error's message names;
-	// nothing changed.
-	ErrLimitExceeded = rpc.ErrLimitExceeded
-	// ErrUnknownJob means the job named does not exist: from GetTask, the
-	// record reader and task reports, that the job the client read was
-	// deleted (see GetTask).
-	ErrUnknownJob = rpc.ErrUnknownJob
-	// ErrUnknownClient means the cluster refused a retried write because
-	// it no longer remembers the identity the write was sent under: the
-	// write may or may not have applied. (A first attempt refused so is
-	// sent again under a new identity, and never returns it.)
-	ErrUnknownClient = rpc.ErrUnknownClient
-	// ErrTooManyClients means the cluster had no room for a new
-	// identity for as long as the call retried (the cluster's table of
-	// identities used within its de-duplication window was full).
-	ErrTooManyClients = rpc.ErrTooManyClients
-	// ErrForeignClient means the cluster refused a write because its
-	// identity was created under another token: identities are bound to
-	// the token of their first request. Nothing changed.
-	ErrForeignClient = rpc.ErrForeignClient
-)
+// The sentinels of the wire codes (ErrPassBefore, ...) are in
+// errors_gen.go, generated from rpc.ErrorCodes by go generate ./rpc.
+
+// ErrNoContact means the client never connected to any of its addresses
+// within its first-contact timeout (WithFirstContactTimeout): wrong
+// addresses, a cluster that is not running, or a TLS mismatch. The
+// error's message names each address and what it did.
+var ErrNoContact = errors.New("raftmaster client: no address of the cluster answered")
 
 // ErrClientClosed is returned by calls made after Close, by NextRecord once
 // the client is closed, and delivered to watchers still waiting at Close.

@@ -6,11 +6,13 @@
 // and query parameters; the server registers its routes from it.
 //
 // rpc/openapi.json writes the same contract down for other languages as
-// an OpenAPI 3 document. It is generated from Endpoints, the types and
-// their doc comments, and a test fails when the two drift apart; after a
-// change to the contract, rewrite it with
+// an OpenAPI 3 document. It is generated from Endpoints, ErrorCodes, the
+// types and their doc comments (rpc/internal/openapigen), and the
+// clients' error sentinels and classes are generated from ErrorCodes
+// (rpc/internal/errorsgen); tests fail when a generated file falls
+// behind. After a change to the contract, rewrite them with
 //
-//	go test ./rpc -run TestOpenAPI -update
+//	go generate ./rpc
 //
 // JSON keys are snake_case; durations are Go duration strings such as
 // "30s"; times are RFC 3339 strings with nanoseconds. Times in answers are
@@ -35,3 +37,5 @@
 // send it again as sequence 1 of a new client id; on a retry the write's
 // outcome is unknown.
 package rpc
+
+//go:generate go run ./internal/openapigen

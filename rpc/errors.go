@@ -9,6 +9,7 @@ import (
 
 // Wire codes. The outcomes of the state machine come first, named as in
 // the seeds; each has a sentinel error below. The rest are the transport's.
+// ErrorCodes gives each its status and its names in the clients.
 const (
 	CodePassBefore       = "pass_before"
 	CodePassAfter        = "pass_after"
@@ -101,30 +102,127 @@ var (
 	ErrForeignClient = errors.New("the client id belongs to another token")
 )
 
-// sentinels maps the codes that have a sentinel error to it.
-var sentinels = map[string]error{
-	CodePassBefore:       ErrPassBefore,
-	CodePassAfter:        ErrPassAfter,
-	CodeNoMoreAvailable:  ErrNoMoreAvailable,
-	CodeAllTaskFailed:    ErrAllTaskFailed,
-	CodeNoDataset:        ErrNoDataset,
-	CodeUnknownTask:      ErrUnknownTask,
-	CodeStaleEpoch:       ErrStaleEpoch,
-	CodeClosed:           ErrClosed,
-	CodeReconnected:      ErrReconnected,
-	CodeAllGatherTimeout: ErrAllGatherTimeoutExceeded,
-	CodeGroupMismatch:    ErrGroupMismatch,
-	CodeInvalid:          ErrInvalid,
-	CodeLimit:            ErrLimitExceeded,
-	CodeUnknownJob:       ErrUnknownJob,
-	CodeUnknownClient:    ErrUnknownClient,
-	CodeTooManyClients:   ErrTooManyClients,
-	CodeForeignClient:    ErrForeignClient,
+//go:generate go run ./internal/errorsgen
+
+// ErrorCode describes one wire code: how the server sends it and how the
+// clients name it. ErrorCodes is the one list of them; the Go client's
+// re-exported sentinels (client/errors_gen.go) and the Python client's
+// exception classes (python/raftmaster/errors.py) are generated from it
+// by go generate, and a test fails when they fall behind.
+type ErrorCode struct {
+	// Code is the wire code, one of the Code constants.
+	Code string
+	// Name names the code in the clients: the Go client's sentinel is
+	// "Err"+Name (rpc's own is the same), the Python client's exception
+	// class is Name.
+	Name string
+	// Status is the HTTP status the code is sent with (CodeNotLeader's is
+	// that of a node that cannot redirect; it is normally a 307).
+	Status int
+	// Retryable marks the codes after which the request may be sent
+	// again with the same request id (see Retryable).
+	Retryable bool
+	// Sentinel is the error an *Error of the code unwraps to, for the
+	// outcomes of the state machine; nil for the transport's codes, which
+	// have none.
+	Sentinel error
+	// Doc says what the error means to a client's caller, as a sentence
+	// starting in lower case: the Go client's sentinel is documented as
+	// "Err<Name> means <Doc>", the Python class with Doc capitalised.
+	Doc string
+}
+
+// ErrorCodes lists every wire code, the outcomes of the state machine
+// first, in the order of the Code constants.
+var ErrorCodes = []ErrorCode{
+	{Code: CodePassBefore, Name: "PassBefore", Status: http.StatusConflict, Sentinel: ErrPassBefore,
+		Doc: "the pass asked for has already ended."},
+	{Code: CodePassAfter, Name: "PassAfter", Status: http.StatusConflict, Sentinel: ErrPassAfter,
+		Doc: "the pass asked for has not started yet; wait for the current pass to finish."},
+	{Code: CodeNoMoreAvailable, Name: "NoMoreAvailable", Status: http.StatusConflict, Sentinel: ErrNoMoreAvailable,
+		Doc: "every task of the pass is dispatched or done, but some are still pending on other trainers."},
+	{Code: CodeAllTaskFailed, Name: "AllTaskFailed", Status: http.StatusConflict, Sentinel: ErrAllTaskFailed,
+		Doc: "every task has failed more often than the dataset allows; the pass cannot complete."},
+	{Code: CodeNoDataset, Name: "NoDataset", Status: http.StatusConflict, Sentinel: ErrNoDataset,
+		Doc: "no dataset has been set yet."},
+	{Code: CodeUnknownTask, Name: "UnknownTask", Status: http.StatusNotFound, Sentinel: ErrUnknownTask,
+		Doc: "the task id does not exist in the dataset."},
+	{Code: CodeStaleEpoch, Name: "StaleEpoch", Status: http.StatusConflict, Sentinel: ErrStaleEpoch,
+		Doc: "the task is no longer leased under that epoch."},
+	{Code: CodeClosed, Name: "Closed", Status: http.StatusConflict, Sentinel: ErrClosed,
+		Doc: "the member left, or the group closed, before the allgather completed."},
+	{Code: CodeReconnected, Name: "Reconnected", Status: http.StatusConflict, Sentinel: ErrReconnected,
+		Doc: "a later join with the same member id replaced this one."},
+	{Code: CodeAllGatherTimeout, Name: "AllGatherTimeoutExceeded", Status: http.StatusConflict, Sentinel: ErrAllGatherTimeoutExceeded,
+		Doc: "the allgather group did not fill up in time."},
+	{Code: CodeGroupMismatch, Name: "GroupMismatch", Status: http.StatusConflict, Sentinel: ErrGroupMismatch,
+		Doc: "a join disagrees with the group's number of peers, or the group is complete and the member is not part of it."},
+	{Code: CodeInvalid, Name: "Invalid", Status: http.StatusBadRequest, Sentinel: ErrInvalid,
+		Doc: "the request is malformed or out of limits; nothing changed."},
+	{Code: CodeLimit, Name: "LimitExceeded", Status: http.StatusConflict, Sentinel: ErrLimitExceeded,
+		Doc: "the request would take its job or the cluster past a configured limit, which the message names; nothing changed."},
+	{Code: CodeUnknownJob, Name: "UnknownJob", Status: http.StatusNotFound, Sentinel: ErrUnknownJob,
+		Doc: "the job named does not exist; from a task request, a task report or the record reader, " +
+			"it means that the job the client was reading was deleted."},
+	{Code: CodeUnknownClient, Name: "UnknownClient", Status: http.StatusConflict, Sentinel: ErrUnknownClient,
+		Doc: "the cluster no longer remembers the identity a retried write was sent under " +
+			"(it forgot it after the de-duplication window): the write may or may not have applied. " +
+			"A first attempt refused so is sent again under a new identity, and never fails with it."},
+	{Code: CodeTooManyClients, Name: "TooManyClients", Status: http.StatusServiceUnavailable, Retryable: true, Sentinel: ErrTooManyClients,
+		Doc: "the cluster had no room for a new identity for as long as the call retried: " +
+			"its table of identities used within the de-duplication window was full."},
+	{Code: CodeForeignClient, Name: "ForeignClient", Status: http.StatusForbidden, Sentinel: ErrForeignClient,
+		Doc: "the cluster refused a write because its identity was created under another token: " +
+			"identities are bound to the token of their first request. Nothing changed."},
+
+	{Code: CodeNotLeader, Name: "NotLeader", Status: http.StatusServiceUnavailable, Retryable: true,
+		Doc: "the node does not lead and could not redirect (503); retried."},
+	{Code: CodeNoLeader, Name: "NoLeader", Status: http.StatusServiceUnavailable, Retryable: true,
+		Doc: "no leader is known (503); retried."},
+	{Code: CodeUnknownOutcome, Name: "UnknownOutcome", Status: http.StatusServiceUnavailable, Retryable: true,
+		Doc: "the write may or may not have applied (503); retried with the same request id."},
+	{Code: CodeTooLarge, Name: "TooLarge", Status: http.StatusRequestEntityTooLarge,
+		Doc: "the request body is over the limit (413)."},
+	{Code: CodeNotFound, Name: "NotFound", Status: http.StatusNotFound,
+		Doc: "no such endpoint, or no such cluster member (404)."},
+	{Code: CodeMethod, Name: "MethodNotAllowed", Status: http.StatusMethodNotAllowed,
+		Doc: "the endpoint does not take that method (405)."},
+	{Code: CodeInternal, Name: "Internal", Status: http.StatusInternalServerError,
+		Doc: "the server failed, or the answer was not one of the API's (500)."},
+	{Code: CodeUnavailable, Name: "Unavailable", Status: http.StatusServiceUnavailable, Retryable: true,
+		Doc: "the node is not ready: catching up or shutting down (503); retried."},
+	{Code: CodeUnauthorized, Name: "Unauthorized", Status: http.StatusUnauthorized,
+		Doc: "no token, or one the server does not know (401); nothing changed."},
+	{Code: CodeForbidden, Name: "Forbidden", Status: http.StatusForbidden,
+		Doc: "the token's role may not use the endpoint, or the token does not cover the job (403); nothing changed."},
+	{Code: CodeRateLimited, Name: "RateLimited", Status: http.StatusTooManyRequests, Retryable: true,
+		Doc: "the token is over its quota of writes or of new identities (429); " +
+			"retried with the same request id after Retry-After, and nothing changed."},
+}
+
+// errorCodes indexes ErrorCodes by code.
+var errorCodes = indexErrorCodes(ErrorCodes)
+
+func indexErrorCodes(list []ErrorCode) map[string]*ErrorCode {
+	m := make(map[string]*ErrorCode, len(list))
+	for i := range list {
+		c := &list[i]
+		if _, dup := m[c.Code]; dup {
+			panic("rpc: wire code " + c.Code + " is listed twice in ErrorCodes")
+		}
+		m[c.Code] = c
+	}
+	return m
 }
 
 // Sentinel returns the sentinel error of an outcome code, or nil when the
 // code has none.
-func Sentinel(code string) error { return sentinels[code] }
+func Sentinel(code string) error {
+	if c, ok := errorCodes[code]; ok {
+		return c.Sentinel
+	}
+	return nil
+}
 
 // Error is the JSON error body, and the error the client returns for it.
 type Error struct {
@@ -147,7 +245,7 @@ func (e *Error) Error() string {
 
 // Unwrap returns the sentinel of the code, so that errors.Is(err,
 // ErrPassBefore) holds for an error that crossed the wire.
-func (e *Error) Unwrap() error { return sentinels[e.Code] }
+func (e *Error) Unwrap() error { return Sentinel(e.Code) }
 
 // ErrorFromCode returns the error for a code and message received on the
 // wire.
@@ -155,30 +253,11 @@ func ErrorFromCode(code, message string, status int) error {
 	return &Error{Code: code, Message: message, Status: status}
 }
 
-// HTTPStatus returns the status an error code is sent with.
+// HTTPStatus returns the status an error code is sent with: its
+// ErrorCodes entry's, or 500 for a code that is not one of them.
 func HTTPStatus(code string) int {
-	switch code {
-	case CodeInvalid:
-		return http.StatusBadRequest
-	case CodeUnknownTask, CodeUnknownJob, CodeNotFound:
-		return http.StatusNotFound
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeMethod:
-		return http.StatusMethodNotAllowed
-	case CodeUnauthorized:
-		return http.StatusUnauthorized
-	case CodeForbidden, CodeForeignClient:
-		return http.StatusForbidden
-	case CodeRateLimited:
-		return http.StatusTooManyRequests
-	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients:
-		return http.StatusServiceUnavailable
-	case CodeInternal:
-		return http.StatusInternalServerError
-	}
-	if _, ok := sentinels[code]; ok {
-		return http.StatusConflict
+	if c, ok := errorCodes[code]; ok {
+		return c.Status
 	}
 	return http.StatusInternalServerError
 }
@@ -186,17 +265,15 @@ func HTTPStatus(code string) int {
 // Retryable reports whether a request that failed with err may be sent
 // again with the same request id: the server had no leader, lost it,
 // could not tell whether the write applied, or had no room for a new
-// client id yet, or the token was over its quota.
+// client id yet, or the token was over its quota (the codes marked
+// Retryable in ErrorCodes).
 func Retryable(err error) bool {
 	var e *Error
 	if !errors.As(err, &e) {
 		return false
 	}
-	switch e.Code {
-	case CodeNotLeader, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable, CodeTooManyClients, CodeRateLimited:
-		return true
-	}
-	return false
+	c, ok := errorCodes[e.Code]
+	return ok && c.Retryable
 }
 
 // Errorf builds an Error with a formatted message.
