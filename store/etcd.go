@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmaster/raftmaster/internal/leader"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -362,7 +361,7 @@ func WatchMasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string,
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, addrPath)
 		if err != nil {
-			if !leader.Sleep(ctx, time.Second) {
+			if !pause(ctx, time.Second) {
 				return
 			}
 			continue
@@ -385,6 +384,18 @@ func WatchMasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string,
 				}
 			}
 		}
+	}
+}
+
+// pause waits for d or until ctx is done; it reports whether d passed.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 
