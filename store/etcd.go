@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -15,11 +16,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Default etcd keys, the ones the original master used.
+// Default etcd keys, the ones the original master used (package etcdkeys
+// holds the layout).
 const (
-	DefaultLockPath  = "/master/lock"
-	DefaultAddrPath  = "/master/addr"
-	DefaultStatePath = "/master/state"
+	DefaultLockPath  = etcdkeys.DefaultLock
+	DefaultAddrPath  = etcdkeys.DefaultAddr
+	DefaultStatePath = etcdkeys.DefaultState
 	// DefaultTTL is how long a dead master keeps the lock.
 	DefaultTTL = 10 * time.Second
 	// DefaultRequestTimeout bounds each etcd request.
