@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 )
 
 // WithEtcd finds the active master of the etcd backend through etcd, as the
@@ -37,7 +37,7 @@ func WithEtcd(endpoints []string, timeout time.Duration) Option {
 		c.etcdEndpoints = endpoints
 		c.etcdTimeout = timeout
 		if c.etcdAddrKey == "" {
-			c.etcdAddrKey = rpc.EtcdAddrKey(rpc.DefaultEtcdPrefix)
+			c.etcdAddrKey = etcdkeys.DefaultAddr
 		}
 		return nil
 	}
@@ -51,7 +51,7 @@ func WithEtcdPrefix(prefix string) Option {
 		if !strings.HasPrefix(prefix, "/") {
 			return fmt.Errorf("raftmaster client: etcd prefix %q: want an absolute key such as /master", prefix)
 		}
-		c.etcdAddrKey = rpc.EtcdAddrKey(prefix)
+		c.etcdAddrKey = etcdkeys.Under(prefix).Addr
 		return nil
 	}
 }

@@ -593,15 +593,6 @@ type GroupMember struct {
 	Left       bool      `json:"left,omitempty"`
 }
 
-// DefaultEtcdPrefix is where the masters of the etcd backend keep their
-// keys unless serve --etcd-prefix says otherwise: the lock, the active
-// master's API address and the state.
-const DefaultEtcdPrefix = "/master"
-
-// EtcdAddrKey is the etcd key at which the active master of the etcd
-// backend under prefix publishes its API address, for clients to follow.
-func EtcdAddrKey(prefix string) string { return strings.TrimSuffix(prefix, "/") + "/addr" }
-
 // The media types of an endpoint with a Stream, which the request's Accept
 // header chooses between.
 const (

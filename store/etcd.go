@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -16,11 +16,12 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// Default etcd keys, the ones the original master used.
+// Default etcd keys, the ones the original master used (package etcdkeys
+// holds the layout).
 const (
-	DefaultLockPath  = "/master/lock"
-	DefaultAddrPath  = "/master/addr"
-	DefaultStatePath = "/master/state"
+	DefaultLockPath  = etcdkeys.DefaultLock
+	DefaultAddrPath  = etcdkeys.DefaultAddr
+	DefaultStatePath = etcdkeys.DefaultState
 	// DefaultTTL is how long a dead master keeps the lock.
 	DefaultTTL = 10 * time.Second
 	// DefaultRequestTimeout bounds each etcd request.
@@ -362,7 +363,7 @@ func WatchMasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string,
 	for ctx.Err() == nil {
 		resp, err := cli.Get(ctx, addrPath)
 		if err != nil {
-			if !leader.Sleep(ctx, time.Second) {
+			if !pause(ctx, time.Second) {
 				return
 			}
 			continue
@@ -385,6 +386,18 @@ func WatchMasterAddr(ctx context.Context, cli *clientv3.Client, addrPath string,
 				}
 			}
 		}
+	}
+}
+
+// pause waits for d or until ctx is done; it reports whether d passed.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/internal/bench/harness"
 	"github.com/raftmaster/raftmaster/internal/bench/measure"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -46,11 +47,11 @@ const joinWorkers = 64
 func (s *suite) allgather(ctx context.Context, res *Results) error {
 	out := &AllgatherResults{}
 	res.Allgather = out
-	c, err := startRaftCluster(ctx, s.bin, s.dir("allgather"), 3)
+	c, err := harness.StartRaft(ctx, s.bin, s.dir("allgather"), 3)
 	if err != nil {
 		return err
 	}
-	defer c.stop()
+	defer c.Stop()
 	for _, n := range s.cfg.Peers {
 		row := AllgatherRow{Peers: n}
 		for run := range s.cfg.Runs {
@@ -63,7 +64,7 @@ func (s *suite) allgather(ctx context.Context, res *Results) error {
 					return ctx.Err()
 				}
 				row.Error = firstLine(err.Error())
-				s.logf("allgather %d peers: %v\n%s", n, err, c.logTail())
+				s.logf("allgather %d peers: %v\n%s", n, err, c.LogTail())
 				break
 			}
 			row.Runs = append(row.Runs, r)
@@ -87,9 +88,9 @@ func collect[T any](xs []T, f func(T) float64) []float64 {
 // allgatherRun fills one group of n members through the HTTP API: joins go
 // to the leader, joinWorkers at a time, and each member then long-polls its
 // watch on node i%3, so that the results are served by all three replicas.
-func (s *suite) allgatherRun(ctx context.Context, c *cluster, n int, group string) (AllgatherRun, error) {
+func (s *suite) allgatherRun(ctx context.Context, c *harness.Cluster, n int, group string) (AllgatherRun, error) {
 	lctx, cancel := context.WithTimeout(ctx, time.Minute)
-	leader, _, err := c.leader(lctx)
+	leader, _, err := c.Leader(lctx)
 	cancel()
 	if err != nil {
 		return AllgatherRun{}, err
@@ -98,7 +99,7 @@ func (s *suite) allgatherRun(ctx context.Context, c *cluster, n int, group strin
 	watchHC := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
 	defer joinHC.CloseIdleConnections()
 	defer watchHC.CloseIdleConnections()
-	apis := c.apis()
+	apis := c.APIs()
 
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -169,7 +170,7 @@ func watch(ctx context.Context, hc *http.Client, addr, group string, member uuid
 	u := "http://" + addr + rpc.PathAllgatherWatch + "?" + q.Encode()
 	for {
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		body, err := getBody(wctx, hc, u)
+		body, err := harness.GetBody(wctx, hc, u)
 		cancel()
 		if err != nil {
 			return time.Time{}, fmt.Errorf("watch on %s: %w", addr, err)

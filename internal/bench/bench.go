@@ -17,6 +17,10 @@
 // dataset, and writes a Markdown table, a JSON file and charts. Every
 // figure is a median of several runs with its minimum and maximum, or a
 // distribution of events; nothing is asserted.
+//
+// The raftmaster clusters, the datasets and the trainers are package
+// harness's, which raftmaster bench runs too; what embeds etcd or runs raw
+// Raft stays here, out of the raftmaster binary.
 package bench
 
 import (
@@ -32,7 +36,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/raftmaster/raftmaster/recordio"
+	"github.com/raftmaster/raftmaster/internal/bench/harness"
 )
 
 // Parts of the suite, in the order they run.
@@ -46,6 +50,10 @@ const (
 
 // AllParts lists every part in the order they run.
 var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint}
+
+// etcdPrefix is where the etcd backend's masters of the suite keep their
+// keys (serve --etcd-prefix).
+const etcdPrefix = "/bench"
 
 // Config sizes a run. Defaults and Short give the two presets.
 type Config struct {
@@ -313,31 +321,12 @@ func (s *suite) dataset(n int) (string, error) {
 	}
 	path := filepath.Join(s.dir("data"), fmt.Sprintf("tasks-%d.recordio", n))
 	start := time.Now()
-	if err := writeDataset(path, n); err != nil {
+	if err := harness.WriteDataset(path, n); err != nil {
 		return "", err
 	}
 	s.logf("wrote a dataset of %d one-record chunks in %s", n, time.Since(start).Round(time.Millisecond))
 	s.datasets[n] = path
 	return path, nil
-}
-
-// writeDataset writes n one-record chunks to path.
-func writeDataset(path string, n int) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	w := recordio.NewWriter(f, 1, recordio.NoCompression) // every record closes its chunk
-	for i := range n {
-		if _, err := w.Write([]byte(fmt.Sprintf("record-%d", i))); err != nil {
-			return err
-		}
-	}
-	if err := w.Close(); err != nil {
-		return err
-	}
-	return f.Close()
 }
 
 // loadAverage is the first three fields of /proc/loadavg.

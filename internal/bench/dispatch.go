@@ -2,16 +2,15 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/bench/etcdmember"
+	"github.com/raftmaster/raftmaster/internal/bench/harness"
 	"github.com/raftmaster/raftmaster/internal/bench/measure"
 	"github.com/raftmaster/raftmaster/internal/bench/rawraft"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -88,12 +87,12 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 	}
 
 	s.logf("starting a 3-node raftmaster cluster, a 3-member etcd cluster and 3 raw Raft nodes")
-	rm, err := startRaftCluster(ctx, s.bin, s.dir("dispatch", "raftmaster"), 3)
+	rm, err := harness.StartRaft(ctx, s.bin, s.dir("dispatch", "raftmaster"), 3)
 	if err != nil {
 		return err
 	}
-	defer rm.stop()
-	if _, err := rm.setDataset(path, 10*time.Minute, 5*time.Minute); err != nil {
+	defer rm.Stop()
+	if _, err := rm.SetDataset(path, 10*time.Minute, 5*time.Minute); err != nil {
 		return fmt.Errorf("raftmaster: set dataset: %w", err)
 	}
 	etcd, etcdErr := etcdmember.Start(ctx, s.exe, s.dir("dispatch", "etcd"), 3, cfg.EtcdCompaction)
@@ -108,7 +107,7 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 	} else {
 		s.logf("raw Raft did not start; its figures will be missing: %v", rawErr)
 	}
-	var pass atomic.Int64
+	var trainers harness.Dispatch // one dataset, pass after pass
 	value := strings.Repeat("v", out.EntryBytes)
 
 	// The systems take turns within each round, so that a change in the
@@ -126,8 +125,8 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 			label   string // "raftmaster writes/s" style, padded for the columns
 			logs    func() string
 		}{
-			{&row.Raftmaster, nil, func() (measure.Run, error) { return s.dispatchRaftmaster(ctx, rm, c, &pass) },
-				"raftmaster %8.0f writes/s ", func() string { return "\n" + rm.logTail() }},
+			{&row.Raftmaster, nil, func() (measure.Run, error) { return s.dispatchRaftmaster(ctx, rm, c, &trainers) },
+				"raftmaster %8.0f writes/s ", func() string { return "\n" + rm.LogTail() }},
 			{&row.EtcdPut, etcdErr, func() (measure.Run, error) { return s.dispatchEtcdPut(ctx, etcd.Endpoints, c, value) },
 				"etcd Put   %8.0f puts/s   ", nil},
 			{&row.RawRaft, rawErr, func() (measure.Run, error) {
@@ -188,9 +187,10 @@ func ratio(a, b Series) float64 {
 	return a.OpsPerSec.Median / b.OpsPerSec.Median
 }
 
-// dispatchRaftmaster runs conc trainers, each with its own client, leasing
-// tasks and reporting them finished as fast as they can.
-func (s *suite) dispatchRaftmaster(ctx context.Context, c *cluster, conc int, pass *atomic.Int64) (measure.Run, error) {
+// dispatchRaftmaster runs conc trainers of d, each with its own client,
+// leasing tasks and reporting them finished as fast as they can; both
+// writes of a pair count.
+func (s *suite) dispatchRaftmaster(ctx context.Context, c *harness.Cluster, conc int, d *harness.Dispatch) (measure.Run, error) {
 	clients := make([]*client.Client, conc)
 	defer func() {
 		for _, cl := range clients {
@@ -201,50 +201,13 @@ func (s *suite) dispatchRaftmaster(ctx context.Context, c *cluster, conc int, pa
 	}()
 	for i := range clients {
 		var err error
-		if clients[i], err = c.newClient(); err != nil {
+		if clients[i], err = c.NewClient(); err != nil {
 			return measure.Run{}, err
 		}
 	}
 	return measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
-		return dispatchPair(ctx, clients[w.ID], pass, w.Record, w.Failed)
+		return d.Pair(ctx, clients[w.ID], func(_ harness.Op, t0, t1 time.Time) { w.Record(t0, t1) }, w.Failed)
 	})
-}
-
-// dispatchPair leases a task of the current pass and reports it finished,
-// recording each of the two writes. Trainers share the pass: one that finds
-// the pass fully leased moves everyone on to the next, and waits there
-// until the others have finished theirs.
-func dispatchPair(ctx context.Context, cl *client.Client, pass *atomic.Int64, record func(t0, t1 time.Time), failed func(time.Time)) error {
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		p := pass.Load()
-		t0 := time.Now()
-		task, err := cl.GetTask(int(p))
-		t1 := time.Now()
-		switch {
-		case err == nil:
-		case errors.Is(err, client.ErrNoMoreAvailable), errors.Is(err, client.ErrPassBefore):
-			pass.CompareAndSwap(p, p+1)
-			continue
-		case errors.Is(err, client.ErrPassAfter):
-			time.Sleep(time.Millisecond)
-			continue
-		default:
-			failed(t1)
-			return fmt.Errorf("GetTask(%d): %w", p, err)
-		}
-		record(t0, t1)
-		err = cl.TaskFinished(task.Meta)
-		t2 := time.Now()
-		if err != nil {
-			failed(t2)
-			return fmt.Errorf("TaskFinished(%d): %w", task.Meta.ID, err)
-		}
-		record(t1, t2)
-		return nil
-	}
 }
 
 // dispatchEtcdPut runs conc clients, each with its own clientv3 connection

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/internal/bench/etcdmember"
+	"github.com/raftmaster/raftmaster/internal/bench/harness"
 	"github.com/raftmaster/raftmaster/internal/bench/measure"
 	"github.com/raftmaster/raftmaster/internal/procs"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -76,17 +77,17 @@ func (s *suite) failover(ctx context.Context, res *Results) error {
 
 	s.logf("fail-over: raft backend, %d kills of the leader under %d trainers", cfg.Kills, cfg.Trainers)
 	out.Raft = &FailoverBackend{}
-	if c, err := startRaftCluster(ctx, s.bin, s.dir("failover", "raft"), 3); err != nil {
+	if c, err := harness.StartRaft(ctx, s.bin, s.dir("failover", "raft"), 3); err != nil {
 		out.Raft.Error = firstLine(err.Error())
 	} else {
 		err := s.killLoop(ctx, c, path, out.Raft)
-		c.stop()
+		c.Stop()
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if err != nil {
 			out.Raft.Error = firstLine(err.Error())
-			s.logf("fail-over raft: %v\n%s", err, c.logTail())
+			s.logf("fail-over raft: %v\n%s", err, c.LogTail())
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -101,19 +102,19 @@ func (s *suite) failover(ctx context.Context, res *Results) error {
 		return nil
 	}
 	defer etcd.Stop()
-	c, err := startEtcdBackend(ctx, s.bin, s.dir("failover", "masters"), etcd.Endpoints, "/bench", 3, cfg.EtcdTTL)
+	c, err := harness.StartEtcdBackend(ctx, s.bin, s.dir("failover", "masters"), etcd.Endpoints, etcdPrefix, 3, cfg.EtcdTTL)
 	if err != nil {
 		out.Etcd.Error = firstLine(err.Error())
 		return nil
 	}
 	err = s.killLoop(ctx, c, path, out.Etcd)
-	c.stop()
+	c.Stop()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	if err != nil {
 		out.Etcd.Error = firstLine(err.Error())
-		s.logf("fail-over etcd: %v\n%s", err, c.logTail())
+		s.logf("fail-over etcd: %v\n%s", err, c.LogTail())
 	}
 	return nil
 }
@@ -121,8 +122,8 @@ func (s *suite) failover(ctx context.Context, res *Results) error {
 // killLoop sets the dataset, starts the trainers and kills the leader
 // cfg.Kills times, restarting it on its data and waiting for the cluster
 // to be whole again after each kill.
-func (s *suite) killLoop(ctx context.Context, c *cluster, dataset string, out *FailoverBackend) error {
-	if _, err := c.setDataset(dataset, 10*time.Minute, 5*time.Minute); err != nil {
+func (s *suite) killLoop(ctx context.Context, c *harness.Cluster, dataset string, out *FailoverBackend) error {
+	if _, err := c.SetDataset(dataset, 10*time.Minute, 5*time.Minute); err != nil {
 		return fmt.Errorf("set dataset: %w", err)
 	}
 	acks := &ackLog{}
@@ -130,9 +131,9 @@ func (s *suite) killLoop(ctx context.Context, c *cluster, dataset string, out *F
 	var errMu sync.Mutex
 	tctx, stopTrainers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
-	var pass atomic.Int64
+	var trainers harness.Dispatch
 	for range s.cfg.Trainers {
-		cl, err := c.newClient()
+		cl, err := c.NewClient()
 		if err != nil {
 			stopTrainers()
 			return err
@@ -142,10 +143,10 @@ func (s *suite) killLoop(ctx context.Context, c *cluster, dataset string, out *F
 			defer wg.Done()
 			defer cl.Close()
 			for tctx.Err() == nil {
-				err := dispatchPair(tctx, cl, &pass, func(_, t1 time.Time) { acks.add(t1) }, func(time.Time) {})
+				err := trainers.Pair(tctx, cl, func(_ harness.Op, _, t1 time.Time) { acks.add(t1) }, nil)
 				if err != nil && tctx.Err() == nil {
 					if n := errs.Add(1); n <= 5 {
-						s.logf("fail-over %s: a trainer's call failed after the client's retries: %v", c.backend, err)
+						s.logf("fail-over %s: a trainer's call failed after the client's retries: %v", c.Backend, err)
 						errMu.Lock()
 						if out.TrainerError == "" {
 							out.TrainerError = firstLine(err.Error())
@@ -175,7 +176,7 @@ func (s *suite) killLoop(ctx context.Context, c *cluster, dataset string, out *F
 		out.Kills = append(out.Kills, kill)
 		if kill.Error != "" {
 			out.Failed++
-			s.logf("fail-over %s kill %d/%d of %s: %s", c.backend, k+1, s.cfg.Kills, kill.Node, kill.Error)
+			s.logf("fail-over %s kill %d/%d of %s: %s", c.Backend, k+1, s.cfg.Kills, kill.Node, kill.Error)
 			continue
 		}
 		total = append(total, kill.TotalMs)
@@ -183,7 +184,7 @@ func (s *suite) killLoop(ctx context.Context, c *cluster, dataset string, out *F
 		takeover = append(takeover, kill.TakeOverMs)
 		rediscovery = append(rediscovery, kill.RediscoveryMs)
 		s.logf("fail-over %s kill %2d/%d of %s: next write after %7.0f ms (new leader %s at %6.0f ms, ready +%5.0f ms, write +%5.0f ms)",
-			c.backend, k+1, s.cfg.Kills, kill.Node, kill.TotalMs, kill.NewLeader, kill.NewLeaderMs, kill.TakeOverMs, kill.RediscoveryMs)
+			c.Backend, k+1, s.cfg.Kills, kill.Node, kill.TotalMs, kill.NewLeader, kill.NewLeaderMs, kill.TakeOverMs, kill.RediscoveryMs)
 	}
 	out.Total = measure.Distribute(total)
 	out.NewLeader = measure.Distribute(elected)
@@ -196,10 +197,10 @@ func (s *suite) killLoop(ctx context.Context, c *cluster, dataset string, out *F
 // its leader, times the phases until the next acknowledged write, and
 // restarts the killed node. An error means the cluster could not be
 // brought back; a kill without a write in time is reported in Kill.Error.
-func (s *suite) killOnce(ctx context.Context, c *cluster, acks *ackLog) (Kill, error) {
+func (s *suite) killOnce(ctx context.Context, c *harness.Cluster, acks *ackLog) (Kill, error) {
 	wctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
-	if err := c.waitWhole(wctx); err != nil {
+	if err := c.WaitWhole(wctx); err != nil {
 		return Kill{}, err
 	}
 	// Let the trainers run steadily for a moment.
@@ -215,12 +216,12 @@ func (s *suite) killOnce(ctx context.Context, c *cluster, acks *ackLog) (Kill, e
 		}
 	}
 	time.Sleep(500 * time.Millisecond)
-	victim, _, err := c.leader(wctx)
+	victim, _, err := c.Leader(wctx)
 	if err != nil {
 		return Kill{}, err
 	}
 	var survivors []*procs.Proc
-	for _, p := range c.procs {
+	for _, p := range c.Procs {
 		if p != victim && p.Running() {
 			survivors = append(survivors, p)
 		}
@@ -237,7 +238,7 @@ func (s *suite) killOnce(ctx context.Context, c *cluster, acks *ackLog) (Kill, e
 		}()
 	}
 	acks.reset()
-	sent, reaped, err := c.kill(victim)
+	sent, reaped, err := c.Kill(victim)
 	if err != nil {
 		stopPolls()
 		pwg.Wait()
@@ -268,7 +269,7 @@ func (s *suite) killOnce(ctx context.Context, c *cluster, acks *ackLog) (Kill, e
 		kill.TotalMs = measure.Millis(acked.Sub(sent))
 		phases(&kill, victim, sent, acked, samples)
 	}
-	if err := c.restart(victim); err != nil {
+	if err := c.Restart(victim); err != nil {
 		return kill, err
 	}
 	return kill, nil
@@ -283,12 +284,12 @@ type statusSample struct {
 }
 
 // pollStatus polls p's stale status every pollPeriod until ctx ends.
-func (s *suite) pollStatus(ctx context.Context, c *cluster, p *procs.Proc) []statusSample {
+func (s *suite) pollStatus(ctx context.Context, c *harness.Cluster, p *procs.Proc) []statusSample {
 	var out []statusSample
 	tick := time.NewTicker(pollPeriod)
 	defer tick.Stop()
 	for {
-		st, err := c.status(ctx, p.APIAddr, 300*time.Millisecond)
+		st, err := c.Status(ctx, p.APIAddr, 300*time.Millisecond)
 		out = append(out, statusSample{at: time.Now(), node: p.ID, st: st, valid: err == nil})
 		select {
 		case <-ctx.Done():

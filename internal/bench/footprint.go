@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/internal/bench/harness"
 	"github.com/raftmaster/raftmaster/internal/bench/measure"
 	"github.com/raftmaster/raftmaster/internal/bench/rawraft"
 	"github.com/raftmaster/raftmaster/internal/procs"
@@ -72,14 +73,14 @@ func (s *suite) footprint(ctx context.Context, res *Results) error {
 	if err != nil {
 		return err
 	}
-	c, err := startRaftCluster(ctx, s.bin, s.dir("footprint"), 3)
+	c, err := harness.StartRaft(ctx, s.bin, s.dir("footprint"), 3)
 	if err != nil {
 		return err
 	}
-	defer c.stop()
-	out.Nodes = make([]NodeFootprint, len(c.procs))
+	defer c.Stop()
+	out.Nodes = make([]NodeFootprint, len(c.Procs))
 	rss := func(set func(*NodeFootprint, float64)) {
-		for i, p := range c.procs {
+		for i, p := range c.Procs {
 			out.Nodes[i].ID = p.ID
 			if st, err := procStatus(p); err == nil {
 				set(&out.Nodes[i], st["VmRSS"])
@@ -89,7 +90,7 @@ func (s *suite) footprint(ctx context.Context, res *Results) error {
 	}
 	rss(func(nf *NodeFootprint, v float64) { nf.IdleRSSMB = v })
 
-	d, err := c.setDataset(path, 24*time.Hour, 30*time.Minute)
+	d, err := c.SetDataset(path, 24*time.Hour, 30*time.Minute)
 	out.SetDatasetSeconds = d.Seconds()
 	if err != nil {
 		return fmt.Errorf("set dataset of %d tasks: %w", n, err)
@@ -108,9 +109,9 @@ func (s *suite) footprint(ctx context.Context, res *Results) error {
 	rss(func(nf *NodeFootprint, v float64) { nf.LeasedRSSMB = v })
 	s.waitSnapshots(ctx, c)
 	rss(func(*NodeFootprint, float64) {}) // the peaks, after the snapshots
-	for i, p := range c.procs {
+	for i, p := range c.Procs {
 		nf := &out.Nodes[i]
-		if st, err := c.status(ctx, p.APIAddr, 5*time.Second); err == nil {
+		if st, err := c.Status(ctx, p.APIAddr, 5*time.Second); err == nil {
 			nf.Role = strings.ToLower(st.State)
 			nf.AppliedIndex = st.AppliedIndex
 		}
@@ -133,7 +134,7 @@ func (s *suite) footprint(ctx context.Context, res *Results) error {
 		}
 		if err != nil {
 			out.Error = firstLine(err.Error())
-			s.logf("footprint: catch-up: %v\n%s", err, c.logTail())
+			s.logf("footprint: catch-up: %v\n%s", err, c.LogTail())
 			break
 		}
 		out.CatchUpRuns = append(out.CatchUpRuns, cu)
@@ -148,8 +149,8 @@ func (s *suite) footprint(ctx context.Context, res *Results) error {
 // leased, give or take the entries between two snapshots: raft takes one
 // when it finds more than SnapshotThreshold new entries, checking every
 // 30 to 60 s.
-func (s *suite) waitSnapshots(ctx context.Context, c *cluster) {
-	_, st, err := c.leader(ctx)
+func (s *suite) waitSnapshots(ctx context.Context, c *harness.Cluster) {
+	_, st, err := c.Leader(ctx)
 	if err != nil || st.AppliedIndex <= rawraft.SnapshotThreshold {
 		return
 	}
@@ -158,7 +159,7 @@ func (s *suite) waitSnapshots(ctx context.Context, c *cluster) {
 	deadline := time.Now().Add(2*rawraft.SnapshotInterval + 15*time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		all := true
-		for _, p := range c.procs {
+		for _, p := range c.Procs {
 			if _, idx := newestSnapshot(p.DataDir); idx < want {
 				all = false
 			}
@@ -172,7 +173,7 @@ func (s *suite) waitSnapshots(ctx context.Context, c *cluster) {
 
 // leaseHalf leases target tasks of pass 0 with 64 trainers, none of which
 // reports any finished, printing the progress every 5 s.
-func (s *suite) leaseHalf(ctx context.Context, c *cluster, target int) error {
+func (s *suite) leaseHalf(ctx context.Context, c *harness.Cluster, target int) error {
 	var leased, issued atomic.Int64
 	const trainers = 64
 	errs := make([]error, trainers)
@@ -192,7 +193,7 @@ func (s *suite) leaseHalf(ctx context.Context, c *cluster, target int) error {
 	}()
 	defer close(done)
 	for i := range trainers {
-		cl, err := c.newClient()
+		cl, err := c.NewClient()
 		if err != nil {
 			return err
 		}
@@ -220,36 +221,36 @@ func (s *suite) leaseHalf(ctx context.Context, c *cluster, target int) error {
 
 // catchUp kills a follower, restarts it on its data and times its restart
 // until its applied index reaches the leader's.
-func (s *suite) catchUp(ctx context.Context, c *cluster, run int) (CatchUp, error) {
+func (s *suite) catchUp(ctx context.Context, c *harness.Cluster, run int) (CatchUp, error) {
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := c.waitWhole(wctx); err != nil {
+	if err := c.WaitWhole(wctx); err != nil {
 		return CatchUp{}, err
 	}
-	leader, _, err := c.leader(wctx)
+	leader, _, err := c.Leader(wctx)
 	if err != nil {
 		return CatchUp{}, err
 	}
 	var followers []*procs.Proc
-	for _, p := range c.procs {
+	for _, p := range c.Procs {
 		if p != leader {
 			followers = append(followers, p)
 		}
 	}
 	f := followers[run%len(followers)]
-	if _, _, err := c.kill(f); err != nil {
+	if _, _, err := c.Kill(f); err != nil {
 		return CatchUp{}, err
 	}
-	st, err := c.status(wctx, leader.APIAddr, 5*time.Second)
+	st, err := c.Status(wctx, leader.APIAddr, 5*time.Second)
 	if err != nil {
 		return CatchUp{}, err
 	}
 	start := time.Now()
-	if err := c.restart(f); err != nil {
+	if err := c.Restart(f); err != nil {
 		return CatchUp{}, err
 	}
 	for {
-		fs, err := c.status(wctx, f.APIAddr, time.Second)
+		fs, err := c.Status(wctx, f.APIAddr, time.Second)
 		if err == nil && fs.AppliedIndex >= st.AppliedIndex {
 			return CatchUp{Node: f.ID, Ms: measure.Millis(time.Since(start)), Index: st.AppliedIndex}, nil
 		}

@@ -8,11 +8,12 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/raftmaster/raftmaster/internal/bench/etcdmember"
+	"github.com/raftmaster/raftmaster/internal/bench/harness"
 	"github.com/raftmaster/raftmaster/rpc"
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -72,12 +73,12 @@ func (s *suite) growthSize(ctx context.Context, row *GrowthRow) error {
 	base := s.dir("growth", fmt.Sprint(n))
 	defer os.RemoveAll(base)
 
-	raft, err := startRaftCluster(ctx, s.bin, s.dir("growth", fmt.Sprint(n), "raft"), 3)
+	raft, err := harness.StartRaft(ctx, s.bin, s.dir("growth", fmt.Sprint(n), "raft"), 3)
 	if err != nil {
 		return err
 	}
-	defer raft.stop()
-	d, err := raft.setDataset(path, time.Hour, 10*time.Minute)
+	defer raft.Stop()
+	d, err := raft.SetDataset(path, time.Hour, 10*time.Minute)
 	row.Raft.SetDatasetSeconds = d.Seconds()
 	row.Raft.Status = status(err)
 	if err != nil {
@@ -86,7 +87,7 @@ func (s *suite) growthSize(ctx context.Context, row *GrowthRow) error {
 	s.logf("growth %d tasks: raft backend set the dataset in %s: %s", n, d.Round(time.Millisecond), row.Raft.Status)
 
 	row.Etcd.Status = "not run"
-	var etcdBackend *cluster
+	var etcdBackend *harness.Cluster
 	etcd, err := etcdmember.Start(ctx, s.exe, s.dir("growth", fmt.Sprint(n), "etcd"), 3, cfg.EtcdCompaction)
 	if err != nil {
 		etcd = nil
@@ -94,13 +95,13 @@ func (s *suite) growthSize(ctx context.Context, row *GrowthRow) error {
 		row.Etcd.Status = "etcd did not start: " + firstLine(err.Error())
 	} else {
 		defer etcd.Stop()
-		etcdBackend, err = startEtcdBackend(ctx, s.bin, s.dir("growth", fmt.Sprint(n), "masters"), etcd.Endpoints, "/bench", 3, cfg.EtcdTTL)
+		etcdBackend, err = harness.StartEtcdBackend(ctx, s.bin, s.dir("growth", fmt.Sprint(n), "masters"), etcd.Endpoints, etcdPrefix, 3, cfg.EtcdTTL)
 		if err != nil {
 			row.Etcd.fail(err)
 			row.Etcd.Status = "masters did not start: " + firstLine(err.Error())
 		} else {
-			defer etcdBackend.stop()
-			d, err := etcdBackend.setDataset(path, time.Hour, 10*time.Minute)
+			defer etcdBackend.Stop()
+			d, err := etcdBackend.SetDataset(path, time.Hour, 10*time.Minute)
 			row.Etcd.SetDatasetSeconds = d.Seconds()
 			row.Etcd.Status = status(err)
 			if err != nil {
@@ -112,37 +113,37 @@ func (s *suite) growthSize(ctx context.Context, row *GrowthRow) error {
 
 	if etcd != nil {
 		defer func() {
-			row.Etcd.StateBytes, row.Etcd.StateRawBytes = stateSize(ctx, etcd.Endpoints, "/bench/state")
+			row.Etcd.StateBytes, row.Etcd.StateRawBytes = stateSize(ctx, etcd.Endpoints, etcdkeys.Under(etcdPrefix).State)
 		}()
 	}
-	var raftPass, etcdPass atomic.Int64
+	var raftTrainers, etcdTrainers harness.Dispatch
 	for run := range cfg.Runs {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
 		if row.Raft.Error == "" {
-			r, err := s.dispatchRaftmaster(ctx, raft, cfg.GrowthConcurrency, &raftPass)
+			r, err := s.dispatchRaftmaster(ctx, raft, cfg.GrowthConcurrency, &raftTrainers)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				row.Raft.fail(err)
 				row.Raft.Status = status(err)
-				s.logf("growth %d tasks: raft backend: %v\n%s", n, err, raft.logTail())
+				s.logf("growth %d tasks: raft backend: %v\n%s", n, err, raft.LogTail())
 			} else {
 				row.Raft.add(r)
 				s.logf("growth %-8d run %d/%d  raft backend %8.0f writes/s  p50 %7.2f ms  p99 %7.2f ms", n, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
 			}
 		}
 		if etcdBackend != nil && row.Etcd.Error == "" {
-			r, err := s.dispatchRaftmaster(ctx, etcdBackend, cfg.GrowthConcurrency, &etcdPass)
+			r, err := s.dispatchRaftmaster(ctx, etcdBackend, cfg.GrowthConcurrency, &etcdTrainers)
 			if err != nil {
 				if ctx.Err() != nil {
 					return ctx.Err()
 				}
 				row.Etcd.fail(err)
 				row.Etcd.Status = status(err)
-				s.logf("growth %d tasks: etcd backend: %v\n%s", n, err, etcdBackend.logTail())
+				s.logf("growth %d tasks: etcd backend: %v\n%s", n, err, etcdBackend.LogTail())
 			} else {
 				row.Etcd.add(r)
 				s.logf("growth %-8d run %d/%d  etcd backend %8.0f writes/s  p50 %7.2f ms  p99 %7.2f ms", n, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)

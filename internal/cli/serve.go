@@ -23,6 +23,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/replica"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/raftmaster/raftmaster/store"
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	"github.com/urfave/cli/v2"
 )
 
@@ -68,7 +69,7 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "data-dir", Usage: "directory for the Raft log and snapshots (required with the raft backend)", EnvVars: env("data-dir")},
 			&cli.StringFlag{Name: "backend", Usage: "raft (replicated log) or etcd (one active master, state in etcd)", Value: "raft", EnvVars: env("backend")},
 			&cli.StringFlag{Name: "etcd-endpoints", Usage: "etcd client URLs, comma separated (etcd backend)", EnvVars: env("etcd-endpoints")},
-			&cli.StringFlag{Name: "etcd-prefix", Usage: "etcd key prefix: the lock, address and state keys go under it (etcd backend)", Value: "/master", EnvVars: env("etcd-prefix")},
+			&cli.StringFlag{Name: "etcd-prefix", Usage: "etcd key prefix: the lock, address and state keys go under it (etcd backend)", Value: etcdkeys.DefaultPrefix, EnvVars: env("etcd-prefix")},
 			&cli.IntFlag{Name: "etcd-max-state-bytes", Usage: "largest state saved to etcd, under etcd's --max-request-bytes; clients may fill all but 64 KiB (etcd backend)", Value: store.DefaultMaxStateBytes, EnvVars: env("etcd-max-state-bytes")},
 			&cli.DurationFlag{Name: "etcd-ttl", Usage: "etcd session TTL: how soon a standby replaces a dead master (etcd backend)", Value: 10 * time.Second, EnvVars: env("etcd-ttl")},
 			&cli.StringFlag{Name: "raft-addr", Usage: "address the Raft transport listens on", Value: "127.0.0.1:7001", EnvVars: env("raft-addr")},

@@ -11,8 +11,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/internal/etcdmaster"
 	"github.com/raftmaster/raftmaster/internal/replica"
-	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	"github.com/urfave/cli/v2"
 )
 
@@ -35,6 +35,7 @@ func etcdConfig(c *cli.Context, logger hclog.Logger) (replica.Etcd, error) {
 	if !strings.HasPrefix(prefix, "/") {
 		return replica.Etcd{}, fmt.Errorf("--etcd-prefix %q: want an absolute key such as /master", c.String("etcd-prefix"))
 	}
+	keys := etcdkeys.Under(prefix)
 	maxState := c.Int("etcd-max-state-bytes")
 	if maxState < 2*etcdmaster.StateHeadroom {
 		return replica.Etcd{}, fmt.Errorf("--etcd-max-state-bytes %d: want at least %d", maxState, 2*etcdmaster.StateHeadroom)
@@ -56,9 +57,9 @@ func etcdConfig(c *cli.Context, logger hclog.Logger) (replica.Etcd, error) {
 		ID:     c.String("node-id"), APIAddr: apiAdvertise,
 		Store: store.EtcdConfig{
 			Endpoints: endpoints, TTL: ttl, MaxStateBytes: maxState, Auth: auth,
-			LockPath: prefix + "/lock", AddrPath: rpc.EtcdAddrKey(prefix), StatePath: prefix + "/state",
+			LockPath: keys.Lock, AddrPath: keys.Addr, StatePath: keys.State,
 		},
-		MembersPath:   prefix + "/members/",
+		MembersPath:   keys.Members,
 		FailoverGrace: c.Duration("failover-grace"), Clock: testClock(c, logger), Logger: logger,
 	}}, nil
 }

@@ -43,12 +43,13 @@ import (
 	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
+	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // DefaultMembersPath is the etcd prefix under which every master, active
 // or standby, lists itself for `cluster inspect`.
-const DefaultMembersPath = "/master/members/"
+const DefaultMembersPath = etcdkeys.DefaultMembers
 
 // Config configures a master.
 type Config struct {
