@@ -9,7 +9,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-heavy python-test lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-heavy python-test python-env lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,12 +38,25 @@ test: ## run every test with the race detector, the Helm chart's checks included
 test-heavy: ## the heavy tier (build tag heavy): a 3-node cluster filled with over 500 MiB of state, backed up and restored through the CLI (a few minutes)
 	$(GO) test -tags heavy -count=1 -timeout $(TEST_TIMEOUT) -run '^TestHeavy' -v ./internal/integration/
 
-# The interpreter of the Python tests: Debian's, which python3-torch,
-# python3-snappy and python3-pytest install into.
-PYTHON ?= /usr/bin/python3
+# The interpreter of the Python tests and of make python-env: Debian's,
+# which python3-torch, python3-snappy and python3-pytest install into,
+# where there is one; else the first python3 on the PATH.
+PYTHON ?= $(if $(wildcard /usr/bin/python3),/usr/bin/python3,python3)
+VENV   ?= .venv
 
 python-test: build ## build bin/raftmaster and run the Python package's tests (python/tests) with $(PYTHON)
 	cd python && RAFTMASTER_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider tests
+
+# No package index and no build: the venv sees the interpreter's own
+# packages (torch, snappy), and a .pth file puts ./python on its path, so
+# the package is installed in editable form without pip, setuptools or wheel.
+python-env: ## a venv in $(VENV) from $(PYTHON) (its packages, torch too, in view) with ./python installed, offline
+	$(PYTHON) -m venv --system-site-packages --without-pip $(VENV)
+	$(VENV)/bin/python -c 'import pathlib, sys, sysconfig; pathlib.Path(sysconfig.get_path("purelib"), "raftmaster.pth").write_text(sys.argv[1] + "\n")' "$(CURDIR)/python"
+	@$(VENV)/bin/python -c 'import raftmaster, sys; print("raftmaster %s from %s, Python %s" % (raftmaster.__version__, raftmaster.__path__[0], sys.version.split()[0]))'
+	@$(VENV)/bin/python -c 'import torch; print("torch %s: importable" % torch.__version__)' 2>/dev/null || \
+		echo "torch: not importable from $(PYTHON) (apt install python3-torch, or pip install torch in the venv)"
+	@echo "activate it with: . $(VENV)/bin/activate"
 
 lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

@@ -100,8 +100,8 @@ type Config struct {
 	Short bool `json:"short"`
 }
 
-// Defaults is the full run that produces the README's figures (about 20
-// minutes on a 2-core machine).
+// Defaults is the full run that produces the figures of
+// docs/performance.md (about 20 minutes on a 2-core machine).
 func Defaults() Config {
 	return Config{
 		Out:               "bench-out",

@@ -29,8 +29,8 @@ type incarnation struct {
 // WipeNode and WipeAmidKills replace a node's volume: SIGKILL, its data
 // directory deleted, and a restart on an empty one. The node comes back as
 // a new incarnation under a new server id, which the leader adds as a
-// non-voter and promotes once it has caught up (README, "Losing
-// volumes"). From its wipe until that promotion the node holds none of
+// non-voter and promotes once it has caught up (docs/operations.md,
+// "Losing volumes"). From its wipe until that promotion the node holds none of
 // what it acknowledged: it is lacking. It counts as lacking until its
 // status answers voter: true under a server id other than the one it had
 // before the wipe.

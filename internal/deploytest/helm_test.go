@@ -197,7 +197,7 @@ const rawHeader = `# raftmaster on Kubernetes without Helm: this file is the cha
 # key, from a Secret you make once in the namespace, before the first apply:
 #   raftmaster keygen --out cluster.key
 #   kubectl create secret generic -n NAMESPACE raftmaster-cluster-key --from-file=cluster.key
-# A NetworkPolicy admits the Raft port from the pods only. README "Deploy"
+# A NetworkPolicy admits the Raft port from the pods only. docs/deploy.md
 # says how to scale, and how to turn on tokens, TLS, a dataset volume and
 # the ServiceMonitor (with the chart).
 `

@@ -725,7 +725,7 @@ const insecureOverride = `services:
 `
 
 // TestDockerComposeRollingUpgrade upgrades compose-3 from the previous
-// release's image to this one's, as README "Operations" says: trainers on
+// release's image to this one's, as docs/operations.md says: trainers on
 // the host run passes throughout while each container is replaced with
 // the new image on its volume (followers first, then the leader), and the
 // next only once the cluster is whole again. No trainer call fails, every
