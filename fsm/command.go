@@ -718,12 +718,12 @@ func (c *CreateJob) decode(*decoder)     {}
 func (c *DeleteJob) encode(*encoder)     {}
 func (c *DeleteJob) decode(*decoder)     {}
 
-// encode writes the limits. MaxJobKVKeys and MaxKVValue, added later,
+// encode writes the limits. MaxJobKVKeys and MaxKVValueBytes, added later,
 // are written only when one is set, so that replicas that predate them
 // read the entry a leader with the default register limits proposes.
 func (c *SetLimits) encode(e *encoder) {
 	c.Limits.encode(e)
-	if c.Limits.MaxJobKVKeys != 0 || c.Limits.MaxKVValue != 0 {
+	if c.Limits.MaxJobKVKeys != 0 || c.Limits.MaxKVValueBytes != 0 {
 		c.Limits.encodeKV(e)
 	}
 }
@@ -744,7 +744,7 @@ func (l *Limits) encode(e *encoder) {
 	e.int(l.MaxJobTasks)
 	e.int(l.MaxJobChunks)
 	e.int(l.MaxJobGroups)
-	e.varint(l.MaxJobGroupData)
+	e.varint(l.MaxJobGroupBytes)
 	e.varint(l.MaxStateBytes)
 	e.varint(int64(l.JobTTL))
 }
@@ -754,7 +754,7 @@ func (l *Limits) decode(d *decoder) {
 	l.MaxJobTasks = d.int()
 	l.MaxJobChunks = d.int()
 	l.MaxJobGroups = d.int()
-	l.MaxJobGroupData = d.varint()
+	l.MaxJobGroupBytes = d.varint()
 	l.MaxStateBytes = d.varint()
 	l.JobTTL = time.Duration(d.varint())
 }
@@ -762,12 +762,12 @@ func (l *Limits) decode(d *decoder) {
 // encodeKV writes the register's limits.
 func (l *Limits) encodeKV(e *encoder) {
 	e.int(l.MaxJobKVKeys)
-	e.varint(l.MaxKVValue)
+	e.varint(l.MaxKVValueBytes)
 }
 
 func (l *Limits) decodeKV(d *decoder) {
 	l.MaxJobKVKeys = d.int()
-	l.MaxKVValue = d.varint()
+	l.MaxKVValueBytes = d.varint()
 }
 
 func (c *KVCompareAndSet) encode(e *encoder) {

@@ -127,7 +127,7 @@
 //
 // SetLimits replaces the cluster's Limits record (a zero field is its
 // default, limits.go): MaxJobs, and per job MaxJobTasks, MaxJobChunks,
-// MaxJobGroups, MaxJobGroupData, MaxJobKVKeys and MaxKVValue,
+// MaxJobGroups, MaxJobGroupBytes, MaxJobKVKeys and MaxKVValueBytes,
 // MaxStateBytes on a size estimate of the whole state computed from
 // content sizes, and JobTTL. A command that
 // would pass a limit is answered CodeLimit (ErrLimitExceeded), whose
@@ -293,7 +293,7 @@
 // when absent). A version is a cluster-wide counter: it increases with
 // every write, in any job, so it never repeats for a key, not even after
 // the job is deleted and created again. A key is 1 to MaxKVKeyLen bytes of
-// printable ASCII without spaces; a value over Limits.MaxKVValue, a new
+// printable ASCII without spaces; a value over Limits.MaxKVValueBytes, a new
 // key past Limits.MaxJobKVKeys and a write past MaxStateBytes are answered
 // CodeLimit. FSM.KV reads a key; the API reads it at the leader after a
 // read barrier, so reads and writes together are linearizable. The

@@ -224,6 +224,8 @@ func badCases(f badFiles) []badCase {
 		post("limits negative job_ttl", rpc.PathLimitsSet, `{"job_ttl":"-1h"}`, bad, invalid).naming("job_ttl"),
 		post("limits job_ttl not a duration", rpc.PathLimitsSet, `{"job_ttl":"soon"}`, bad, invalid).naming("soon"),
 		post("limits max_kv_value over its ceiling", rpc.PathLimitsSet, `{"max_jobs":5,"max_kv_value":99999999999}`, bad, invalid).naming("max_kv_value"),
+		post("limits max_kv_value_bytes over its ceiling", rpc.PathLimitsSet, `{"max_kv_value_bytes":99999999999}`, bad, invalid).naming("limit max_kv_value_bytes 99999999999 out of range"),
+		post("limits one limit under both its names", rpc.PathLimitsSet, `{"max_job_group_bytes":1,"max_job_group_data":2}`, bad, invalid).naming("name the same limit"),
 		post("limits as a string", rpc.PathLimitsSet, `{"max_jobs":"5"}`, bad, invalid).naming("max_jobs"),
 		post("limits unknown field", rpc.PathLimitsSet, `{"max_job":5}`, bad, invalid).naming("max_job"),
 

@@ -521,37 +521,49 @@ type Job struct {
 const MaxJobPaths = 1000
 
 // Limits are the limits in effect, the same on every replica: part of the
-// replicated state, seeded by the serve flags (--max-jobs, ...) of a new
-// cluster's first leader and changed by PathLimitsSet.
+// replicated state, which a new cluster's first leader sets from its serve
+// flags (--max-jobs, ...) and PathLimitsSet changes. Each limit's JSON
+// name is its flag's (max_kv_value_bytes for --max-kv-value-bytes). The
+// two limits that had other names before are also written under them, for
+// clients of earlier releases, and read under them from servers of
+// earlier releases.
 type Limits struct {
-	MaxJobs         int   `json:"max_jobs"`
-	MaxJobTasks     int   `json:"max_job_tasks"`
-	MaxJobChunks    int   `json:"max_job_chunks"`
-	MaxJobGroups    int   `json:"max_job_groups"`
-	MaxJobGroupData int64 `json:"max_job_group_data"`
-	MaxStateBytes   int64 `json:"max_state_bytes"`
+	MaxJobs      int `json:"max_jobs"`
+	MaxJobTasks  int `json:"max_job_tasks"`
+	MaxJobChunks int `json:"max_job_chunks"`
+	MaxJobGroups int `json:"max_job_groups"`
+	// MaxJobGroupBytes bounds the allgather data of one job's groups
+	// together. Also written as max_job_group_data, its earlier name.
+	MaxJobGroupBytes int64 `json:"max_job_group_bytes"`
+	MaxStateBytes    int64 `json:"max_state_bytes"`
 	// JobTTL is how long an idle job lives; 0 when collection is off.
 	JobTTL Duration `json:"job_ttl"`
-	// MaxJobKVKeys bounds the keys of a job's register, MaxKVValue the
-	// bytes of one value.
-	MaxJobKVKeys int   `json:"max_job_kv_keys"`
-	MaxKVValue   int64 `json:"max_kv_value"`
+	// MaxJobKVKeys bounds the keys of a job's register.
+	MaxJobKVKeys int `json:"max_job_kv_keys"`
+	// MaxKVValueBytes bounds the bytes of one register value. Also
+	// written as max_kv_value, its earlier name.
+	MaxKVValueBytes int64 `json:"max_kv_value_bytes"`
 }
 
 // LimitsRequest changes the cluster's limits (PathLimitsSet): only the
 // fields given change, the others keep their values. 0 sets a limit to
 // its default (job_ttl 0: collection off); a value below 0 or above its
-// ceiling is refused, and nothing changes.
+// ceiling is refused, and nothing changes. The server also takes the
+// earlier names of two limits, max_job_group_data and max_kv_value, and
+// the Go client sends those, which servers of every release read.
 type LimitsRequest struct {
-	MaxJobs         *int      `json:"max_jobs,omitempty"`
-	MaxJobTasks     *int      `json:"max_job_tasks,omitempty"`
-	MaxJobChunks    *int      `json:"max_job_chunks,omitempty"`
-	MaxJobGroups    *int      `json:"max_job_groups,omitempty"`
-	MaxJobGroupData *int64    `json:"max_job_group_data,omitempty"`
-	MaxStateBytes   *int64    `json:"max_state_bytes,omitempty"`
-	JobTTL          *Duration `json:"job_ttl,omitempty"`
-	MaxJobKVKeys    *int      `json:"max_job_kv_keys,omitempty"`
-	MaxKVValue      *int64    `json:"max_kv_value,omitempty"`
+	MaxJobs      *int `json:"max_jobs,omitempty"`
+	MaxJobTasks  *int `json:"max_job_tasks,omitempty"`
+	MaxJobChunks *int `json:"max_job_chunks,omitempty"`
+	MaxJobGroups *int `json:"max_job_groups,omitempty"`
+	// MaxJobGroupBytes is also read as max_job_group_data, its earlier
+	// name.
+	MaxJobGroupBytes *int64    `json:"max_job_group_bytes,omitempty"`
+	MaxStateBytes    *int64    `json:"max_state_bytes,omitempty"`
+	JobTTL           *Duration `json:"job_ttl,omitempty"`
+	MaxJobKVKeys     *int      `json:"max_job_kv_keys,omitempty"`
+	// MaxKVValueBytes is also read as max_kv_value, its earlier name.
+	MaxKVValueBytes *int64 `json:"max_kv_value_bytes,omitempty"`
 }
 
 // JobsResponse lists every job, sorted by name, with the limits.
@@ -663,7 +675,7 @@ type KVCompareAndSetRequest struct {
 	Key     string `json:"key"`
 	Version uint64 `json:"version"`
 	// Value is the value to store (base64 in JSON), at most the cluster's
-	// max_kv_value bytes.
+	// max_kv_value_bytes.
 	Value []byte `json:"value"`
 }
 

@@ -124,7 +124,7 @@ func limitsChange(c *cli.Context) (rpc.LimitsRequest, error) {
 	}
 	r.MaxJobs, r.MaxJobTasks, r.MaxJobChunks = intFlag("max-jobs"), intFlag("max-job-tasks"), intFlag("max-job-chunks")
 	r.MaxJobGroups, r.MaxJobKVKeys = intFlag("max-job-groups"), intFlag("max-job-kv-keys")
-	r.MaxJobGroupData, r.MaxStateBytes, r.MaxKVValue = int64Flag("max-job-group-bytes"), int64Flag("max-state-bytes"), int64Flag("max-kv-value-bytes")
+	r.MaxJobGroupBytes, r.MaxStateBytes, r.MaxKVValueBytes = int64Flag("max-job-group-bytes"), int64Flag("max-state-bytes"), int64Flag("max-kv-value-bytes")
 	if c.IsSet("job-ttl") {
 		ttl := rpc.Duration(c.Duration("job-ttl"))
 		r.JobTTL = &ttl
@@ -160,10 +160,10 @@ func writeLimits(w io.Writer, l rpc.Limits) {
 		{"max-job-tasks", fmt.Sprint(l.MaxJobTasks)},
 		{"max-job-chunks", fmt.Sprint(l.MaxJobChunks)},
 		{"max-job-groups", fmt.Sprint(l.MaxJobGroups)},
-		{"max-job-group-bytes", fmt.Sprintf("%d (%s)", l.MaxJobGroupData, humanBytes(l.MaxJobGroupData))},
+		{"max-job-group-bytes", fmt.Sprintf("%d (%s)", l.MaxJobGroupBytes, humanBytes(l.MaxJobGroupBytes))},
 		{"max-state-bytes", fmt.Sprintf("%d (%s)", l.MaxStateBytes, humanBytes(l.MaxStateBytes))},
 		{"max-job-kv-keys", fmt.Sprint(l.MaxJobKVKeys)},
-		{"max-kv-value-bytes", fmt.Sprintf("%d (%s)", l.MaxKVValue, humanBytes(l.MaxKVValue))},
+		{"max-kv-value-bytes", fmt.Sprintf("%d (%s)", l.MaxKVValueBytes, humanBytes(l.MaxKVValueBytes))},
 		{"job-ttl", ttl},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])

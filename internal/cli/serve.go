@@ -289,9 +289,9 @@ func quotaFlags(c *cli.Context, name string, tokens bool, def quota.Rate) quota.
 func jobLimits(c *cli.Context) (*fsm.Limits, error) {
 	l := &fsm.Limits{
 		MaxJobs: c.Int("max-jobs"), MaxJobTasks: c.Int("max-job-tasks"), MaxJobChunks: c.Int("max-job-chunks"),
-		MaxJobGroups: c.Int("max-job-groups"), MaxJobGroupData: c.Int64("max-job-group-bytes"),
+		MaxJobGroups: c.Int("max-job-groups"), MaxJobGroupBytes: c.Int64("max-job-group-bytes"),
 		MaxStateBytes: c.Int64("max-state-bytes"), JobTTL: c.Duration("job-ttl"),
-		MaxJobKVKeys: c.Int("max-job-kv-keys"), MaxKVValue: c.Int64("max-kv-value-bytes"),
+		MaxJobKVKeys: c.Int("max-job-kv-keys"), MaxKVValueBytes: c.Int64("max-kv-value-bytes"),
 	}
 	if err := l.Check(); err != nil {
 		return nil, err

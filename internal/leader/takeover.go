@@ -110,10 +110,10 @@ func LimitsDiffer(flags fsm.Limits, cluster fsm.Limits) string {
 		{"max-job-tasks", f.MaxJobTasks, cluster.MaxJobTasks},
 		{"max-job-chunks", f.MaxJobChunks, cluster.MaxJobChunks},
 		{"max-job-groups", f.MaxJobGroups, cluster.MaxJobGroups},
-		{"max-job-group-bytes", f.MaxJobGroupData, cluster.MaxJobGroupData},
+		{"max-job-group-bytes", f.MaxJobGroupBytes, cluster.MaxJobGroupBytes},
 		{"max-state-bytes", f.MaxStateBytes, cluster.MaxStateBytes},
 		{"max-job-kv-keys", f.MaxJobKVKeys, cluster.MaxJobKVKeys},
-		{"max-kv-value-bytes", f.MaxKVValue, cluster.MaxKVValue},
+		{"max-kv-value-bytes", f.MaxKVValueBytes, cluster.MaxKVValueBytes},
 		{"job-ttl", f.JobTTL, cluster.JobTTL},
 	} {
 		if l.flag != l.cluster {

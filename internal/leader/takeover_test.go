@@ -112,7 +112,7 @@ func TestTakeOverKeepsTheLimits(t *testing.T) {
 	var logs bytes.Buffer
 	other := first
 	other.Self = fsm.Registration{ID: "n2", APIAddr: "a:2"}
-	other.Limits = &fsm.Limits{MaxJobs: 7, MaxKVValue: 64, JobTTL: time.Hour}
+	other.Limits = &fsm.Limits{MaxJobs: 7, MaxKVValueBytes: 64, JobTTL: time.Hour}
 	other.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	proposed = nil
 	if err := other.Run(context.Background()); err != nil {
