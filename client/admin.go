@@ -45,21 +45,21 @@ func (c *Client) MembersStale() (rpc.ClusterResponse, error) {
 // AddNode adds node id as a voter, with its Raft and API addresses, or
 // refreshes its addresses when it is already a member.
 func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
-	return c.AddServer(rpc.AddVoterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
+	return c.AddServer(rpc.AddMemberRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
 }
 
 // AddServer asks the cluster to add the server req describes, as a node
 // started with --join does: a new incarnation (a server id with one) is
 // added as a non-voter and promoted once it has caught up, so ask again
 // until its status says it is a voter.
-func (c *Client) AddServer(req rpc.AddVoterRequest) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddVoter, write: true, noProbe: true, body: req})
+func (c *Client) AddServer(req rpc.AddMemberRequest) error {
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddMember, write: true, noProbe: true, body: req})
 }
 
 // RemoveNode removes node id from the cluster.
 func (c *Client) RemoveNode(id string) error {
-	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemove, write: true, noProbe: true,
-		body: rpc.RemoveRequest{ID: id}})
+	return c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemoveMember, write: true, noProbe: true,
+		body: rpc.RemoveMemberRequest{ID: id}})
 }
 
 // TransferLeadership hands leadership to node id, or to the most

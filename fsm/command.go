@@ -257,8 +257,8 @@ type TaskMeta struct {
 	Epoch int `json:"epoch"`
 }
 
-// Registration is a registry entry: where a replica's Raft and HTTP API
-// listen and, from Protocol2 on, which release it runs.
+// Registration is a registry entry of a member of the cluster: where its
+// Raft and HTTP API listen and, from Protocol2 on, which release it runs.
 type Registration struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
@@ -379,13 +379,18 @@ type Leave struct {
 	Member uuid.UUID
 }
 
-// RegisterNode adds or updates a node registry entry.
+// RegisterNode registers a member: it adds or updates the member's entry
+// in the node registry. It keeps the name of its entry type
+// (TypeRegisterNode, "RegisterNode"), which the logs and the metrics'
+// command label show.
 type RegisterNode struct {
 	Header
 	Node Registration
 }
 
-// RemoveNode deletes a node registry entry.
+// RemoveNode deletes a member's entry from the node registry, once the
+// member has left the Raft configuration. It keeps the name of its entry
+// type (TypeRemoveNode, "RemoveNode").
 type RemoveNode struct {
 	Header
 	ID string

@@ -230,11 +230,11 @@ func badCases(f badFiles) []badCase {
 		post("limits unknown field", rpc.PathLimitsSet, `{"max_job":5}`, bad, invalid).naming("max_job"),
 
 		// Cluster changes.
-		post("cluster join without id", rpc.PathClusterAddVoter, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
-		post("cluster join without raft_addr", rpc.PathClusterAddVoter, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),
-		post("cluster join oversized api_addr", rpc.PathClusterAddVoter, `{"id":"n4","raft_addr":"a:1","api_addr":"`+long+`"}`, bad, invalid).naming("api_addr"),
-		post("cluster remove without id", rpc.PathClusterRemove, `{}`, bad, invalid).naming("id"),
-		post("cluster remove malformed", rpc.PathClusterRemove, `{"id":`, bad, invalid),
+		post("cluster join without id", rpc.PathClusterAddMember, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
+		post("cluster join without raft_addr", rpc.PathClusterAddMember, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),
+		post("cluster join oversized api_addr", rpc.PathClusterAddMember, `{"id":"n4","raft_addr":"a:1","api_addr":"`+long+`"}`, bad, invalid).naming("api_addr"),
+		post("cluster remove without id", rpc.PathClusterRemoveMember, `{}`, bad, invalid).naming("id"),
+		post("cluster remove malformed", rpc.PathClusterRemoveMember, `{"id":`, bad, invalid),
 		post("cluster transfer oversized id", rpc.PathClusterTransfer, `{"id":"`+long+`"}`, bad, invalid).naming("id"),
 		post("cluster transfer unknown field", rpc.PathClusterTransfer, `{"to":"n2"}`, bad, invalid).naming("to"),
 	}

@@ -225,15 +225,17 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterAddVoter, Access: AccessOperator,
-		Summary: "Add a voter, or refresh its addresses when it is already a member.",
-		Request: AddVoterRequest{}, Response: OKResponse{},
+		Method: http.MethodPost, Path: PathClusterAddMember, Access: AccessOperator,
+		Summary: "Add a member, or refresh its addresses when it is one already. A new incarnation of a node " +
+			"(one that lost its data directory) is added as a non-voter and promoted to voter once it has caught up; " +
+			"it asks again until then.",
+		Request: AddMemberRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterRemove, Access: AccessOperator,
-		Summary: "Remove a server from the cluster. A leader asked to remove itself hands leadership over first.",
-		Request: RemoveRequest{}, Response: OKResponse{},
+		Method: http.MethodPost, Path: PathClusterRemoveMember, Access: AccessOperator,
+		Summary: "Remove a member from the cluster, by its server id or its node name. A leader asked to remove itself hands leadership over first.",
+		Request: RemoveMemberRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors, CodeNotFound),
 	},
 	{

@@ -35,32 +35,35 @@ const HeaderUnreachable = "X-Raftmaster-Unreachable"
 
 // API paths.
 const (
-	PathDataset         = "/v1/dataset"
-	PathTaskGet         = "/v1/task/get"
-	PathTaskFinished    = "/v1/task/finished"
-	PathTaskFailed      = "/v1/task/failed"
-	PathTaskRenew       = "/v1/task/renew"
-	PathSaveModel       = "/v1/savemodel"
-	PathAllgatherJoin   = "/v1/allgather/join"
-	PathAllgatherLeave  = "/v1/allgather/leave"
-	PathAllgatherWatch  = "/v1/allgather/watch"
-	PathStatus          = "/v1/status"
-	PathCluster         = "/v1/cluster"
-	PathClusterAddVoter = "/v1/cluster/join"
-	PathClusterRemove   = "/v1/cluster/remove"
-	PathClusterTransfer = "/v1/cluster/transfer"
-	PathDebugState      = "/v1/debug/state"
-	PathHealthz         = "/healthz"
-	PathReadyz          = "/readyz"
-	PathJobs            = "/v1/jobs"
-	PathJob             = "/v1/jobs/{job}"
-	PathJobCreate       = "/v1/jobs/{job}/create"
-	PathJobDelete       = "/v1/jobs/{job}/delete"
-	PathBackup          = "/v1/backup"
-	PathKVGet           = "/v1/kv/get"
-	PathKVCompareAndSet = "/v1/kv/cas"
-	PathLimits          = "/v1/limits"
-	PathLimitsSet       = "/v1/limits/set"
+	PathDataset        = "/v1/dataset"
+	PathTaskGet        = "/v1/task/get"
+	PathTaskFinished   = "/v1/task/finished"
+	PathTaskFailed     = "/v1/task/failed"
+	PathTaskRenew      = "/v1/task/renew"
+	PathSaveModel      = "/v1/savemodel"
+	PathAllgatherJoin  = "/v1/allgather/join"
+	PathAllgatherLeave = "/v1/allgather/leave"
+	PathAllgatherWatch = "/v1/allgather/watch"
+	PathStatus         = "/v1/status"
+	PathCluster        = "/v1/cluster"
+	// PathClusterAddMember and PathClusterRemoveMember change the
+	// membership. The first path says "join", the name it had before
+	// membership was called membership: servers of every release serve it.
+	PathClusterAddMember    = "/v1/cluster/join"
+	PathClusterRemoveMember = "/v1/cluster/remove"
+	PathClusterTransfer     = "/v1/cluster/transfer"
+	PathDebugState          = "/v1/debug/state"
+	PathHealthz             = "/healthz"
+	PathReadyz              = "/readyz"
+	PathJobs                = "/v1/jobs"
+	PathJob                 = "/v1/jobs/{job}"
+	PathJobCreate           = "/v1/jobs/{job}/create"
+	PathJobDelete           = "/v1/jobs/{job}/delete"
+	PathBackup              = "/v1/backup"
+	PathKVGet               = "/v1/kv/get"
+	PathKVCompareAndSet     = "/v1/kv/cas"
+	PathLimits              = "/v1/limits"
+	PathLimitsSet           = "/v1/limits/set"
 )
 
 // DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
@@ -391,30 +394,51 @@ type ClusterResponse struct {
 	ClusterProtocol uint64 `json:"cluster_protocol"`
 }
 
-// AddVoterRequest adds a voter (or refreshes its registry entry when it is
-// already a member): POST /v1/cluster/join.
-type AddVoterRequest struct {
+// AddMemberRequest adds a member (or refreshes its registry entry when it
+// is one already): PathClusterAddMember. A node of an earlier release, or
+// one whose data directory an earlier release made, becomes a voter at
+// once; a new incarnation of a node becomes a non-voter, promoted to voter
+// once it has caught up.
+type AddMemberRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
-	// Protocol is the highest protocol level the joining node's build
+	// Protocol is the highest protocol level the new member's build
 	// applies; absent (0) from releases before protocol levels. A cluster
 	// refuses a node below its own level.
 	Protocol uint64 `json:"protocol,omitempty"`
-	// Version is the joining node's release, which the node registry
+	// Version is the new member's release, which the node registry
 	// records from protocol level 2 on; absent from releases before
 	// protocol levels.
 	Version string `json:"version,omitempty"`
-	// LastIndex is the last index of the joining node's log: a new
-	// incarnation, which joins as a non-voter, is promoted once it is
-	// close to the leader's commit index.
+	// LastIndex is the last index of the new member's log: a new
+	// incarnation, added as a non-voter, is promoted once it is close to
+	// the leader's commit index.
 	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
-// RemoveRequest removes a server from the cluster.
-type RemoveRequest struct {
+// RemoveMemberRequest removes a member from the cluster:
+// PathClusterRemoveMember.
+type RemoveMemberRequest struct {
 	ID string `json:"id"`
 }
+
+// The names the membership's requests and paths had before, kept for Go
+// programs that use them.
+type (
+	// Deprecated: use AddMemberRequest.
+	AddVoterRequest = AddMemberRequest
+	// Deprecated: use RemoveMemberRequest.
+	RemoveRequest = RemoveMemberRequest
+)
+
+// The paths' earlier Go names.
+const (
+	// Deprecated: use PathClusterAddMember.
+	PathClusterAddVoter = PathClusterAddMember
+	// Deprecated: use PathClusterRemoveMember.
+	PathClusterRemove = PathClusterRemoveMember
+)
 
 // TransferRequest moves leadership, to ID when set, else to the most
 // up-to-date follower.

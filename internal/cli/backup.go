@@ -120,7 +120,7 @@ func restoreCommand() *cli.Command {
 			"truncated file, or a directory that already holds Raft state, is refused, and nothing\n" +
 			"is left written. Files of earlier releases are read too. Then start the node with\n" +
 			"serve and the same --node-id, --data-dir and --raft-addr (no --peers): it restores\n" +
-			"the state and elects itself. Add the other nodes with serve --join.",
+			"the state and elects itself. Add the other nodes with serve --members.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "in", Usage: "the backup file", Required: true, TakesFile: true},
 			&cli.StringFlag{Name: "data-dir", Usage: "the new node's data directory (empty or absent)", Required: true},

@@ -242,10 +242,10 @@ func TestRemoveUnknownMaster(t *testing.T) {
 		return err == nil && len(m) == 1
 	})
 	var re *rpc.Error
-	if err := a.Remove(context.Background(), "nosuch"); !errors.As(err, &re) || re.Code != rpc.CodeNotFound {
+	if err := a.RemoveMember(context.Background(), "nosuch"); !errors.As(err, &re) || re.Code != rpc.CodeNotFound {
 		t.Fatalf("remove unknown master: %v, want code %q", err, rpc.CodeNotFound)
 	}
-	if err := a.Remove(context.Background(), "a"); !errors.Is(err, fsm.ErrInvalid) {
+	if err := a.RemoveMember(context.Background(), "a"); !errors.Is(err, fsm.ErrInvalid) {
 		t.Fatalf("remove a listed master: %v, want ErrInvalid", err)
 	}
 }
