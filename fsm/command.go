@@ -367,7 +367,7 @@ type Join struct {
 	Timeout time.Duration
 	// FailOnTimeout makes Timeout a hard deadline: the group fails for
 	// every member when it passes. Without it the group is only marked
-	// overdue and stays open, as in the seed. Only the creating join sets
+	// overdue and stays open, as in the original. Only the creating join sets
 	// it.
 	FailOnTimeout bool
 }

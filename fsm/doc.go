@@ -228,7 +228,7 @@
 // numPeers, or by a stranger after completion, gets ErrGroupMismatch.
 //
 // A group that has not filled up when its timeout passes becomes overdue,
-// as in the seed: watches report it (WatchResult.Overdue, the seed's
+// as in the original: watches report it (WatchResult.Overdue, the original's
 // ErrAllGatherTimeoutExceeded callback), the group stays open, and it
 // still completes when the last member joins (on Kubernetes some pods are
 // scheduled late). An overdue group that gets no join for
@@ -382,7 +382,7 @@
 // A backup restored into a new cluster carries the state of the cluster
 // it came from, which may go on, or whose clients may hold tokens it
 // handed out after the backup: register versions, generations, task epochs
-// and job numbers. NextEra, which raftnode.Seed applies to the backup's
+// and job numbers. NextEra, which raftnode.RestoreDataDir applies to the backup's
 // snapshot, starts the next era (state.era, at most MaxEra) at Protocol2:
 // the uint64 counters continue from era<<EraShift (2^40) at least, and
 // the epochs on the wire carry the era above 32 bits. The old cluster, of

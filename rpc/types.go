@@ -273,7 +273,7 @@ const (
 // ran out or the group became overdue (poll again) or "complete" with every
 // member's data in join order and the caller's rank. Overdue is set on a
 // pending answer once the group has passed its timeout without filling up:
-// tell the trainer (the seed's timeout callback) and poll again with
+// tell the trainer (the original's timeout callback) and poll again with
 // seen_overdue. The final failures (closed, reconnected, timed out) are
 // error responses with their codes. From protocol level 2 a final answer
 // does not change: a complete or timed-out one stays for the group's

@@ -13,14 +13,14 @@ import (
 )
 
 // limitFlags are the flags of the replicated limits, named alike by serve,
-// whose values seed a new cluster's limits, and by limits set, which
+// whose values are a new cluster's initial limits, and by limits set, which
 // changes a running cluster's: 0 is a limit's default. Only serve reads
 // them from the environment, so that a shell with serve's variables does
 // not change a cluster's limits by mistake.
 func limitFlags(serve bool) []cli.Flag {
 	suffix, envOf := "", func(string) []string { return nil }
 	if serve {
-		suffix, envOf = "; seeds a new cluster's limits only (see raftmaster limits)", env
+		suffix, envOf = "; a new cluster's initial limit only (see raftmaster limits)", env
 	}
 	flags := []cli.Flag{
 		&cli.IntFlag{Name: "max-jobs", Usage: "jobs the cluster holds at once (0: the default, " + fmt.Sprint(fsm.DefaultMaxJobs) + ")" + suffix, EnvVars: envOf("max-jobs")},
@@ -54,7 +54,7 @@ func limitsCommand() *cli.Command {
 		Name:  "limits",
 		Usage: "show and change the cluster's limits",
 		Description: "The limits on jobs (--max-jobs, --max-job-tasks, ...) are part of the replicated state, the\n" +
-			"same on every node. serve's limit flags seed a new cluster's: its first leader proposes them;\n" +
+			"same on every node. serve's limit flags set a new cluster's: its first leader proposes them;\n" +
 			"later leaders do not, so a fail-over never changes the limits. A node whose flags differ from\n" +
 			"the cluster's logs each that differs. Change a running cluster's limits with limits set.",
 		Subcommands: []*cli.Command{

@@ -58,7 +58,7 @@ func serveCommand() *cli.Command {
 			"the master that holds the etcd lock serves, saving its whole state to etcd after each\n" +
 			"change, and the others stand by and redirect. It needs --etcd-endpoints, not --data-dir,\n" +
 			"--raft-addr, --peers or --members.\n\n" +
-			"The limit flags (--max-jobs, --max-job-tasks, ... --job-ttl) seed a new cluster's limits: its\n" +
+			"The limit flags (--max-jobs, --max-job-tasks, ... --job-ttl) set a new cluster's limits: its\n" +
 			"first leader proposes them. The limits are then part of the replicated state, and later\n" +
 			"leaders keep them whatever their own flags, so a fail-over never changes them; a node whose\n" +
 			"flags differ logs each limit that does. Change them with raftmaster limits set.\n\n" +
@@ -284,7 +284,7 @@ func quotaFlags(c *cli.Context, name string, tokens bool, def quota.Rate) quota.
 	return r
 }
 
-// jobLimits reads the limit flags, which seed a new cluster's limits: its
+// jobLimits reads the limit flags, a new cluster's initial limits: its
 // first leader proposes them (see leader.TakeOver); raftmaster limits set
 // changes them afterwards.
 func jobLimits(c *cli.Context) (*fsm.Limits, error) {

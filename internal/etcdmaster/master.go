@@ -61,8 +61,8 @@ type Config struct {
 	Store store.EtcdConfig
 	// MembersPath is the prefix where masters list themselves.
 	MembersPath string
-	// Limits, when set, are the master's limit flags, which seed a new
-	// state's limits (leader.TakeOver).
+	// Limits, when set, are the master's limit flags, a new state's
+	// initial limits (leader.TakeOver).
 	Limits *fsm.Limits
 	// FailoverGrace is the time a new active master gives every lease.
 	FailoverGrace time.Duration

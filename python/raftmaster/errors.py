@@ -48,7 +48,7 @@ class RaftmasterError(Exception):
         return "%s: %s" % (self.context, s) if self.context else s
 
 
-# The outcomes of the state machine, named as the seeds' sentinels.
+# The outcomes of the state machine, named as the original's sentinels.
 
 class PassBefore(RaftmasterError):
     """The pass asked for has already ended."""
@@ -270,7 +270,7 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
     )
 }
 
-#: The wire codes whose outcome the state machine gave (the seeds'
+#: The wire codes whose outcome the state machine gave (the original's
 #: sentinels); the cluster answers them with 409 unless stated otherwise.
 SENTINEL_CODES = frozenset(c.code for c in (
     PassBefore, PassAfter, NoMoreAvailable, AllTaskFailed, NoDataset, UnknownTask,
