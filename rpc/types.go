@@ -360,10 +360,12 @@ type ConfigServer struct {
 // endpoint reported (Error says why it could not be reached).
 type Member struct {
 	// ID is the server id (name~incarnation); Name the node's name.
-	ID           string `json:"id"`
-	Name         string `json:"name,omitempty"`
-	RaftAddr     string `json:"raft_addr"`
-	APIAddr      string `json:"api_addr"`
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+	// Suffrage is the member's role as Raft names it: Voter or Nonvoter
+	// (Master, for a master of the etcd backend).
 	Suffrage     string `json:"suffrage"`
 	Leader       bool   `json:"leader"`
 	State        string `json:"state"`

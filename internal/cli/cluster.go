@@ -86,7 +86,7 @@ func printJSON(w io.Writer, v any) error {
 // printCluster prints the members as an aligned table, then the state.
 func printCluster(w io.Writer, r rpc.ClusterResponse) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tSUFFRAGE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT\tVERSION")
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tROLE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT\tVERSION")
 	for _, m := range r.Members {
 		state := m.State
 		if m.Error != "" {
@@ -95,7 +95,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 		if m.Leader {
 			state += " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), role(m.Suffrage),
 			state, m.Term, m.LastIndex, m.CommitIndex, m.AppliedIndex, orDash(m.LastContact), memberVersion(m))
 	}
 	tw.Flush()

@@ -89,7 +89,7 @@ func memberListCommand() *cli.Command {
 func listMembers(r rpc.ClusterResponse) memberList {
 	out := memberList{Leader: r.Leader, Members: make([]memberRow, 0, len(r.Members))}
 	for _, m := range r.Members {
-		out.Members = append(out.Members, memberRow{ID: m.ID, Name: m.Name, Role: strings.ToLower(m.Suffrage),
+		out.Members = append(out.Members, memberRow{ID: m.ID, Name: m.Name, Role: role(m.Suffrage),
 			RaftAddr: m.RaftAddr, APIAddr: m.APIAddr, Leader: m.Leader})
 	}
 	return out
@@ -176,6 +176,10 @@ func memberRemoveCommand() *cli.Command {
 		},
 	}
 }
+
+// role is a member's role as the CLI prints it, from its Raft suffrage:
+// voter or nonvoter.
+func role(suffrage string) string { return strings.ToLower(suffrage) }
 
 // earlierName returns cmd under the name it had before it went under
 // "cluster member", hidden from the help and the completions.
