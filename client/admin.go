@@ -72,20 +72,20 @@ func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
 
 // AddNodeContext is AddNode bounded by ctx.
 func (c *Client) AddNodeContext(ctx context.Context, id, raftAddr, apiAddr string) error {
-	return c.AddServerContext(ctx, rpc.AddVoterRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
+	return c.AddServerContext(ctx, rpc.AddMemberRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
 }
 
 // AddServer asks the cluster to add the server req describes, as a node
-// started with --join does: a new incarnation (a server id with one) is
+// started with --members does: a new incarnation (a server id with one) is
 // added as a non-voter and promoted once it has caught up, so ask again
 // until its status says it is a voter.
-func (c *Client) AddServer(req rpc.AddVoterRequest) error {
+func (c *Client) AddServer(req rpc.AddMemberRequest) error {
 	return c.AddServerContext(context.Background(), req)
 }
 
 // AddServerContext is AddServer bounded by ctx.
-func (c *Client) AddServerContext(ctx context.Context, req rpc.AddVoterRequest) error {
-	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddVoter, write: true, noProbe: true, body: req})
+func (c *Client) AddServerContext(ctx context.Context, req rpc.AddMemberRequest) error {
+	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddMember, write: true, noProbe: true, body: req})
 }
 
 // RemoveNode removes node id from the cluster.
@@ -95,8 +95,8 @@ func (c *Client) RemoveNode(id string) error {
 
 // RemoveNodeContext is RemoveNode bounded by ctx.
 func (c *Client) RemoveNodeContext(ctx context.Context, id string) error {
-	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemove, write: true, noProbe: true,
-		body: rpc.RemoveRequest{ID: id}})
+	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemoveMember, write: true, noProbe: true,
+		body: rpc.RemoveMemberRequest{ID: id}})
 }
 
 // TransferLeadership hands leadership to node id, or to the most

@@ -26,12 +26,12 @@ func (a *admin) record(s string) {
 	a.calls = append(a.calls, s)
 }
 
-func (a *admin) AddVoter(_ context.Context, req rpc.AddVoterRequest) error {
+func (a *admin) AddMember(_ context.Context, req rpc.AddMemberRequest) error {
 	a.record("join " + req.ID + " " + req.RaftAddr + " " + req.APIAddr)
 	return nil
 }
 
-func (a *admin) Remove(_ context.Context, id string) error {
+func (a *admin) RemoveMember(_ context.Context, id string) error {
 	a.record("remove " + id)
 	return nil
 }

@@ -68,7 +68,7 @@ func (p *poller) finish(res Result, cb func()) {
 }
 
 // JoinOptions are the settings of JoinContext beyond the member and its
-// data. The zero value is Join's: no callbacks, and the seed's
+// data. The zero value is Join's: no callbacks, and the original's
 // DefaultTimeout, after which the group stays open.
 type JoinOptions struct {
 	// OnReady, when not nil, is called once the last member has joined,
@@ -85,7 +85,7 @@ type JoinOptions struct {
 	// does: a group not complete by then fails for every member, whose
 	// Watchers receive ErrAllGatherTimeoutExceeded, and a join after that
 	// starts the group afresh. Without it the group stays open, as in the
-	// seed, and completes however late its last member joins. Only the
+	// original, and completes however late its last member joins. Only the
 	// join that creates the group sets it.
 	FailOnTimeout bool
 }
@@ -95,7 +95,7 @@ type JoinOptions struct {
 // last member joins, ready is called (if not nil) and the Watcher receives
 // every member's data. If the group has not filled up DefaultTimeout after
 // it was created, timeout is called (if not nil) with
-// ErrAllGatherTimeoutExceeded, as in the seed, and the group stays open:
+// ErrAllGatherTimeoutExceeded, as in the original, and the group stays open:
 // when the last member joins, however late, the Watcher still receives the
 // data. A later join with the same id makes this one's Watcher receive
 // ErrReconnected, and Leave makes it receive ErrClosed. The group lives in

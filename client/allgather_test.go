@@ -137,7 +137,7 @@ func TestAllgatherDeadline(t *testing.T) {
 	}
 }
 
-// TestAllgatherTimeoutKeepsGroupOpen checks the seed's timeout: the
+// TestAllgatherTimeoutKeepsGroupOpen checks the original's timeout: the
 // callback fires once when the group is late, and the group still
 // completes when the last member joins.
 func TestAllgatherTimeoutKeepsGroupOpen(t *testing.T) {

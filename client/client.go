@@ -153,11 +153,11 @@ func WithJob(name string) Option {
 	}
 }
 
-// WithAddr sets one API address, as the seed's option of the same name.
+// WithAddr sets one API address, as the original's option of the same name.
 func WithAddr(addr string) Option { return WithAddrs(addr) }
 
 // WithBuffer sets the capacity of the record channel that StartGetRecords
-// fills and NextRecord drains (0, the default, as in the seed).
+// fills and NextRecord drains (0, the default, as in the original).
 func WithBuffer(n int) Option {
 	return func(c *Client) error {
 		if n < 0 {
@@ -230,7 +230,7 @@ func WithFirstContactTimeout(d time.Duration) Option {
 
 // WithClientIndexing makes SetDataset expand the globs and index the
 // RecordIO files here, and send the chunk list, for masters that cannot see
-// the data volume. By default the leader does it, as in the seed.
+// the data volume. By default the leader does it, as in the original.
 func WithClientIndexing(on bool) Option {
 	return func(c *Client) error {
 		c.clientIndexing = on

@@ -5,7 +5,7 @@
 //
 // # Porting guide
 //
-//	seed                                                 raftmaster
+//	original                                             raftmaster
 //	master.NewClient(master.WithAddr(a), ...)            client.NewClient(client.WithAddrs(a1, a2, a3), ...)
 //	master.WithEtcd(endpoints, timeout)                  client.WithAddrs(api1, api2, api3): followers redirect
 //	master.WithBuffer(n)                                 client.WithBuffer(n)
@@ -19,16 +19,16 @@
 //	allgather.ErrClosed, ErrReconnected, ...             client.ErrClosed, client.ErrReconnected, ...
 //	allgather.DefaultTimeout                             client.DefaultTimeout
 //	(hard deadline: none in the seed)                    c.JoinWithDeadline(group, id, n, data, ready, timeout, deadline)
-//	(no context in the seeds)                            c.GetTaskContext(ctx, pass), c.JoinContext(ctx, group, id, n, data, opts), ...
+//	(no context in the original)                            c.GetTaskContext(ctx, pass), c.JoinContext(ctx, group, id, n, data, opts), ...
 //
 // # Allgather timeouts
 //
 // Join and JoinWithTimeout(group, id, numPeers, data, ready, timeout,
-// groupTimeout) keep the seed's timeout: when the group has not filled up
+// groupTimeout) keep the original's timeout: when the group has not filled up
 // groupTimeout (DefaultTimeout by default) after it was created, every
 // member's timeout callback is called once with ErrAllGatherTimeoutExceeded,
 // and the group stays open. When the last member joins, however late,
-// ready is called and every Watcher receives the data, as in the seed,
+// ready is called and every Watcher receives the data, as in the original,
 // whose error text gives the reason: on Kubernetes some pods are scheduled
 // late. The group lives in the replicated state, so "late" is measured by
 // the cluster from the group's creation, the same for every member and
@@ -142,8 +142,8 @@
 // Every call that talks to the cluster takes a context.Context, as the
 // calls of database/sql do: first among its parameters (Health, BackupTo,
 // Call, KVGet, KVCompareAndSet), or in a form named with the suffix
-// Context beside the seed's name (GetTaskContext beside GetTask,
-// JoinContext beside the three joins). The seeds' names keep their
+// Context beside the original's name (GetTaskContext beside GetTask,
+// JoinContext beside the three joins). The original names keep their
 // signatures and call their Context form with context.Background().
 //
 // A context cancelled, or whose deadline passes, ends the call at once,

@@ -4,7 +4,7 @@ package client
 
 import "github.com/raftmaster/raftmaster/rpc"
 
-// The seeds' sentinel errors, re-exported so that trainer code can match
+// The original's sentinel errors, re-exported so that trainer code can match
 // them with errors.Is while importing only this package. An error that
 // crossed the wire is an *rpc.Error whose Unwrap returns one of these.
 var (

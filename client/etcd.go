@@ -18,7 +18,7 @@ import (
 )
 
 // WithEtcd finds the active master of the etcd backend through etcd, as the
-// seed's option of the same name did: NewClient waits up to timeout for a
+// original's option of the same name did: NewClient waits up to timeout for a
 // master to publish its address at /master/addr, and the client follows
 // that key as masters fail over. It can be combined with WithAddrs, whose
 // addresses are tried when the published one does not answer.

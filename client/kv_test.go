@@ -54,7 +54,7 @@ func TestKV(t *testing.T) {
 	if _, err := a.KVCompareAndSet(ctx, "", 0, nil); !errors.Is(err, client.ErrInvalid) {
 		t.Fatalf("empty key written: %v", err)
 	}
-	big := make([]byte, local.FSM().Limits().MaxKVValue+1)
+	big := make([]byte, local.FSM().Limits().MaxKVValueBytes+1)
 	if _, err := a.KVCompareAndSet(ctx, "big", 0, big); !errors.Is(err, client.ErrLimitExceeded) || !strings.Contains(err.Error(), "max_kv_value") {
 		t.Fatalf("oversized value: %v", err)
 	}

@@ -246,7 +246,7 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 			// ErrPassAfter: others are finishing the previous pass, and a
 			// task of it that comes back is handed to us. ErrNoDataset:
 			// nobody has set it yet. Otherwise the cluster was unreachable
-			// or leaderless for the whole retry budget. Like the seed,
+			// or leaderless for the whole retry budget. Like the original,
 			// wait and ask again.
 			if errors.Is(err, ErrPassAfter) || errors.Is(err, ErrNoDataset) {
 				log.Debug("waiting for the pass", "reason", err)
@@ -321,7 +321,7 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 		}
 	default:
 		// Finished once its last record is in the channel, as in the
-		// seed: not exactly when it is consumed, but close enough. The
+		// original: not exactly when it is consumed, but close enough. The
 		// report must not be cut short by a new pass, or the task would
 		// be dispatched again.
 		if err := c.taskReport(c.ctx, rpc.PathTaskFinished, t.Meta); err != nil {

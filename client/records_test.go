@@ -30,7 +30,7 @@ func TestNextRecord(t *testing.T) {
 	local := apitest.NewLocal()
 	ts := startServer(t, local, nil)
 	// Small tasks, so that the clients compete for them; the clients'
-	// own SetDataset calls are then ignored, as in the seed.
+	// own SetDataset calls are then ignored, as in the original.
 	setup := newClient(t, client.WithAddr(ts.URL))
 	resp, err := setup.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 2})
 	if err != nil {

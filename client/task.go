@@ -49,7 +49,7 @@ type DatasetParams struct {
 }
 
 // SetDataset sets the dataset: the RecordIO files that globPaths match. As
-// in the seed, only the first dataset of a cluster is honoured, so every
+// in the original, only the first dataset of a cluster is honoured, so every
 // trainer may call it. The leader expands and indexes the globs, unless the
 // client was made WithClientIndexing.
 func (c *Client) SetDataset(globPaths []string) error {
@@ -227,7 +227,7 @@ func (c *Client) jobGone() error {
 }
 
 // TaskFinished reports the task done. A late report from an earlier lease
-// is accepted, as in the seed, unless the dataset is strict.
+// is accepted, as in the original, unless the dataset is strict.
 func (c *Client) TaskFinished(meta TaskMeta) error {
 	return c.TaskFinishedContext(context.Background(), meta)
 }

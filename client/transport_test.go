@@ -299,7 +299,7 @@ func TestUnreachable(t *testing.T) {
 	}
 }
 
-// TestErrorsAcrossWire checks that the seed's errors match the re-exported
+// TestErrorsAcrossWire checks that the original's errors match the re-exported
 // sentinels after crossing the wire, and are not retried.
 func TestErrorsAcrossWire(t *testing.T) {
 	path := writeRecords(t, 50, 100)

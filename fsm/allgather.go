@@ -280,8 +280,8 @@ func (s *job) checkJoin(id string, newGroup bool, data, bytes int64) error {
 	if newGroup && len(s.groups) >= l.MaxJobGroups {
 		return limitf("max_job_groups", int64(l.MaxJobGroups), "job %q would have %d allgather groups", s.name, len(s.groups)+1)
 	}
-	if total := s.groupData + data; data > 0 && total > l.MaxJobGroupData {
-		return limitf("max_job_group_data", l.MaxJobGroupData, "job %q would hold %d bytes of allgather data (group %q)", s.name, total, id)
+	if total := s.groupData + data; data > 0 && total > l.MaxJobGroupBytes {
+		return limitf("max_job_group_bytes", l.MaxJobGroupBytes, "job %q would hold %d bytes of allgather data (group %q)", s.name, total, id)
 	}
 	return s.room(bytes)
 }

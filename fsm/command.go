@@ -257,8 +257,8 @@ type TaskMeta struct {
 	Epoch int `json:"epoch"`
 }
 
-// Registration is a registry entry: where a replica's Raft and HTTP API
-// listen and, from Protocol2 on, which release it runs.
+// Registration is a registry entry of a member of the cluster: where its
+// Raft and HTTP API listen and, from Protocol2 on, which release it runs.
 type Registration struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
@@ -367,7 +367,7 @@ type Join struct {
 	Timeout time.Duration
 	// FailOnTimeout makes Timeout a hard deadline: the group fails for
 	// every member when it passes. Without it the group is only marked
-	// overdue and stays open, as in the seed. Only the creating join sets
+	// overdue and stays open, as in the original. Only the creating join sets
 	// it.
 	FailOnTimeout bool
 }
@@ -379,13 +379,18 @@ type Leave struct {
 	Member uuid.UUID
 }
 
-// RegisterNode adds or updates a node registry entry.
+// RegisterNode registers a member: it adds or updates the member's entry
+// in the node registry. It keeps the name of its entry type
+// (TypeRegisterNode, "RegisterNode"), which the logs and the metrics'
+// command label show.
 type RegisterNode struct {
 	Header
 	Node Registration
 }
 
-// RemoveNode deletes a node registry entry.
+// RemoveNode deletes a member's entry from the node registry, once the
+// member has left the Raft configuration. It keeps the name of its entry
+// type (TypeRemoveNode, "RemoveNode").
 type RemoveNode struct {
 	Header
 	ID string
@@ -718,12 +723,12 @@ func (c *CreateJob) decode(*decoder)     {}
 func (c *DeleteJob) encode(*encoder)     {}
 func (c *DeleteJob) decode(*decoder)     {}
 
-// encode writes the limits. MaxJobKVKeys and MaxKVValue, added later,
+// encode writes the limits. MaxJobKVKeys and MaxKVValueBytes, added later,
 // are written only when one is set, so that replicas that predate them
 // read the entry a leader with the default register limits proposes.
 func (c *SetLimits) encode(e *encoder) {
 	c.Limits.encode(e)
-	if c.Limits.MaxJobKVKeys != 0 || c.Limits.MaxKVValue != 0 {
+	if c.Limits.MaxJobKVKeys != 0 || c.Limits.MaxKVValueBytes != 0 {
 		c.Limits.encodeKV(e)
 	}
 }
@@ -744,7 +749,7 @@ func (l *Limits) encode(e *encoder) {
 	e.int(l.MaxJobTasks)
 	e.int(l.MaxJobChunks)
 	e.int(l.MaxJobGroups)
-	e.varint(l.MaxJobGroupData)
+	e.varint(l.MaxJobGroupBytes)
 	e.varint(l.MaxStateBytes)
 	e.varint(int64(l.JobTTL))
 }
@@ -754,7 +759,7 @@ func (l *Limits) decode(d *decoder) {
 	l.MaxJobTasks = d.int()
 	l.MaxJobChunks = d.int()
 	l.MaxJobGroups = d.int()
-	l.MaxJobGroupData = d.varint()
+	l.MaxJobGroupBytes = d.varint()
 	l.MaxStateBytes = d.varint()
 	l.JobTTL = time.Duration(d.varint())
 }
@@ -762,12 +767,12 @@ func (l *Limits) decode(d *decoder) {
 // encodeKV writes the register's limits.
 func (l *Limits) encodeKV(e *encoder) {
 	e.int(l.MaxJobKVKeys)
-	e.varint(l.MaxKVValue)
+	e.varint(l.MaxKVValueBytes)
 }
 
 func (l *Limits) decodeKV(d *decoder) {
 	l.MaxJobKVKeys = d.int()
-	l.MaxKVValue = d.varint()
+	l.MaxKVValueBytes = d.varint()
 }
 
 func (c *KVCompareAndSet) encode(e *encoder) {

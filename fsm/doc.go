@@ -127,7 +127,7 @@
 //
 // SetLimits replaces the cluster's Limits record (a zero field is its
 // default, limits.go): MaxJobs, and per job MaxJobTasks, MaxJobChunks,
-// MaxJobGroups, MaxJobGroupData, MaxJobKVKeys and MaxKVValue,
+// MaxJobGroups, MaxJobGroupBytes, MaxJobKVKeys and MaxKVValueBytes,
 // MaxStateBytes on a size estimate of the whole state computed from
 // content sizes, and JobTTL. A command that
 // would pass a limit is answered CodeLimit (ErrLimitExceeded), whose
@@ -228,7 +228,7 @@
 // numPeers, or by a stranger after completion, gets ErrGroupMismatch.
 //
 // A group that has not filled up when its timeout passes becomes overdue,
-// as in the seed: watches report it (WatchResult.Overdue, the seed's
+// as in the original: watches report it (WatchResult.Overdue, the original's
 // ErrAllGatherTimeoutExceeded callback), the group stays open, and it
 // still completes when the last member joins (on Kubernetes some pods are
 // scheduled late). An overdue group that gets no join for
@@ -293,7 +293,7 @@
 // when absent). A version is a cluster-wide counter: it increases with
 // every write, in any job, so it never repeats for a key, not even after
 // the job is deleted and created again. A key is 1 to MaxKVKeyLen bytes of
-// printable ASCII without spaces; a value over Limits.MaxKVValue, a new
+// printable ASCII without spaces; a value over Limits.MaxKVValueBytes, a new
 // key past Limits.MaxJobKVKeys and a write past MaxStateBytes are answered
 // CodeLimit. FSM.KV reads a key; the API reads it at the leader after a
 // read barrier, so reads and writes together are linearizable. The
@@ -382,7 +382,7 @@
 // A backup restored into a new cluster carries the state of the cluster
 // it came from, which may go on, or whose clients may hold tokens it
 // handed out after the backup: register versions, generations, task epochs
-// and job numbers. NextEra, which raftnode.Seed applies to the backup's
+// and job numbers. NextEra, which raftnode.RestoreDataDir applies to the backup's
 // snapshot, starts the next era (state.era, at most MaxEra) at Protocol2:
 // the uint64 counters continue from era<<EraShift (2^40) at least, and
 // the epochs on the wire carry the era above 32 bits. The old cluster, of

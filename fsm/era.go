@@ -17,7 +17,7 @@ import (
 // and an old holder's compare-and-set would swap over another's value, or
 // its task report would count for another trainer's lease.
 //
-// So the state seeded by a restore starts the next era (NextEra), and from
+// So the state a restore starts a cluster from is in the next era (NextEra), and from
 // then on every token it hands out lies outside what the old cluster
 // could hand out:
 //
@@ -90,7 +90,7 @@ func (s *state) startEra() error {
 
 // NextEra reads a snapshot (as Snapshot.WriteTo and a backup hold it) and
 // writes to w the same state in the next era, as the first state of a new
-// cluster seeded from it: every register version, allgather generation,
+// cluster restored from it: every register version, allgather generation,
 // task epoch and job number it hands out from then on differs from those
 // the cluster the snapshot came from handed out, or will (see Eras). The
 // state is written at Protocol2 at least, in snapshot version 5: the new
@@ -125,7 +125,7 @@ func NextEra(w io.Writer, snapshot io.Reader) error {
 	}
 	// A version 5 state keeps its era, level and counters in its header:
 	// only the header is rewritten, the rest streamed as it is, so that a
-	// state of any size is seeded in little memory. The node that starts
+	// state of any size is restored in little memory. The node that starts
 	// from it decodes and checks the whole state.
 	if version > snapshotVersion {
 		return fmt.Errorf("fsm snapshot: version %d, this replica reads 1 to %d", version, snapshotVersion)

@@ -9,8 +9,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-// nextEra returns a harness on a new FSM seeded, as a restore seeds it,
-// from the snapshot of h's FSM in the next era, at h's clock and index.
+// nextEra returns a harness on a new FSM restored, as raftmaster restore
+// restores one, from the snapshot of h's FSM in the next era, at h's
+// clock and index.
 func nextEra(t *testing.T, h *harness) *harness {
 	t.Helper()
 	var b bytes.Buffer
@@ -33,7 +34,7 @@ func TestNextEraRefusesOldTokens(t *testing.T) {
 	leased := old.getTask(0) // a lease held across the backup
 	restoredState := nextEra(t, old)
 	if v := snapshotVersionOf(t, restoredState.f); v != 5 || restoredState.f.Protocol() != Protocol2 || restoredState.f.Era() != 1 {
-		t.Fatalf("seeded state: snapshot version %d, level %d, era %d; want 5, %d, 1", v, restoredState.f.Protocol(), restoredState.f.Era(), Protocol2)
+		t.Fatalf("restored state: snapshot version %d, level %d, era %d; want 5, %d, 1", v, restoredState.f.Protocol(), restoredState.f.Era(), Protocol2)
 	}
 
 	// The old cluster after the backup.
@@ -143,11 +144,11 @@ type lease struct {
 }
 
 // TestPropertyNewEraHandsOutNewTokens: a state snapshotted at a random
-// point goes on in two clusters, the one it was taken from and one seeded
+// point goes on in two clusters, the one it was taken from and one restored
 // from it in the next era, fed the same log, whose commands name the old
 // cluster's tokens. No register version, generation, job number or task
-// lease that the seeded cluster hands out is one the old cluster handed
-// out after the snapshot, and the seeded cluster refuses every old token:
+// lease that the restored cluster hands out is one the old cluster handed
+// out after the snapshot, and the restored cluster refuses every old token:
 // no compare-and-set naming a version the old cluster gave after the
 // snapshot swaps, no task report under an epoch of the old era counts,
 // and no watch of a generation the old cluster gave after the snapshot
@@ -163,7 +164,7 @@ func TestPropertyNewEraHandsOutNewTokens(t *testing.T) {
 		if err := NextEra(&b, bytes.NewReader(g.f.SnapshotBytes())); err != nil {
 			t.Fatalf("NextEra: %v", err)
 		}
-		seeded := restored(t, b.Bytes())
+		newCluster := restored(t, b.Bytes())
 
 		// given collects what a step handed out: the counters' new values
 		// by kind, and new leases.
@@ -200,23 +201,23 @@ func TestPropertyNewEraHandsOutNewTokens(t *testing.T) {
 			}
 		}
 		for i, e := range log {
-			before := counters(seeded)
-			r := seeded.ApplyEntry(uint64(i+1), e)
+			before := counters(newCluster)
+			r := newCluster.ApplyEntry(uint64(i+1), e)
 			newTokens, newLeases := map[[2]uint64]bool{}, map[lease]bool{}
 			c, _ := Decode(e)
 			job := ""
 			if c != nil {
 				job = c.Hdr().Job
 			}
-			given(before, counters(seeded), r, job, newTokens, newLeases)
+			given(before, counters(newCluster), r, job, newTokens, newLeases)
 			for tok := range newTokens {
 				if oldTokens[tok] {
-					t.Fatalf("entry %d: the seeded cluster handed out %v, as the old one did after the snapshot", i+1, tok)
+					t.Fatalf("entry %d: the restored cluster handed out %v, as the old one did after the snapshot", i+1, tok)
 				}
 			}
 			for l := range newLeases {
 				if oldLeases[l] {
-					t.Fatalf("entry %d: the seeded cluster leased %+v, as the old one did after the snapshot", i+1, l)
+					t.Fatalf("entry %d: the restored cluster leased %+v, as the old one did after the snapshot", i+1, l)
 				}
 			}
 			switch c := c.(type) {
@@ -231,10 +232,10 @@ func TestPropertyNewEraHandsOutNewTokens(t *testing.T) {
 			}
 		}
 		for _, j := range oldJoins {
-			if w := seeded.Watch(j.job, j.group, j.c.Member, j.gen); w.Status != WatchClosed && w.Status != WatchReconnected {
+			if w := newCluster.Watch(j.job, j.group, j.c.Member, j.gen); w.Status != WatchClosed && w.Status != WatchReconnected {
 				t.Fatalf("a watch of the old cluster's generation %d: %+v", j.gen, w)
 			}
 		}
-		checkRoundTrip(t, seeded)
+		checkRoundTrip(t, newCluster)
 	})
 }

@@ -710,8 +710,8 @@ func TestLimits(t *testing.T) {
 	runScenarios(t, []scenario{
 		{"defaults", func(h *harness) {
 			want := Limits{MaxJobs: DefaultMaxJobs, MaxJobTasks: DefaultMaxJobTasks, MaxJobChunks: DefaultMaxJobChunks,
-				MaxJobGroups: DefaultMaxJobGroups, MaxJobGroupData: DefaultMaxJobGroupData, MaxStateBytes: DefaultMaxStateBytes,
-				MaxJobKVKeys: DefaultMaxJobKVKeys, MaxKVValue: DefaultMaxKVValue}
+				MaxJobGroups: DefaultMaxJobGroups, MaxJobGroupBytes: DefaultMaxJobGroupBytes, MaxStateBytes: DefaultMaxStateBytes,
+				MaxJobKVKeys: DefaultMaxJobKVKeys, MaxKVValueBytes: DefaultMaxKVValueBytes}
 			if got := h.f.Limits(); got != want {
 				h.t.Fatalf("limits %+v, want %+v", got, want)
 			}
@@ -723,7 +723,7 @@ func TestLimits(t *testing.T) {
 		}},
 		{"out of range", func(h *harness) {
 			for _, l := range []Limits{{MaxJobs: -1}, {MaxJobs: MaxJobsCeiling + 1}, {MaxJobTasks: MaxChunks + 1},
-				{MaxJobChunks: -1}, {MaxJobGroups: MaxGroups + 1}, {MaxJobGroupData: MaxJobGroupDataCeiling + 1},
+				{MaxJobChunks: -1}, {MaxJobGroups: MaxGroups + 1}, {MaxJobGroupBytes: MaxJobGroupBytesCeiling + 1},
 				{MaxStateBytes: -1}, {JobTTL: MaxJobTTL + 1}} {
 				h.rejects(&SetLimits{Limits: l})
 			}
@@ -787,13 +787,13 @@ func TestLimits(t *testing.T) {
 			}
 			h.ok(&Join{Group: "g", Member: memberID(2), NumPeers: 2})
 		}},
-		{"max_job_group_data", func(h *harness) {
-			h.ok(&SetLimits{Limits: Limits{MaxJobGroupData: 4}})
+		{"max_job_group_bytes", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxJobGroupBytes: 4}})
 			h.ok(&Join{Group: "g1", Member: memberID(1), NumPeers: 3, Data: []byte("abc")})
 			h.wantLimit(&Join{Group: "g2", Member: memberID(1), NumPeers: 2, Data: []byte("xy")},
-				`limit max_job_group_data (4) exceeded: job "default" would hold 5 bytes of allgather data (group "g2")`)
-			h.wantLimit(&Join{Group: "g1", Member: memberID(2), NumPeers: 3, Data: []byte("xy")}, "limit max_job_group_data (4)")
-			h.wantLimit(&Join{Group: "g1", Member: memberID(1), NumPeers: 3, Data: []byte("abcde")}, "limit max_job_group_data (4)")
+				`limit max_job_group_bytes (4) exceeded: job "default" would hold 5 bytes of allgather data (group "g2")`)
+			h.wantLimit(&Join{Group: "g1", Member: memberID(2), NumPeers: 3, Data: []byte("xy")}, "limit max_job_group_bytes (4)")
+			h.wantLimit(&Join{Group: "g1", Member: memberID(1), NumPeers: 3, Data: []byte("abcde")}, "limit max_job_group_bytes (4)")
 			h.ok(&Join{Group: "g1", Member: memberID(1), NumPeers: 3, Data: []byte("ab")}) // a re-join that shrinks
 			h.ok(&Join{Group: "g2", Member: memberID(1), NumPeers: 2, Data: []byte("xy")})
 			h.ok(in("other", &Join{Group: "g1", Member: memberID(1), NumPeers: 2, Data: []byte("1234")}))
@@ -819,7 +819,7 @@ func TestLimits(t *testing.T) {
 			h.loadJob("a")
 			h.loadJob("b")
 			before := viewJob(h.f, "a")
-			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1, MaxJobTasks: 1, MaxJobGroups: 1, MaxJobGroupData: 1, MaxStateBytes: 1}})
+			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1, MaxJobTasks: 1, MaxJobGroups: 1, MaxJobGroupBytes: 1, MaxStateBytes: 1}})
 			if got := viewJob(h.f, "a"); !reflect.DeepEqual(got, before) || len(h.f.Jobs()) != 2 {
 				h.t.Fatalf("lowering limits changed a job")
 			}

@@ -56,13 +56,13 @@ func ValidateKVKey(key string) error {
 // kvCompareAndSet stores the value when the key's version is the one the
 // command expects (0: the key must not exist) under a new version, and
 // otherwise answers the key as it is, changing nothing (Ignored). A value
-// over Limits.MaxKVValue is refused whatever the versions; a new key past
+// over Limits.MaxKVValueBytes is refused whatever the versions; a new key past
 // Limits.MaxJobKVKeys, or a write past MaxStateBytes, only when it would
 // be stored.
 func (s *job) kvCompareAndSet(c *KVCompareAndSet) *Result {
 	l := s.effectiveLimits()
-	if n := int64(len(c.Value)); n > l.MaxKVValue {
-		return errResult(limitf("max_kv_value", l.MaxKVValue, "a value of %d bytes for key %q", n, c.Key))
+	if n := int64(len(c.Value)); n > l.MaxKVValueBytes {
+		return errResult(limitf("max_kv_value_bytes", l.MaxKVValueBytes, "a value of %d bytes for key %q", n, c.Key))
 	}
 	cur, found := s.kv[c.Key]
 	if cur.version != c.Version {
@@ -138,7 +138,7 @@ func (s *job) checkKV(seen map[uint64]bool) error {
 		if err := ValidateKVKey(key); err != nil {
 			return err
 		}
-		if len(e.value) > MaxKVValueCeiling || e.version == 0 || e.version > s.kvVersion || seen[e.version] {
+		if len(e.value) > MaxKVValueBytesCeiling || e.version == 0 || e.version > s.kvVersion || seen[e.version] {
 			return fmt.Errorf("key %q: %d bytes at version %d of %d, or a version twice", key, len(e.value), e.version, s.kvVersion)
 		}
 		seen[e.version] = true

@@ -119,14 +119,14 @@ func TestKVCompareAndSet(t *testing.T) {
 			checkEstimate(h.t, h.f)
 		}},
 		{"limits", func(h *harness) {
-			h.ok(&SetLimits{Limits: Limits{MaxJobKVKeys: 2, MaxKVValue: 4}})
+			h.ok(&SetLimits{Limits: Limits{MaxJobKVKeys: 2, MaxKVValueBytes: 4}})
 			h.swap(cas("", "a", 0, "1234"))
 			v := h.swap(cas("", "b", 0, ""))
 			// A third key is refused; replacing a key is not.
 			h.wantLimit(cas("", "c", 0, "x"), "limit max_job_kv_keys (2) exceeded")
 			h.swap(cas("", "b", v, "x"))
 			// A value over the limit is refused whatever the versions.
-			r := h.wantLimit(cas("", "a", 99, "12345"), "limit max_kv_value (4) exceeded")
+			r := h.wantLimit(cas("", "a", 99, "12345"), "limit max_kv_value_bytes (4) exceeded")
 			if !strings.Contains(r.Message, `5 bytes for key "a"`) {
 				h.t.Fatalf("message %q", r.Message)
 			}
@@ -158,8 +158,8 @@ func TestKVCompareAndSet(t *testing.T) {
 			// refused at the limit.
 			h.wantLimit(cas("b", "k", 0, "y"), "limit max_jobs (1) exceeded")
 			// So is a value over its limit, whatever the versions.
-			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1, MaxKVValue: 1}})
-			h.wantLimit(cas("b", "k", 7, "yy"), "limit max_kv_value (1) exceeded")
+			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1, MaxKVValueBytes: 1}})
+			h.wantLimit(cas("b", "k", 7, "yy"), "limit max_kv_value_bytes (1) exceeded")
 		}},
 		{"at max_jobs below Protocol2, one that cannot swap is refused as before", func(h *harness) {
 			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1}})
@@ -174,13 +174,13 @@ func TestKVCompareAndSet(t *testing.T) {
 					h.t.Fatalf("key %q: message %q does not state the rule", key, r.Message)
 				}
 			}
-			h.rejects(cas("", "k", 1, strings.Repeat("v", MaxKVValueCeiling+1)))
+			h.rejects(cas("", "k", 1, strings.Repeat("v", MaxKVValueBytesCeiling+1)))
 			h.rejects(cas("Bad_Job", "k", 0, "v"))
 			h.swap(cas("", strings.Repeat("k", MaxKVKeyLen), 0, "v"))
 			h.swap(cas("", "!~/torch/elastic:rdzv", 0, "v"))
 		}},
 		{"limits out of range are refused", func(h *harness) {
-			for _, l := range []Limits{{MaxJobKVKeys: -1}, {MaxJobKVKeys: MaxJobKVKeysCeiling + 1}, {MaxKVValue: -1}, {MaxKVValue: MaxKVValueCeiling + 1}} {
+			for _, l := range []Limits{{MaxJobKVKeys: -1}, {MaxJobKVKeys: MaxJobKVKeysCeiling + 1}, {MaxKVValueBytes: -1}, {MaxKVValueBytes: MaxKVValueBytesCeiling + 1}} {
 				h.rejects(&SetLimits{Limits: l})
 			}
 		}},
@@ -265,7 +265,7 @@ func TestRestoreVersion3(t *testing.T) {
 	if got, want := f.SnapshotBytes(), orig.SnapshotBytes(); !bytes.Equal(got, want) {
 		t.Fatalf("version 3 restores to other state")
 	}
-	if got := f.Limits(); got.MaxJobKVKeys != DefaultMaxJobKVKeys || got.MaxKVValue != DefaultMaxKVValue || got.MaxJobs != 9 {
+	if got := f.Limits(); got.MaxJobKVKeys != DefaultMaxJobKVKeys || got.MaxKVValueBytes != DefaultMaxKVValueBytes || got.MaxJobs != 9 {
 		t.Fatalf("limits %+v", got)
 	}
 	if r := f.ApplyEntry(200, Encode(&KVCompareAndSet{Header: Header{Now: t0 + int64(time.Minute)}, Key: "k", Value: []byte("v")})); !r.Swapped || r.KV.Version != 1 {
@@ -297,8 +297,8 @@ func TestRestoreRefusesBrokenKV(t *testing.T) {
 		{"a version twice in a job", func(s *state) { b(s).kv["a"] = b(s).kv["b"] }},
 		{"a version twice across jobs", func(s *state) { b(s).kv["a"] = s.jobs[DefaultJob].kv["a"] }},
 		{"bad key", func(s *state) { b(s).kv["a b"] = kvEntry{version: s.kvVersion + 1}; s.kvVersion++ }},
-		{"oversized value", func(s *state) { b(s).kv["a"] = kvEntry{value: make([]byte, MaxKVValueCeiling+1), version: 1} }},
-		{"register limit out of range", func(s *state) { s.limits.MaxKVValue = MaxKVValueCeiling + 1 }},
+		{"oversized value", func(s *state) { b(s).kv["a"] = kvEntry{value: make([]byte, MaxKVValueBytesCeiling+1), version: 1} }},
+		{"register limit out of range", func(s *state) { s.limits.MaxKVValueBytes = MaxKVValueBytesCeiling + 1 }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := setup()
@@ -322,7 +322,7 @@ func TestSetLimitsEncoding(t *testing.T) {
 	if got := encodePayload(old); !bytes.Equal(got, e.buf) {
 		t.Fatalf("payload %x, want the older form %x", got, e.buf)
 	}
-	for _, c := range []*SetLimits{old, {Limits: Limits{MaxJobKVKeys: 5}}, {Limits: Limits{MaxKVValue: 9, MaxJobs: 1}}} {
+	for _, c := range []*SetLimits{old, {Limits: Limits{MaxJobKVKeys: 5}}, {Limits: Limits{MaxKVValueBytes: 9, MaxJobs: 1}}} {
 		d, err := Decode(Encode(c))
 		if err != nil || !reflect.DeepEqual(d.(*SetLimits).Limits, c.Limits) {
 			t.Fatalf("%+v decodes to %+v, %v", c.Limits, d, err)

@@ -104,11 +104,11 @@ const (
 	// DefaultMaxJobGroups is the default of Limits.MaxJobGroups, the
 	// ceiling as well.
 	DefaultMaxJobGroups = MaxGroups
-	// DefaultMaxJobGroupData is the default of Limits.MaxJobGroupData.
-	DefaultMaxJobGroupData = 256 << 20
-	// MaxJobGroupDataCeiling is the ceiling of Limits.MaxJobGroupData: every
+	// DefaultMaxJobGroupBytes is the default of Limits.MaxJobGroupBytes.
+	DefaultMaxJobGroupBytes = 256 << 20
+	// MaxJobGroupBytesCeiling is the ceiling of Limits.MaxJobGroupBytes: every
 	// group of a job full.
-	MaxJobGroupDataCeiling = MaxGroups * MaxGroupData
+	MaxJobGroupBytesCeiling = MaxGroups * MaxGroupData
 	// DefaultMaxStateBytes is the default of Limits.MaxStateBytes.
 	DefaultMaxStateBytes = 4 << 30
 	// MaxStateBytesCeiling is the ceiling of Limits.MaxStateBytes.
@@ -122,11 +122,11 @@ const (
 	DefaultMaxJobKVKeys = 1024
 	// MaxJobKVKeysCeiling is the ceiling of Limits.MaxJobKVKeys.
 	MaxJobKVKeysCeiling = 1 << 16
-	// DefaultMaxKVValue is the default of Limits.MaxKVValue.
-	DefaultMaxKVValue = 1 << 20
-	// MaxKVValueCeiling is the ceiling of Limits.MaxKVValue, and bounds
+	// DefaultMaxKVValueBytes is the default of Limits.MaxKVValueBytes.
+	DefaultMaxKVValueBytes = 1 << 20
+	// MaxKVValueBytesCeiling is the ceiling of Limits.MaxKVValueBytes, and bounds
 	// the value of any KVCompareAndSet.
-	MaxKVValueCeiling = 16 << 20
+	MaxKVValueBytesCeiling = 16 << 20
 )
 
 // The state's size estimate (Limits.MaxStateBytes, JobInfo.Bytes,
@@ -162,6 +162,12 @@ const (
 // ErrLimitExceeded (CodeLimit), whose message names the limit, and changes
 // nothing. Lowering a limit below what exists removes nothing: it refuses
 // growth from then on.
+//
+// Each limit has one name: its serve and limits set flag
+// (--max-kv-value-bytes), its JSON name here and on the wire
+// (max_kv_value_bytes), which messages use, and its Go field
+// (MaxKVValueBytes). Log entries and snapshots write the fields by
+// position (SetLimits.encode), never by name.
 type Limits struct {
 	// MaxJobs bounds the jobs that exist at once.
 	MaxJobs int `json:"max_jobs"`
@@ -172,9 +178,9 @@ type Limits struct {
 	MaxJobChunks int `json:"max_job_chunks"`
 	// MaxJobGroups bounds the allgather groups of a job.
 	MaxJobGroups int `json:"max_job_groups"`
-	// MaxJobGroupData bounds the member data of all allgather groups of a
+	// MaxJobGroupBytes bounds the member data of all allgather groups of a
 	// job together, in bytes.
-	MaxJobGroupData int64 `json:"max_job_group_data"`
+	MaxJobGroupBytes int64 `json:"max_job_group_bytes"`
 	// MaxStateBytes bounds the estimated size of the whole state (see
 	// JobInfo.Bytes), in bytes.
 	MaxStateBytes int64 `json:"max_state_bytes"`
@@ -185,8 +191,8 @@ type Limits struct {
 	JobTTL time.Duration `json:"job_ttl"`
 	// MaxJobKVKeys bounds the keys of a job's register.
 	MaxJobKVKeys int `json:"max_job_kv_keys"`
-	// MaxKVValue bounds the value of one register key, in bytes.
-	MaxKVValue int64 `json:"max_kv_value"`
+	// MaxKVValueBytes bounds the value of one register key, in bytes.
+	MaxKVValueBytes int64 `json:"max_kv_value_bytes"`
 }
 
 // Effective returns l with every zero field replaced by its default.
@@ -198,15 +204,15 @@ func (l Limits) Effective() Limits {
 		return v
 	}
 	return Limits{
-		MaxJobs:         int(def(int64(l.MaxJobs), DefaultMaxJobs)),
-		MaxJobTasks:     int(def(int64(l.MaxJobTasks), DefaultMaxJobTasks)),
-		MaxJobChunks:    int(def(int64(l.MaxJobChunks), DefaultMaxJobChunks)),
-		MaxJobGroups:    int(def(int64(l.MaxJobGroups), DefaultMaxJobGroups)),
-		MaxJobGroupData: def(l.MaxJobGroupData, DefaultMaxJobGroupData),
-		MaxStateBytes:   def(l.MaxStateBytes, DefaultMaxStateBytes),
-		JobTTL:          l.JobTTL,
-		MaxJobKVKeys:    int(def(int64(l.MaxJobKVKeys), DefaultMaxJobKVKeys)),
-		MaxKVValue:      def(l.MaxKVValue, DefaultMaxKVValue),
+		MaxJobs:          int(def(int64(l.MaxJobs), DefaultMaxJobs)),
+		MaxJobTasks:      int(def(int64(l.MaxJobTasks), DefaultMaxJobTasks)),
+		MaxJobChunks:     int(def(int64(l.MaxJobChunks), DefaultMaxJobChunks)),
+		MaxJobGroups:     int(def(int64(l.MaxJobGroups), DefaultMaxJobGroups)),
+		MaxJobGroupBytes: def(l.MaxJobGroupBytes, DefaultMaxJobGroupBytes),
+		MaxStateBytes:    def(l.MaxStateBytes, DefaultMaxStateBytes),
+		JobTTL:           l.JobTTL,
+		MaxJobKVKeys:     int(def(int64(l.MaxJobKVKeys), DefaultMaxJobKVKeys)),
+		MaxKVValueBytes:  def(l.MaxKVValueBytes, DefaultMaxKVValueBytes),
 	}
 }
 
@@ -224,11 +230,11 @@ func (l Limits) validate() error {
 		{"max_job_tasks", int64(l.MaxJobTasks), MaxChunks},
 		{"max_job_chunks", int64(l.MaxJobChunks), MaxChunks},
 		{"max_job_groups", int64(l.MaxJobGroups), MaxGroups},
-		{"max_job_group_data", l.MaxJobGroupData, MaxJobGroupDataCeiling},
+		{"max_job_group_bytes", l.MaxJobGroupBytes, MaxJobGroupBytesCeiling},
 		{"max_state_bytes", l.MaxStateBytes, MaxStateBytesCeiling},
 		{"job_ttl", int64(l.JobTTL), int64(MaxJobTTL)},
 		{"max_job_kv_keys", int64(l.MaxJobKVKeys), MaxJobKVKeysCeiling},
-		{"max_kv_value", l.MaxKVValue, MaxKVValueCeiling},
+		{"max_kv_value_bytes", l.MaxKVValueBytes, MaxKVValueBytesCeiling},
 	} {
 		if f.v < 0 || f.v > f.limit {
 			return invalidf("limit %s %d out of range [0, %d]", f.name, f.v, f.limit)

@@ -428,7 +428,7 @@ func (m *modelJob) dispatch(c Command) Result {
 // the version expected (0: absent), within the register limits.
 func (m *modelJob) compareAndSet(c *KVCompareAndSet) Result {
 	l := m.limits.Effective()
-	if int64(len(c.Value)) > l.MaxKVValue {
+	if int64(len(c.Value)) > l.MaxKVValueBytes {
 		return limitResult
 	}
 	cur := m.kv[c.Key]
@@ -760,7 +760,7 @@ func (m *modelJob) join(c *Join) Result {
 	default:
 		data += len(c.Data)
 	}
-	if data > before && int64(data) > m.limits.Effective().MaxJobGroupData {
+	if data > before && int64(data) > m.limits.Effective().MaxJobGroupBytes {
 		return limitResult
 	}
 	if old := m.groups[c.Group]; g == nil && old != nil && m.protocol >= Protocol2 {

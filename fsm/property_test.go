@@ -278,14 +278,14 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		// Small limits that the generated commands reach; zero, the
 		// default, first, so that rapid shrinks towards it.
 		return &SetLimits{Limits: Limits{
-			MaxJobs:         rapid.SampledFrom([]int{0, 1, 2}).Draw(t, "maxJobs"),
-			MaxJobTasks:     rapid.SampledFrom([]int{0, 2}).Draw(t, "maxJobTasks"),
-			MaxJobChunks:    rapid.SampledFrom([]int{0, 3}).Draw(t, "maxJobChunks"),
-			MaxJobGroups:    rapid.SampledFrom([]int{0, 1}).Draw(t, "maxJobGroups"),
-			MaxJobGroupData: rapid.SampledFrom([]int64{0, 4}).Draw(t, "maxJobGroupData"),
-			JobTTL:          rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 5 * time.Minute}).Draw(t, "jobTTL"),
-			MaxJobKVKeys:    rapid.SampledFrom([]int{0, 2}).Draw(t, "maxJobKVKeys"),
-			MaxKVValue:      rapid.SampledFrom([]int64{0, 2}).Draw(t, "maxKVValue"),
+			MaxJobs:          rapid.SampledFrom([]int{0, 1, 2}).Draw(t, "maxJobs"),
+			MaxJobTasks:      rapid.SampledFrom([]int{0, 2}).Draw(t, "maxJobTasks"),
+			MaxJobChunks:     rapid.SampledFrom([]int{0, 3}).Draw(t, "maxJobChunks"),
+			MaxJobGroups:     rapid.SampledFrom([]int{0, 1}).Draw(t, "maxJobGroups"),
+			MaxJobGroupBytes: rapid.SampledFrom([]int64{0, 4}).Draw(t, "maxJobGroupBytes"),
+			JobTTL:           rapid.SampledFrom([]time.Duration{0, 30 * time.Second, 5 * time.Minute}).Draw(t, "jobTTL"),
+			MaxJobKVKeys:     rapid.SampledFrom([]int{0, 2}).Draw(t, "maxJobKVKeys"),
+			MaxKVValueBytes:  rapid.SampledFrom([]int64{0, 2}).Draw(t, "maxKVValueBytes"),
 		}}
 	case "kv":
 		// Mostly the key's current version, so that writes go on; else

@@ -379,7 +379,7 @@ type WatchResult struct {
 	// Rank is the member's index in Data.
 	Rank int
 	// Overdue is set, while the status is WatchPending, once the group
-	// has passed its timeout without filling up: the seed's
+	// has passed its timeout without filling up: the original's
 	// ErrAllGatherTimeoutExceeded notice. The group stays open.
 	Overdue bool
 	// Gathered is, when complete, the completion Data belongs to: the

@@ -127,14 +127,14 @@ func (c *DeleteJob) validate() error {
 func (c *SetLimits) validate() error { return c.Limits.validate() }
 
 // validate checks the key and the value's size against the fixed
-// ceiling; the value's replicated limit (Limits.MaxKVValue) is checked
+// ceiling; the value's replicated limit (Limits.MaxKVValueBytes) is checked
 // in apply.
 func (c *KVCompareAndSet) validate() error {
 	if err := ValidateKVKey(c.Key); err != nil {
 		return err
 	}
-	if len(c.Value) > MaxKVValueCeiling {
-		return invalidf("a value of %d bytes exceeds %d", len(c.Value), MaxKVValueCeiling)
+	if len(c.Value) > MaxKVValueBytesCeiling {
+		return invalidf("a value of %d bytes exceeds %d", len(c.Value), MaxKVValueBytesCeiling)
 	}
 	return nil
 }

@@ -44,11 +44,11 @@ type Backend interface {
 	// Members lists the Raft configuration with registry addresses; the
 	// per-node fields of other nodes are left for the handler to fill.
 	Members(ctx context.Context) ([]rpc.Member, error)
-	// AddVoter adds a voter, or refreshes its registry entry.
-	AddVoter(ctx context.Context, req rpc.AddVoterRequest) error
-	// Remove removes a server and its registry entry. It fails with an
-	// *Error of CodeNotFound when id is not a member.
-	Remove(ctx context.Context, id string) error
+	// AddMember adds a member, or refreshes its registry entry.
+	AddMember(ctx context.Context, req rpc.AddMemberRequest) error
+	// RemoveMember removes a member and its registry entry. It fails
+	// with an *Error of CodeNotFound when id is not a member.
+	RemoveMember(ctx context.Context, id string) error
 	// Transfer hands leadership to id, or to any follower when id is "".
 	// It fails with an *Error of CodeNotFound when id is not a member.
 	Transfer(ctx context.Context, id string) error

@@ -224,15 +224,17 @@ func badCases(f badFiles) []badCase {
 		post("limits negative job_ttl", rpc.PathLimitsSet, `{"job_ttl":"-1h"}`, bad, invalid).naming("job_ttl"),
 		post("limits job_ttl not a duration", rpc.PathLimitsSet, `{"job_ttl":"soon"}`, bad, invalid).naming("soon"),
 		post("limits max_kv_value over its ceiling", rpc.PathLimitsSet, `{"max_jobs":5,"max_kv_value":99999999999}`, bad, invalid).naming("max_kv_value"),
+		post("limits max_kv_value_bytes over its ceiling", rpc.PathLimitsSet, `{"max_kv_value_bytes":99999999999}`, bad, invalid).naming("limit max_kv_value_bytes 99999999999 out of range"),
+		post("limits one limit under both its names", rpc.PathLimitsSet, `{"max_job_group_bytes":1,"max_job_group_data":2}`, bad, invalid).naming("name the same limit"),
 		post("limits as a string", rpc.PathLimitsSet, `{"max_jobs":"5"}`, bad, invalid).naming("max_jobs"),
 		post("limits unknown field", rpc.PathLimitsSet, `{"max_job":5}`, bad, invalid).naming("max_job"),
 
 		// Cluster changes.
-		post("cluster join without id", rpc.PathClusterAddVoter, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
-		post("cluster join without raft_addr", rpc.PathClusterAddVoter, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),
-		post("cluster join oversized api_addr", rpc.PathClusterAddVoter, `{"id":"n4","raft_addr":"a:1","api_addr":"`+long+`"}`, bad, invalid).naming("api_addr"),
-		post("cluster remove without id", rpc.PathClusterRemove, `{}`, bad, invalid).naming("id"),
-		post("cluster remove malformed", rpc.PathClusterRemove, `{"id":`, bad, invalid),
+		post("cluster join without id", rpc.PathClusterAddMember, `{"raft_addr":"a:1","api_addr":"a:2"}`, bad, invalid).naming("id"),
+		post("cluster join without raft_addr", rpc.PathClusterAddMember, `{"id":"n4","api_addr":"a:2"}`, bad, invalid).naming("raft_addr"),
+		post("cluster join oversized api_addr", rpc.PathClusterAddMember, `{"id":"n4","raft_addr":"a:1","api_addr":"`+long+`"}`, bad, invalid).naming("api_addr"),
+		post("cluster remove without id", rpc.PathClusterRemoveMember, `{}`, bad, invalid).naming("id"),
+		post("cluster remove malformed", rpc.PathClusterRemoveMember, `{"id":`, bad, invalid),
 		post("cluster transfer oversized id", rpc.PathClusterTransfer, `{"id":"`+long+`"}`, bad, invalid).naming("id"),
 		post("cluster transfer unknown field", rpc.PathClusterTransfer, `{"to":"n2"}`, bad, invalid).naming("to"),
 	}

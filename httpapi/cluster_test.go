@@ -75,8 +75,8 @@ func TestHealthAndReady(t *testing.T) {
 
 func TestClusterChanges(t *testing.T) {
 	e, fake := fakeEnv(t)
-	e.ok(rpc.PathClusterAddVoter, rpc.AddVoterRequest{ID: "n4", RaftAddr: "10.0.0.4:7000", APIAddr: "10.0.0.4:8080"}, nil)
-	e.ok(rpc.PathClusterRemove, rpc.RemoveRequest{ID: "n3"}, nil)
+	e.ok(rpc.PathClusterAddMember, rpc.AddMemberRequest{ID: "n4", RaftAddr: "10.0.0.4:7000", APIAddr: "10.0.0.4:8080"}, nil)
+	e.ok(rpc.PathClusterRemoveMember, rpc.RemoveMemberRequest{ID: "n3"}, nil)
 	e.ok(rpc.PathClusterTransfer, rpc.TransferRequest{ID: "n2"}, nil)
 	fake.mu.Lock()
 	defer fake.mu.Unlock()

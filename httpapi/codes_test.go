@@ -12,9 +12,10 @@ import (
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
-// Each seed error reaches the wire with its own code and status, and
-// ErrorFromCode turns it back into an error that matches the sentinel.
-func TestSeedErrorCodes(t *testing.T) {
+// Each error of the original reaches the wire with its own code and
+// status, and ErrorFromCode turns it back into an error that matches the
+// sentinel.
+func TestOriginalErrorCodes(t *testing.T) {
 	params := fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute, FailureMax: 0}
 	cases := []struct {
 		name  string

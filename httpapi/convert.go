@@ -81,8 +81,8 @@ func JobsFromFSM(js []fsm.JobInfo) []rpc.Job {
 func LimitsFromFSM(l fsm.Limits) rpc.Limits {
 	return rpc.Limits{
 		MaxJobs: l.MaxJobs, MaxJobTasks: l.MaxJobTasks, MaxJobChunks: l.MaxJobChunks, MaxJobGroups: l.MaxJobGroups,
-		MaxJobGroupData: l.MaxJobGroupData, MaxStateBytes: l.MaxStateBytes, JobTTL: rpc.Duration(l.JobTTL),
-		MaxJobKVKeys: l.MaxJobKVKeys, MaxKVValue: l.MaxKVValue,
+		MaxJobGroupBytes: l.MaxJobGroupBytes, MaxStateBytes: l.MaxStateBytes, JobTTL: rpc.Duration(l.JobTTL),
+		MaxJobKVKeys: l.MaxJobKVKeys, MaxKVValueBytes: l.MaxKVValueBytes,
 	}
 }
 

@@ -22,7 +22,7 @@ type fakeBackend struct {
 	members     []rpc.Member
 	notReady    bool
 	commitIndex uint64
-	joined      []rpc.AddVoterRequest
+	joined      []rpc.AddMemberRequest
 	removed     []string
 	transferred []string
 }
@@ -93,7 +93,7 @@ func (f *fakeBackend) Members(ctx context.Context) ([]rpc.Member, error) {
 	return append([]rpc.Member(nil), f.members...), nil
 }
 
-func (f *fakeBackend) AddVoter(_ context.Context, req rpc.AddVoterRequest) error {
+func (f *fakeBackend) AddMember(_ context.Context, req rpc.AddMemberRequest) error {
 	if err := f.failure(); err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (f *fakeBackend) AddVoter(_ context.Context, req rpc.AddVoterRequest) error
 	return nil
 }
 
-func (f *fakeBackend) Remove(_ context.Context, id string) error {
+func (f *fakeBackend) RemoveMember(_ context.Context, id string) error {
 	if err := f.failure(); err != nil {
 		return err
 	}

@@ -64,9 +64,9 @@ func (s *Handler) handleCluster(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// handleAddVoter adds a voter, or refreshes its registry entry.
-func (s *Handler) handleAddVoter(w http.ResponseWriter, r *http.Request) error {
-	var in rpc.AddVoterRequest
+// handleAddMember adds a member, or refreshes its registry entry.
+func (s *Handler) handleAddMember(w http.ResponseWriter, r *http.Request) error {
+	var in rpc.AddMemberRequest
 	if err := decodeBody(w, r, s.cfg.Limits.MaxBodyBytes, &in, false); err != nil {
 		return err
 	}
@@ -79,27 +79,27 @@ func (s *Handler) handleAddVoter(w http.ResponseWriter, r *http.Request) error {
 	if err := checkID("api_addr", in.APIAddr); err != nil {
 		return err
 	}
-	if err := s.b.AddVoter(r.Context(), in); err != nil {
+	if err := s.b.AddMember(r.Context(), in); err != nil {
 		return err
 	}
-	s.log.Info("joined node", "id", in.ID, "raft_addr", in.RaftAddr, "api_addr", in.APIAddr)
+	s.log.Info("added member", "id", in.ID, "raft_addr", in.RaftAddr, "api_addr", in.APIAddr)
 	writeJSON(w, http.StatusOK, rpc.OKResponse{Status: "ok"})
 	return nil
 }
 
-// handleClusterRemove removes a server.
-func (s *Handler) handleClusterRemove(w http.ResponseWriter, r *http.Request) error {
-	var in rpc.RemoveRequest
+// handleRemoveMember removes a member.
+func (s *Handler) handleRemoveMember(w http.ResponseWriter, r *http.Request) error {
+	var in rpc.RemoveMemberRequest
 	if err := decodeBody(w, r, s.cfg.Limits.MaxBodyBytes, &in, false); err != nil {
 		return err
 	}
 	if err := checkID("id", in.ID); err != nil {
 		return err
 	}
-	if err := s.b.Remove(r.Context(), in.ID); err != nil {
+	if err := s.b.RemoveMember(r.Context(), in.ID); err != nil {
 		return err
 	}
-	s.log.Info("removed node", "id", in.ID)
+	s.log.Info("removed member", "id", in.ID)
 	writeJSON(w, http.StatusOK, rpc.OKResponse{Status: "ok"})
 	return nil
 }

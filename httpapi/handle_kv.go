@@ -26,10 +26,10 @@ func (s *Handler) handleKVGet(w http.ResponseWriter, r *http.Request) error {
 }
 
 // handleKVCompareAndSet proposes a compare-and-set of a key of the job's
-// register. Its body may carry a value of the cluster's MaxKVValue, in
+// register. Its body may carry a value of the cluster's MaxKVValueBytes, in
 // base64, on top of the usual body limit.
 func (s *Handler) handleKVCompareAndSet(w http.ResponseWriter, r *http.Request) error {
-	maxValue := s.b.FSM().Limits().MaxKVValue
+	maxValue := s.b.FSM().Limits().MaxKVValueBytes
 	var in rpc.KVCompareAndSetRequest
 	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxBodyBytes+int64(base64.StdEncoding.EncodedLen(int(maxValue))))
 	if err != nil {
@@ -39,7 +39,7 @@ func (s *Handler) handleKVCompareAndSet(w http.ResponseWriter, r *http.Request) 
 		return err
 	}
 	if n := int64(len(in.Value)); n > maxValue {
-		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value (%d) exceeded: a value of %d bytes for key %q", maxValue, n, in.Key)
+		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value_bytes (%d) exceeded: a value of %d bytes for key %q", maxValue, n, in.Key)
 	}
 	res, err := s.apply(r, req, &fsm.KVCompareAndSet{Key: in.Key, Version: in.Version, Value: in.Value})
 	if err != nil {

@@ -35,7 +35,7 @@ func (s *Handler) handleLimitsSet(w http.ResponseWriter, r *http.Request) error 
 	}
 	if in == (rpc.LimitsRequest{}) {
 		return invalidf("no limit given: name at least one of max_jobs, max_job_tasks, max_job_chunks, max_job_groups, " +
-			"max_job_group_data, max_state_bytes, job_ttl, max_job_kv_keys and max_kv_value")
+			"max_job_group_bytes, max_state_bytes, job_ttl, max_job_kv_keys and max_kv_value_bytes")
 	}
 	s.limitsMu.Lock()
 	defer s.limitsMu.Unlock()
@@ -52,13 +52,13 @@ func (s *Handler) handleLimitsSet(w http.ResponseWriter, r *http.Request) error 
 	setLimit(&l.MaxJobTasks, in.MaxJobTasks)
 	setLimit(&l.MaxJobChunks, in.MaxJobChunks)
 	setLimit(&l.MaxJobGroups, in.MaxJobGroups)
-	setLimit(&l.MaxJobGroupData, in.MaxJobGroupData)
+	setLimit(&l.MaxJobGroupBytes, in.MaxJobGroupBytes)
 	setLimit(&l.MaxStateBytes, in.MaxStateBytes)
 	if in.JobTTL != nil {
 		l.JobTTL = time.Duration(*in.JobTTL)
 	}
 	setLimit(&l.MaxJobKVKeys, in.MaxJobKVKeys)
-	setLimit(&l.MaxKVValue, in.MaxKVValue)
+	setLimit(&l.MaxKVValueBytes, in.MaxKVValueBytes)
 	if err := l.Check(); err != nil {
 		return invalidFromFSM(err)
 	}

@@ -115,19 +115,19 @@ func TestKVRetry(t *testing.T) {
 // proposed; the limit the leader replicates is the one enforced.
 func TestKVValueLimit(t *testing.T) {
 	e := newEnv(t, testConfig(), nil, nil)
-	big := strings.Repeat("v", fsm.DefaultMaxKVValue)
-	if got := e.cas(rpc.PathKVCompareAndSet, "big", 0, big); !got.Swapped || len(got.Value) != fsm.DefaultMaxKVValue {
+	big := strings.Repeat("v", fsm.DefaultMaxKVValueBytes)
+	if got := e.cas(rpc.PathKVCompareAndSet, "big", 0, big); !got.Swapped || len(got.Value) != fsm.DefaultMaxKVValueBytes {
 		t.Fatalf("a value of the limit: swapped %v, %d bytes", got.Swapped, len(got.Value))
 	}
 	if got := e.kvGet(rpc.PathKVGet, "big"); string(got.Value) != big {
 		t.Fatalf("read back %d bytes", len(got.Value))
 	}
-	if _, err := e.local.Apply(context.Background(), &fsm.SetLimits{Limits: fsm.Limits{MaxKVValue: 4, MaxJobKVKeys: 2}}); err != nil {
+	if _, err := e.local.Apply(context.Background(), &fsm.SetLimits{Limits: fsm.Limits{MaxKVValueBytes: 4, MaxJobKVKeys: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	before := e.state()
 	msg := wantError(t, e.post(rpc.PathKVCompareAndSet, rpc.KVCompareAndSetRequest{Key: "k", Value: []byte("12345")}), http.StatusConflict, rpc.CodeLimit).Message
-	if !strings.Contains(msg, "max_kv_value (4)") {
+	if !strings.Contains(msg, "max_kv_value_bytes (4)") {
 		t.Fatalf("message %q", msg)
 	}
 	if e.state() != before {
@@ -140,7 +140,7 @@ func TestKVValueLimit(t *testing.T) {
 	}
 	var jobs rpc.JobsResponse
 	e.get(rpc.PathJobs).decode(t, &jobs)
-	if jobs.Limits.MaxKVValue != 4 || jobs.Limits.MaxJobKVKeys != 2 {
+	if jobs.Limits.MaxKVValueBytes != 4 || jobs.Limits.MaxJobKVKeys != 2 {
 		t.Fatalf("limits %+v", jobs.Limits)
 	}
 }

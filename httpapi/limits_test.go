@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"testing"
 	"time"
@@ -50,6 +51,28 @@ func TestLimitsRoutes(t *testing.T) {
 	e.ok(rpc.PathLimitsSet, rpc.LimitsRequest{MaxJobs: &seven}, &set, id...)
 	if set.MaxJobs != fsm.DefaultMaxJobs || set.JobTTL != hour || e.state().hash != before.hash {
 		t.Fatalf("a retried change %+v, want max_jobs at its default (a later change), nothing applied", set)
+	}
+}
+
+// TestLimitsUnderEarlierNames: a change names the renamed limits under
+// their names or, as clients of earlier releases do, under their earlier
+// names (max_job_group_data, max_kv_value); the answer carries both.
+func TestLimitsUnderEarlierNames(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	r := e.post(rpc.PathLimitsSet, json.RawMessage(`{"max_job_group_data":8192,"max_kv_value":4096}`))
+	var fields map[string]any
+	if err := json.Unmarshal(r.body, &fields); r.status != http.StatusOK || err != nil {
+		t.Fatalf("a change under the earlier names: status %d: %s", r.status, r.body)
+	}
+	for name, want := range map[string]float64{"max_job_group_bytes": 8192, "max_job_group_data": 8192, "max_kv_value_bytes": 4096, "max_kv_value": 4096} {
+		if fields[name] != want {
+			t.Errorf("the answer has %s %v, want %v: %s", name, fields[name], want, r.body)
+		}
+	}
+	var set rpc.Limits
+	e.ok(rpc.PathLimitsSet, json.RawMessage(`{"max_kv_value_bytes":100}`), &set)
+	if want := httpapi.LimitsFromFSM(fsm.Limits{MaxJobGroupBytes: 8192, MaxKVValueBytes: 100}.Effective()); set != want {
+		t.Fatalf("after a change under the name of now: %+v, want %+v", set, want)
 	}
 }
 

@@ -41,8 +41,8 @@ func TestFollowerRedirects(t *testing.T) {
 		{http.MethodGet, rpc.PathStatus, ``},
 		{http.MethodGet, rpc.PathStatus + "?verbose=1", ``},
 		{http.MethodGet, rpc.PathCluster, ``},
-		{http.MethodPost, rpc.PathClusterAddVoter, `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`},
-		{http.MethodPost, rpc.PathClusterRemove, `{"id":"n3"}`},
+		{http.MethodPost, rpc.PathClusterAddMember, `{"id":"n4","raft_addr":"a:1","api_addr":"a:2"}`},
+		{http.MethodPost, rpc.PathClusterRemoveMember, `{"id":"n3"}`},
 		{http.MethodPost, rpc.PathClusterTransfer, `{}`},
 	}
 	for _, tc := range cases {

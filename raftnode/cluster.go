@@ -54,7 +54,7 @@ func (n *Node) Servers() int {
 }
 
 // IsVoter reports whether this node is a voter of its latest
-// configuration: a node that joined as a new incarnation is not, until
+// configuration: a node added as a new incarnation is not, until
 // the leader promotes it, and until then it votes for no one.
 func (n *Node) IsVoter() bool { return n.isVoter() }
 
@@ -62,8 +62,9 @@ func (n *Node) IsVoter() bool { return n.isVoter() }
 // index and still be promoted: about what is in flight under load.
 const CatchUpSlack = 256
 
-// AddVoter brings the server reg.ID, at reg.RaftAddr, with its API at
-// reg.APIAddr, one step closer to being a voter of the cluster, and
+// AddMember brings the server reg.ID, at reg.RaftAddr, with its API at
+// reg.APIAddr, one step closer to being a member of the cluster with the
+// role of voter, and
 // records reg in the registry, its release from protocol level 2 on;
 // lastIndex is the last index of its log. The node asks again until it is
 // a voter and its entry is complete.
@@ -71,7 +72,7 @@ const CatchUpSlack = 256
 //   - Every other server of the same node name (a previous incarnation,
 //     whose volume was lost) or at the same Raft address leaves the
 //     configuration and the registry first.
-//   - A server id with an incarnation joins as a non-voter, and is
+//   - A server id with an incarnation is added as a non-voter, and is
 //     promoted once its log is within CatchUpSlack of the commit index.
 //     Until the promotion it refuses to vote (voteGate), so a node that
 //     lost its data never counts towards a quorum.
@@ -80,7 +81,7 @@ const CatchUpSlack = 256
 //
 // A voter already listed at that address only has its registry entry
 // refreshed.
-func (n *Node) AddVoter(ctx context.Context, reg fsm.Registration, lastIndex uint64) error {
+func (n *Node) AddMember(ctx context.Context, reg fsm.Registration, lastIndex uint64) error {
 	id, raftAddr := reg.ID, reg.RaftAddr
 	if !n.IsLeader() {
 		return ErrNotLeader
@@ -103,12 +104,12 @@ func (n *Node) AddVoter(ctx context.Context, reg fsm.Registration, lastIndex uin
 				"start the new node with another name or address", fsm.ErrInvalid, s.ID, s.Address)
 		case NameOf(string(s.ID)) == name:
 			n.log.Warn("removing the previous incarnation of a node that came back empty", "node", name, "old", s.ID, "new", id)
-			if err := n.removeServer(ctx, string(s.ID)); err != nil {
+			if err := n.removeMember(ctx, string(s.ID)); err != nil {
 				return err
 			}
 		case string(s.Address) == raftAddr:
-			n.log.Info("removing a stale server at the joining address", "id", s.ID, "addr", s.Address)
-			if err := n.removeServer(ctx, string(s.ID)); err != nil {
+			n.log.Info("removing a stale member at the new member's address", "id", s.ID, "addr", s.Address)
+			if err := n.removeMember(ctx, string(s.ID)); err != nil {
 				return err
 			}
 		}
@@ -160,9 +161,9 @@ func (n *Node) AddVoter(ctx context.Context, reg fsm.Registration, lastIndex uin
 	return err
 }
 
-// removeServer removes the server id from the configuration and the
+// removeMember removes the member id from the configuration and the
 // registry.
-func (n *Node) removeServer(ctx context.Context, id string) error {
+func (n *Node) removeMember(ctx context.Context, id string) error {
 	if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 		return mapRaftError(err)
 	}
@@ -173,11 +174,11 @@ func (n *Node) removeServer(ctx context.Context, id string) error {
 	return err
 }
 
-// RemoveServer removes id, a server id or a node name, from the
-// configuration and the registry. A
+// RemoveMember removes the member id, a server id or a node name, from
+// the configuration and the registry. A
 // leader asked to remove itself first hands leadership over and answers
 // ErrNotLeader, so the caller retries on the new leader.
-func (n *Node) RemoveServer(ctx context.Context, id string) error {
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if !n.IsLeader() {
 		return ErrNotLeader
 	}
@@ -190,12 +191,12 @@ func (n *Node) RemoveServer(ctx context.Context, id string) error {
 	}
 	if !n.hasServer(id) {
 		if _, ok := n.fsm.Registration(id); !ok {
-			return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 		}
 	} else if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
 		return mapRaftError(err)
 	}
-	n.log.Info("removed server", "id", id)
+	n.log.Info("removed member", "id", id)
 	_, err := n.propose(ctx, &fsm.RemoveNode{ID: id})
 	return err
 }
@@ -255,7 +256,7 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 			return mapRaftError(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
 		}
 	}
-	return fmt.Errorf("%w: %q", ErrUnknownServer, id)
+	return fmt.Errorf("%w: %q", ErrUnknownMember, id)
 }
 
 // Status is this node's view of Raft.

@@ -89,7 +89,7 @@ func join(t *testing.T, leader, node *Node, apiAddr string) {
 	waitFor(t, node.ID()+" to become a voter", func() bool {
 		reg := node.registration()
 		reg.APIAddr = apiAddr
-		if err := leader.AddVoter(context.Background(), reg, node.Raft().LastIndex()); err != nil {
+		if err := leader.AddMember(context.Background(), reg, node.Raft().LastIndex()); err != nil {
 			t.Fatalf("AddVoter: %v", err)
 		}
 		return node.IsVoter()
@@ -371,7 +371,7 @@ func TestMembershipChanges(t *testing.T) {
 	}
 	waitFor(t, "n4 to lead", n4.LeaderReady)
 
-	if err := n4.RemoveServer(ctx, leader.ID()); err != nil {
+	if err := n4.RemoveMember(ctx, leader.ID()); err != nil {
 		t.Fatalf("remove: %v", err)
 	}
 	servers, err = n4.Members()
@@ -381,7 +381,7 @@ func TestMembershipChanges(t *testing.T) {
 	if _, ok := n4.FSM().Registration(leader.ID()); ok {
 		t.Fatal("removed node still in the registry")
 	}
-	if err := n4.RemoveServer(ctx, "nope"); !errors.Is(err, ErrUnknownServer) {
+	if err := n4.RemoveMember(ctx, "nope"); !errors.Is(err, ErrUnknownMember) {
 		t.Fatalf("remove unknown: %v", err)
 	}
 }

@@ -83,8 +83,8 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// ApplyTimeout bounds how long a proposal may wait to be enqueued.
 	ApplyTimeout time.Duration // default 10s
-	// Limits, when set, are the node's limit flags, which seed a new
-	// cluster's limits (leader.TakeOver).
+	// Limits, when set, are the node's limit flags, a new cluster's
+	// initial limits (leader.TakeOver).
 	Limits *fsm.Limits
 	// FailoverGrace is the LeaderGrace a new leader proposes.
 	FailoverGrace time.Duration // default 5s

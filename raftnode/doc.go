@@ -3,8 +3,8 @@
 // transport, around the deterministic fsm.FSM.
 //
 // It bootstraps from a static peer list (every node bootstraps the same
-// configuration when it has no state) or starts empty to be joined; adds,
-// removes and transfers leadership; stamps the leader's clock into every
+// configuration when it has no state) or starts empty, to be added as a
+// member; adds and removes members and transfers leadership; stamps the leader's clock into every
 // command (leader.TermClock: FSM time continued on this node's monotonic
 // clock, never its wall clock); and maps Raft's errors to "not leader" (the client redirects)
 // and "unknown outcome" (the client retries with the same request id).

@@ -31,8 +31,9 @@ var (
 	// ErrNotReady means this node is the leader but has not finished taking
 	// over (barrier and grace); retry shortly.
 	ErrNotReady = errors.New("raftnode: leader not ready")
-	// ErrUnknownServer means the id is not in the Raft configuration.
-	ErrUnknownServer = errors.New("raftnode: no such server")
+	// ErrUnknownMember means the id names no member: no server of the
+	// Raft configuration.
+	ErrUnknownMember = errors.New("raftnode: no such member")
 )
 
 // Node is one replica.
@@ -51,9 +52,10 @@ type Node struct {
 	// rp is raft once it runs, for the transport's goroutines, which may
 	// run before New returns.
 	rp atomic.Pointer[raft.Raft]
-	// joinVia holds API addresses of a cluster that a node with an empty
-	// data directory found through its --peers (peers.go).
-	joinVia atomic.Pointer[[]string]
+	// membersToAsk holds the API addresses of members of a cluster that a
+	// node with an empty data directory found through its --peers
+	// (peers.go): where it asks to become a member.
+	membersToAsk atomic.Pointer[[]string]
 	// savedLevel is the protocol level stored in the data directory: the
 	// highest the state machine had reached (transportLevel).
 	savedLevel atomic.Uint64

@@ -17,9 +17,10 @@ import (
 // bootstraps the same configuration, the peers' server ids in the order of
 // the list. As soon as any peer holds state, the node never bootstraps: a
 // node whose volume was lost would otherwise found a rival cluster with
-// the other empty nodes and truncate the survivors' log. It joins the
-// cluster instead, through the API addresses the peers gave (JoinVia), as
-// a new incarnation that the leader adds once it has removed the old one.
+// the other empty nodes and truncate the survivors' log. It asks to
+// become a member of that cluster instead, through the API addresses the
+// peers gave (MembersToAsk), as a new incarnation that the leader adds
+// once it has removed the old one.
 
 // serverID is the node's server id, for the Raft port's preamble check.
 func (n *Node) serverID() string { return n.id }
@@ -47,17 +48,19 @@ func (n *Node) hello() Hello {
 	return h
 }
 
-// JoinVia returns the API addresses of a running cluster that the node's
-// peers gave when they showed it holds state: where to ask to be added.
-func (n *Node) JoinVia() []string {
-	if p := n.joinVia.Load(); p != nil {
+// MembersToAsk returns the API addresses of members of a running cluster
+// that the node's peers gave when they showed it holds state: where to ask
+// to become a member.
+func (n *Node) MembersToAsk() []string {
+	if p := n.membersToAsk.Load(); p != nil {
 		return *p
 	}
 	return nil
 }
 
 // foundFromPeers probes the peers until it can decide: bootstrap, when
-// every peer answers with no state, or join, when one holds state. It
+// every peer answers with no state, or ask to become a member, when one
+// holds state. It
 // returns once decided, or when the node stops or has a configuration.
 func (n *Node) foundFromPeers(peers []Peer) {
 	backoff := 200 * time.Millisecond
@@ -75,8 +78,8 @@ func (n *Node) foundFromPeers(peers []Peer) {
 			}
 			return
 		case len(via) > 0:
-			n.joinVia.Store(&via)
-			n.log.Info("a peer holds state of a cluster: joining it as a new incarnation, never bootstrapping", "via", strings.Join(via, ","))
+			n.membersToAsk.Store(&via)
+			n.log.Info("a peer holds state of a cluster: asking to become its member as a new incarnation, never bootstrapping", "via", strings.Join(via, ","))
 			return
 		case why == "":
 			servers := make([]Peer, len(peers))
@@ -103,7 +106,7 @@ func (n *Node) foundFromPeers(peers []Peer) {
 // probePeers asks every peer for its Hello. It returns the peers' server
 // ids when all answered with no state; the configuration a peer
 // bootstrapped with this node as a founder (FoundersListing); the API
-// addresses to join through when one holds state; or why it cannot decide
+// addresses of members to ask when one holds state; or why it cannot decide
 // yet.
 func (n *Node) probePeers(peers []Peer) (ids, via []string, founders []Peer, why string) {
 	ids = make([]string, len(peers))

@@ -21,7 +21,7 @@
 // A follower answers a request that needs the leader with 307 Temporary
 // Redirect to the leader's API address; with no known leader it answers
 // 503 with Retry-After. Errors are JSON {"code": ..., "message": ...};
-// each seed error has its own code, and ErrorFromCode turns a code back
+// each error of the original has its own code, and ErrorFromCode turns a code back
 // into an *Error that matches the code's sentinel (ErrPassBefore, ...)
 // with errors.Is.
 //

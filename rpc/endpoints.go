@@ -225,15 +225,17 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterAddVoter, Access: AccessOperator,
-		Summary: "Add a voter, or refresh its addresses when it is already a member.",
-		Request: AddVoterRequest{}, Response: OKResponse{},
+		Method: http.MethodPost, Path: PathClusterAddMember, Access: AccessOperator,
+		Summary: "Add a member, or refresh its addresses when it is one already. A new incarnation of a node " +
+			"(one that lost its data directory) is added as a non-voter and promoted to voter once it has caught up; " +
+			"it asks again until then.",
+		Request: AddMemberRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors),
 	},
 	{
-		Method: http.MethodPost, Path: PathClusterRemove, Access: AccessOperator,
-		Summary: "Remove a server from the cluster. A leader asked to remove itself hands leadership over first.",
-		Request: RemoveRequest{}, Response: OKResponse{},
+		Method: http.MethodPost, Path: PathClusterRemoveMember, Access: AccessOperator,
+		Summary: "Remove a member from the cluster, by its server id or its node name. A leader asked to remove itself hands leadership over first.",
+		Request: RemoveMemberRequest{}, Response: OKResponse{},
 		Redirects: true, Errors: codes(writeErrors, CodeNotFound),
 	},
 	{
@@ -283,7 +285,7 @@ var Endpoints = []Endpoint{
 	{
 		Method: http.MethodGet, Path: PathLimits, Access: AccessOperator,
 		Summary: "The cluster's limits in effect, the same on every replica. They are part of the replicated state: " +
-			"the serve flags (--max-jobs, ...) of a new cluster's first leader seed them, and " + PathLimitsSet + " changes them. " +
+			"a new cluster's first leader sets them from its serve flags (--max-jobs, ...), and " + PathLimitsSet + " changes them. " +
 			"A leader read unless stale is given.",
 		Response: Limits{}, Redirects: true,
 		Query: []Param{
@@ -305,7 +307,7 @@ var Endpoints = []Endpoint{
 		Summary: "Take an online, consistent backup: the leader's whole state after a read barrier, with its index and hash. " +
 			"With Accept: " + ContentTypeStream + " the state is streamed as it is encoded, whatever its size, " +
 			"its index in a header and its SHA-256 and length in trailers; any other Accept gets the JSON answer of earlier releases, " +
-			"the whole state in base64 in one body. raftmaster restore seeds a new cluster's first node from it.",
+			"the whole state in base64 in one body. raftmaster restore makes a new cluster's first node from it.",
 		Response: BackupResponse{}, Redirects: true, Errors: codes(leaderReadErrors),
 		Stream: &Stream{
 			ContentType: ContentTypeStream,

@@ -8,7 +8,7 @@ import (
 )
 
 // Wire codes. The outcomes of the state machine come first, named as in
-// the seeds; each has a sentinel error below. The rest are the transport's.
+// the original; each has a sentinel error below. The rest are the transport's.
 // ErrorCodes gives each its status and its names in the clients.
 const (
 	CodePassBefore       = "pass_before"
@@ -42,7 +42,7 @@ const (
 	CodeRateLimited    = "rate_limited" // 429: the token is over its quota; retry with the same request id after Retry-After
 )
 
-// The seeds' sentinel errors. An *Error whose code names one unwraps to it,
+// The original's sentinel errors. An *Error whose code names one unwraps to it,
 // so errors.Is works on the far side of the wire.
 var (
 	// ErrPassBefore means the pass asked for has already ended.
@@ -228,7 +228,7 @@ func Sentinel(code string) error {
 type Error struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
-	// AppliedAt is the FSM time of a seed error that an applied command
+	// AppliedAt is the FSM time of an error of the original that an applied command
 	// returned (such as pass_after), zero for other errors.
 	AppliedAt time.Time `json:"applied_at,omitzero"`
 	// Status is the HTTP status the error came with (not serialised).

@@ -35,32 +35,35 @@ const HeaderUnreachable = "X-Raftmaster-Unreachable"
 
 // API paths.
 const (
-	PathDataset         = "/v1/dataset"
-	PathTaskGet         = "/v1/task/get"
-	PathTaskFinished    = "/v1/task/finished"
-	PathTaskFailed      = "/v1/task/failed"
-	PathTaskRenew       = "/v1/task/renew"
-	PathSaveModel       = "/v1/savemodel"
-	PathAllgatherJoin   = "/v1/allgather/join"
-	PathAllgatherLeave  = "/v1/allgather/leave"
-	PathAllgatherWatch  = "/v1/allgather/watch"
-	PathStatus          = "/v1/status"
-	PathCluster         = "/v1/cluster"
-	PathClusterAddVoter = "/v1/cluster/join"
-	PathClusterRemove   = "/v1/cluster/remove"
-	PathClusterTransfer = "/v1/cluster/transfer"
-	PathDebugState      = "/v1/debug/state"
-	PathHealthz         = "/healthz"
-	PathReadyz          = "/readyz"
-	PathJobs            = "/v1/jobs"
-	PathJob             = "/v1/jobs/{job}"
-	PathJobCreate       = "/v1/jobs/{job}/create"
-	PathJobDelete       = "/v1/jobs/{job}/delete"
-	PathBackup          = "/v1/backup"
-	PathKVGet           = "/v1/kv/get"
-	PathKVCompareAndSet = "/v1/kv/cas"
-	PathLimits          = "/v1/limits"
-	PathLimitsSet       = "/v1/limits/set"
+	PathDataset        = "/v1/dataset"
+	PathTaskGet        = "/v1/task/get"
+	PathTaskFinished   = "/v1/task/finished"
+	PathTaskFailed     = "/v1/task/failed"
+	PathTaskRenew      = "/v1/task/renew"
+	PathSaveModel      = "/v1/savemodel"
+	PathAllgatherJoin  = "/v1/allgather/join"
+	PathAllgatherLeave = "/v1/allgather/leave"
+	PathAllgatherWatch = "/v1/allgather/watch"
+	PathStatus         = "/v1/status"
+	PathCluster        = "/v1/cluster"
+	// PathClusterAddMember and PathClusterRemoveMember change the
+	// membership. The first path says "join", the name it had before
+	// membership was called membership: servers of every release serve it.
+	PathClusterAddMember    = "/v1/cluster/join"
+	PathClusterRemoveMember = "/v1/cluster/remove"
+	PathClusterTransfer     = "/v1/cluster/transfer"
+	PathDebugState          = "/v1/debug/state"
+	PathHealthz             = "/healthz"
+	PathReadyz              = "/readyz"
+	PathJobs                = "/v1/jobs"
+	PathJob                 = "/v1/jobs/{job}"
+	PathJobCreate           = "/v1/jobs/{job}/create"
+	PathJobDelete           = "/v1/jobs/{job}/delete"
+	PathBackup              = "/v1/backup"
+	PathKVGet               = "/v1/kv/get"
+	PathKVCompareAndSet     = "/v1/kv/cas"
+	PathLimits              = "/v1/limits"
+	PathLimitsSet           = "/v1/limits/set"
 )
 
 // DefaultJob is the job of the routes outside /v1/jobs/{job}/: every
@@ -270,7 +273,7 @@ const (
 // ran out or the group became overdue (poll again) or "complete" with every
 // member's data in join order and the caller's rank. Overdue is set on a
 // pending answer once the group has passed its timeout without filling up:
-// tell the trainer (the seed's timeout callback) and poll again with
+// tell the trainer (the original's timeout callback) and poll again with
 // seen_overdue. The final failures (closed, reconnected, timed out) are
 // error responses with their codes. From protocol level 2 a final answer
 // does not change: a complete or timed-out one stays for the group's
@@ -357,10 +360,12 @@ type ConfigServer struct {
 // endpoint reported (Error says why it could not be reached).
 type Member struct {
 	// ID is the server id (name~incarnation); Name the node's name.
-	ID           string `json:"id"`
-	Name         string `json:"name,omitempty"`
-	RaftAddr     string `json:"raft_addr"`
-	APIAddr      string `json:"api_addr"`
+	ID       string `json:"id"`
+	Name     string `json:"name,omitempty"`
+	RaftAddr string `json:"raft_addr"`
+	APIAddr  string `json:"api_addr"`
+	// Suffrage is the member's role as Raft names it: Voter or Nonvoter
+	// (Master, for a master of the etcd backend).
 	Suffrage     string `json:"suffrage"`
 	Leader       bool   `json:"leader"`
 	State        string `json:"state"`
@@ -391,30 +396,51 @@ type ClusterResponse struct {
 	ClusterProtocol uint64 `json:"cluster_protocol"`
 }
 
-// AddVoterRequest adds a voter (or refreshes its registry entry when it is
-// already a member): POST /v1/cluster/join.
-type AddVoterRequest struct {
+// AddMemberRequest adds a member (or refreshes its registry entry when it
+// is one already): PathClusterAddMember. A node of an earlier release, or
+// one whose data directory an earlier release made, becomes a voter at
+// once; a new incarnation of a node becomes a non-voter, promoted to voter
+// once it has caught up.
+type AddMemberRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	APIAddr  string `json:"api_addr"`
-	// Protocol is the highest protocol level the joining node's build
+	// Protocol is the highest protocol level the new member's build
 	// applies; absent (0) from releases before protocol levels. A cluster
 	// refuses a node below its own level.
 	Protocol uint64 `json:"protocol,omitempty"`
-	// Version is the joining node's release, which the node registry
+	// Version is the new member's release, which the node registry
 	// records from protocol level 2 on; absent from releases before
 	// protocol levels.
 	Version string `json:"version,omitempty"`
-	// LastIndex is the last index of the joining node's log: a new
-	// incarnation, which joins as a non-voter, is promoted once it is
-	// close to the leader's commit index.
+	// LastIndex is the last index of the new member's log: a new
+	// incarnation, added as a non-voter, is promoted once it is close to
+	// the leader's commit index.
 	LastIndex uint64 `json:"last_index,omitempty"`
 }
 
-// RemoveRequest removes a server from the cluster.
-type RemoveRequest struct {
+// RemoveMemberRequest removes a member from the cluster:
+// PathClusterRemoveMember.
+type RemoveMemberRequest struct {
 	ID string `json:"id"`
 }
+
+// The names the membership's requests and paths had before, kept for Go
+// programs that use them.
+type (
+	// Deprecated: use AddMemberRequest.
+	AddVoterRequest = AddMemberRequest
+	// Deprecated: use RemoveMemberRequest.
+	RemoveRequest = RemoveMemberRequest
+)
+
+// The paths' earlier Go names.
+const (
+	// Deprecated: use PathClusterAddMember.
+	PathClusterAddVoter = PathClusterAddMember
+	// Deprecated: use PathClusterRemoveMember.
+	PathClusterRemove = PathClusterRemoveMember
+)
 
 // TransferRequest moves leadership, to ID when set, else to the most
 // up-to-date follower.
@@ -521,37 +547,49 @@ type Job struct {
 const MaxJobPaths = 1000
 
 // Limits are the limits in effect, the same on every replica: part of the
-// replicated state, seeded by the serve flags (--max-jobs, ...) of a new
-// cluster's first leader and changed by PathLimitsSet.
+// replicated state, which a new cluster's first leader sets from its serve
+// flags (--max-jobs, ...) and PathLimitsSet changes. Each limit's JSON
+// name is its flag's (max_kv_value_bytes for --max-kv-value-bytes). The
+// two limits that had other names before are also written under them, for
+// clients of earlier releases, and read under them from servers of
+// earlier releases.
 type Limits struct {
-	MaxJobs         int   `json:"max_jobs"`
-	MaxJobTasks     int   `json:"max_job_tasks"`
-	MaxJobChunks    int   `json:"max_job_chunks"`
-	MaxJobGroups    int   `json:"max_job_groups"`
-	MaxJobGroupData int64 `json:"max_job_group_data"`
-	MaxStateBytes   int64 `json:"max_state_bytes"`
+	MaxJobs      int `json:"max_jobs"`
+	MaxJobTasks  int `json:"max_job_tasks"`
+	MaxJobChunks int `json:"max_job_chunks"`
+	MaxJobGroups int `json:"max_job_groups"`
+	// MaxJobGroupBytes bounds the allgather data of one job's groups
+	// together. Also written as max_job_group_data, its earlier name.
+	MaxJobGroupBytes int64 `json:"max_job_group_bytes"`
+	MaxStateBytes    int64 `json:"max_state_bytes"`
 	// JobTTL is how long an idle job lives; 0 when collection is off.
 	JobTTL Duration `json:"job_ttl"`
-	// MaxJobKVKeys bounds the keys of a job's register, MaxKVValue the
-	// bytes of one value.
-	MaxJobKVKeys int   `json:"max_job_kv_keys"`
-	MaxKVValue   int64 `json:"max_kv_value"`
+	// MaxJobKVKeys bounds the keys of a job's register.
+	MaxJobKVKeys int `json:"max_job_kv_keys"`
+	// MaxKVValueBytes bounds the bytes of one register value. Also
+	// written as max_kv_value, its earlier name.
+	MaxKVValueBytes int64 `json:"max_kv_value_bytes"`
 }
 
 // LimitsRequest changes the cluster's limits (PathLimitsSet): only the
 // fields given change, the others keep their values. 0 sets a limit to
 // its default (job_ttl 0: collection off); a value below 0 or above its
-// ceiling is refused, and nothing changes.
+// ceiling is refused, and nothing changes. The server also takes the
+// earlier names of two limits, max_job_group_data and max_kv_value, and
+// the Go client sends those, which servers of every release read.
 type LimitsRequest struct {
-	MaxJobs         *int      `json:"max_jobs,omitempty"`
-	MaxJobTasks     *int      `json:"max_job_tasks,omitempty"`
-	MaxJobChunks    *int      `json:"max_job_chunks,omitempty"`
-	MaxJobGroups    *int      `json:"max_job_groups,omitempty"`
-	MaxJobGroupData *int64    `json:"max_job_group_data,omitempty"`
-	MaxStateBytes   *int64    `json:"max_state_bytes,omitempty"`
-	JobTTL          *Duration `json:"job_ttl,omitempty"`
-	MaxJobKVKeys    *int      `json:"max_job_kv_keys,omitempty"`
-	MaxKVValue      *int64    `json:"max_kv_value,omitempty"`
+	MaxJobs      *int `json:"max_jobs,omitempty"`
+	MaxJobTasks  *int `json:"max_job_tasks,omitempty"`
+	MaxJobChunks *int `json:"max_job_chunks,omitempty"`
+	MaxJobGroups *int `json:"max_job_groups,omitempty"`
+	// MaxJobGroupBytes is also read as max_job_group_data, its earlier
+	// name.
+	MaxJobGroupBytes *int64    `json:"max_job_group_bytes,omitempty"`
+	MaxStateBytes    *int64    `json:"max_state_bytes,omitempty"`
+	JobTTL           *Duration `json:"job_ttl,omitempty"`
+	MaxJobKVKeys     *int      `json:"max_job_kv_keys,omitempty"`
+	// MaxKVValueBytes is also read as max_kv_value, its earlier name.
+	MaxKVValueBytes *int64 `json:"max_kv_value_bytes,omitempty"`
 }
 
 // JobsResponse lists every job, sorted by name, with the limits.
@@ -654,7 +692,7 @@ type KVCompareAndSetRequest struct {
 	Key     string `json:"key"`
 	Version uint64 `json:"version"`
 	// Value is the value to store (base64 in JSON), at most the cluster's
-	// max_kv_value bytes.
+	// max_kv_value_bytes.
 	Value []byte `json:"value"`
 }
 

@@ -1,4 +1,4 @@
-// Package store holds the seed's Store interface, where a single active
+// Package store holds the original's Store interface, where a single active
 // master keeps its whole state, with two implementations: InMemStore, for
 // tests and single-process use, and EtcdStore, the etcd-backed parity
 // backend. An EtcdStore also elects the active master: it holds the etcd

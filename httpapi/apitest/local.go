@@ -90,11 +90,11 @@ func (l *Local) Members(context.Context) ([]rpc.Member, error) {
 	return []rpc.Member{{ID: l.ID, APIAddr: l.API, Suffrage: "Voter", Leader: true}}, nil
 }
 
-// AddVoter implements httpapi.Backend; a Local backend has no peers to add.
-func (l *Local) AddVoter(context.Context, rpc.AddVoterRequest) error { return httpapi.ErrNotLeader }
+// AddMember implements httpapi.Backend; a Local backend has no peers to add.
+func (l *Local) AddMember(context.Context, rpc.AddMemberRequest) error { return httpapi.ErrNotLeader }
 
-// Remove implements httpapi.Backend.
-func (l *Local) Remove(context.Context, string) error { return httpapi.ErrNotLeader }
+// RemoveMember implements httpapi.Backend.
+func (l *Local) RemoveMember(context.Context, string) error { return httpapi.ErrNotLeader }
 
 // Transfer implements httpapi.Backend.
 func (l *Local) Transfer(context.Context, string) error { return httpapi.ErrNoLeader }

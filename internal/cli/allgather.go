@@ -22,7 +22,7 @@ func allgatherCommand() *cli.Command {
 					"raftmaster allgather join --group rendezvous --num-peers 2 '{\"host\":\"10.0.0.1\",\"port\":29500}'",
 				Description: "Prints a JSON array with the members' data in join order (a member's index is its\n" +
 					"rank), followed by nothing else. When the group is still incomplete after --timeout, a\n" +
-					"warning goes to stderr and the wait goes on, as in the seed; with --fail-on-timeout the\n" +
+					"warning goes to stderr and the wait goes on, as in the original; with --fail-on-timeout the\n" +
 					"group fails instead. Exits non-zero if the group fails, the member is replaced by a\n" +
 					"later join with the same id, or it leaves.",
 				Flags: clientFlags(jobFlag(),

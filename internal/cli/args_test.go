@@ -131,7 +131,7 @@ func TestTypoSuggestions(t *testing.T) {
 func TestReadCommandsPrintJSON(t *testing.T) {
 	app := NewApp(nil, nil)
 	for _, path := range [][]string{
-		{"cluster", "inspect"}, {"cluster", "status"}, {"job", "list"}, {"job", "inspect"}, {"limits", "get"},
+		{"cluster", "inspect"}, {"cluster", "status"}, {"cluster", "member", "list"}, {"job", "list"}, {"job", "inspect"}, {"limits", "get"},
 		{"kv", "get"}, {"health"}, {"backup", "inspect"}, {"recordio", "inspect"},
 	} {
 		cmds := app.Commands

@@ -30,7 +30,7 @@ func backupCommand() *cli.Command {
 			"file (mode 0600, written under a temporary name, synced, then renamed) holds the\n" +
 			"state, its index, its SHA-256 and the version of the node that took it; a failed or\n" +
 			"interrupted backup leaves no file. Progress goes to stderr: every second while stderr\n" +
-			"is a terminal, and a last line in any case. raftmaster restore seeds a new cluster\n" +
+			"is a terminal, and a last line in any case. raftmaster restore starts a new cluster\n" +
 			"from the file; raftmaster backup inspect describes and checks it.",
 		Flags: clientFlags(
 			&cli.StringFlag{Name: "out", Usage: "the backup file to write (replaced if it exists); required", TakesFile: true},
@@ -113,14 +113,14 @@ func writeBackup(ctx context.Context, cl *client.Client, out string, prog *trans
 func restoreCommand() *cli.Command {
 	return &cli.Command{
 		Name:      "restore",
-		Usage:     "seed the data directory of a new cluster's first node from a backup",
+		Usage:     "make the data directory of a new cluster's first node from a backup",
 		UsageText: "raftmaster restore --in raftmaster-backup.bin --data-dir /var/lib/raftmaster --node-id n1 --raft-addr 10.0.0.1:7001",
 		Description: "Streams the state from the file into the new node's Raft snapshot, checking its\n" +
 			"length and SHA-256 as it goes, so the state need not fit in memory. A corrupt or\n" +
 			"truncated file, or a directory that already holds Raft state, is refused, and nothing\n" +
 			"is left written. Files of earlier releases are read too. Then start the node with\n" +
 			"serve and the same --node-id, --data-dir and --raft-addr (no --peers): it restores\n" +
-			"the state and elects itself. Add the other nodes with serve --join.",
+			"the state and elects itself. Add the other nodes with serve --members.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "in", Usage: "the backup file", Required: true, TakesFile: true},
 			&cli.StringFlag{Name: "data-dir", Usage: "the new node's data directory (empty or absent)", Required: true},
@@ -148,7 +148,7 @@ func restoreCommand() *cli.Command {
 			}
 			h := bf.Header
 			prog := newTransfer(c.App.ErrWriter, "restored")
-			err = raftnode.Seed(dir, c.String("node-id"), c.String("raft-addr"), h.Index,
+			err = raftnode.RestoreDataDir(dir, c.String("node-id"), c.String("raft-addr"), h.Index,
 				func(w io.Writer) error { return bf.CopyState(prog.writer(w)) }, nil)
 			switch {
 			case errors.Is(err, backup.ErrCorrupt):

@@ -32,7 +32,7 @@ type backupReport struct {
 	StateHash   string `json:"state_hash"`
 	HashChecked bool   `json:"hash_checked"`
 	// Era counts the restores that led to the state; a restore of the
-	// file seeds era Era+1.
+	// file starts era Era+1.
 	Era uint64 `json:"era"`
 	// Protocol is the state's protocol level, Clock its FSM time.
 	Protocol   uint64     `json:"protocol"`
@@ -144,7 +144,7 @@ func printBackupReport(w io.Writer, r backupReport) {
 	fmt.Fprintf(w, "format:     raftmaster-backup v%d\n", r.Format)
 	fmt.Fprintf(w, "taken:      at index %d by %s\n", r.Index, orDash(r.Version))
 	fmt.Fprintf(w, "state:      %d bytes (%s), SHA-256 %s: checked, intact\n", r.StateSize, humanBytes(r.StateSize), r.StateHash)
-	fmt.Fprintf(w, "era:        %d (a restore of this file seeds era %d)\n", r.Era, r.Era+1)
+	fmt.Fprintf(w, "era:        %d (a restore of this file starts era %d)\n", r.Era, r.Era+1)
 	fmt.Fprintf(w, "protocol:   level %d\n", r.Protocol)
 	fmt.Fprintf(w, "FSM clock:  %s\n", fsmTimeText(r.Clock))
 	fmt.Fprintf(w, "estimate:   state about %s (max-state-bytes %s)\n", humanBytes(r.StateBytes), humanBytes(r.Limits.MaxStateBytes))

@@ -57,7 +57,7 @@ func TestBackupInspect(t *testing.T) {
 		"format:     raftmaster-backup v2",
 		fmt.Sprintf("taken:      at index %d by v9.8.7", h.Index),
 		fmt.Sprintf("SHA-256 %s: checked, intact", h.StateHash),
-		"era:        0 (a restore of this file seeds era 1)",
+		"era:        0 (a restore of this file starts era 1)",
 		fmt.Sprintf("protocol:   level %d", fsm.Protocol),
 		"jobs:       1",
 	} {

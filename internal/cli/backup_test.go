@@ -27,8 +27,8 @@ func runCLI(args ...string) (int, string, string) {
 	return code, out.String(), errOut.String()
 }
 
-// seeded returns the state of the one Raft snapshot in dir.
-func seeded(t *testing.T, dir string) []byte {
+// restoredState returns the state of the one Raft snapshot in dir.
+func restoredState(t *testing.T, dir string) []byte {
 	t.Helper()
 	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {
@@ -52,7 +52,7 @@ func seeded(t *testing.T, dir string) []byte {
 
 // TestBackupAndRestore: backup writes the leader's state into a file of
 // mode 0600, replacing one that was there and leaving no temporary file,
-// and reports its progress on stderr; restore seeds a data directory with
+// and reports its progress on stderr; restore fills a data directory with
 // exactly that state, and refuses a corrupt or truncated copy, or a
 // directory with Raft state, leaving nothing written.
 func TestBackupAndRestore(t *testing.T) {
@@ -105,7 +105,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if err := fsm.NextEra(&nextEra, bytes.NewReader(want)); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(seeded(t, node), nextEra.Bytes()) {
+	if !bytes.Equal(restoredState(t, node), nextEra.Bytes()) {
 		t.Fatal("the restored snapshot is not the leader's state in the next era")
 	}
 	if code, _, _ := runCLI("restore", "--in", file, "--data-dir", node, "--node-id", "n1", "--raft-addr", "127.0.0.1:1"); code == 0 {
@@ -144,7 +144,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 }
 
-// TestRestoreReadsAnEarlierReleasesFile: a backup file of format 1 seeds
+// TestRestoreReadsAnEarlierReleasesFile: a backup file of format 1 fills
 // a data directory with its state.
 func TestRestoreReadsAnEarlierReleasesFile(t *testing.T) {
 	node := filepath.Join(t.TempDir(), "node")
@@ -153,7 +153,7 @@ func TestRestoreReadsAnEarlierReleasesFile(t *testing.T) {
 		t.Fatalf("restore: exit %d, %q, %q", code, out, errOut)
 	}
 	f := fsm.New()
-	if err := f.Restore(io.NopCloser(bytes.NewReader(seeded(t, node)))); err != nil {
+	if err := f.Restore(io.NopCloser(bytes.NewReader(restoredState(t, node)))); err != nil {
 		t.Fatal(err)
 	}
 	if st := f.Stats("job-a"); st.Chunks != 3 {

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -18,7 +17,7 @@ import (
 func clusterCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "cluster",
-		Usage: "inspect the cluster and change its membership",
+		Usage: "inspect the cluster, list and change its members, move leadership",
 		Subcommands: []*cli.Command{
 			clusterStatusCommand(),
 			{
@@ -44,66 +43,7 @@ func clusterCommand() *cli.Command {
 					})
 				},
 			},
-			{
-				Name:  "join",
-				Usage: "add a started node to the cluster",
-				UsageText: "raftmaster cluster join --addr 127.0.0.1:8001 --id n4 --raft-addr 127.0.0.1:7004 --api-addr 127.0.0.1:8004\n\n" +
-					"The node must be running (raftmaster serve without --peers). A node started with\n" +
-					"serve --join does this by itself. A node with an empty data directory is a new\n" +
-					"incarnation: it is added as a non-voter, and becomes a voter by itself once it has\n" +
-					"caught up.",
-				Flags: clientFlags(
-					&cli.StringFlag{Name: "id", Usage: "the new node's name, or its server id (NAME~INCARNATION, as its status says)", Required: true},
-					&cli.StringFlag{Name: "raft-addr", Usage: "its Raft address", Required: true},
-					&cli.StringFlag{Name: "api-addr", Usage: "its API address", Required: true},
-				),
-				Action: func(c *cli.Context) error {
-					// The node's own status gives its server id and level.
-					node, err := newClientAt(c, []string{c.String("api-addr")})
-					if err != nil {
-						return err
-					}
-					st, err := node.StatusStale()
-					node.Close()
-					if err != nil {
-						return fmt.Errorf("asking the node at %s for its server id: %w", c.String("api-addr"), err)
-					}
-					if id := c.String("id"); st.NodeID != id && st.Name != id && (st.Name != "" || raftnode.NameOf(st.NodeID) != id) {
-						return fmt.Errorf("the node at %s is %s, not %q", c.String("api-addr"), st.NodeID, id)
-					}
-					req := rpc.AddVoterRequest{ID: st.NodeID, RaftAddr: c.String("raft-addr"), APIAddr: c.String("api-addr"),
-						Protocol: st.Protocol, Version: st.Version, LastIndex: st.LastIndex}
-					return withClient(c, func(cl *client.Client) error {
-						if err := cl.AddServer(req); err != nil {
-							return err
-						}
-						fmt.Fprintf(c.App.Writer, "added %s (raft %s, api %s)\n", req.ID, req.RaftAddr, req.APIAddr)
-						return nil
-					})
-				},
-			},
-			{
-				Name:      "remove",
-				Usage:     "remove a node from the cluster, by its name or its server id (NAME~INCARNATION)",
-				UsageText: "raftmaster cluster remove --addr 127.0.0.1:8001 NODE",
-				Flags:     clientFlags(),
-				Action: func(c *cli.Context) error {
-					if c.NArg() != 1 {
-						return fmt.Errorf("want exactly one node id, got %d arguments", c.NArg())
-					}
-					return withClient(c, func(cl *client.Client) error {
-						if err := cl.RemoveNode(c.Args().First()); err != nil {
-							var re *rpc.Error
-							if errors.As(err, &re) && re.Code == rpc.CodeNotFound {
-								return fmt.Errorf("%q is not a member of the cluster (\"raftmaster cluster inspect\" lists them): %s", c.Args().First(), re.Message)
-							}
-							return err
-						}
-						fmt.Fprintf(c.App.Writer, "removed %s\n", c.Args().First())
-						return nil
-					})
-				},
-			},
+			clusterMemberCommand(),
 			{
 				Name:      "transfer",
 				Usage:     "hand leadership to another node",
@@ -130,6 +70,9 @@ func clusterCommand() *cli.Command {
 					})
 				},
 			},
+			// The earlier names of member add and member remove.
+			earlierName(memberAddCommand(), "join", "member add"),
+			earlierName(memberRemoveCommand(), "remove", "member remove"),
 		},
 	}
 }
@@ -143,7 +86,7 @@ func printJSON(w io.Writer, v any) error {
 // printCluster prints the members as an aligned table, then the state.
 func printCluster(w io.Writer, r rpc.ClusterResponse) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tSUFFRAGE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT\tVERSION")
+	fmt.Fprintln(tw, "ID\tRAFT ADDR\tAPI ADDR\tROLE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tCONTACT\tVERSION")
 	for _, m := range r.Members {
 		state := m.State
 		if m.Error != "" {
@@ -152,7 +95,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 		if m.Leader {
 			state += " *"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), m.Suffrage,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\n", m.ID, m.RaftAddr, orDash(m.APIAddr), role(m.Suffrage),
 			state, m.Term, m.LastIndex, m.CommitIndex, m.AppliedIndex, orDash(m.LastContact), memberVersion(m))
 	}
 	tw.Flush()

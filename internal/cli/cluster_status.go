@@ -158,10 +158,10 @@ func askMembers(members []rpc.Member, ask func(addr string) (rpc.StatusResponse,
 // that did not answer.
 func printMemberStatus(w io.Writer, st clusterStatus) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tAPI ADDR\tSUFFRAGE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tLAG\tCONTACT\tVERSION\tERROR")
+	fmt.Fprintln(tw, "ID\tAPI ADDR\tROLE\tSTATE\tTERM\tLAST\tCOMMIT\tAPPLIED\tLAG\tCONTACT\tVERSION\tERROR")
 	for _, m := range st.Members {
 		if m.Error != "" {
-			fmt.Fprintf(tw, "%s\t%s\t%s\tunreachable\t-\t-\t-\t-\t-\t-\t-\t%s\n", m.ID, orDash(m.APIAddr), m.Suffrage, m.Error)
+			fmt.Fprintf(tw, "%s\t%s\t%s\tunreachable\t-\t-\t-\t-\t-\t-\t-\t%s\n", m.ID, orDash(m.APIAddr), role(m.Suffrage), m.Error)
 			continue
 		}
 		state := m.State
@@ -173,7 +173,7 @@ func printMemberStatus(w io.Writer, st clusterStatus) {
 			lag = fmt.Sprint(*m.Lag)
 		}
 		version := memberVersion(rpc.Member{Version: m.Version, Protocol: m.Protocol})
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t-\n", m.ID, m.APIAddr, m.Suffrage, state,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t-\n", m.ID, m.APIAddr, role(m.Suffrage), state,
 			m.Term, m.LastIndex, m.CommitIndex, m.AppliedIndex, lag, orDash(m.LastContact), version)
 	}
 	tw.Flush()

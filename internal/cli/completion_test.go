@@ -39,7 +39,8 @@ func TestCompletion(t *testing.T) {
 		want []string
 	}{
 		{[]string{"--generate-bash-completion"}, []string{"cluster", "job", "backup", "completion", "serve"}},
-		{[]string{"cluster", "--generate-bash-completion"}, []string{"status", "inspect", "join"}},
+		{[]string{"cluster", "--generate-bash-completion"}, []string{"status", "inspect", "member", "transfer"}},
+		{[]string{"cluster", "member", "--generate-bash-completion"}, []string{"list", "add", "remove"}},
 		{[]string{"backup", "--generate-bash-completion"}, []string{"inspect"}},
 	} {
 		// urfave/cli reads the word being completed from os.Args.

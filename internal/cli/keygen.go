@@ -17,7 +17,7 @@ func keygenCommand() *cli.Command {
 		Description: "Writes 32 random bytes, hex-encoded, to --out with mode 0600. Give every node of a\n" +
 			"cluster the same file with serve --cluster-key-file: each derives the cluster's CA from\n" +
 			"it and issues itself a certificate for its node id, and Raft runs over mutual TLS. Keep\n" +
-			"the file as secret as a CA's key: anyone who holds it can join the cluster's Raft. A new\n" +
+			"the file as secret as a CA's key: anyone who holds it can take part in the cluster's Raft. A new\n" +
 			"key takes effect when every node restarts with it; nodes of different keys refuse each\n" +
 			"other.",
 		Flags: []cli.Flag{

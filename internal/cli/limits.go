@@ -13,14 +13,14 @@ import (
 )
 
 // limitFlags are the flags of the replicated limits, named alike by serve,
-// whose values seed a new cluster's limits, and by limits set, which
+// whose values are a new cluster's initial limits, and by limits set, which
 // changes a running cluster's: 0 is a limit's default. Only serve reads
 // them from the environment, so that a shell with serve's variables does
 // not change a cluster's limits by mistake.
 func limitFlags(serve bool) []cli.Flag {
 	suffix, envOf := "", func(string) []string { return nil }
 	if serve {
-		suffix, envOf = "; seeds a new cluster's limits only (see raftmaster limits)", env
+		suffix, envOf = "; a new cluster's initial limit only (see raftmaster limits)", env
 	}
 	flags := []cli.Flag{
 		&cli.IntFlag{Name: "max-jobs", Usage: "jobs the cluster holds at once (0: the default, " + fmt.Sprint(fsm.DefaultMaxJobs) + ")" + suffix, EnvVars: envOf("max-jobs")},
@@ -54,7 +54,7 @@ func limitsCommand() *cli.Command {
 		Name:  "limits",
 		Usage: "show and change the cluster's limits",
 		Description: "The limits on jobs (--max-jobs, --max-job-tasks, ...) are part of the replicated state, the\n" +
-			"same on every node. serve's limit flags seed a new cluster's: its first leader proposes them;\n" +
+			"same on every node. serve's limit flags set a new cluster's: its first leader proposes them;\n" +
 			"later leaders do not, so a fail-over never changes the limits. A node whose flags differ from\n" +
 			"the cluster's logs each that differs. Change a running cluster's limits with limits set.",
 		Subcommands: []*cli.Command{
@@ -124,7 +124,7 @@ func limitsChange(c *cli.Context) (rpc.LimitsRequest, error) {
 	}
 	r.MaxJobs, r.MaxJobTasks, r.MaxJobChunks = intFlag("max-jobs"), intFlag("max-job-tasks"), intFlag("max-job-chunks")
 	r.MaxJobGroups, r.MaxJobKVKeys = intFlag("max-job-groups"), intFlag("max-job-kv-keys")
-	r.MaxJobGroupData, r.MaxStateBytes, r.MaxKVValue = int64Flag("max-job-group-bytes"), int64Flag("max-state-bytes"), int64Flag("max-kv-value-bytes")
+	r.MaxJobGroupBytes, r.MaxStateBytes, r.MaxKVValueBytes = int64Flag("max-job-group-bytes"), int64Flag("max-state-bytes"), int64Flag("max-kv-value-bytes")
 	if c.IsSet("job-ttl") {
 		ttl := rpc.Duration(c.Duration("job-ttl"))
 		r.JobTTL = &ttl
@@ -160,10 +160,10 @@ func writeLimits(w io.Writer, l rpc.Limits) {
 		{"max-job-tasks", fmt.Sprint(l.MaxJobTasks)},
 		{"max-job-chunks", fmt.Sprint(l.MaxJobChunks)},
 		{"max-job-groups", fmt.Sprint(l.MaxJobGroups)},
-		{"max-job-group-bytes", fmt.Sprintf("%d (%s)", l.MaxJobGroupData, humanBytes(l.MaxJobGroupData))},
+		{"max-job-group-bytes", fmt.Sprintf("%d (%s)", l.MaxJobGroupBytes, humanBytes(l.MaxJobGroupBytes))},
 		{"max-state-bytes", fmt.Sprintf("%d (%s)", l.MaxStateBytes, humanBytes(l.MaxStateBytes))},
 		{"max-job-kv-keys", fmt.Sprint(l.MaxJobKVKeys)},
-		{"max-kv-value-bytes", fmt.Sprintf("%d (%s)", l.MaxKVValue, humanBytes(l.MaxKVValue))},
+		{"max-kv-value-bytes", fmt.Sprintf("%d (%s)", l.MaxKVValueBytes, humanBytes(l.MaxKVValueBytes))},
 		{"job-ttl", ttl},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])

@@ -44,7 +44,7 @@ func TestLimitsCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil {
 		t.Fatalf("limits set --json: exit %d, %q, %q", code, out, errOut)
 	}
-	want := httpapi.LimitsFromFSM(fsm.Limits{MaxJobs: 5, JobTTL: time.Hour, MaxKVValue: 4096}.Effective())
+	want := httpapi.LimitsFromFSM(fsm.Limits{MaxJobs: 5, JobTTL: time.Hour, MaxKVValueBytes: 4096}.Effective())
 	if got != want {
 		t.Fatalf("limits after two changes %+v, want %+v", got, want)
 	}

@@ -152,7 +152,7 @@ func deadNodeHint(p *procs.Proc, exe string, nodes []*procs.Proc) string {
 		left += fmt.Sprintf(" (without a leader until %d nodes run)", quorum)
 	}
 	return fmt.Sprintf("\nraftmaster local: node %s exited (%s); %s.\n"+
-		"  restart it by hand (in another terminal; it rejoins with its data):\n"+
+		"  restart it by hand (in another terminal; it comes back with its data):\n"+
 		"  %s\n"+
 		"  Ctrl-C here stops the nodes this command started.\n\n",
 		p.ID, how, left, shellJoin(append([]string{exe}, p.Args...)))

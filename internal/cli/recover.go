@@ -20,10 +20,10 @@ func recoverCommand() *cli.Command {
 			"and go on with every entry they hold. Entries only the lost nodes held are gone, so\n" +
 			"include the most up-to-date survivors (raftmaster cluster inspect showed their\n" +
 			"indexes). The node must be stopped: its log store is locked while it runs. Add new\n" +
-			"nodes afterwards with raftmaster cluster join or serve --join.",
+			"nodes afterwards with raftmaster cluster member add or serve --members.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "data-dir", Usage: "the stopped node's data directory", Required: true},
-			&cli.StringFlag{Name: "peers", Usage: "the new configuration, name=raftaddr,... (the survivors; a name or a server id as cluster members shows it)", Required: true},
+			&cli.StringFlag{Name: "peers", Usage: "the new configuration, name=raftaddr,... (the survivors; a name or a server id as cluster member list shows it)", Required: true},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "warn"},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON"},
 		},

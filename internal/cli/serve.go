@@ -41,15 +41,16 @@ func serveCommand() *cli.Command {
 		Usage: "run one replica of the cluster",
 		UsageText: "raftmaster serve --node-id n1 --data-dir DIR --raft-addr 127.0.0.1:7001 --http-addr 127.0.0.1:8001 \\\n" +
 			"    --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003\n" +
-			"raftmaster serve --node-id n4 --data-dir DIR --raft-addr 127.0.0.1:7004 --http-addr 127.0.0.1:8004 --join 127.0.0.1:8001",
+			"raftmaster serve --node-id n4 --data-dir DIR --raft-addr 127.0.0.1:7004 --http-addr 127.0.0.1:8004 --members 127.0.0.1:8001",
 		Description: "Starts a replica: Raft on --raft-addr, the HTTP API on --http-addr.\n\n" +
 			"A new cluster bootstraps from --peers: start every node with the same list. A node\n" +
-			"joins a running cluster with --join and the API address of any member. A restarted\n" +
+			"becomes a member of a running cluster with --members and the API address of any\n" +
+			"member, which it asks for membership (--join is the flag's earlier name). A restarted\n" +
 			"node needs neither: its state is in --data-dir.\n\n" +
 			"Where volumes can be lost or nodes come and go (Kubernetes, compose), start every\n" +
-			"node with the same --join list, the founding members first, and --bootstrap-expect N\n" +
-			"instead: a node with an empty --data-dir asks every --join address for its state. If\n" +
-			"any has state of a cluster, it joins that cluster; only when all N founding members\n" +
+			"node with the same --members list, the founding members first, and --bootstrap-expect N\n" +
+			"instead: a node with an empty --data-dir asks every --members address for its state. If\n" +
+			"any has state of a cluster, it becomes its member; only when all N founding members\n" +
 			"answer with none do they bootstrap one, together. An empty volume never starts a\n" +
 			"second cluster beside a running one.\n\n" +
 			"A listen address on 0.0.0.0 or [::] is advertised under the host name unless\n" +
@@ -57,8 +58,8 @@ func serveCommand() *cli.Command {
 			"With --backend etcd the node is one master of the etcd-backed parity mode instead:\n" +
 			"the master that holds the etcd lock serves, saving its whole state to etcd after each\n" +
 			"change, and the others stand by and redirect. It needs --etcd-endpoints, not --data-dir,\n" +
-			"--raft-addr, --peers or --join.\n\n" +
-			"The limit flags (--max-jobs, --max-job-tasks, ... --job-ttl) seed a new cluster's limits: its\n" +
+			"--raft-addr, --peers or --members.\n\n" +
+			"The limit flags (--max-jobs, --max-job-tasks, ... --job-ttl) set a new cluster's limits: its\n" +
 			"first leader proposes them. The limits are then part of the replicated state, and later\n" +
 			"leaders keep them whatever their own flags, so a fail-over never changes them; a node whose\n" +
 			"flags differ logs each limit that does. Change them with raftmaster limits set.\n\n" +
@@ -77,8 +78,8 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "http-addr", Usage: "address the HTTP API listens on", Value: "127.0.0.1:8001", EnvVars: env("http-addr")},
 			&cli.StringFlag{Name: "advertise-addr", Usage: "API address clients are redirected to (default: --http-addr)", EnvVars: env("advertise-addr")},
 			&cli.StringFlag{Name: "peers", Usage: "bootstrap configuration id=raftaddr,... (every node the same)", EnvVars: env("peers")},
-			&cli.StringFlag{Name: "join", Usage: "API addresses of a running cluster to join, comma separated; with --bootstrap-expect, the founding members first", EnvVars: env("join")},
-			&cli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap a new cluster of the first N --join addresses once all N answer and none has state of a cluster; a node that finds a cluster joins it instead, never bootstrapping a second one (0: never bootstrap; join through --join)", EnvVars: env("bootstrap-expect")},
+			&cli.StringFlag{Name: "members", Aliases: []string{"join"}, Usage: "API addresses of members of the cluster to ask for membership, comma separated; with --bootstrap-expect, the founding members first", EnvVars: append(env("members"), env("join")...)},
+			&cli.IntFlag{Name: "bootstrap-expect", Usage: "bootstrap a new cluster of the first N --members addresses once all N answer and none has state of a cluster; a node that finds a cluster becomes its member instead, never bootstrapping a second one (0: never bootstrap; ask --members for membership)", EnvVars: env("bootstrap-expect")},
 			&cli.StringFlag{Name: "auth-tokens", Usage: "require bearer tokens: a file of 'ROLE TOKEN [JOBS]' lines, ROLE trainer or operator, JOBS (trainers only) the comma-separated job names or path.Match patterns the token covers, every job when left out; readable by the server's user only (chmod 600); reloaded on SIGHUP (default: no tokens; anyone who reaches the port may do anything)", EnvVars: env("auth-tokens"), TakesFile: true},
 			&cli.Float64Flag{Name: "write-quota", Usage: "writes a second each token may make on the leader, past its burst; more are answered 429 with Retry-After (default with --auth-tokens: 10000; without tokens the quota, if set, is per source address; 0: none)", EnvVars: env("write-quota")},
 			&cli.Float64Flag{Name: "write-burst", Usage: "writes a token may make at once before --write-quota applies (default: 100000, or 10 seconds of --write-quota)", EnvVars: env("write-burst")},
@@ -284,15 +285,15 @@ func quotaFlags(c *cli.Context, name string, tokens bool, def quota.Rate) quota.
 	return r
 }
 
-// jobLimits reads the limit flags, which seed a new cluster's limits: its
+// jobLimits reads the limit flags, a new cluster's initial limits: its
 // first leader proposes them (see leader.TakeOver); raftmaster limits set
 // changes them afterwards.
 func jobLimits(c *cli.Context) (*fsm.Limits, error) {
 	l := &fsm.Limits{
 		MaxJobs: c.Int("max-jobs"), MaxJobTasks: c.Int("max-job-tasks"), MaxJobChunks: c.Int("max-job-chunks"),
-		MaxJobGroups: c.Int("max-job-groups"), MaxJobGroupData: c.Int64("max-job-group-bytes"),
+		MaxJobGroups: c.Int("max-job-groups"), MaxJobGroupBytes: c.Int64("max-job-group-bytes"),
 		MaxStateBytes: c.Int64("max-state-bytes"), JobTTL: c.Duration("job-ttl"),
-		MaxJobKVKeys: c.Int("max-job-kv-keys"), MaxKVValue: c.Int64("max-kv-value-bytes"),
+		MaxJobKVKeys: c.Int("max-job-kv-keys"), MaxKVValueBytes: c.Int64("max-kv-value-bytes"),
 	}
 	if err := l.Check(); err != nil {
 		return nil, err
@@ -312,16 +313,16 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 			return replica.Raft{}, fmt.Errorf("--peers: %w", err)
 		}
 	}
-	join := splitList(c.String("join"))
-	if len(peers) > 0 && len(join) > 0 {
-		return replica.Raft{}, fmt.Errorf("give --peers or --join, not both")
+	members := splitList(c.String("members"))
+	if len(peers) > 0 && len(members) > 0 {
+		return replica.Raft{}, fmt.Errorf("give --peers or --members (--join), not both")
 	}
 	expect := c.Int("bootstrap-expect")
 	switch {
 	case expect < 0:
 		return replica.Raft{}, fmt.Errorf("--bootstrap-expect %d: want 0 (off) or the number of founding members", expect)
-	case expect > 0 && len(join) < expect:
-		return replica.Raft{}, fmt.Errorf("--bootstrap-expect %d needs the founding members' API addresses first in --join; it has %d", expect, len(join))
+	case expect > 0 && len(members) < expect:
+		return replica.Raft{}, fmt.Errorf("--bootstrap-expect %d needs the founding members' API addresses first in --members; it has %d", expect, len(members))
 	}
 	raftAdvertise, err := advertised(c.String("raft-advertise"), c.String("raft-addr"))
 	if err != nil {
@@ -370,7 +371,7 @@ func raftConfig(c *cli.Context, logger hclog.Logger) (replica.Raft, error) {
 			PeerTLS:       peerTLS,
 			SnapshotBytes: snapshotBytes, TrailingLogBytes: trailingBytes, LogCacheBytes: cacheBytes,
 		},
-		Join: join, BootstrapExpect: expect,
+		Members: members, BootstrapExpect: expect,
 	}, nil
 }
 
@@ -398,7 +399,7 @@ func raftCredentials(c *cli.Context, logger hclog.Logger, advertise string) (raf
 			return nil, fmt.Errorf("--cluster-key-file: %w", err)
 		}
 		if fi, err := os.Stat(keyFile); err == nil && fi.Mode().Perm()&0o007 != 0 {
-			logger.Warn("the cluster key file is readable by every user: anyone who reads it can join the cluster's Raft", "file", keyFile, "mode", fi.Mode().Perm().String())
+			logger.Warn("the cluster key file is readable by every user: anyone who reads it can take part in the cluster's Raft", "file", keyFile, "mode", fi.Mode().Perm().String())
 		}
 		host, _, err := net.SplitHostPort(advertise)
 		if err != nil {

@@ -22,7 +22,7 @@ func etcdConfig(c *cli.Context, logger hclog.Logger) (replica.Etcd, error) {
 	if len(endpoints) == 0 {
 		return replica.Etcd{}, fmt.Errorf("--backend etcd needs --etcd-endpoints")
 	}
-	for _, f := range []string{"peers", "join", "test-raft-dial", "bootstrap-expect"} {
+	for _, f := range []string{"peers", "members", "test-raft-dial", "bootstrap-expect"} {
 		if c.IsSet(f) {
 			return replica.Etcd{}, fmt.Errorf("--%s is for the raft backend; the etcd backend elects its master through etcd", f)
 		}

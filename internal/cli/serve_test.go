@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/replica"
@@ -28,9 +30,12 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-ttl", "1500ms"}, "--etcd-ttl 1.5s: want whole seconds"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--chunks-per-task", "0"}, "--chunks-per-task must be >= 1"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--log-level", "loud"}, `--log-level "loud"`},
-		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "3", "--join", "a:8000,b:8000"}, "--bootstrap-expect 3 needs the founding members' API addresses first in --join; it has 2"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "3", "--members", "a:8000,b:8000"}, "--bootstrap-expect 3 needs the founding members' API addresses first in --members; it has 2"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "3", "--join", "a:8000,b:8000"}, "--bootstrap-expect 3 needs the founding members' API addresses first in --members; it has 2"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "-1", "--join", "a:8000"}, "--bootstrap-expect -1: want 0 (off)"},
-		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "1", "--peers", "n1=127.0.0.1:7001"}, "needs the founding members' API addresses first in --join; it has 0"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "1", "--peers", "n1=127.0.0.1:7001"}, "needs the founding members' API addresses first in --members; it has 0"},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--peers", "n1=127.0.0.1:7001", "--join", "a:8000"}, "give --peers or --members (--join), not both"},
+		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--join", "a:8000"}, "--members is for the raft backend"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--bootstrap-expect", "3"}, "--bootstrap-expect is for the raft backend"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--raft-addr", "127.0.0.1:0", "--raft-advertise", "0.0.0.0:7000"}, "unspecified; other nodes could not dial it"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--tls-cert", "node.crt"}, "TLS needs --tls-cert, --tls-key and --tls-ca together"},
@@ -130,5 +135,46 @@ func TestServeIgnoresTheClientsCAVariable(t *testing.T) {
 	code := RunWith([]string{"raftmaster", "serve", "--node-id", "n1"}, &out, &errOut)
 	if code == 0 || !strings.Contains(errOut.String(), "--data-dir is required") {
 		t.Fatalf("serve with only RAFTMASTER_TLS_CA: exit %d, stderr %q; want the --data-dir error", code, errOut.String())
+	}
+}
+
+// TestServeMembersFlag: the members to ask for membership come from
+// --members or its earlier name --join, or from RAFTMASTER_MEMBERS or
+// RAFTMASTER_JOIN, which the deployments of earlier releases set.
+func TestServeMembersFlag(t *testing.T) {
+	for _, name := range []string{"RAFTMASTER_MEMBERS", "RAFTMASTER_JOIN"} {
+		t.Setenv(name, "")
+		os.Unsetenv(name)
+	}
+	members := func(args ...string) []string {
+		t.Helper()
+		cmd := serveCommand()
+		var got replica.Raft
+		cmd.Action = func(c *cli.Context) error {
+			var err error
+			got, err = raftConfig(c, hclog.NewNullLogger())
+			return err
+		}
+		app := &cli.App{Name: "raftmaster", Commands: []*cli.Command{cmd}, Writer: io.Discard, ErrWriter: io.Discard}
+		if err := app.Run(append([]string{"raftmaster", "serve", "--node-id", "n4", "--data-dir", t.TempDir(), "--insecure"}, args...)); err != nil {
+			t.Fatalf("serve %q: %v", args, err)
+		}
+		return got.Members
+	}
+	want := []string{"a:8000", "b:8000"}
+	for _, args := range [][]string{{"--members", "a:8000,b:8000"}, {"--join", "a:8000,b:8000"}, {"--join=a:8000, b:8000"}} {
+		if got := members(args...); !slices.Equal(got, want) {
+			t.Errorf("serve %q: members %q, want %q", args, got, want)
+		}
+	}
+	for _, name := range []string{"RAFTMASTER_MEMBERS", "RAFTMASTER_JOIN"} {
+		t.Setenv(name, "a:8000,b:8000")
+		if got := members(); !slices.Equal(got, want) {
+			t.Errorf("with %s: members %q, want %q", name, got, want)
+		}
+		os.Unsetenv(name)
+	}
+	if got := members(); len(got) != 0 {
+		t.Errorf("without the flag: members %q", got)
 	}
 }

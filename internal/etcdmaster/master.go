@@ -62,8 +62,8 @@ type Config struct {
 	Store store.EtcdConfig
 	// MembersPath is the prefix where masters list themselves.
 	MembersPath string
-	// Limits, when set, are the master's limit flags, which seed a new
-	// state's limits (leader.TakeOver).
+	// Limits, when set, are the master's limit flags, a new state's
+	// initial limits (leader.TakeOver).
 	Limits *fsm.Limits
 	// FailoverGrace is the time a new active master gives every lease.
 	FailoverGrace time.Duration
@@ -506,14 +506,15 @@ func (m *Master) listMembers(ctx context.Context) ([]rpc.Member, error) {
 
 func (m *Master) memberKey(id string) string { return m.cfg.MembersPath + id }
 
-// AddVoter implements httpapi.Backend; masters of the etcd backend join by starting.
-func (m *Master) AddVoter(context.Context, rpc.AddVoterRequest) error {
+// AddMember implements httpapi.Backend; a master of the etcd backend is a
+// member once it has started.
+func (m *Master) AddMember(context.Context, rpc.AddMemberRequest) error {
 	return fmt.Errorf("%w: the etcd backend has no membership changes: start another master with the same --etcd-endpoints", fsm.ErrInvalid)
 }
 
-// Remove implements httpapi.Backend; masters of the etcd backend leave by
+// RemoveMember implements httpapi.Backend; masters of the etcd backend leave by
 // stopping, so it only tells an unknown id (not_found) from a listed one.
-func (m *Master) Remove(ctx context.Context, id string) error {
+func (m *Master) RemoveMember(ctx context.Context, id string) error {
 	members, err := m.listMembers(ctx)
 	if err != nil {
 		return fmt.Errorf("%w: list masters: %v", httpapi.ErrNoLeader, err)

@@ -242,10 +242,10 @@ func TestRemoveUnknownMaster(t *testing.T) {
 		return err == nil && len(m) == 1
 	})
 	var re *rpc.Error
-	if err := a.Remove(context.Background(), "nosuch"); !errors.As(err, &re) || re.Code != rpc.CodeNotFound {
+	if err := a.RemoveMember(context.Background(), "nosuch"); !errors.As(err, &re) || re.Code != rpc.CodeNotFound {
 		t.Fatalf("remove unknown master: %v, want code %q", err, rpc.CodeNotFound)
 	}
-	if err := a.Remove(context.Background(), "a"); !errors.Is(err, fsm.ErrInvalid) {
+	if err := a.RemoveMember(context.Background(), "a"); !errors.Is(err, fsm.ErrInvalid) {
 		t.Fatalf("remove a listed master: %v, want ErrInvalid", err)
 	}
 }
@@ -331,10 +331,10 @@ func send[T any](t *testing.T, hc *http.Client, req *http.Request) (int, T) {
 	return resp.StatusCode, out
 }
 
-// TestLimitFlagsSeedANewStateOnly: the first master of a new state seeds
+// TestLimitFlagsSetANewStateOnly: the first master of a new state sets
 // its limits from its flags; a master that takes over later keeps them,
 // whatever its own flags, as a Raft leader does.
-func TestLimitFlagsSeedANewStateOnly(t *testing.T) {
+func TestLimitFlagsSetANewStateOnly(t *testing.T) {
 	e := etcdtest.Start(t)
 	sc := store.EtcdConfig{Endpoints: []string{e.Endpoint}, TTL: 2 * time.Second}
 	start := func(id string, l fsm.Limits) *Master {
@@ -345,11 +345,11 @@ func TestLimitFlagsSeedANewStateOnly(t *testing.T) {
 		t.Cleanup(func() { m.Shutdown(context.Background()) })
 		return m
 	}
-	seed := fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
-	a := start("a", seed)
+	initial := fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
+	a := start("a", initial)
 	waitFor(t, "a to be active", a.Active)
-	if got := a.FSM().Limits(); got != seed.Effective() {
-		t.Fatalf("limits of a new state %+v, want a's flags %+v", got, seed.Effective())
+	if got := a.FSM().Limits(); got != initial.Effective() {
+		t.Fatalf("limits of a new state %+v, want a's flags %+v", got, initial.Effective())
 	}
 	b := start("b", fsm.Limits{MaxJobs: 9})
 	waitFor(t, "b to see a", func() bool { l, ok := b.Leader(); return ok && l.ID == "a" })
@@ -357,7 +357,7 @@ func TestLimitFlagsSeedANewStateOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "b to be active", b.Active)
-	if got := b.FSM().Limits(); got != seed.Effective() {
-		t.Fatalf("limits after b took over %+v, want the seeded %+v", got, seed.Effective())
+	if got := b.FSM().Limits(); got != initial.Effective() {
+		t.Fatalf("limits after b took over %+v, want the initial %+v", got, initial.Effective())
 	}
 }

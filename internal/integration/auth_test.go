@@ -82,11 +82,11 @@ func TestTokenMatrix(t *testing.T) {
 		return st.Hash
 	}
 	samples := map[string]string{
-		rpc.PathClusterTransfer: `{"id":"no-such-node"}`,
-		rpc.PathClusterRemove:   `{"id":"no-such-node"}`,
-		rpc.PathAllgatherWatch:  "?group=g&member=5b0e2a6c-6a43-4f3e-9a57-2f7d3c1e8b90&generation=1&wait=1ms",
-		rpc.PathKVGet:           "?key=k",
-		rpc.PathKVCompareAndSet: `{"key":"k","version":0,"value":"dg=="}`,
+		rpc.PathClusterTransfer:     `{"id":"no-such-node"}`,
+		rpc.PathClusterRemoveMember: `{"id":"no-such-node"}`,
+		rpc.PathAllgatherWatch:      "?group=g&member=5b0e2a6c-6a43-4f3e-9a57-2f7d3c1e8b90&generation=1&wait=1ms",
+		rpc.PathKVGet:               "?key=k",
+		rpc.PathKVCompareAndSet:     `{"key":"k","version":0,"value":"dg=="}`,
 	}
 	// succeeds lists the endpoints whose samples are valid requests, which
 	// a role that may call them gets a 200 for.

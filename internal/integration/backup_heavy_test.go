@@ -121,7 +121,7 @@ var vmHWM = regexp.MustCompile(`(?m)^VmHWM:\s+(\d+) kB$`)
 // more than 500 MiB of state (register values of 1 MiB; RAFTMASTER_HEAVY_MIB
 // sets another size), takes a backup with `raftmaster backup`, restores it
 // with `raftmaster restore` into a fresh data directory and starts a node
-// from it: the snapshot it seeds is the backup's state in the next era, and the node
+// from it: the snapshot it writes is the backup's state in the next era, and the node
 // serves every key, a sample of values checked byte for byte. The CLI
 // streams both ways, so neither process holds the state in memory.
 func TestHeavyBackupAndRestore(t *testing.T) {
@@ -213,7 +213,7 @@ func TestHeavyBackupAndRestore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	rc := seededSnapshot(t, dir)
+	rc := restoredSnapshot(t, dir)
 	sum := sha256.New()
 	n, err := io.Copy(sum, rc)
 	rc.Close()

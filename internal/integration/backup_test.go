@@ -29,7 +29,7 @@ import (
 
 // TestBackupUnderLoadRestores takes a backup with `raftmaster backup` while
 // trainers read, and restores it with `raftmaster restore` into the data
-// directory of a new node: the snapshot it seeds has the backup's state
+// directory of a new node: the snapshot it writes has the backup's state
 // hash, and the node, started alone, serves that state (the same dataset,
 // pass and task counts) and leads. A truncated or corrupt backup, and a
 // directory that holds Raft state, are refused with nothing written.
@@ -86,13 +86,13 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 	if out, err := cli(t, c, "restore", "--in", file, "--data-dir", dir, "--node-id", "r1", "--raft-addr", raftAddr); err != nil {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
-	rc := seededSnapshot(t, dir)
-	seeded, err := io.ReadAll(rc)
+	rc := restoredSnapshot(t, dir)
+	restored, err := io.ReadAll(rc)
 	rc.Close()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The seeded state is the backup's, in the next era.
+	// The restored state is the backup's, in the next era.
 	f, err := os.Open(file)
 	if err != nil {
 		t.Fatal(err)
@@ -114,15 +114,15 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 	if err := fsm.NextEra(&nextEra, &snapshot); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(seeded, nextEra.Bytes()) {
-		t.Fatalf("the seeded state (%d bytes) is not the backup's in the next era (%d bytes)", len(seeded), nextEra.Len())
+	if !bytes.Equal(restored, nextEra.Bytes()) {
+		t.Fatalf("the restored state (%d bytes) is not the backup's in the next era (%d bytes)", len(restored), nextEra.Len())
 	}
 	want := fsm.New()
-	if err := want.Restore(io.NopCloser(bytes.NewReader(seeded))); err != nil {
+	if err := want.Restore(io.NopCloser(bytes.NewReader(restored))); err != nil {
 		t.Fatal(err)
 	}
 	if want.Era() != 1 {
-		t.Fatalf("the seeded state is in era %d, want 1", want.Era())
+		t.Fatalf("the restored state is in era %d, want 1", want.Era())
 	}
 
 	node := exec.Command(c.Bin, "serve", "--node-id", "r1", "--data-dir", dir, "--raft-addr", raftAddr, "--http-addr", apiAddr, "--insecure")
@@ -143,7 +143,7 @@ func TestBackupUnderLoadRestores(t *testing.T) {
 }
 
 // serveRestored starts a node on the data directory dir that restore
-// seeded, alone, and returns its API address once it leads.
+// wrote, alone, and returns its API address once it leads.
 func serveRestored(t *testing.T, c *proccluster.Cluster, id, dir, raftAddr string) string {
 	t.Helper()
 	apiAddr := proccluster.FreePort(t)
@@ -358,8 +358,8 @@ func TestRestoreHandsOutNoOldToken(t *testing.T) {
 	}
 }
 
-// seededSnapshot opens the one Raft snapshot that restore wrote in dir.
-func seededSnapshot(t *testing.T, dir string) io.ReadCloser {
+// restoredSnapshot opens the one Raft snapshot that restore wrote in dir.
+func restoredSnapshot(t *testing.T, dir string) io.ReadCloser {
 	t.Helper()
 	snaps, err := raft.NewFileSnapshotStore(dir, 2, io.Discard)
 	if err != nil {

@@ -101,7 +101,7 @@ func TestBadInputIsRejectedWithoutStateChange(t *testing.T) {
 			t.Fatalf("lease task %d: %d %+v", i, code, e)
 		}
 	}
-	// Seed errors are outcomes of applied commands (they advance the FSM
+	// The original's errors are outcomes of applied commands (they advance the FSM
 	// clock), each with its own code.
 	for _, tc := range []struct {
 		name, path, body string

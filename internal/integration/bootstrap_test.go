@@ -14,9 +14,9 @@ import (
 
 // Log lines of the bootstrap decision (internal/replica/bootstrap.go).
 const (
-	logBootstrapping = "bootstrapping: every founding member answered"
-	logWaiting       = "not bootstrapping yet"
-	logJoining       = "a cluster exists: joining it"
+	logBootstrapping  = "bootstrapping: every founding member answered"
+	logWaiting        = "not bootstrapping yet"
+	logBecomingMember = "a cluster exists: asking to become its member"
 )
 
 // logCount counts the lines of p's log that contain s.
@@ -94,7 +94,7 @@ func TestBootstrapExpectWaitsForEveryFounder(t *testing.T) {
 		_, voters := memberNames(t, cl)
 		return voters == 4 && servers(n4) == 4
 	})
-	if logCount(t, n4, logBootstrapping) != 0 || logCount(t, n4, logJoining) != 1 {
+	if logCount(t, n4, logBootstrapping) != 0 || logCount(t, n4, logBecomingMember) != 1 {
 		t.Fatalf("n4, no founder, did not simply join; its log:\n%s", tail(t, n4))
 	}
 	c.Converged(time.Minute)
@@ -177,7 +177,7 @@ func TestWipedVolumesNeverBootstrapARivalCluster(t *testing.T) {
 		if n := logCount(t, p, logBootstrapping); n != 0 {
 			t.Fatalf("wiped %s bootstrapped a cluster; its log:\n%s", p.ID, tail(t, p))
 		}
-		if logCount(t, p, logJoining) == 0 {
+		if logCount(t, p, logBecomingMember) == 0 {
 			t.Fatalf("wiped %s did not report joining the existing cluster; its log:\n%s", p.ID, tail(t, p))
 		}
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,14 @@ func TestPreviousReleaseClients(t *testing.T) {
 		old("job", "create", "--addr", addrs, "made-by-old")
 		if out := old("job", "list", "--addr", addrs); !strings.Contains(out, "made-by-old") || !strings.Contains(out, "old-cli") {
 			t.Fatalf("job list:\n%s", out)
+		}
+		// The limits renamed since (max_job_group_bytes, max_kv_value_bytes)
+		// reach the old client under the names it reads.
+		out = old("job", "list", "--addr", addrs, "--json")
+		for _, want := range []string{fmt.Sprintf(`"max_job_group_data": %d`, fsm.DefaultMaxJobGroupBytes), fmt.Sprintf(`"max_kv_value": %d`, fsm.DefaultMaxKVValueBytes)} {
+			if !strings.Contains(out, want) {
+				t.Fatalf("job list --json of the previous release: no %s in\n%s", want, out)
+			}
 		}
 		glob := writeDataset(t, t.TempDir(), 60, 20, 30)
 		if out := old("dataset", "set", "--addr", addrs, "--job", "old-cli", "--chunks-per-task", "1", glob); !strings.Contains(out, "tasks") {

@@ -79,7 +79,7 @@ func TestSaveModelRetryAfterLeaseMoved(t *testing.T) {
 	}
 }
 
-// As in the seed, a group that does not fill up in time calls every
+// As in the original, a group that does not fill up in time calls every
 // member's timeout callback and stays open: a late member still completes
 // it. JoinWithDeadline is the hard deadline that fails the group instead.
 func TestAllgatherLateMember(t *testing.T) {

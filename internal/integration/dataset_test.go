@@ -47,7 +47,7 @@ func writeOneRecordChunks(t *testing.T, dir string, files, perFile int) string {
 }
 
 // TestManyTrainersSetALargeDataset: every trainer calls SetDataset, as the
-// seed's trainers do. 256 of them at once on a dataset of 200,000 chunks
+// original's trainers do. 256 of them at once on a dataset of 200,000 chunks
 // all succeed, the leader indexes the files once, and the Raft log holds
 // one copy of the chunk list rather than one per caller.
 func TestManyTrainersSetALargeDataset(t *testing.T) {

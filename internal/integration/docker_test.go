@@ -493,7 +493,7 @@ func TestDockerComposeScale(t *testing.T) {
 	t.Logf("5 voters; trainers at pass %d", log.lastPass())
 	for _, id := range []string{"n4", "n5"} {
 		logs := c.logs(id)
-		if strings.Contains(logs, logBootstrapping) || !strings.Contains(logs, logJoining) {
+		if strings.Contains(logs, logBootstrapping) || !strings.Contains(logs, logBecomingMember) {
 			t.Fatalf("%s, no founding member, did not simply join; its log:\n%s", id, logs)
 		}
 	}
@@ -547,7 +547,7 @@ func (c *composeCluster) checkNewIncarnations(before map[string]string, wiped ..
 			c.t.Errorf("%s came back as server %s, before %s: want a new incarnation of %s", id, after[id], before[id], id)
 		}
 		logs := c.logs(id)
-		if strings.Contains(logs, logBootstrapping) || !strings.Contains(logs, logJoining) {
+		if strings.Contains(logs, logBootstrapping) || !strings.Contains(logs, logBecomingMember) {
 			c.t.Fatalf("wiped %s did not simply join the cluster; its log:\n%s", id, logs)
 		}
 	}

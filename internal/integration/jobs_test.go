@@ -162,7 +162,7 @@ func TestJobsOnTheEtcdBackend(t *testing.T) {
 }
 
 // TestExampleTrainerOnTheDefaultJob builds examples/trainer, written
-// against the seed's client API with no notion of jobs, and runs it on a
+// against the original's client API with no notion of jobs, and runs it on a
 // cluster that also serves another job: it reads its passes from the
 // default job, and the other job's dataset stays untouched.
 func TestExampleTrainerOnTheDefaultJob(t *testing.T) {

@@ -36,24 +36,24 @@ func clusterLimits(t *testing.T, c *proccluster.Cluster) rpc.Limits {
 }
 
 // TestLimitsDoNotFlipAtFailOver: the nodes of a cluster were started with
-// different limit flags. The flags of the first leader seed the cluster's
+// different limit flags. The flags of the first leader set the cluster's
 // limits; the leaders that follow it keep them, so two fail-overs change
 // nothing.
 func TestLimitsDoNotFlipAtFailOver(t *testing.T) {
 	c := differentLimitFlags(t)
 	c.WaitReady()
 	waitProtocol2(t, c)
-	seeded := clusterLimits(t, c)
-	if seeded.MaxJobs < 3 || seeded.MaxJobs > 5 || time.Duration(seeded.JobTTL) != time.Duration(seeded.MaxJobs-2)*time.Hour {
-		t.Fatalf("limits of the new cluster %+v, want one node's flags", seeded)
+	initial := clusterLimits(t, c)
+	if initial.MaxJobs < 3 || initial.MaxJobs > 5 || time.Duration(initial.JobTTL) != time.Duration(initial.MaxJobs-2)*time.Hour {
+		t.Fatalf("limits of the new cluster %+v, want one node's flags", initial)
 	}
 	for round := range 2 {
 		leader := c.Leader()
 		c.Kill(leader)
 		next := c.Leader()
 		t.Logf("round %d: killed the leader %s; %s leads", round, leader.ID, next.ID)
-		if got := clusterLimits(t, c); got != seeded {
-			t.Fatalf("round %d: limits after %s took over: %+v, want the cluster's %+v", round, next.ID, got, seeded)
+		if got := clusterLimits(t, c); got != initial {
+			t.Fatalf("round %d: limits after %s took over: %+v, want the cluster's %+v", round, next.ID, got, initial)
 		}
 		c.Restart(leader)
 		c.WaitReady()
@@ -69,16 +69,16 @@ func TestLimitsCommand(t *testing.T) {
 	c.WaitReady()
 	waitProtocol2(t, c)
 	addrs := strings.Join(c.APIAddrs(), ",")
-	seeded := clusterLimits(t, c)
+	initial := clusterLimits(t, c)
 	out, err := cli(t, c, "limits", "get", "--addr", addrs)
-	if err != nil || !strings.Contains(out, fmt.Sprintf("max-jobs             %d\n", seeded.MaxJobs)) {
+	if err != nil || !strings.Contains(out, fmt.Sprintf("max-jobs             %d\n", initial.MaxJobs)) {
 		t.Fatalf("limits get: %v\n%s", err, out)
 	}
 	out, err = cli(t, c, "limits", "set", "--addr", addrs, "--max-jobs", "9")
 	if err != nil || !strings.Contains(out, "max-jobs             9\n") {
 		t.Fatalf("limits set: %v\n%s", err, out)
 	}
-	want := seeded
+	want := initial
 	want.MaxJobs = 9
 	if got := clusterLimits(t, c); got != want {
 		t.Fatalf("limits after limits set --max-jobs 9: %+v, want %+v (job_ttl kept)", got, want)

@@ -218,13 +218,13 @@ func TestTLSCluster(t *testing.T) {
 	// Its join requests present its certificate, which the API refuses.
 	c.WaitFor("the rogue node's refused join", time.Minute, func() bool {
 		log, _ := readFile(r.LogPath)
-		return strings.Contains(log, "joining the cluster") && strings.Contains(log, "certificate")
+		return strings.Contains(log, "asking to become a member of the cluster") && strings.Contains(log, "certificate")
 	})
 	if isMember() {
 		t.Fatal("the rogue node joined")
 	}
 	// An operator adds it by hand; Raft still refuses it, both ways.
-	if err := cl2.AddServer(rpc.AddVoterRequest{ID: "rogue", RaftAddr: r.RaftAdv, APIAddr: r.APIAddr, Protocol: fsm.Protocol}); err != nil {
+	if err := cl2.AddServer(rpc.AddMemberRequest{ID: "rogue", RaftAddr: r.RaftAdv, APIAddr: r.APIAddr, Protocol: fsm.Protocol}); err != nil {
 		t.Fatal(err)
 	}
 	if !isMember() {

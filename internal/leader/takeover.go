@@ -16,7 +16,7 @@ import (
 // continues FSM time from that state; it registers itself in the node
 // registry unless it is there already; and it gives every lease the
 // fail-over grace, so that no trainer is punished for the time without a
-// leader. With Limits it also seeds the limits of a new cluster.
+// leader. With Limits it also sets the initial limits of a new cluster.
 type TakeOver struct {
 	// FSM is the state the node now leads.
 	FSM *fsm.FSM
@@ -31,7 +31,7 @@ type TakeOver struct {
 	Grace time.Duration
 	// Limits, when set, are the node's limit flags. A cluster below
 	// fsm.Protocol2 gets them whenever its limits differ: every cluster
-	// starts at level 1, so its first leader seeds them, and in a cluster
+	// starts at level 1, so its first leader sets them, and in a cluster
 	// of mixed releases each new leader sets its own, as older releases
 	// do. From level 2 on, leaders keep the cluster's limits, which only
 	// SetLimits from an operator changes, and a leader whose flags differ
@@ -110,10 +110,10 @@ func LimitsDiffer(flags fsm.Limits, cluster fsm.Limits) string {
 		{"max-job-tasks", f.MaxJobTasks, cluster.MaxJobTasks},
 		{"max-job-chunks", f.MaxJobChunks, cluster.MaxJobChunks},
 		{"max-job-groups", f.MaxJobGroups, cluster.MaxJobGroups},
-		{"max-job-group-bytes", f.MaxJobGroupData, cluster.MaxJobGroupData},
+		{"max-job-group-bytes", f.MaxJobGroupBytes, cluster.MaxJobGroupBytes},
 		{"max-state-bytes", f.MaxStateBytes, cluster.MaxStateBytes},
 		{"max-job-kv-keys", f.MaxJobKVKeys, cluster.MaxJobKVKeys},
-		{"max-kv-value-bytes", f.MaxKVValue, cluster.MaxKVValue},
+		{"max-kv-value-bytes", f.MaxKVValueBytes, cluster.MaxKVValueBytes},
 		{"job-ttl", f.JobTTL, cluster.JobTTL},
 	} {
 		if l.flag != l.cluster {
@@ -124,11 +124,11 @@ func LimitsDiffer(flags fsm.Limits, cluster fsm.Limits) string {
 }
 
 // LogLimitFlags logs, when the node's limit flags differ from the
-// cluster's limits, each limit that does: the flags only seed a new
-// cluster, and the cluster's limits are the ones enforced.
+// cluster's limits, each limit that does: the flags only set a new
+// cluster's, and the cluster's limits are the ones enforced.
 func LogLimitFlags(log hclog.Logger, flags fsm.Limits, cluster fsm.Limits) {
 	if diff := LimitsDiffer(flags, cluster); diff != "" {
 		log.Warn("this node's limit flags differ from the cluster's limits, which are the ones in effect: "+
-			"the flags only seed a new cluster; change the cluster's with raftmaster limits set", "differing", diff)
+			"the flags only set a new cluster's; change the cluster's with raftmaster limits set", "differing", diff)
 	}
 }

@@ -100,9 +100,9 @@ func TestTakeOverKeepsTheLimits(t *testing.T) {
 		idx++
 		return f.ApplyEntry(idx, fsm.Encode(c)), nil
 	}
-	seed := &fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
+	initial := &fsm.Limits{MaxJobs: 3, JobTTL: time.Hour}
 	first := TakeOver{FSM: f, Clock: &clock, Wall: time.Now, Self: fsm.Registration{ID: "n1", APIAddr: "a:1"},
-		Grace: time.Second, Limits: seed, Propose: propose}
+		Grace: time.Second, Limits: initial, Propose: propose}
 	if err := first.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -112,14 +112,14 @@ func TestTakeOverKeepsTheLimits(t *testing.T) {
 	var logs bytes.Buffer
 	other := first
 	other.Self = fsm.Registration{ID: "n2", APIAddr: "a:2"}
-	other.Limits = &fsm.Limits{MaxJobs: 7, MaxKVValue: 64, JobTTL: time.Hour}
+	other.Limits = &fsm.Limits{MaxJobs: 7, MaxKVValueBytes: 64, JobTTL: time.Hour}
 	other.Logger = hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Info})
 	proposed = nil
 	if err := other.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if slices.Contains(proposed, fsm.TypeSetLimits) || f.Limits() != seed.Effective() {
-		t.Fatalf("a later leader proposed %v, limits %+v; want the seeded %+v kept", proposed, f.Limits(), seed.Effective())
+	if slices.Contains(proposed, fsm.TypeSetLimits) || f.Limits() != initial.Effective() {
+		t.Fatalf("a later leader proposed %v, limits %+v; want the initial %+v kept", proposed, f.Limits(), initial.Effective())
 	}
 	for _, want := range []string{"max-jobs 7 (cluster 3)", "max-kv-value-bytes 64 (cluster 1048576)", "raftmaster limits set"} {
 		if !strings.Contains(logs.String(), want) {
@@ -131,7 +131,7 @@ func TestTakeOverKeepsTheLimits(t *testing.T) {
 	}
 	// A leader whose flags agree logs nothing.
 	logs.Reset()
-	other.Limits = seed
+	other.Limits = initial
 	if err := other.Run(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -190,8 +190,9 @@ func StartEtcd(t testing.TB, endpoint string, nodes int, args ...string) *Cluste
 var testServeFlags = []string{"--heartbeat-timeout", "500ms", "--election-timeout", "1s", "--leader-lease-timeout", "500ms",
 	"--log-level", "info"}
 
-// AddProc starts a new node that joins the cluster through the API
-// addresses in join.
+// AddProc starts a new node that asks the members at the API addresses in
+// join for membership (serve --join, the name every release reads); with
+// none, it waits to be added.
 func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 	p := &Proc{ID: id, RaftAddr: FreePort(c.t), APIAddr: FreePort(c.t)}
 	p.RaftAdv = p.RaftAddr
@@ -199,7 +200,9 @@ func (c *Cluster) AddProc(id string, join []string, extra ...string) *Proc {
 	p.LogPath = filepath.Join(c.Dir, p.ID+".log")
 	p.Args = append(procs.ServeArgs(p), testServeFlags...)
 	p.Args = append(p.Args, c.KeyArgs...)
-	p.Args = append(p.Args, "--join", strings.Join(join, ","))
+	if len(join) > 0 {
+		p.Args = append(p.Args, "--join", strings.Join(join, ","))
+	}
 	p.Args = append(p.Args, extra...)
 	c.Procs = append(c.Procs, p)
 	c.launch(p)

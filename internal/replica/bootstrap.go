@@ -17,21 +17,22 @@ import (
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
-// A node started with --bootstrap-expect N and --join ADDRS, and no state
-// of its own, decides here whether to bootstrap a cluster. The first N join
-// addresses are the founding members. A cluster is bootstrapped only when
+// A node started with --bootstrap-expect N and --members ADDRS, and no
+// state of its own, decides here whether to bootstrap a cluster. The first
+// N member addresses are the founding members. A cluster is bootstrapped only when
 // every founding member answers, none of them reports any state of a
-// cluster, no other join address does either, and this node is one of
+// cluster, no other member address does either, and this node is one of
 // them; then each founding member bootstraps the same configuration, the
 // founders sorted by id. As soon as any node reports state of a cluster,
-// the node never bootstraps: it joins that cluster (the registration loop
-// asks its leader to add it), or, when the cluster already lists it, waits
-// for the leader to send it the log. A node whose volume was lost
-// therefore rejoins its cluster, even when the survivors alone cannot
+// the node never bootstraps: it becomes a member of that cluster (the
+// registration loop asks its leader to add it), or, when the cluster
+// already lists it, waits for the leader to send it the log. A node whose
+// volume was lost therefore becomes a member again, even when the
+// survivors alone cannot
 // elect a leader: it votes for the survivor with the longest log, whose
 // log is then the cluster's.
 
-// probe is what one join address answered to GET /v1/status?stale.
+// probe is what one member address answered to GET /v1/status?stale.
 type probe struct {
 	Addr   string
 	Status rpc.StatusResponse
@@ -54,12 +55,13 @@ type founding struct {
 	// Member, when set, is the address of a node that reported state of
 	// a cluster: never bootstrap.
 	Member probe
-	// Wait says why the node neither bootstraps nor joins yet.
+	// Wait says why the node neither bootstraps nor asks for membership
+	// yet.
 	Wait string
 }
 
 // decideFounding decides for node self, with expect founding members,
-// given the probes of every join address in order (the first expect are
+// given the probes of every member address in order (the first expect are
 // the founding members).
 func decideFounding(self string, expect int, probes []probe) founding {
 	for _, p := range probes {
@@ -75,7 +77,7 @@ func decideFounding(self string, expect int, probes []probe) founding {
 		}
 	}
 	if len(probes) < expect {
-		return founding{Wait: fmt.Sprintf("%d join addresses for %d founding members", len(probes), expect)}
+		return founding{Wait: fmt.Sprintf("%d member addresses for %d founding members", len(probes), expect)}
 	}
 	founders := probes[:expect]
 	ids, addrs := map[string]string{}, map[string]string{}
@@ -87,7 +89,7 @@ func decideFounding(self string, expect int, probes []probe) founding {
 		case st.NodeID == "" || st.RaftAddr == "":
 			return founding{Wait: fmt.Sprintf("%s answered without a node id or Raft address (not a raftmaster Raft node?)", p.Addr)}
 		case ids[st.NodeID] != "":
-			return founding{Wait: fmt.Sprintf("%s and %s both answer as node %q: the join addresses must name %d distinct nodes", ids[st.NodeID], p.Addr, st.NodeID, expect)}
+			return founding{Wait: fmt.Sprintf("%s and %s both answer as node %q: the member addresses must name %d distinct nodes", ids[st.NodeID], p.Addr, st.NodeID, expect)}
 		case addrs[st.RaftAddr] != "":
 			return founding{Wait: fmt.Sprintf("%s and %s both advertise Raft address %s", addrs[st.RaftAddr], p.Addr, st.RaftAddr)}
 		}
@@ -95,7 +97,7 @@ func decideFounding(self string, expect int, probes []probe) founding {
 		isFounder = isFounder || p.Status.NodeID == self
 	}
 	if !isFounder {
-		return founding{Wait: fmt.Sprintf("this node is not one of the %d founding members (the first join addresses); it joins once they have formed the cluster", expect)}
+		return founding{Wait: fmt.Sprintf("this node is not one of the %d founding members (the first member addresses); it asks for membership once they have formed the cluster", expect)}
 	}
 	peers := make([]raftnode.Peer, 0, expect)
 	for _, p := range founders {
@@ -107,15 +109,16 @@ func decideFounding(self string, expect int, probes []probe) founding {
 
 // found runs rounds of probes until node has a configuration (it
 // bootstrapped, or a leader sent it one), a node reports state of a
-// cluster (the registration loop then joins it), or ctx ends.
-func found(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, expect int, peers peerAPI) {
+// cluster (the registration loop then asks it for membership), or ctx
+// ends.
+func found(ctx context.Context, log hclog.Logger, node *raftnode.Node, members []string, expect int, peers peerAPI) {
 	backoff := 200 * time.Millisecond
 	lastWait := ""
 	for attempt := 0; ; attempt++ {
 		if node.Servers() > 0 {
 			return
 		}
-		d := decideFounding(node.ID(), expect, probeAll(ctx, peers, join))
+		d := decideFounding(node.ID(), expect, probeAll(ctx, peers, members))
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -135,7 +138,7 @@ func found(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []st
 			return
 		case d.Member.Addr != "":
 			st := d.Member.Status
-			log.Info("a cluster exists: joining it, never bootstrapping", "via", d.Member.Addr, "node", st.NodeID,
+			log.Info("a cluster exists: asking to become its member, never bootstrapping", "via", d.Member.Addr, "node", st.NodeID,
 				"servers", st.Servers, "term", st.Term, "last_index", st.LastIndex)
 			return
 		case d.Wait != lastWait || attempt%20 == 0:

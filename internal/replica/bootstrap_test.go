@@ -73,7 +73,7 @@ func TestDecideFounding(t *testing.T) {
 		{name: "a founder without a Raft address", self: "n1",
 			probes: []probe{empty("a1", "n1"), {Addr: "a2", Status: rpc.StatusResponse{NodeID: "m2"}}, empty("a3", "n3")}, wait: "without a node id or Raft address"},
 		{name: "fewer addresses than founders", self: "n1",
-			probes: []probe{empty("a1", "n1"), empty("a2", "n2")}, wait: "2 join addresses for 3 founding members"},
+			probes: []probe{empty("a1", "n1"), empty("a2", "n2")}, wait: "2 member addresses for 3 founding members"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			d := decideFounding(tc.self, 3, tc.probes)

@@ -34,7 +34,7 @@ func (b raftBackend) wireErr(err error) error {
 		return fmt.Errorf("%w: %v", httpapi.ErrUnknownOutcome, err)
 	case errors.Is(err, raftnode.ErrNotReady):
 		return fmt.Errorf("%w: %v", httpapi.ErrNotReady, err)
-	case errors.Is(err, raftnode.ErrUnknownServer):
+	case errors.Is(err, raftnode.ErrUnknownMember):
 		return rpc.Errorf(rpc.CodeNotFound, "%v", err)
 	case errors.Is(err, fsm.ErrInvalid):
 		return rpc.Errorf(rpc.CodeInvalid, "%v", err)
@@ -103,23 +103,23 @@ func (b raftBackend) Members(context.Context) ([]rpc.Member, error) {
 	return out, nil
 }
 
-func (b raftBackend) AddVoter(ctx context.Context, req rpc.AddVoterRequest) error {
+func (b raftBackend) AddMember(ctx context.Context, req rpc.AddMemberRequest) error {
 	if req.ID == "" || req.RaftAddr == "" || req.APIAddr == "" {
-		return fmt.Errorf("%w: join needs id, raft_addr and api_addr", fsm.ErrInvalid)
+		return fmt.Errorf("%w: adding a member needs id, raft_addr and api_addr", fsm.ErrInvalid)
 	}
 	if level := b.node.FSM().Protocol(); max(req.Protocol, fsm.Protocol1) < level {
-		return rpc.Errorf(rpc.CodeInvalid, "node %s runs a release of protocol level %d, below the cluster's %d: upgrade it before it joins",
+		return rpc.Errorf(rpc.CodeInvalid, "node %s runs a release of protocol level %d, below the cluster's %d: upgrade it before it becomes a member",
 			req.ID, max(req.Protocol, fsm.Protocol1), level)
 	}
 	reg := fsm.Registration{ID: req.ID, RaftAddr: req.RaftAddr, APIAddr: req.APIAddr, Version: req.Version, Protocol: req.Protocol}
-	return b.wireErr(b.node.AddVoter(ctx, reg, req.LastIndex))
+	return b.wireErr(b.node.AddMember(ctx, reg, req.LastIndex))
 }
 
-func (b raftBackend) Remove(ctx context.Context, id string) error {
+func (b raftBackend) RemoveMember(ctx context.Context, id string) error {
 	if id == "" {
 		return fmt.Errorf("%w: remove needs an id", fsm.ErrInvalid)
 	}
-	return b.wireErr(b.node.RemoveServer(ctx, id))
+	return b.wireErr(b.node.RemoveMember(ctx, id))
 }
 
 func (b raftBackend) Transfer(ctx context.Context, id string) error {

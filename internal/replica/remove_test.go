@@ -86,7 +86,7 @@ func TestUnknownMemberIsNotFound(t *testing.T) {
 		path string
 		body any
 	}{
-		{rpc.PathClusterRemove, rpc.RemoveRequest{ID: "nosuch"}},
+		{rpc.PathClusterRemoveMember, rpc.RemoveMemberRequest{ID: "nosuch"}},
 		{rpc.PathClusterTransfer, rpc.TransferRequest{ID: "nosuch"}},
 	} {
 		status, e := post(t, s, tc.path, tc.body)

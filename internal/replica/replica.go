@@ -43,7 +43,7 @@ type Config struct {
 	// Logger receives all logs.
 	Logger hclog.Logger
 	// Token is the bearer token the node presents to the other nodes
-	// (registration, joining) when the API requires tokens: an operator
+	// (to become a member and register) when the API requires tokens: an operator
 	// token of the shared token file.
 	Token string
 	// TLS, when set, serves the API over HTTPS and runs Raft over mutual
@@ -82,11 +82,12 @@ type Raft struct {
 	// Node configures Raft. Node.APIAddr defaults to the HTTP listener's
 	// address.
 	Node raftnode.Config
-	// Join lists API addresses of a running cluster to join through;
-	// empty when the node bootstraps from Node.Peers or restarts.
-	Join []string
+	// Members lists API addresses of members of a running cluster, to
+	// ask for membership; empty when the node bootstraps from Node.Peers
+	// or restarts.
+	Members []string
 	// BootstrapExpect, when above 0, lets a node with no state bootstrap
-	// a new cluster of the first BootstrapExpect Join addresses, once all
+	// a new cluster of the first BootstrapExpect Members addresses, once all
 	// of them answer and none has state of a cluster (see bootstrap.go).
 	// Node.Peers must be empty then.
 	BootstrapExpect int
@@ -195,7 +196,8 @@ func (r *Replica) serve(cfg Config, b httpapi.Backend, m *metrics.Metrics) {
 }
 
 // StartRaft listens, starts Raft and serves the API. It returns once the
-// listeners are up; joining and registration go on in the background.
+// listeners are up; becoming a member and registering go on in the
+// background.
 func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 	ln, apiAddr, err := listen(&cfg, rc.Node.APIAddr)
 	if err != nil {
@@ -250,13 +252,13 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			found(ctx, r.log, node, rc.Join, rc.BootstrapExpect, peers)
+			found(ctx, r.log, node, rc.Members, rc.BootstrapExpect, peers)
 		}()
 	}
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		register(ctx, r.log, node, rc.Join, peers)
+		register(ctx, r.log, node, rc.Members, peers)
 	}()
 	if rc.Node.Limits != nil {
 		r.wg.Add(1)
@@ -331,9 +333,10 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 	return err
 }
 
-// register makes sure the cluster knows this node and counts it as a
-// voter: with Join addresses, or the addresses its --peers gave, it asks
-// the cluster to add it; otherwise, as a follower of a bootstrapped
+// register makes sure the cluster has this node as a member with the
+// role of voter: with Members addresses, or the addresses its --peers
+// gave, it asks the cluster to add it; otherwise, as a follower of a
+// bootstrapped
 // cluster, it asks the leader to record its API address in the node
 // registry. A new incarnation of a node (one that came back with an empty
 // data directory) is added as a non-voter and promoted once it has caught
@@ -343,11 +346,11 @@ func (r *Replica) Shutdown(ctx context.Context) error {
 // Below it (a rolling upgrade under way) the node waits, asking nothing,
 // and once the level has risen it asks again, so that its entry gains its
 // release.
-func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join []string, peers peerAPI) {
+func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, members []string, peers peerAPI) {
 	backoff := 200 * time.Millisecond
 	logged := false
 	for attempt := 0; ; attempt++ {
-		self := rpc.AddVoterRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(),
+		self := rpc.AddMemberRequest{ID: node.ID(), RaftAddr: node.RaftAddr(), APIAddr: node.APIAddr(),
 			Protocol: fsm.Protocol, Version: version.String(), LastIndex: node.Raft().LastIndex()}
 		level := node.FSM().Protocol()
 		if node.Registered() {
@@ -369,21 +372,21 @@ func register(ctx context.Context, log hclog.Logger, node *raftnode.Node, join [
 			targets = nil // the leader loop registers the leader
 		} else if leader, ok := node.Leader(); ok && leader.APIAddr != "" {
 			targets = []string{leader.APIAddr}
-		} else if len(join) > 0 {
-			targets = join
+		} else if len(members) > 0 {
+			targets = members
 		} else {
-			targets = node.JoinVia()
+			targets = node.MembersToAsk()
 		}
 		for _, addr := range targets {
-			err := postJoin(ctx, peers, addr, self)
+			err := postAddMember(ctx, peers, addr, self)
 			if byEarlierRelease(err) {
-				err = joinEarlierRelease(ctx, peers, addr, self)
+				err = addMemberEarlierRelease(ctx, peers, addr, self)
 			}
 			if err == nil {
 				break
 			}
 			if attempt%10 == 0 {
-				log.Warn("joining the cluster", "via", addr, "error", err)
+				log.Warn("asking to become a member of the cluster", "via", addr, "error", err)
 			}
 		}
 		if !sleepBackoff(ctx, &backoff) {
@@ -452,11 +455,11 @@ func newPeerAPI(cfg Config) peerAPI {
 // url is the URL of path on the API of the node at addr.
 func (p peerAPI) url(addr, path string) string { return p.scheme + "://" + addr + path }
 
-// postJoin sends a join request to addr; the HTTP client follows the
-// leader redirect.
-func postJoin(ctx context.Context, p peerAPI, addr string, req rpc.AddVoterRequest) error {
+// postAddMember asks the node at addr to add req as a member; the HTTP
+// client follows the leader redirect.
+func postAddMember(ctx context.Context, p peerAPI, addr string, req rpc.AddMemberRequest) error {
 	body, _ := json.Marshal(req)
-	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url(addr, rpc.PathClusterAddVoter), bytes.NewReader(body))
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, p.url(addr, rpc.PathClusterAddMember), bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -469,42 +472,43 @@ func postJoin(ctx context.Context, p peerAPI, addr string, req rpc.AddVoterReque
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode != http.StatusOK {
-		return &joinRefused{status: resp.StatusCode, msg: string(bytes.TrimSpace(msg))}
+		return &addMemberRefused{status: resp.StatusCode, msg: string(bytes.TrimSpace(msg))}
 	}
 	return nil
 }
 
-// joinRefused is a join request the cluster answered with an error.
-type joinRefused struct {
+// addMemberRefused is a request for membership that the cluster answered
+// with an error.
+type addMemberRefused struct {
 	status int
 	msg    string
 }
 
-func (e *joinRefused) Error() string {
+func (e *addMemberRefused) Error() string {
 	return fmt.Sprintf("%d %s: %s", e.status, http.StatusText(e.status), e.msg)
 }
 
 // byEarlierRelease reports whether err is the answer of a leader of a
-// release before protocol levels to a join request: it refuses the fields
+// release before protocol levels to a request for membership: it refuses the fields
 // it does not know (protocol, version, last_index) as invalid JSON.
 func byEarlierRelease(err error) bool {
-	r, ok := errors.AsType[*joinRefused](err)
+	r, ok := errors.AsType[*addMemberRefused](err)
 	return ok && r.status == http.StatusBadRequest && strings.Contains(r.msg, "unknown field")
 }
 
-// joinEarlierRelease asks a leader of a release before protocol levels, in
+// addMemberEarlierRelease asks a leader of a release before protocol levels, in
 // a rolling upgrade, to add or register this node, in that release's
 // terms. Only a node whose server id is its name (its data directory was
 // made by such a release) may be: that leader would add a new incarnation
 // as a voter at once, before it has caught up, which is how an empty node
 // could count towards a quorum. A new incarnation waits for an upgraded
 // leader instead.
-func joinEarlierRelease(ctx context.Context, p peerAPI, addr string, self rpc.AddVoterRequest) error {
+func addMemberEarlierRelease(ctx context.Context, p peerAPI, addr string, self rpc.AddMemberRequest) error {
 	if raftnode.NameOf(self.ID) != self.ID {
 		return fmt.Errorf("the leader runs an earlier release, which would make this new incarnation (%s) a voter before it caught up: "+
-			"this node joins once an upgraded node leads (upgrade the leader)", self.ID)
+			"this node becomes a member once an upgraded node leads (upgrade the leader)", self.ID)
 	}
-	return postJoin(ctx, p, addr, rpc.AddVoterRequest{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr})
+	return postAddMember(ctx, p, addr, rpc.AddMemberRequest{ID: self.ID, RaftAddr: self.RaftAddr, APIAddr: self.APIAddr})
 }
 
 // setToken adds a bearer token to req, when there is one.

@@ -389,7 +389,7 @@ class Client:
 
         ``timeout`` (seconds; ten minutes when None) is when the members are
         told the group is late: ``on_timeout`` is called once with
-        AllGatherTimeoutExceeded, and the group stays open, as in the seed.
+        AllGatherTimeoutExceeded, and the group stays open, as in the original.
         With ``deadline`` it is a hard deadline instead: for every member,
         ``on_timeout`` is called and the join raises
         AllGatherTimeoutExceeded, even when other members start the group

@@ -52,7 +52,7 @@ class RaftmasterError(Exception):
 # The classes of the wire codes, from the table in rpc/errors.go: edit
 # that, and run go generate ./rpc.
 
-# The outcomes of the state machine, named as the seeds' sentinels.
+# The outcomes of the state machine, named as the original's sentinels.
 
 class PassBefore(RaftmasterError):
     """The pass asked for has already ended."""
@@ -249,7 +249,7 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
     "rate_limited": RateLimited,
 }
 
-#: The wire codes whose outcome the state machine gave (the seeds'
+#: The wire codes whose outcome the state machine gave (the original's
 #: sentinels); the cluster answers them with 409 unless stated otherwise.
 SENTINEL_CODES = frozenset((
     "pass_before",

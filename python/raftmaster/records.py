@@ -198,7 +198,7 @@ class PassRecords:
         try:
             if finished:
                 # Not exactly when its records were used, but close enough,
-                # as in the seed.
+                # as in the original.
                 self._c._report("/v1/task/finished", t.meta)
             else:
                 self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)

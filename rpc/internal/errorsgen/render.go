@@ -104,7 +104,7 @@ package client
 
 import "github.com/raftmaster/raftmaster/rpc"
 
-// The seeds' sentinel errors, re-exported so that trainer code can match
+// The original's sentinel errors, re-exported so that trainer code can match
 // them with errors.Is while importing only this package. An error that
 // crossed the wire is an *rpc.Error whose Unwrap returns one of these.
 var (
@@ -140,7 +140,7 @@ var pythonTemplate = template.Must(template.New(pythonFile).Funcs(template.FuncM
 # The classes of the wire codes, from the table in rpc/errors.go: edit
 # that, and run go generate ./rpc.
 
-# The outcomes of the state machine, named as the seeds' sentinels.
+# The outcomes of the state machine, named as the original's sentinels.
 
 {{range $i, $c := .Outcomes}}{{if $i}}
 
@@ -162,7 +162,7 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
 {{- end}}
 }
 
-#: The wire codes whose outcome the state machine gave (the seeds'
+#: The wire codes whose outcome the state machine gave (the original's
 #: sentinels); the cluster answers them with 409 unless stated otherwise.
 SENTINEL_CODES = frozenset((
 {{- range .Outcomes}}

@@ -118,6 +118,9 @@ var (
 	rawType      = reflect.TypeFor[json.RawMessage]()
 	durationType = reflect.TypeFor[rpc.Duration]()
 	errorType    = reflect.TypeFor[rpc.Error]()
+	// limitsType and limitsRequestType carry renamed limits.
+	limitsType        = reflect.TypeFor[rpc.Limits]()
+	limitsRequestType = reflect.TypeFor[rpc.LimitsRequest]()
 )
 
 // generator builds the document.
@@ -424,6 +427,12 @@ func (g *generator) define(t reflect.Type) *object {
 			required = append(required, name)
 		}
 		props.set(name, g.property(t, f, optional))
+		if earlier, ok := rpc.EarlierLimitName(name); ok && (t == limitsType || t == limitsRequestType) {
+			// The renamed limits are also on the wire under their
+			// earlier names (rpc/limits_json.go).
+			props.set(earlier, g.schema(f.Type).set("deprecated", true).set("description",
+				fmt.Sprintf("The earlier name of %s, which clients and servers of earlier releases use.", name)))
+		}
 	}
 	return obj("type", "object", "description", desc, "required", required, "properties", props)
 }

@@ -12,11 +12,12 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 )
 
-// TestSeedStreamsAndLeavesNothingOnFailure: Seed writes the state it is
-// given, in the next era, as a Raft snapshot at the index; when the state's writer fails
-// partway, no snapshot and no directory Seed made are left, and the
-// directory can be seeded afterwards.
-func TestSeedStreamsAndLeavesNothingOnFailure(t *testing.T) {
+// TestRestoreDataDirStreamsAndLeavesNothingOnFailure: RestoreDataDir
+// writes the state it is given, in the next era, as a Raft snapshot at the
+// index; when the state's writer fails partway, no snapshot and no
+// directory RestoreDataDir made are left, and the directory can be
+// restored into afterwards.
+func TestRestoreDataDirStreamsAndLeavesNothingOnFailure(t *testing.T) {
 	f := fsm.New()
 	f.ApplyEntry(1, fsm.Encode(&fsm.SetProtocol{Level: fsm.Protocol2}))
 	f.ApplyEntry(2, fsm.Encode(&fsm.KVCompareAndSet{Header: fsm.Header{Job: "a"}, Key: "k", Value: bytes.Repeat([]byte("state "), 1<<16)}))
@@ -33,24 +34,24 @@ func TestSeedStreamsAndLeavesNothingOnFailure(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		err := Seed(dir, "n1", "127.0.0.1:1", 42, func(w io.Writer) error {
+		err := RestoreDataDir(dir, "n1", "127.0.0.1:1", 42, func(w io.Writer) error {
 			if _, err := w.Write(state[:len(state)/2]); err != nil {
 				return err
 			}
 			return damaged
 		}, nil)
 		if !errors.Is(err, damaged) {
-			t.Fatalf("seed with a failing state: %v", err)
+			t.Fatalf("restore with a failing state: %v", err)
 		}
 		if !exists {
 			if _, err := os.Stat(dir); !os.IsNotExist(err) {
-				t.Fatalf("a failed seed left %s behind", dir)
+				t.Fatalf("a failed restore left %s behind", dir)
 			}
 		} else if snaps, _ := os.ReadDir(filepath.Join(dir, "snapshots")); len(snaps) != 0 {
-			t.Fatalf("a failed seed left snapshots %v", snaps)
+			t.Fatalf("a failed restore left snapshots %v", snaps)
 		}
 
-		if err := Seed(dir, "n1", "127.0.0.1:1", 42, func(w io.Writer) error {
+		if err := RestoreDataDir(dir, "n1", "127.0.0.1:1", 42, func(w io.Writer) error {
 			_, err := w.Write(state)
 			return err
 		}, nil); err != nil {
@@ -73,8 +74,8 @@ func TestSeedStreamsAndLeavesNothingOnFailure(t *testing.T) {
 		if err != nil || !bytes.Equal(got, nextEra.Bytes()) {
 			t.Fatalf("the snapshot holds %d bytes (%v), want the %d of the state in the next era", len(got), err, nextEra.Len())
 		}
-		if err := Seed(dir, "n1", "127.0.0.1:1", 42, func(io.Writer) error { return nil }, nil); err == nil {
-			t.Fatal("a second seed of the same directory succeeded")
+		if err := RestoreDataDir(dir, "n1", "127.0.0.1:1", 42, func(io.Writer) error { return nil }, nil); err == nil {
+			t.Fatal("a second restore into the same directory succeeded")
 		}
 	}
 }
