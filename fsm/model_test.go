@@ -42,8 +42,8 @@ type model struct {
 // after Protocol1 may be applied.
 var modelSince = map[CmdType]uint64{}
 
-// modelJob is one job of the model. It embeds the model, as a job embeds
-// its cluster, so that its methods read the clock and the generations.
+// modelJob is one job of the model. It embeds the model, so that its
+// methods read the clock and the generations.
 type modelJob struct {
 	*model
 	seq                     uint64

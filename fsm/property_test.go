@@ -479,14 +479,14 @@ func checkEstimate(t interface{ Fatalf(string, ...any) }, f *FSM) {
 		for _, id := range sortedKeys(j.uploads) {
 			staged += len(j.uploads[id].chunks)
 		}
-		if j.bytes != want || j.groupData != data || j.staged != staged {
+		if j.jobBytes != want || j.groupData != data || j.staged != staged {
 			t.Fatalf("job %q: estimate %d, group data %d, staged %d; from scratch %d, %d, %d",
-				name, j.bytes, j.groupData, j.staged, want, data, staged)
+				name, j.jobBytes, j.groupData, j.staged, want, data, staged)
 		}
 		total += want
 	}
-	if f.s.bytes != total {
-		t.Fatalf("state estimate %d, the jobs' add up to %d", f.s.bytes, total)
+	if f.s.stateBytes != total {
+		t.Fatalf("state estimate %d, the jobs' add up to %d", f.s.stateBytes, total)
 	}
 }
 

@@ -45,7 +45,7 @@ func (f *FSM) Stats(job string) Stats {
 	defer f.mu.RUnlock()
 	s := f.s
 	st := Stats{
-		Job: jobName(job), Clock: s.clock, Jobs: len(s.jobs), StateBytes: s.bytes,
+		Job: jobName(job), Clock: s.clock, Jobs: len(s.jobs), StateBytes: s.stateBytes,
 		Nodes: len(s.nodes), DedupClients: s.dedup.n, AppliedIndex: f.applied.Load(),
 	}
 	j := s.jobs[st.Job]
@@ -107,15 +107,15 @@ type JobInfo struct {
 	CollectAt int64 `json:"collect_at,omitempty"`
 }
 
-func (s *job) info() JobInfo {
+func (j *job) info() JobInfo {
 	ji := JobInfo{
-		Name: s.name, Number: s.seq, CreatedAt: s.createdAt, LastActivity: s.lastActivity, HasDataset: s.ds != nil,
-		Pass: s.pass, Tasks: len(s.tasks),
-		Todo: s.queues[qTodo].n, Pending: s.queues[qPending].n, Done: s.queues[qDone].n, Failed: s.queues[qFailed].n,
-		Uploads: len(s.uploads), Groups: len(s.groups), KVKeys: len(s.kv), Bytes: s.bytes,
+		Name: j.name, Number: j.seq, CreatedAt: j.createdAt, LastActivity: j.lastActivity, HasDataset: j.ds != nil,
+		Pass: j.pass, Tasks: len(j.tasks),
+		Todo: j.queues[qTodo].n, Pending: j.queues[qPending].n, Done: j.queues[qDone].n, Failed: j.queues[qFailed].n,
+		Uploads: len(j.uploads), Groups: len(j.groups), KVKeys: len(j.kv), Bytes: j.jobBytes,
 	}
-	ji.SaveHolder, ji.SaveDeadline, _ = s.saveHolder()
-	ji.CollectAt, _ = s.ttlDeadline()
+	ji.SaveHolder, ji.SaveDeadline, _ = j.saveHolder()
+	ji.CollectAt, _ = j.ttlDeadline()
 	return ji
 }
 
@@ -253,9 +253,9 @@ func (f *FSM) SaveModelHolder(job string) (string, int64, bool) {
 
 // saveHolder returns the save-model holder and its lease's end, or false
 // when nobody holds it at the FSM clock.
-func (s *job) saveHolder() (string, int64, bool) {
-	l := s.save
-	if l.holder == "" || l.deadline <= s.clock {
+func (j *job) saveHolder() (string, int64, bool) {
+	l := j.save
+	if l.holder == "" || l.deadline <= j.cluster.clock {
 		return "", 0, false
 	}
 	return l.holder, l.deadline, true
@@ -283,7 +283,7 @@ func (f *FSM) Task(job string, id int) (TaskState, error) {
 		return TaskState{}, err
 	}
 	t := j.tasks[i]
-	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
+	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.cluster.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
 	if t.queue == qPending {
 		ts.Deadline = t.deadline
 	}

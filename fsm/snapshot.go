@@ -55,28 +55,28 @@ func (s *state) clone() *state {
 
 // clone returns a copy of the job, in cluster c, that later applies cannot
 // change.
-func (s *job) clone(c *state) *job {
-	j := *s
-	j.state = c
-	j.tasks = slices.Clone(s.tasks)
-	j.uploads = make(map[string]*upload, len(s.uploads))
-	for _, id := range sortedKeys(s.uploads) {
-		u := s.uploads[id]
-		j.uploads[id] = &upload{
+func (j *job) clone(c *state) *job {
+	cp := *j
+	cp.cluster = c
+	cp.tasks = slices.Clone(j.tasks)
+	cp.uploads = make(map[string]*upload, len(j.uploads))
+	for _, id := range sortedKeys(j.uploads) {
+		u := j.uploads[id]
+		cp.uploads[id] = &upload{
 			paths: u.paths[:len(u.paths):len(u.paths)], chunks: u.chunks[:len(u.chunks):len(u.chunks)],
 			parts: u.parts, touched: u.touched, pathBytes: u.pathBytes,
 		}
 	}
-	j.groups = make(map[string]*group, len(s.groups))
-	for _, id := range sortedKeys(s.groups) {
-		j.groups[id] = s.groups[id].clone()
+	cp.groups = make(map[string]*group, len(j.groups))
+	for _, id := range sortedKeys(j.groups) {
+		cp.groups[id] = j.groups[id].clone()
 	}
-	j.timeouts = make(map[string][]timedOutRound, len(s.timeouts))
-	for _, id := range sortedKeys(s.timeouts) {
-		j.timeouts[id] = slices.Clone(s.timeouts[id]) // the members are never modified
+	cp.timeouts = make(map[string][]timedOutRound, len(j.timeouts))
+	for _, id := range sortedKeys(j.timeouts) {
+		cp.timeouts[id] = slices.Clone(j.timeouts[id]) // the members are never modified
 	}
-	j.kv = maps.Clone(s.kv) // the values are never modified
-	return &j
+	cp.kv = maps.Clone(j.kv) // the values are never modified
+	return &cp
 }
 
 // snapWriter streams an encoding to w in blocks.
@@ -401,7 +401,7 @@ func decodeState(b []byte) (*state, error) {
 	for _, name := range sortedKeys(s.jobs) {
 		j := s.jobs[name]
 		j.recount()
-		s.bytes += j.bytes
+		s.stateBytes += j.jobBytes
 	}
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("fsm snapshot: %w", err)
@@ -662,35 +662,35 @@ func (s *state) dedupLimit() int {
 }
 
 // check verifies the invariants of one job.
-func (s *job) check() error {
-	if err := ValidateJobName(s.name); err != nil {
+func (j *job) check() error {
+	if err := ValidateJobName(j.name); err != nil {
 		return err
 	}
 	switch {
-	case s.createdAt < 0 || s.lastActivity < s.createdAt || s.lastActivity > s.clock:
-		return fmt.Errorf("created at %d, last active at %d, clock %d", s.createdAt, s.lastActivity, s.clock)
-	case s.pass < 0 || (s.ds == nil && (s.pass != 0 || len(s.tasks) != 0)):
-		return fmt.Errorf("pass %d and %d tasks without a dataset", s.pass, len(s.tasks))
-	case len(s.uploads) > MaxUploads || len(s.groups) > MaxGroups || s.staged > MaxChunks:
+	case j.createdAt < 0 || j.lastActivity < j.createdAt || j.lastActivity > j.cluster.clock:
+		return fmt.Errorf("created at %d, last active at %d, clock %d", j.createdAt, j.lastActivity, j.cluster.clock)
+	case j.pass < 0 || (j.ds == nil && (j.pass != 0 || len(j.tasks) != 0)):
+		return fmt.Errorf("pass %d and %d tasks without a dataset", j.pass, len(j.tasks))
+	case len(j.uploads) > MaxUploads || len(j.groups) > MaxGroups || j.staged > MaxChunks:
 		return errors.New("a table exceeds its limit")
-	case (s.save.holder == "") != (s.save.deadline == 0) || len(s.save.holder) > MaxIDLen:
+	case (j.save.holder == "") != (j.save.deadline == 0) || len(j.save.holder) > MaxIDLen:
 		return errors.New("bad save-model lease")
 	}
-	if s.ds != nil {
-		if err := checkChunks(s.ds.paths, s.ds.chunks); err != nil {
+	if j.ds != nil {
+		if err := checkChunks(j.ds.paths, j.ds.chunks); err != nil {
 			return err
 		}
 	}
-	for i := range s.tasks {
-		if t := &s.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && t.deadline <= 0) {
+	for i := range j.tasks {
+		if t := &j.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && t.deadline <= 0) {
 			return fmt.Errorf("task %d: bad epoch or deadline", i+1)
 		}
 	}
-	if last := s.queues[qPending].tail; last >= 0 && s.tasks[last].deadline > s.leaseEnd() {
+	if last := j.queues[qPending].tail; last >= 0 && j.tasks[last].deadline > j.leaseEnd() {
 		return errors.New("a pending lease ends after any new lease would")
 	}
-	for _, id := range sortedKeys(s.uploads) {
-		u := s.uploads[id]
+	for _, id := range sortedKeys(j.uploads) {
+		u := j.uploads[id]
 		if err := validateID("upload id", id); err != nil {
 			return err
 		}
@@ -698,19 +698,19 @@ func (s *job) check() error {
 			return err
 		}
 	}
-	for _, id := range sortedKeys(s.groups) {
+	for _, id := range sortedKeys(j.groups) {
 		if err := validateID("group id", id); err != nil {
 			return err
 		}
-		if err := s.groups[id].check(s.nextGen); err != nil {
+		if err := j.groups[id].check(j.cluster.nextGen); err != nil {
 			return fmt.Errorf("group %q: %w", id, err)
 		}
 	}
-	for _, id := range sortedKeys(s.timeouts) {
+	for _, id := range sortedKeys(j.timeouts) {
 		if err := validateID("group id", id); err != nil {
 			return err
 		}
-		if err := checkRounds(s.timeouts[id], s.nextGen); err != nil {
+		if err := checkRounds(j.timeouts[id], j.cluster.nextGen); err != nil {
 			return fmt.Errorf("timed-out group %q: %w", id, err)
 		}
 	}
