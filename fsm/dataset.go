@@ -1,24 +1,30 @@
 package fsm
 
-// dataset is the immutable part of the task queue: settings, interned file
-// paths and the chunk list. Snapshots share it rather than copy it.
+// dataset is the immutable part of the task queue: settings, the patterns
+// it was set with, interned file paths and the chunk list. Snapshots share
+// it rather than copy it.
 type dataset struct {
 	params DatasetParams
-	paths  []string
-	chunks []chunkRef
+	// patterns are the file patterns the dataset was indexed from, as its
+	// SetDataset or DatasetCommit gave them: none before Protocol4, or
+	// for a chunk list given as such.
+	patterns []string
+	paths    []string
+	chunks   []chunkRef
 	// bytes is the size estimate of the dataset and its tasks (derived).
 	bytes int64
 }
 
-// newDataset returns the dataset of params, paths and chunks, with its size
-// estimate.
-func newDataset(params DatasetParams, paths []string, chunks []chunkRef) *dataset {
-	d := &dataset{params: params, paths: paths, chunks: chunks}
-	d.bytes = pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks())
+// newDataset returns the dataset of params, patterns, paths and chunks,
+// with its size estimate.
+func newDataset(params DatasetParams, patterns, paths []string, chunks []chunkRef) *dataset {
+	d := &dataset{params: params, patterns: patterns, paths: paths, chunks: chunks}
+	d.bytes = pathBytes(patterns) + pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks())
 	return d
 }
 
-// pathBytes is the size estimate of a path table.
+// pathBytes is the size estimate of a path table, or of a list of
+// patterns.
 func pathBytes(paths []string) int64 {
 	var n int64
 	for _, p := range paths {
@@ -124,6 +130,9 @@ func (j *job) install(d *dataset) {
 	j.account(d.bytes)
 }
 
+// setDataset installs the dataset unless the job has one: the first
+// dataset counts, and a later one is ignored whatever its chunks or
+// patterns (the caller compares its patterns with the dataset's).
 func (j *job) setDataset(c *SetDataset) *Result {
 	if j.ds != nil {
 		return &Result{Ignored: true}
@@ -131,7 +140,7 @@ func (j *job) setDataset(c *SetDataset) *Result {
 	u := newUpload()
 	u.chunks = make([]chunkRef, 0, len(c.Chunks)) // the dataset keeps it
 	u.add(c.Chunks)
-	d := newDataset(c.Params, u.paths, u.chunks)
+	d := newDataset(c.Params, c.Patterns, u.paths, u.chunks)
 	if err := j.checkDataset(d, 0); err != nil {
 		return errResult(err)
 	}
@@ -194,7 +203,7 @@ func (j *job) datasetCommit(c *DatasetCommit) *Result {
 	case len(u.chunks) == 0:
 		return errResult(invalidf("upload %q: no chunks", c.UploadID))
 	}
-	d := newDataset(c.Params, u.paths, u.chunks)
+	d := newDataset(c.Params, c.Patterns, u.paths, u.chunks)
 	if err := j.checkDataset(d, u.size(c.UploadID)); err != nil {
 		return errResult(err)
 	}

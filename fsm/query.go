@@ -17,18 +17,22 @@ type Stats struct {
 	HasDataset bool   `json:"has_dataset"`
 	Pass       int    `json:"pass"`
 	// Files counts the dataset's files that hold chunks.
-	Files        int           `json:"files"`
-	Chunks       int           `json:"chunks"`
-	Tasks        int           `json:"tasks"`
-	Todo         int           `json:"todo"`
-	Pending      int           `json:"pending"`
-	Done         int           `json:"done"`
-	Failed       int           `json:"failed"`
-	Params       DatasetParams `json:"params"`
-	Uploads      int           `json:"uploads"`
-	SaveHolder   string        `json:"save_holder,omitempty"`
-	SaveDeadline int64         `json:"save_deadline,omitempty"`
-	Groups       int           `json:"groups"`
+	Files   int           `json:"files"`
+	Chunks  int           `json:"chunks"`
+	Tasks   int           `json:"tasks"`
+	Todo    int           `json:"todo"`
+	Pending int           `json:"pending"`
+	Done    int           `json:"done"`
+	Failed  int           `json:"failed"`
+	Params  DatasetParams `json:"params"`
+	// Patterns are the file patterns the dataset was set with, as given;
+	// none when unknown (a dataset set before Protocol4, or given as a
+	// chunk list).
+	Patterns     []string `json:"patterns,omitempty"`
+	Uploads      int      `json:"uploads"`
+	SaveHolder   string   `json:"save_holder,omitempty"`
+	SaveDeadline int64    `json:"save_deadline,omitempty"`
+	Groups       int      `json:"groups"`
 	// Jobs counts the jobs, StateBytes is the size estimate of the whole
 	// state (Limits.MaxStateBytes).
 	Jobs         int    `json:"jobs"`
@@ -57,7 +61,7 @@ func (f *FSM) Stats(job string) Stats {
 	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
 	if j.ds != nil {
 		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
-		st.Params = j.ds.params
+		st.Params, st.Patterns = j.ds.params, slices.Clone(j.ds.patterns)
 	}
 	st.SaveHolder, st.SaveDeadline, _ = j.saveHolder()
 	return st
@@ -146,6 +150,10 @@ func (f *FSM) Job(name string) (JobInfo, bool) {
 // DatasetInfo describes a job's dataset.
 type DatasetInfo struct {
 	Params DatasetParams
+	// Patterns are the file patterns the dataset was set with, as given;
+	// none when unknown (a dataset set before Protocol4, or given as a
+	// chunk list).
+	Patterns []string
 	// Files counts the dataset's files, Chunks its chunks.
 	Files  int
 	Chunks int
@@ -165,7 +173,7 @@ func (f *FSM) Dataset(name string, maxPaths int) (DatasetInfo, bool) {
 		return DatasetInfo{}, false
 	}
 	d := j.ds
-	return DatasetInfo{Params: d.params, Files: len(d.paths), Chunks: len(d.chunks),
+	return DatasetInfo{Params: d.params, Patterns: slices.Clone(d.patterns), Files: len(d.paths), Chunks: len(d.chunks),
 		Paths: slices.Clone(d.paths[:min(max(maxPaths, 0), len(d.paths))])}, true
 }
 

@@ -12,6 +12,8 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 7, written from Protocol4 on, adds each dataset's patterns after
+// its chunks; version 6 and older restore with datasets of no patterns.
 // Version 6, written from Protocol3 on, adds each de-duplication client's
 // owner (RequestID.Owner) after its floor.
 // Version 5 adds the cluster's protocol level and its era (era.go) after
@@ -28,7 +30,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 6
+	snapshotVersion = 7
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -124,7 +126,7 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 		e.varint(j.createdAt)
 		e.varint(j.lastActivity)
 		e.int(j.pass)
-		encodeJob(sw, j)
+		encodeJob(sw, j, version)
 		if version >= 4 {
 			encodeKV(sw, j)
 		}
@@ -246,14 +248,18 @@ func encodeTimeouts(sw *snapWriter, s *job) {
 }
 
 // encodeJob writes a job's dataset, tasks, queues, uploads, save-model
-// lease and groups, as versions 1 and 2 wrote the whole state's.
-func encodeJob(sw *snapWriter, s *job) {
+// lease and groups, as versions 1 and 2 wrote the whole state's; version 7
+// adds the dataset's patterns.
+func encodeJob(sw *snapWriter, s *job, version uint64) {
 	e := &sw.e
 	e.bool(s.ds != nil)
 	if s.ds != nil {
 		s.ds.params.encode(e)
 		e.strings(s.ds.paths)
 		writeChunkRefs(sw, s.ds.chunks)
+		if version >= 7 {
+			e.strings(s.ds.patterns)
+		}
 	}
 
 	e.uvarint(uint64(len(s.tasks)))
@@ -417,11 +423,14 @@ func decodeJob(d *decoder, s *job, version uint64) {
 		ds.params.decode(d)
 		ds.paths = d.strings()
 		ds.chunks = readChunkRefs(d, len(ds.paths))
+		if version >= 7 {
+			ds.patterns = d.strings()
+		}
 		if d.err == nil && (validateParams(ds.params) != nil || len(ds.chunks) == 0) {
 			d.fail(errors.New("bad dataset"))
 		}
 		if d.err == nil {
-			ds = newDataset(ds.params, ds.paths, ds.chunks)
+			ds = newDataset(ds.params, ds.patterns, ds.paths, ds.chunks)
 		}
 		s.ds = ds
 	}
@@ -679,6 +688,12 @@ func (j *job) check() error {
 	if j.ds != nil {
 		if err := checkChunks(j.ds.paths, j.ds.chunks); err != nil {
 			return err
+		}
+		if err := validatePatterns(j.ds.patterns); err != nil {
+			return err
+		}
+		if len(j.ds.patterns) != 0 && !j.cluster.atLeast(Protocol4) {
+			return fmt.Errorf("dataset patterns in a state at protocol level %d", j.cluster.protocol)
 		}
 	}
 	for i := range j.tasks {

@@ -183,7 +183,7 @@ func (g *gatedBackend) ReadBarrier(ctx context.Context) error {
 	return g.Local.ReadBarrier(ctx)
 }
 
-func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
 	g.mu.Lock()
 	g.sets++
 	fail := g.failFirst && g.sets == 1
@@ -191,7 +191,7 @@ func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.Reque
 	if fail {
 		return nil, httpapi.ErrUnknownOutcome
 	}
-	return g.Local.SetDataset(ctx, job, req, p, chunks)
+	return g.Local.SetDataset(ctx, job, req, p, patterns, chunks)
 }
 
 // Concurrent SetDataset requests on one node index and propose the dataset
@@ -281,7 +281,7 @@ type heldBackend struct {
 	sets map[string]int
 }
 
-func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
 	h.mu.Lock()
 	h.sets[job]++
 	h.mu.Unlock()
@@ -293,7 +293,7 @@ func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.Reques
 			return nil, ctx.Err()
 		}
 	}
-	return h.Local.SetDataset(ctx, job, req, p, chunks)
+	return h.Local.SetDataset(ctx, job, req, p, patterns, chunks)
 }
 
 // A SetDataset held in one job's install (a slow glob, a slow proposal)

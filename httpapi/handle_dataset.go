@@ -111,7 +111,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	} else {
 		chunks, files = clientChunks(in.Chunks)
 	}
-	res, err := s.b.SetDataset(ctx, job, req, params, chunks)
+	res, err := s.b.SetDataset(ctx, job, req, params, nil, chunks)
 	if err != nil {
 		return err
 	}

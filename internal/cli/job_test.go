@@ -23,7 +23,7 @@ func TestJobInspectShowsTheDataset(t *testing.T) {
 	}
 	chunks = append(chunks, fsm.Chunk{Path: "/extra/one.recordio", Records: 5})
 	params := fsm.DatasetParams{ChunksPerTask: 2, TaskTimeout: 90 * time.Second, FailureMax: 3}
-	if res, err := local.SetDataset(context.Background(), "train", fsm.RequestID{}, params, chunks); err != nil || res.Err() != nil {
+	if res, err := local.SetDataset(context.Background(), "train", fsm.RequestID{}, params, nil, chunks); err != nil || res.Err() != nil {
 		t.Fatal(res, err)
 	}
 	code, out, errOut := runCLI("job", "inspect", "--addr", addr, "train")
