@@ -58,7 +58,9 @@ func (c *Client) SetDataset(globPaths []string) error {
 }
 
 // SetDatasetWithParams is SetDataset with task-queue settings. The response
-// says whether the dataset was ignored because one was already set.
+// says whether the dataset was ignored because one was already set, and
+// with which patterns it was set (CurrentPatterns); when they differ from
+// globPaths, the client's logger warns, naming both.
 func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
 	req := rpc.SetDatasetRequest{
 		ChunksPerTask: p.ChunksPerTask,
@@ -80,6 +82,9 @@ func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.
 	// use the whole budget.
 	err := c.do(c.ctx, &call{method: http.MethodPost, path: rpc.PathDataset, body: req, write: true, out: &resp,
 		timeout: max(c.retry, defaultAttemptTimeout)})
+	if err == nil {
+		c.warnOtherPatterns(globPaths, resp)
+	}
 	return resp, err
 }
 
