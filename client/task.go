@@ -63,7 +63,9 @@ func (c *Client) SetDatasetContext(ctx context.Context, globPaths []string) erro
 }
 
 // SetDatasetWithParams is SetDataset with task-queue settings. The response
-// says whether the dataset was ignored because one was already set.
+// says whether the dataset was ignored because one was already set, and
+// with which patterns it was set (CurrentPatterns); when they differ from
+// globPaths, the client's logger warns, naming both.
 func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
 	return c.SetDatasetWithParamsContext(context.Background(), globPaths, p)
 }
@@ -91,6 +93,9 @@ func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []st
 	// use the whole budget.
 	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathDataset, body: req, write: true, out: &resp,
 		timeout: max(c.retry, defaultAttemptTimeout)})
+	if err == nil {
+		c.warnOtherPatterns(globPaths, resp)
+	}
 	return resp, err
 }
 

@@ -32,7 +32,7 @@ func (f *follower) Apply(context.Context, fsm.Command) (*fsm.Result, error) {
 	return nil, httpapi.ErrNotLeader
 }
 
-func (f *follower) SetDataset(context.Context, string, fsm.RequestID, fsm.DatasetParams, []fsm.Chunk) (*fsm.Result, error) {
+func (f *follower) SetDataset(context.Context, string, fsm.RequestID, fsm.DatasetParams, []string, []fsm.Chunk) (*fsm.Result, error) {
 	return nil, httpapi.ErrNotLeader
 }
 

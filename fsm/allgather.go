@@ -138,13 +138,13 @@ type groupChange struct {
 
 // changedGroup records that the outcome of group id changed for every
 // member.
-func (s *job) changedGroup(id string) {
-	s.changes = append(s.changes, groupChange{job: s.name, group: id})
+func (j *job) changedGroup(id string) {
+	j.cluster.changes = append(j.cluster.changes, groupChange{job: j.name, group: id})
 }
 
 // changedMember records that member's slot in group id changed.
-func (s *job) changedMember(id string, member uuid.UUID) {
-	s.changes = append(s.changes, groupChange{job: s.name, group: id, member: member})
+func (j *job) changedMember(id string, member uuid.UUID) {
+	j.cluster.changes = append(j.cluster.changes, groupChange{job: j.name, group: id, member: member})
 }
 
 // groupBytes is the size estimate of group id (limits.go).
@@ -170,8 +170,8 @@ func (g *group) active() int {
 	return n
 }
 
-func (s *job) join(c *Join) *Result {
-	old := s.groups[c.Group]
+func (j *job) join(c *Join) *Result {
+	old := j.groups[c.Group]
 	g := old
 	if g != nil && g.status == groupTimedOut {
 		// A join after a timeout starts the rendezvous afresh.
@@ -187,11 +187,11 @@ func (s *job) join(c *Join) *Result {
 	if g != nil && g.status == groupComplete && i < 0 {
 		return errResult(ErrGroupMismatch)
 	}
-	if g != nil && g.status == groupComplete && s.atLeast(Protocol2) {
+	if g != nil && g.status == groupComplete && j.cluster.atLeast(Protocol2) {
 		// A re-join after completion is the member's completed join
 		// again: the same generation, whose answer is final.
 		g.members[i].left = false
-		s.changedMember(c.Group, c.Member)
+		j.changedMember(c.Group, c.Member)
 		return &Result{Generation: g.members[i].gen}
 	}
 	// What the group holds after the join.
@@ -214,19 +214,19 @@ func (s *job) join(c *Join) *Result {
 	if old != nil {
 		oldBytes, oldData = groupBytes(c.Group, old), int64(old.dataSize)
 	}
-	retire := g == nil && old != nil && s.atLeast(Protocol2)
+	retire := g == nil && old != nil && j.cluster.atLeast(Protocol2)
 	if retire {
 		// The timed-out round is kept, without its data, for what is
 		// left of its retention.
 		retired = roundBytes(c.Group, len(old.members))
 	}
-	if err := s.checkJoin(c.Group, old == nil, int64(size)-oldData,
+	if err := j.checkJoin(c.Group, old == nil, int64(size)-oldData,
 		estGroup+int64(len(c.Group))+estMember*int64(members)+int64(size)-oldBytes+retired); err != nil {
 		return errResult(err)
 	}
 	// Validated: from here on the command takes effect.
 	if retire {
-		s.retire(c.Group, old, old.deadline)
+		j.retire(c.Group, old, old.deadline)
 		oldBytes, oldData = 0, 0
 	}
 	if g == nil {
@@ -234,17 +234,17 @@ func (s *job) join(c *Join) *Result {
 		if timeout == 0 {
 			timeout = DefaultTimeout
 		}
-		g = &group{numPeers: c.NumPeers, timeout: timeout, deadline: s.clock + int64(timeout), failOnTimeout: c.FailOnTimeout,
+		g = &group{numPeers: c.NumPeers, timeout: timeout, deadline: j.cluster.clock + int64(timeout), failOnTimeout: c.FailOnTimeout,
 			index: make(map[uuid.UUID]int32)}
-		s.groups[c.Group] = g
-		s.changedGroup(c.Group) // new, or a timed-out group started afresh
+		j.groups[c.Group] = g
+		j.changedGroup(c.Group) // new, or a timed-out group started afresh
 	}
 	if g.overdue {
 		// An overdue group is kept while members keep arriving.
-		g.deadline = s.clock + int64(AbandonedGroupTimeout)
+		g.deadline = j.cluster.clock + int64(AbandonedGroupTimeout)
 	}
-	s.nextGen++
-	gen := s.nextGen
+	j.cluster.nextGen++
+	gen := j.cluster.nextGen
 	switch {
 	case g.status == groupComplete:
 		// A re-join after completion gets the completed result.
@@ -261,33 +261,33 @@ func (s *job) join(c *Join) *Result {
 		if len(g.members) == g.numPeers {
 			g.status = groupComplete
 			g.overdue = false
-			g.deadline = s.clock + s.retention(g.timeout)
+			g.deadline = j.cluster.clock + j.cluster.retention(g.timeout)
 			g.gathered = gather(g.members)
-			s.changedGroup(c.Group)
+			j.changedGroup(c.Group)
 		}
 	}
-	s.changedMember(c.Group, c.Member)
-	s.updateGroupDeadline()
-	s.account(groupBytes(c.Group, g) - oldBytes)
-	s.groupData += int64(g.dataSize) - oldData
+	j.changedMember(c.Group, c.Member)
+	j.updateGroupDeadline()
+	j.account(groupBytes(c.Group, g) - oldBytes)
+	j.groupData += int64(g.dataSize) - oldData
 	return &Result{Generation: gen}
 }
 
 // checkJoin checks a join against the job's limits: whether it adds a
 // group, and how much it adds to the job's group data and size estimate.
-func (s *job) checkJoin(id string, newGroup bool, data, bytes int64) error {
-	l := s.effectiveLimits()
-	if newGroup && len(s.groups) >= l.MaxJobGroups {
-		return limitf("max_job_groups", int64(l.MaxJobGroups), "job %q would have %d allgather groups", s.name, len(s.groups)+1)
+func (j *job) checkJoin(id string, newGroup bool, data, bytes int64) error {
+	l := j.cluster.effectiveLimits()
+	if newGroup && len(j.groups) >= l.MaxJobGroups {
+		return limitf("max_job_groups", int64(l.MaxJobGroups), "job %q would have %d allgather groups", j.name, len(j.groups)+1)
 	}
-	if total := s.groupData + data; data > 0 && total > l.MaxJobGroupBytes {
-		return limitf("max_job_group_bytes", l.MaxJobGroupBytes, "job %q would hold %d bytes of allgather data (group %q)", s.name, total, id)
+	if total := j.groupData + data; data > 0 && total > l.MaxJobGroupBytes {
+		return limitf("max_job_group_bytes", l.MaxJobGroupBytes, "job %q would hold %d bytes of allgather data (group %q)", j.name, total, id)
 	}
-	return s.room(bytes)
+	return j.room(bytes)
 }
 
-func (s *job) leave(c *Leave) *Result {
-	g := s.groups[c.Group]
+func (j *job) leave(c *Leave) *Result {
+	g := j.groups[c.Group]
 	if g == nil {
 		return &Result{Ignored: true}
 	}
@@ -303,18 +303,18 @@ func (s *job) leave(c *Leave) *Result {
 		g.dataSize -= len(g.members[i].data)
 		g.members = slices.Delete(g.members, i, i+1)
 		delete(g.index, c.Member)
-		for j := i; j < len(g.members); j++ {
-			g.index[g.members[j].id] = int32(j)
+		for k := i; k < len(g.members); k++ {
+			g.index[g.members[k].id] = int32(k)
 		}
 	}
-	s.changedMember(c.Group, c.Member)
-	s.account(groupBytes(c.Group, g) - oldBytes)
-	s.groupData += int64(g.dataSize - oldData)
+	j.changedMember(c.Group, c.Member)
+	j.account(groupBytes(c.Group, g) - oldBytes)
+	j.groupData += int64(g.dataSize - oldData)
 	if g.active() == 0 {
-		s.dropGroup(c.Group) // the last member out closes the group
-		s.changedGroup(c.Group)
+		j.dropGroup(c.Group) // the last member out closes the group
+		j.changedGroup(c.Group)
 	}
-	s.updateGroupDeadline()
+	j.updateGroupDeadline()
 	return &Result{}
 }
 
@@ -323,48 +323,48 @@ func (s *job) leave(c *Leave) *Result {
 // got no join for AbandonedGroupTimeout, and a complete or timed-out group
 // past its retention, are forgotten, as are the rounds in timeouts past
 // theirs.
-func (s *job) expireGroups() {
-	if s.groupDeadline == 0 || s.groupDeadline > s.clock {
+func (j *job) expireGroups() {
+	if j.groupDeadline == 0 || j.groupDeadline > j.cluster.clock {
 		return
 	}
-	for _, id := range sortedKeys(s.groups) {
-		g := s.groups[id]
-		if g.deadline > s.clock {
+	for _, id := range sortedKeys(j.groups) {
+		g := j.groups[id]
+		if g.deadline > j.cluster.clock {
 			continue
 		}
 		switch {
-		case g.status == groupOpen && g.failOnTimeout && s.atLeast(Protocol2):
-			s.retire(id, g, s.clock+s.retention(g.timeout))
+		case g.status == groupOpen && g.failOnTimeout && j.cluster.atLeast(Protocol2):
+			j.retire(id, g, j.cluster.clock+j.cluster.retention(g.timeout))
 		case g.status == groupOpen && g.failOnTimeout:
 			g.status = groupTimedOut
-			g.deadline = s.clock + int64(g.timeout)
+			g.deadline = j.cluster.clock + int64(g.timeout)
 		case g.status == groupOpen && !g.overdue:
 			g.overdue = true
-			g.deadline = s.clock + int64(AbandonedGroupTimeout)
+			g.deadline = j.cluster.clock + int64(AbandonedGroupTimeout)
 		default:
-			s.dropGroup(id)
+			j.dropGroup(id)
 		}
-		s.changedGroup(id)
+		j.changedGroup(id)
 	}
-	s.expireTimeouts()
-	s.updateGroupDeadline()
+	j.expireTimeouts()
+	j.updateGroupDeadline()
 }
 
 // dropGroup forgets group id.
-func (s *job) dropGroup(id string) {
-	g := s.groups[id]
-	s.account(-groupBytes(id, g))
-	s.groupData -= int64(g.dataSize)
-	delete(s.groups, id)
+func (j *job) dropGroup(id string) {
+	g := j.groups[id]
+	j.account(-groupBytes(id, g))
+	j.groupData -= int64(g.dataSize)
+	delete(j.groups, id)
 }
 
 // updateGroupDeadline recomputes the earliest deadline of the groups and
 // of the rounds in timeouts (timeoutsDeadline, kept by their changes).
-func (s *job) updateGroupDeadline() {
-	s.groupDeadline = s.timeoutsDeadline
-	for _, id := range sortedKeys(s.groups) {
-		if d := s.groups[id].deadline; s.groupDeadline == 0 || d < s.groupDeadline {
-			s.groupDeadline = d
+func (j *job) updateGroupDeadline() {
+	j.groupDeadline = j.timeoutsDeadline
+	for _, id := range sortedKeys(j.groups) {
+		if d := j.groups[id].deadline; j.groupDeadline == 0 || d < j.groupDeadline {
+			j.groupDeadline = d
 		}
 	}
 }
@@ -414,48 +414,48 @@ func roundBytes(id string, members int) int64 {
 // retire forgets group id, whose round timed out, and keeps the round in
 // timeouts until until. The state's estimate shrinks: a round costs less
 // than the group it was.
-func (s *job) retire(id string, g *group, until int64) {
-	r := timedOutRound{lastGen: s.nextGen, until: until, members: make([]roundMember, len(g.members))}
+func (j *job) retire(id string, g *group, until int64) {
+	r := timedOutRound{lastGen: j.cluster.nextGen, until: until, members: make([]roundMember, len(g.members))}
 	for i, m := range g.members {
 		r.members[i] = roundMember{id: m.id, gen: m.gen}
 	}
 	slices.SortFunc(r.members, func(a, b roundMember) int { return compareRoundMember(a, b.id) })
-	s.dropGroup(id)
-	s.timeouts[id] = append(s.timeouts[id], r)
-	s.account(roundBytes(id, len(r.members)))
-	s.updateTimeoutsDeadline()
+	j.dropGroup(id)
+	j.timeouts[id] = append(j.timeouts[id], r)
+	j.account(roundBytes(id, len(r.members)))
+	j.updateTimeoutsDeadline()
 }
 
 // expireTimeouts forgets the rounds in timeouts whose retention has ended.
-func (s *job) expireTimeouts() {
-	if s.timeoutsDeadline == 0 || s.timeoutsDeadline > s.clock {
+func (j *job) expireTimeouts() {
+	if j.timeoutsDeadline == 0 || j.timeoutsDeadline > j.cluster.clock {
 		return
 	}
-	for _, id := range sortedKeys(s.timeouts) {
-		kept := s.timeouts[id][:0:0]
-		for _, r := range s.timeouts[id] {
-			if r.until > s.clock {
+	for _, id := range sortedKeys(j.timeouts) {
+		kept := j.timeouts[id][:0:0]
+		for _, r := range j.timeouts[id] {
+			if r.until > j.cluster.clock {
 				kept = append(kept, r)
 				continue
 			}
-			s.account(-roundBytes(id, len(r.members)))
+			j.account(-roundBytes(id, len(r.members)))
 		}
 		if len(kept) == 0 {
-			delete(s.timeouts, id)
+			delete(j.timeouts, id)
 		} else {
-			s.timeouts[id] = kept
+			j.timeouts[id] = kept
 		}
 	}
-	s.updateTimeoutsDeadline()
+	j.updateTimeoutsDeadline()
 }
 
 // updateTimeoutsDeadline recomputes timeoutsDeadline.
-func (s *job) updateTimeoutsDeadline() {
-	s.timeoutsDeadline = 0
-	for _, id := range sortedKeys(s.timeouts) {
-		for _, r := range s.timeouts[id] {
-			if s.timeoutsDeadline == 0 || r.until < s.timeoutsDeadline {
-				s.timeoutsDeadline = r.until
+func (j *job) updateTimeoutsDeadline() {
+	j.timeoutsDeadline = 0
+	for _, id := range sortedKeys(j.timeouts) {
+		for _, r := range j.timeouts[id] {
+			if j.timeoutsDeadline == 0 || r.until < j.timeoutsDeadline {
+				j.timeoutsDeadline = r.until
 			}
 		}
 	}
@@ -465,8 +465,8 @@ func (s *job) updateTimeoutsDeadline() {
 // belongs to, or nil: the oldest whose lastGen is at or above gen. A gen
 // of an earlier round that is no longer kept finds the oldest kept one,
 // which answers closed or reconnected, never the timeout.
-func (s *job) timedOutRound(id string, gen uint64) *timedOutRound {
-	rounds := s.timeouts[id]
+func (j *job) timedOutRound(id string, gen uint64) *timedOutRound {
+	rounds := j.timeouts[id]
 	for i := range rounds {
 		if gen <= rounds[i].lastGen {
 			return &rounds[i]

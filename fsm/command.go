@@ -290,6 +290,13 @@ type SetDataset struct {
 	Header
 	Params DatasetParams
 	Chunks []Chunk
+	// Patterns are the file patterns the chunks were indexed from, as the
+	// caller gave them, kept with the dataset for display and for the
+	// answer to a later SetDataset; none for a chunk list given as such.
+	// They need Protocol4: they are encoded only when set, at the end, so
+	// that older replicas read every SetDataset without them, and a
+	// leader sends them only from that level.
+	Patterns []string
 }
 
 // DatasetPart appends chunks to the staged upload UploadID. Part numbers
@@ -309,6 +316,9 @@ type DatasetCommit struct {
 	Parts     uint32
 	NumChunks uint32
 	Params    DatasetParams
+	// Patterns are SetDataset.Patterns of a dataset proposed in parts,
+	// under the same rules.
+	Patterns []string
 }
 
 // GetTask leases the next task of pass Pass.
@@ -593,8 +603,52 @@ func decodeChunks(d *decoder) []Chunk {
 	return chunks
 }
 
-func (c *SetDataset) encode(e *encoder) { c.Params.encode(e); encodeChunks(e, c.Chunks) }
-func (c *SetDataset) decode(d *decoder) { c.Params.decode(d); c.Chunks = decodeChunks(d) }
+func (c *SetDataset) encode(e *encoder) {
+	c.Params.encode(e)
+	encodeChunks(e, c.Chunks)
+	encodePatterns(e, c.Patterns)
+}
+
+func (c *SetDataset) decode(d *decoder) {
+	c.Params.decode(d)
+	c.Chunks = decodeChunks(d)
+	c.Patterns = decodePatterns(d)
+}
+
+// level is the protocol level the command's fields need: patterns need
+// Protocol4.
+func (c *SetDataset) level() uint64 { return patternsLevel(c.Patterns) }
+
+// encodePatterns writes a dataset's patterns, a field added at Protocol4
+// at the end of its command, only when there are some, so that a command
+// without them reads the same everywhere.
+func encodePatterns(e *encoder, patterns []string) {
+	if len(patterns) > 0 {
+		e.strings(patterns)
+	}
+}
+
+// decodePatterns reads the patterns at the end of a command; one written
+// without them, as every one before Protocol4, has none. An empty list is
+// never written, so that every command has one encoding.
+func decodePatterns(d *decoder) []string {
+	if d.empty() {
+		return nil
+	}
+	p := d.strings()
+	if d.err == nil && len(p) == 0 {
+		d.fail(errors.New("an empty list of patterns"))
+	}
+	return p
+}
+
+// patternsLevel is the protocol level a command carrying patterns needs.
+func patternsLevel(patterns []string) uint64 {
+	if len(patterns) > 0 {
+		return Protocol4
+	}
+	return Protocol1
+}
 
 func (c *DatasetPart) encode(e *encoder) {
 	e.string(c.UploadID)
@@ -613,6 +667,7 @@ func (c *DatasetCommit) encode(e *encoder) {
 	e.uint32(c.Parts)
 	e.uint32(c.NumChunks)
 	c.Params.encode(e)
+	encodePatterns(e, c.Patterns)
 }
 
 func (c *DatasetCommit) decode(d *decoder) {
@@ -620,7 +675,12 @@ func (c *DatasetCommit) decode(d *decoder) {
 	c.Parts = d.uint32()
 	c.NumChunks = d.uint32()
 	c.Params.decode(d)
+	c.Patterns = decodePatterns(d)
 }
+
+// level is the protocol level the command's fields need: patterns need
+// Protocol4.
+func (c *DatasetCommit) level() uint64 { return patternsLevel(c.Patterns) }
 
 func (c *GetTask) encode(e *encoder) {
 	e.int(c.Pass)

@@ -1,24 +1,30 @@
 package fsm
 
-// dataset is the immutable part of the task queue: settings, interned file
-// paths and the chunk list. Snapshots share it rather than copy it.
+// dataset is the immutable part of the task queue: settings, the patterns
+// it was set with, interned file paths and the chunk list. Snapshots share
+// it rather than copy it.
 type dataset struct {
 	params DatasetParams
-	paths  []string
-	chunks []chunkRef
+	// patterns are the file patterns the dataset was indexed from, as its
+	// SetDataset or DatasetCommit gave them: none before Protocol4, or
+	// for a chunk list given as such.
+	patterns []string
+	paths    []string
+	chunks   []chunkRef
 	// bytes is the size estimate of the dataset and its tasks (derived).
 	bytes int64
 }
 
-// newDataset returns the dataset of params, paths and chunks, with its size
-// estimate.
-func newDataset(params DatasetParams, paths []string, chunks []chunkRef) *dataset {
-	d := &dataset{params: params, paths: paths, chunks: chunks}
-	d.bytes = pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks())
+// newDataset returns the dataset of params, patterns, paths and chunks,
+// with its size estimate.
+func newDataset(params DatasetParams, patterns, paths []string, chunks []chunkRef) *dataset {
+	d := &dataset{params: params, patterns: patterns, paths: paths, chunks: chunks}
+	d.bytes = pathBytes(patterns) + pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks())
 	return d
 }
 
-// pathBytes is the size estimate of a path table.
+// pathBytes is the size estimate of a path table, or of a list of
+// patterns.
 func pathBytes(paths []string) int64 {
 	var n int64
 	for _, p := range paths {
@@ -106,55 +112,58 @@ func (d *dataset) taskChunks(i int) []Chunk {
 
 // checkDataset checks a dataset that is about to be installed against the
 // job's limits, with freed the size estimate it frees (an upload's).
-func (s *job) checkDataset(d *dataset, freed int64) error {
-	l := s.effectiveLimits()
+func (j *job) checkDataset(d *dataset, freed int64) error {
+	l := j.cluster.effectiveLimits()
 	if n := len(d.chunks); n > l.MaxJobChunks {
-		return limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would have %d chunks", s.name, n)
+		return limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would have %d chunks", j.name, n)
 	}
 	if n := d.numTasks(); n > l.MaxJobTasks {
-		return limitf("max_job_tasks", int64(l.MaxJobTasks), "job %q would have %d tasks", s.name, n)
+		return limitf("max_job_tasks", int64(l.MaxJobTasks), "job %q would have %d tasks", j.name, n)
 	}
-	return s.room(d.bytes - freed)
+	return j.room(d.bytes - freed)
 }
 
 // install makes d the dataset and starts pass 0.
-func (s *job) install(d *dataset) {
-	s.ds = d
-	s.setTasks(d.numTasks())
-	s.account(d.bytes)
+func (j *job) install(d *dataset) {
+	j.ds = d
+	j.setTasks(d.numTasks())
+	j.account(d.bytes)
 }
 
-func (s *job) setDataset(c *SetDataset) *Result {
-	if s.ds != nil {
+// setDataset installs the dataset unless the job has one: the first
+// dataset counts, and a later one is ignored whatever its chunks or
+// patterns (the caller compares its patterns with the dataset's).
+func (j *job) setDataset(c *SetDataset) *Result {
+	if j.ds != nil {
 		return &Result{Ignored: true}
 	}
 	u := newUpload()
 	u.chunks = make([]chunkRef, 0, len(c.Chunks)) // the dataset keeps it
 	u.add(c.Chunks)
-	d := newDataset(c.Params, u.paths, u.chunks)
-	if err := s.checkDataset(d, 0); err != nil {
+	d := newDataset(c.Params, c.Patterns, u.paths, u.chunks)
+	if err := j.checkDataset(d, 0); err != nil {
 		return errResult(err)
 	}
-	s.install(d)
+	j.install(d)
 	return &Result{}
 }
 
-func (s *job) datasetPart(c *DatasetPart) *Result {
-	if s.ds != nil {
+func (j *job) datasetPart(c *DatasetPart) *Result {
+	if j.ds != nil {
 		return &Result{Ignored: true}
 	}
-	u := s.uploads[c.UploadID]
+	u := j.uploads[c.UploadID]
 	switch {
 	case u == nil && c.Part != 0:
 		return errResult(invalidf("upload %q: unknown upload for part %d", c.UploadID, c.Part))
-	case u == nil && len(s.uploads) >= MaxUploads:
+	case u == nil && len(j.uploads) >= MaxUploads:
 		return errResult(invalidf("too many dataset uploads in progress (%d)", MaxUploads))
 	case u != nil && c.Part != u.parts:
 		return errResult(invalidf("upload %q: part %d out of order, want %d", c.UploadID, c.Part, u.parts))
 	}
-	l := s.effectiveLimits()
-	if n := s.staged + len(c.Chunks); n > l.MaxJobChunks {
-		return errResult(limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would stage %d chunks", s.name, n))
+	l := j.cluster.effectiveLimits()
+	if n := j.staged + len(c.Chunks); n > l.MaxJobChunks {
+		return errResult(limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would stage %d chunks", j.name, n))
 	}
 	var grow int64
 	if u == nil {
@@ -162,26 +171,26 @@ func (s *job) datasetPart(c *DatasetPart) *Result {
 	} else {
 		grow = u.cost(c.Chunks)
 	}
-	if err := s.room(grow); err != nil {
+	if err := j.room(grow); err != nil {
 		return errResult(err)
 	}
 	if u == nil {
 		u = newUpload()
-		s.uploads[c.UploadID] = u
+		j.uploads[c.UploadID] = u
 	}
 	u.add(c.Chunks)
 	u.parts++
-	u.touched = s.clock
-	s.staged += len(c.Chunks)
-	s.account(grow)
+	u.touched = j.cluster.clock
+	j.staged += len(c.Chunks)
+	j.account(grow)
 	return &Result{}
 }
 
-func (s *job) datasetCommit(c *DatasetCommit) *Result {
-	u := s.uploads[c.UploadID]
-	if s.ds != nil {
+func (j *job) datasetCommit(c *DatasetCommit) *Result {
+	u := j.uploads[c.UploadID]
+	if j.ds != nil {
 		if u != nil {
-			s.dropUpload(c.UploadID)
+			j.dropUpload(c.UploadID)
 		}
 		return &Result{Ignored: true}
 	}
@@ -194,31 +203,31 @@ func (s *job) datasetCommit(c *DatasetCommit) *Result {
 	case len(u.chunks) == 0:
 		return errResult(invalidf("upload %q: no chunks", c.UploadID))
 	}
-	d := newDataset(c.Params, u.paths, u.chunks)
-	if err := s.checkDataset(d, u.size(c.UploadID)); err != nil {
+	d := newDataset(c.Params, c.Patterns, u.paths, u.chunks)
+	if err := j.checkDataset(d, u.size(c.UploadID)); err != nil {
 		return errResult(err)
 	}
-	s.dropUpload(c.UploadID)
-	s.install(d)
+	j.dropUpload(c.UploadID)
+	j.install(d)
 	return &Result{}
 }
 
 // dropUpload forgets upload id.
-func (s *job) dropUpload(id string) {
-	u := s.uploads[id]
-	s.staged -= len(u.chunks)
-	s.account(-u.size(id))
-	delete(s.uploads, id)
+func (j *job) dropUpload(id string) {
+	u := j.uploads[id]
+	j.staged -= len(u.chunks)
+	j.account(-u.size(id))
+	delete(j.uploads, id)
 }
 
 // expireUploads drops staged uploads that went idle.
-func (s *job) expireUploads() {
-	if len(s.uploads) == 0 {
+func (j *job) expireUploads() {
+	if len(j.uploads) == 0 {
 		return
 	}
-	for _, id := range sortedKeys(s.uploads) {
-		if s.clock-s.uploads[id].touched >= int64(UploadIdleTimeout) {
-			s.dropUpload(id)
+	for _, id := range sortedKeys(j.uploads) {
+		if j.cluster.clock-j.uploads[id].touched >= int64(UploadIdleTimeout) {
+			j.dropUpload(id)
 		}
 	}
 }

@@ -1,8 +1,11 @@
 package fsm
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -213,4 +216,171 @@ func TestLeaderGrace(t *testing.T) {
 			}
 		}},
 	})
+}
+
+// patternsOf returns the patterns the default job's dataset records, as
+// Stats and Dataset both answer them.
+func patternsOf(h *harness) []string {
+	h.t.Helper()
+	st := h.f.Stats(DefaultJob)
+	d, _ := h.f.Dataset(DefaultJob, 0)
+	if !slices.Equal(st.Patterns, d.Patterns) {
+		h.t.Fatalf("Stats says patterns %q, Dataset %q", st.Patterns, d.Patterns)
+	}
+	return d.Patterns
+}
+
+// TestDatasetPatterns: from Protocol4 a dataset records the patterns it
+// was set with, in one entry or in parts; a later dataset, whatever its
+// patterns, is ignored and leaves them; below Protocol4, and past the
+// limits, patterns are refused and change nothing.
+func TestDatasetPatterns(t *testing.T) {
+	first := []string{"data/quick/train-*.recordio"}
+	other := []string{"data/demo/train-*.recordio", "data/demo/extra.recordio"}
+	runScenarios(t, []scenario{
+		{"one entry", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol4})
+			h.ok(&SetDataset{Params: defaultParams, Chunks: testChunks(3), Patterns: first})
+			if got := patternsOf(h); !slices.Equal(got, first) {
+				h.t.Fatalf("patterns %q, want %q", got, first)
+			}
+			h.ignored(&SetDataset{Params: defaultParams, Chunks: testChunks(5), Patterns: other})
+			h.ignored(&SetDataset{Params: defaultParams, Chunks: testChunks(5)})
+			h.ok(part("late", 0, testChunks(2)))
+			h.ignored(&DatasetCommit{UploadID: "late", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: other})
+			if got, st := patternsOf(h), h.f.Stats(DefaultJob); !slices.Equal(got, first) || st.Chunks != 3 || st.Uploads != 0 {
+				h.t.Fatalf("after later datasets: patterns %q, %+v", got, st)
+			}
+		}},
+		{"in parts", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol4})
+			h.ok(part("u", 0, testChunks(2)))
+			h.ok(&DatasetCommit{UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: other})
+			if got := patternsOf(h); !slices.Equal(got, other) {
+				h.t.Fatalf("patterns %q, want %q", got, other)
+			}
+		}},
+		{"a chunk list records none", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol4})
+			h.setDataset(2, defaultParams)
+			if got := patternsOf(h); got != nil {
+				h.t.Fatalf("patterns %q of a chunk list", got)
+			}
+		}},
+		{"refused below Protocol4", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol3})
+			c := &SetDataset{Params: defaultParams, Chunks: testChunks(2), Patterns: first}
+			if err := h.f.Allows(c); !errors.Is(err, ErrUpgradePending) {
+				h.t.Fatalf("Allows at level 3: %v, want ErrUpgradePending", err)
+			}
+			h.rejects(c)
+			h.ok(part("u", 0, testChunks(2)))
+			h.rejects(&DatasetCommit{UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: first})
+			h.ok(&SetDataset{Params: defaultParams, Chunks: testChunks(2)}) // without patterns, as before
+			if got := patternsOf(h); got != nil {
+				h.t.Fatalf("patterns %q below Protocol4", got)
+			}
+		}},
+		{"limits", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol4})
+			long := strings.Repeat("p", MaxPathLen+1)
+			many := make([]string, MaxPatterns+1)
+			for i := range many {
+				many[i] = fmt.Sprint("p", i)
+			}
+			big := make([]string, MaxPatternBytes/MaxPathLen+1)
+			for i := range big {
+				big[i] = strings.Repeat("b", MaxPathLen)
+			}
+			for _, patterns := range [][]string{{""}, {"a", ""}, {long}, many, big} {
+				h.rejects(&SetDataset{Params: defaultParams, Chunks: testChunks(2), Patterns: patterns})
+				h.ok(part("u", 0, testChunks(1)))
+				h.rejects(&DatasetCommit{UploadID: "u", Parts: 1, NumChunks: 1, Params: defaultParams, Patterns: patterns})
+				h.advance(UploadIdleTimeout)
+				h.tick() // drops upload u
+			}
+			h.ok(&SetDataset{Params: defaultParams, Chunks: testChunks(2), Patterns: big[1:]})
+			if got := patternsOf(h); len(got) != len(big)-1 {
+				h.t.Fatalf("%d patterns, want %d", len(got), len(big)-1)
+			}
+		}},
+		{"an empty list is never written", func(h *harness) {
+			h.ok(&SetProtocol{Level: Protocol4})
+			b := Encode(&SetDataset{Header: Header{Now: h.now}, Params: defaultParams, Chunks: testChunks(1)})
+			h.invalid(append(b, 0)) // a list of no patterns
+		}},
+	})
+}
+
+// TestDatasetPatternsCount: the patterns count in the size estimate, and a
+// dataset whose patterns would pass MaxStateBytes is refused.
+func TestDatasetPatternsCount(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol4})
+	h.ok(&SetDataset{Header: Header{Job: "plain"}, Params: defaultParams, Chunks: testChunks(2)})
+	patterns := []string{strings.Repeat("p", 1000)}
+	h.ok(&SetDataset{Header: Header{Job: "patterned"}, Params: defaultParams, Chunks: testChunks(2), Patterns: patterns})
+	plain, _ := h.f.Job("plain")
+	patterned, _ := h.f.Job("patterned")
+	if d := patterned.Bytes - plain.Bytes; d != pathBytes(patterns)+int64(len("patterned")-len("plain")) {
+		h.t.Fatalf("the patterns add %d bytes to the estimate, want %d", d, pathBytes(patterns))
+	}
+	// Room for a third job like plain, not for one like patterned.
+	third := patterned.Bytes - int64(len("patterned")-len("third"))
+	h.ok(&SetLimits{Limits: Limits{MaxStateBytes: h.f.Stats("").StateBytes + third - 1}})
+	before := h.f.SnapshotBytes()
+	h.fails(&SetDataset{Header: Header{Job: "third"}, Params: defaultParams, Chunks: testChunks(2), Patterns: patterns}, ErrLimitExceeded)
+	if !bytes.Equal(before, h.f.SnapshotBytes()) {
+		h.t.Fatal("a refused dataset changed the state")
+	}
+	h.ok(&SetDataset{Header: Header{Job: "third"}, Params: defaultParams, Chunks: testChunks(2)})
+}
+
+// TestDatasetPatternsInSnapshots: a state at Protocol3 writes snapshot
+// version 6, as the previous release does, and restores with datasets of
+// no patterns; from Protocol4 version 7 keeps each dataset's patterns.
+func TestDatasetPatternsInSnapshots(t *testing.T) {
+	patterns := []string{"data/demo/train-*.recordio", "/abs/x.recordio"}
+	f := New()
+	f.ApplyEntry(1, Encode(&SetProtocol{Header: Header{Now: t0}, Level: Protocol3}))
+	f.ApplyEntry(2, Encode(&SetDataset{Header: Header{Now: t0, Job: "a"}, Params: defaultParams, Chunks: testChunks(3)}))
+	if v := snapshotVersionOf(t, f); v != 6 {
+		t.Fatalf("a Protocol3 state writes snapshot version %d, want 6", v)
+	}
+	g := restored(t, f.SnapshotBytes())
+	if d, ok := g.Dataset("a", 0); !ok || d.Patterns != nil || d.Chunks != 3 || g.StateHash() != f.StateHash() {
+		t.Fatalf("version 6 restored as %+v %v", d, ok)
+	}
+
+	for _, fsm := range []*FSM{f, g} {
+		fsm.ApplyEntry(3, Encode(&SetProtocol{Header: Header{Now: t0}, Level: Protocol4}))
+		if r := fsm.ApplyEntry(4, Encode(&SetDataset{Header: Header{Now: t0, Job: "b"}, Params: defaultParams,
+			Chunks: testChunks(2), Patterns: patterns})); r.Code != CodeOK {
+			t.Fatalf("SetDataset with patterns at Protocol4: %+v", r)
+		}
+	}
+	if v := snapshotVersionOf(t, f); v != 7 {
+		t.Fatalf("a Protocol4 state writes snapshot version %d, want 7", v)
+	}
+	if f.StateHash() != g.StateHash() {
+		t.Fatal("a replica restored from version 6 and one that was not disagree")
+	}
+	r := restored(t, f.SnapshotBytes())
+	if d, _ := r.Dataset("b", 0); !slices.Equal(d.Patterns, patterns) || r.StateHash() != f.StateHash() {
+		t.Fatalf("version 7 restored the patterns as %q", d.Patterns)
+	}
+	if d, _ := r.Dataset("a", 0); d.Patterns != nil {
+		t.Fatalf("the dataset set before Protocol4 has patterns %q", d.Patterns)
+	}
+
+	// A version 7 snapshot of a state below Protocol4 is refused.
+	s := r.s.clone()
+	s.protocol = Protocol3
+	var b bytes.Buffer
+	if err := encodeStateVersion(&b, s, 7); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := decodeState(b.Bytes()); err == nil {
+		t.Fatal("a version 7 snapshot at protocol level 3 restored")
+	}
 }

@@ -145,6 +145,19 @@
 // is honoured and starts pass 0; later ones are accepted and ignored, as in
 // the original master.
 //
+// From Protocol4 a dataset records the file patterns its chunks were
+// indexed from, as the caller gave them (SetDataset.Patterns, or
+// DatasetCommit.Patterns for a dataset in parts): at most MaxPatterns, each
+// of 1 to MaxPathLen bytes, MaxPatternBytes together. Stats and Dataset
+// answer them, and they count in the size estimate. A later dataset is
+// ignored whatever its patterns and leaves them, so that its caller can be
+// told which patterns the job reads and that its own were not used. The
+// patterns are an optional field at the end of the command, written only
+// when there are some: below Protocol4 a command with them is refused as
+// invalid on every replica alike, as replicas of earlier releases refuse
+// the trailing bytes, and a leader leaves them out, so that a dataset set
+// then, or given as a chunk list, records none (the patterns are unknown).
+//
 // DatasetPart and DatasetCommit set a dataset too large for one entry:
 // parts 0, 1, ... append chunks to a staged upload, and the commit, which
 // names the number of parts and chunks, turns it into the dataset. A staged
@@ -402,7 +415,10 @@
 // the cluster's part, then every job in name order, each with its
 // register in key order; version 5, written from Protocol2, adds the
 // protocol level and the era to the cluster's part, each registry entry's
-// release, and each job's kept rounds that timed out after its register.
+// release, and each job's kept rounds that timed out after its register;
+// version 6, from Protocol3, each de-duplication client's owner; version
+// 7, from Protocol4, each dataset's patterns after its chunks (older
+// versions restore with datasets of no patterns).
 // Version 3, written before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes

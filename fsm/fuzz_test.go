@@ -92,6 +92,9 @@ func FuzzApply(f *testing.F) {
 	}
 	f.Add([]byte{commandVersion, byte(IgnorableFlag | 1)})
 	f.Add(Encode(&GetTask{Header: Header{Now: t0, Job: "job-b"}, JobNumber: 2})) // invalid below Protocol2
+	// Patterns are invalid below Protocol4.
+	f.Add(Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: defaultParams, Chunks: testChunks(2), Patterns: []string{"data/*.rio"}}))
+	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: []string{"u/*"}}))
 	log := setupLog()
 	base := applyLog(log).SnapshotBytes()
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -127,6 +130,9 @@ func FuzzRestore(f *testing.F) {
 	log := setupLog()
 	f.Add(applyLog(log[:1]).SnapshotBytes())
 	f.Add(applyLog(log).SnapshotBytes())
+	f.Add(applyLog(append(log[:len(log):len(log)], Encode(&SetProtocol{Header: Header{Now: t0}, Level: Protocol4}),
+		Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: defaultParams, Chunks: testChunks(2), Patterns: []string{"a/*", "b/*"}}),
+	)).SnapshotBytes())
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
@@ -156,6 +162,8 @@ func FuzzDecode(f *testing.F) {
 	for _, c := range seedCommands() {
 		f.Add(Encode(c))
 	}
+	f.Add(Encode(&SetDataset{Header: Header{Now: t0}, Params: defaultParams, Chunks: testChunks(1), Patterns: []string{"*"}}))
+	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 1, Params: defaultParams, Patterns: []string{"*"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

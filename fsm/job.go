@@ -46,7 +46,7 @@ func (s *state) roomForJob(name string) error {
 	if len(s.jobs) >= l.MaxJobs {
 		return limitf("max_jobs", int64(l.MaxJobs), "creating job %q would make %d jobs", name, len(s.jobs)+1)
 	}
-	if total := s.bytes + emptyJobBytes(name); total > l.MaxStateBytes {
+	if total := s.stateBytes + emptyJobBytes(name); total > l.MaxStateBytes {
 		return limitf("max_state_bytes", l.MaxStateBytes, "creating job %q would bring the state to %d bytes", name, total)
 	}
 	return nil
@@ -57,7 +57,7 @@ func (s *state) addJob(j *job) {
 	s.jobSeq++
 	j.seq = s.jobSeq
 	s.jobs[j.name] = j
-	s.bytes += j.bytes
+	s.stateBytes += j.jobBytes
 }
 
 // dropJob deletes job j with everything it holds. The watches of its groups
@@ -66,36 +66,36 @@ func (s *state) dropJob(j *job) {
 	for _, id := range sortedKeys(j.groups) {
 		j.changedGroup(id)
 	}
-	s.bytes -= j.bytes
+	s.stateBytes -= j.jobBytes
 	delete(s.jobs, j.name)
 }
 
 // exists reports whether j is one of the jobs, rather than the empty job a
 // command to an unknown job runs on (dispatch).
-func (s *job) exists() bool { return s.state.jobs[s.name] == s }
+func (j *job) exists() bool { return j.cluster.jobs[j.name] == j }
 
 // idleExpired reports whether the job is due for collection: JobTTL is on,
 // nothing is leased or gathered, and no command addressed it for JobTTL.
-func (s *job) idleExpired() bool {
-	d, ok := s.ttlDeadline()
-	return ok && d <= s.clock
+func (j *job) idleExpired() bool {
+	d, ok := j.ttlDeadline()
+	return ok && d <= j.cluster.clock
 }
 
 // ttlDeadline returns when the job is collected if nothing happens before:
 // false while JobTTL is off or the job has a task lease out, a save-model
 // holder, an allgather group or a kept round that timed out.
-func (s *job) ttlDeadline() (int64, bool) {
-	ttl := s.effectiveLimits().JobTTL
-	if ttl <= 0 || s.queues[qPending].n != 0 || s.save.holder != "" || len(s.groups) != 0 || len(s.timeouts) != 0 {
+func (j *job) ttlDeadline() (int64, bool) {
+	ttl := j.cluster.effectiveLimits().JobTTL
+	if ttl <= 0 || j.queues[qPending].n != 0 || j.save.holder != "" || len(j.groups) != 0 || len(j.timeouts) != 0 {
 		return 0, false
 	}
-	return s.lastActivity + int64(ttl), true
+	return j.lastActivity + int64(ttl), true
 }
 
 // createJob creates the job (dispatch adds it); an existing job is
 // ignored.
-func (s *job) createJob(*CreateJob) *Result {
-	if s.exists() {
+func (j *job) createJob(*CreateJob) *Result {
+	if j.exists() {
 		return &Result{Ignored: true}
 	}
 	return &Result{}
@@ -103,11 +103,11 @@ func (s *job) createJob(*CreateJob) *Result {
 
 // deleteJob deletes the job with everything it holds; a job created again
 // under the same name starts from nothing.
-func (s *job) deleteJob(*DeleteJob) *Result {
-	if !s.exists() {
+func (j *job) deleteJob(*DeleteJob) *Result {
+	if !j.exists() {
 		return errResult(ErrUnknownJob)
 	}
-	s.state.dropJob(s)
+	j.cluster.dropJob(j)
 	return &Result{}
 }
 
@@ -121,64 +121,64 @@ func (s *state) setLimits(c *SetLimits) *Result {
 func emptyJobBytes(name string) int64 { return estJob + int64(len(name)) }
 
 // estimate computes the job's size estimate from scratch (limits.go);
-// apply keeps bytes equal to it incrementally.
-func (s *job) estimate() int64 {
-	n := emptyJobBytes(s.name) + int64(len(s.save.holder))
-	if s.ds != nil {
-		n += s.ds.bytes
+// apply keeps jobBytes equal to it incrementally.
+func (j *job) estimate() int64 {
+	n := emptyJobBytes(j.name) + int64(len(j.save.holder))
+	if j.ds != nil {
+		n += j.ds.bytes
 	}
-	for _, id := range sortedKeys(s.uploads) {
-		n += s.uploads[id].size(id)
+	for _, id := range sortedKeys(j.uploads) {
+		n += j.uploads[id].size(id)
 	}
-	for _, id := range sortedKeys(s.groups) {
-		n += groupBytes(id, s.groups[id])
+	for _, id := range sortedKeys(j.groups) {
+		n += groupBytes(id, j.groups[id])
 	}
-	for _, id := range sortedKeys(s.timeouts) {
-		for _, r := range s.timeouts[id] {
+	for _, id := range sortedKeys(j.timeouts) {
+		for _, r := range j.timeouts[id] {
 			n += roundBytes(id, len(r.members))
 		}
 	}
-	for _, key := range sortedKeys(s.kv) {
-		n += kvBytes(key, s.kv[key].value)
+	for _, key := range sortedKeys(j.kv) {
+		n += kvBytes(key, j.kv[key].value)
 	}
 	return n
 }
 
 // recount rebuilds the derived counters of the job from its content.
-func (s *job) recount() {
-	s.bytes = s.estimate()
-	s.groupData, s.staged = 0, 0
-	for _, id := range sortedKeys(s.groups) {
-		s.groupData += int64(s.groups[id].dataSize)
+func (j *job) recount() {
+	j.jobBytes = j.estimate()
+	j.groupData, j.staged = 0, 0
+	for _, id := range sortedKeys(j.groups) {
+		j.groupData += int64(j.groups[id].dataSize)
 	}
-	for _, id := range sortedKeys(s.uploads) {
-		s.staged += len(s.uploads[id].chunks)
+	for _, id := range sortedKeys(j.uploads) {
+		j.staged += len(j.uploads[id].chunks)
 	}
-	s.updateTimeoutsDeadline()
-	s.updateGroupDeadline()
+	j.updateTimeoutsDeadline()
+	j.updateGroupDeadline()
 }
 
 // room checks that the state may grow by delta bytes of the job's, counting
 // the job itself when it is new.
-func (s *job) room(delta int64) error {
+func (j *job) room(delta int64) error {
 	if delta <= 0 {
 		return nil
 	}
-	total := s.state.bytes + delta
-	if !s.exists() {
-		total += s.bytes
+	total := j.cluster.stateBytes + delta
+	if !j.exists() {
+		total += j.jobBytes
 	}
-	if l := s.effectiveLimits().MaxStateBytes; total > l {
-		return limitf("max_state_bytes", l, "job %q would bring the state to %d bytes", s.name, total)
+	if l := j.cluster.effectiveLimits().MaxStateBytes; total > l {
+		return limitf("max_state_bytes", l, "job %q would bring the state to %d bytes", j.name, total)
 	}
 	return nil
 }
 
 // account adds delta to the job's size estimate, and to the state's when
 // the job is one of the jobs.
-func (s *job) account(delta int64) {
-	s.bytes += delta
-	if s.exists() {
-		s.state.bytes += delta
+func (j *job) account(delta int64) {
+	j.jobBytes += delta
+	if j.exists() {
+		j.cluster.stateBytes += delta
 	}
 }

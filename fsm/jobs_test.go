@@ -548,7 +548,7 @@ func encodeLegacy(t *testing.T, s *state, version uint64) []byte {
 	if version == 1 {
 		encodeJobV1(sw, j) // version 1 groups have no timeout mode
 	} else {
-		encodeJob(sw, j)
+		encodeJob(sw, j, version)
 	}
 	encodeNodes(e, s.nodes, version)
 	encodeDedup(sw, &s.dedup, version)
@@ -563,7 +563,7 @@ func encodeLegacy(t *testing.T, s *state, version uint64) []byte {
 func encodeJobV1(sw *snapWriter, s *job) {
 	groups := s.groups
 	s.groups = nil
-	encodeJob(sw, s) // an empty group table at the end
+	encodeJob(sw, s, 1) // an empty group table at the end
 	s.groups = groups
 	e := &sw.e
 	e.buf = e.buf[:len(e.buf)-1] // drop the empty table's count
@@ -981,7 +981,7 @@ func TestDatasetCommandsAddressTheJob(t *testing.T) {
 	job := strings.Repeat("j", MaxJobNameLen)
 	chunks := testChunks(1000)
 	const limit = 2 << 10
-	cmds := DatasetCommands(job, RequestID{Client: clientID(1), Seq: 1}, defaultParams, chunks, "up", limit)
+	cmds := DatasetCommands(job, RequestID{Client: clientID(1), Seq: 1}, defaultParams, nil, chunks, "up", limit)
 	if len(cmds) < 3 {
 		t.Fatalf("%d commands", len(cmds))
 	}
@@ -999,7 +999,49 @@ func TestDatasetCommandsAddressTheJob(t *testing.T) {
 	if st := h.f.Stats(job); st.Chunks != 1000 || h.f.Stats("").HasDataset {
 		t.Fatalf("stats %+v", st)
 	}
-	if c := DatasetCommands("", RequestID{}, defaultParams, chunks[:1], "up", limit); len(c) != 1 || c[0].Hdr().Job != "" {
+	if c := DatasetCommands("", RequestID{}, defaultParams, nil, chunks[:1], "up", limit); len(c) != 1 || c[0].Hdr().Job != "" {
 		t.Fatalf("one entry: %+v", c)
+	}
+}
+
+// TestDatasetCommandsCarryThePatterns: the patterns go on the command that
+// installs the dataset: one SetDataset while the chunks and the patterns
+// fit one entry, else the DatasetCommit after the parts, each entry
+// within the limit.
+func TestDatasetCommandsCarryThePatterns(t *testing.T) {
+	const limit = 8 << 10
+	small := []string{"data/demo/train-*.recordio"}
+	// Patterns that fit an entry with no chunks, not with these.
+	large := []string{strings.Repeat("a", limit/2-200), strings.Repeat("b", limit/2-200)}
+	chunks := testChunks(400)
+	if runs, n := SplitChunks(chunks, limit), len(Encode(&SetDataset{Chunks: chunks})); len(runs) != 1 || n < 1000 {
+		t.Fatalf("%d runs, an entry of %d bytes; want 1 run of more than 1000 bytes", len(runs), n)
+	}
+	for _, tc := range []struct {
+		patterns []string
+		types    []CmdType
+	}{
+		{nil, []CmdType{TypeSetDataset}},
+		{small, []CmdType{TypeSetDataset}},
+		{large, []CmdType{TypeDatasetPart, TypeDatasetCommit}},
+	} {
+		cmds := DatasetCommands("job-a", RequestID{Client: clientID(1), Seq: 1}, defaultParams, tc.patterns, chunks, "up", limit)
+		var types []CmdType
+		h := newHarness(t)
+		h.ok(&SetProtocol{Level: Protocol4})
+		for _, c := range cmds {
+			types = append(types, c.Type())
+			c.Hdr().Now = h.now
+			if n := len(Encode(c)); n > limit {
+				t.Fatalf("%d bytes of patterns: %v entry of %d bytes", len(strings.Join(tc.patterns, "")), c.Type(), n)
+			}
+			h.ok(c)
+		}
+		if !slices.Equal(types, tc.types) {
+			t.Errorf("%d bytes of patterns: commands %v, want %v", len(strings.Join(tc.patterns, "")), types, tc.types)
+		}
+		if d, _ := h.f.Dataset("job-a", 0); !slices.Equal(d.Patterns, tc.patterns) || d.Chunks != len(chunks) {
+			t.Errorf("dataset %+v, want the patterns %q", d, tc.patterns)
+		}
 	}
 }

@@ -27,8 +27,8 @@ type KVValue struct {
 }
 
 // kvValue returns what key holds in the job's register.
-func (s *job) kvValue(key string) KVValue {
-	e, ok := s.kv[key]
+func (j *job) kvValue(key string) KVValue {
+	e, ok := j.kv[key]
 	return KVValue{Found: ok, Value: e.value, Version: e.version}
 }
 
@@ -59,29 +59,29 @@ func ValidateKVKey(key string) error {
 // over Limits.MaxKVValueBytes is refused whatever the versions; a new key past
 // Limits.MaxJobKVKeys, or a write past MaxStateBytes, only when it would
 // be stored.
-func (s *job) kvCompareAndSet(c *KVCompareAndSet) *Result {
-	l := s.effectiveLimits()
+func (j *job) kvCompareAndSet(c *KVCompareAndSet) *Result {
+	l := j.cluster.effectiveLimits()
 	if n := int64(len(c.Value)); n > l.MaxKVValueBytes {
 		return errResult(limitf("max_kv_value_bytes", l.MaxKVValueBytes, "a value of %d bytes for key %q", n, c.Key))
 	}
-	cur, found := s.kv[c.Key]
+	cur, found := j.kv[c.Key]
 	if cur.version != c.Version {
-		v := s.kvValue(c.Key)
+		v := j.kvValue(c.Key)
 		return &Result{Ignored: true, KV: &v}
 	}
 	delta := kvBytes(c.Key, c.Value)
 	if found {
 		delta -= kvBytes(c.Key, cur.value)
-	} else if len(s.kv) >= l.MaxJobKVKeys {
-		return errResult(limitf("max_job_kv_keys", int64(l.MaxJobKVKeys), "key %q would make %d keys in job %q", c.Key, len(s.kv)+1, s.name))
+	} else if len(j.kv) >= l.MaxJobKVKeys {
+		return errResult(limitf("max_job_kv_keys", int64(l.MaxJobKVKeys), "key %q would make %d keys in job %q", c.Key, len(j.kv)+1, j.name))
 	}
-	if err := s.room(delta); err != nil {
+	if err := j.room(delta); err != nil {
 		return errResult(err)
 	}
-	s.kvVersion++
-	s.kv[c.Key] = kvEntry{value: c.Value, version: s.kvVersion}
-	s.account(delta)
-	v := s.kvValue(c.Key)
+	j.cluster.kvVersion++
+	j.kv[c.Key] = kvEntry{value: c.Value, version: j.cluster.kvVersion}
+	j.account(delta)
+	v := j.kvValue(c.Key)
 	return &Result{Swapped: true, KV: &v}
 }
 
@@ -129,17 +129,17 @@ func (f *FSM) KV(job, key string) KVValue {
 
 // checkKV verifies a job's register against the limits and the version
 // counter; seen collects the versions of every job, which are unique.
-func (s *job) checkKV(seen map[uint64]bool) error {
-	if len(s.kv) > MaxJobKVKeysCeiling {
-		return fmt.Errorf("%d keys exceed %d", len(s.kv), MaxJobKVKeysCeiling)
+func (j *job) checkKV(seen map[uint64]bool) error {
+	if len(j.kv) > MaxJobKVKeysCeiling {
+		return fmt.Errorf("%d keys exceed %d", len(j.kv), MaxJobKVKeysCeiling)
 	}
-	for _, key := range sortedKeys(s.kv) {
-		e := s.kv[key]
+	for _, key := range sortedKeys(j.kv) {
+		e := j.kv[key]
 		if err := ValidateKVKey(key); err != nil {
 			return err
 		}
-		if len(e.value) > MaxKVValueBytesCeiling || e.version == 0 || e.version > s.kvVersion || seen[e.version] {
-			return fmt.Errorf("key %q: %d bytes at version %d of %d, or a version twice", key, len(e.value), e.version, s.kvVersion)
+		if len(e.value) > MaxKVValueBytesCeiling || e.version == 0 || e.version > j.cluster.kvVersion || seen[e.version] {
+			return fmt.Errorf("key %q: %d bytes at version %d of %d, or a version twice", key, len(e.value), e.version, j.cluster.kvVersion)
 		}
 		seen[e.version] = true
 	}

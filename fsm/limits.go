@@ -13,8 +13,13 @@ const (
 	// staged uploads together; it is the ceiling of Limits.MaxJobChunks and
 	// MaxJobTasks.
 	MaxChunks = 1 << 26
-	// MaxPathLen bounds a chunk's file path.
+	// MaxPathLen bounds a chunk's file path, and a dataset's pattern.
 	MaxPathLen = 4096
+	// MaxPatterns bounds the patterns a dataset records (SetDataset and
+	// DatasetCommit), and MaxPatternBytes their length together, so that
+	// they fit the entry of a dataset's last command with its chunks.
+	MaxPatterns     = 1024
+	MaxPatternBytes = 64 << 10
 	// MaxTaskTimeout bounds a dataset's task lease.
 	MaxTaskTimeout = 7 * 24 * time.Hour
 	// MaxFailureMax bounds a dataset's failureMax.
@@ -133,7 +138,8 @@ const (
 // Stats.StateBytes) is computed from content sizes alone, the same on every
 // replica: per job estJob plus its name; per task estTask; per chunk
 // estChunk; per distinct file path estPath plus its bytes, in the dataset
-// and in each upload; per upload estUpload plus its id; the save-model
+// and in each upload; per pattern of the dataset estPath plus its bytes;
+// per upload estUpload plus its id; the save-model
 // holder's id; per allgather group estGroup plus its id, and per member
 // estMember plus its data; per round of a group that timed out and is
 // kept, estRound plus the group's id and estRoundMember per member; per

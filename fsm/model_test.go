@@ -42,8 +42,8 @@ type model struct {
 // after Protocol1 may be applied.
 var modelSince = map[CmdType]uint64{}
 
-// modelJob is one job of the model. It embeds the model, as a job embeds
-// its cluster, so that its methods read the clock and the generations.
+// modelJob is one job of the model. It embeds the model, so that its
+// methods read the clock and the generations.
 type modelJob struct {
 	*model
 	seq                     uint64
@@ -73,8 +73,9 @@ type modelRound struct {
 }
 
 type modelDataset struct {
-	params DatasetParams
-	chunks []Chunk
+	params   DatasetParams
+	patterns []string
+	chunks   []Chunk
 }
 
 type modelTask struct {
@@ -157,6 +158,9 @@ func (m *model) apply(b []byte) Result {
 		// A node's release is a field of Protocol2, which earlier
 		// releases refuse as trailing bytes.
 		return invalidResult
+	}
+	if patterns := datasetPatterns(c); len(patterns) != 0 && m.protocol < Protocol4 {
+		return invalidResult // patterns are a field of Protocol4
 	}
 	req := c.Hdr().Request
 	if req.Owner != [16]byte{} && m.protocol < Protocol3 {
@@ -387,7 +391,7 @@ func (m *modelJob) dispatch(c Command) Result {
 		if r, ok := m.checkDataset(c.Params, len(c.Chunks)); !ok {
 			return r
 		}
-		m.install(c.Params, c.Chunks)
+		m.install(c.Params, c.Patterns, c.Chunks)
 	case *DatasetPart:
 		return m.part(c)
 	case *DatasetCommit:
@@ -453,8 +457,20 @@ func (m *modelJob) checkDataset(p DatasetParams, n int) (Result, bool) {
 	return Result{}, true
 }
 
-func (m *modelJob) install(p DatasetParams, chunks []Chunk) {
-	m.ds = &modelDataset{params: p, chunks: chunks}
+// datasetPatterns returns the patterns a SetDataset or DatasetCommit
+// carries.
+func datasetPatterns(c Command) []string {
+	switch c := c.(type) {
+	case *SetDataset:
+		return c.Patterns
+	case *DatasetCommit:
+		return c.Patterns
+	}
+	return nil
+}
+
+func (m *modelJob) install(p DatasetParams, patterns []string, chunks []Chunk) {
+	m.ds = &modelDataset{params: p, patterns: patterns, chunks: chunks}
 	m.tasks = make([]modelTask, (len(chunks)+p.ChunksPerTask-1)/p.ChunksPerTask)
 	m.todo = nil
 	for i := range m.tasks {
@@ -502,7 +518,7 @@ func (m *modelJob) commit(c *DatasetCommit) Result {
 		return r
 	}
 	delete(m.uploads, c.UploadID)
-	m.install(c.Params, u.chunks)
+	m.install(c.Params, c.Patterns, u.chunks)
 	return Result{}
 }
 
@@ -939,6 +955,14 @@ func (m *modelJob) check(t *rapid.T, f *FSM, name string) {
 		st.DedupClients != len(m.clients) || st.Jobs != len(m.jobs) {
 		t.Fatalf("job %q: stats %+v, model has %d uploads %d groups %d nodes %d clients %d jobs",
 			name, st, len(m.uploads), len(m.groups), len(m.nodes), len(m.clients), len(m.jobs))
+	}
+	var patterns []string
+	if m.ds != nil {
+		patterns = m.ds.patterns
+	}
+	d, _ := f.Dataset(name, 0)
+	if !slices.Equal(st.Patterns, patterns) || !slices.Equal(d.Patterns, patterns) {
+		t.Fatalf("job %q: patterns %q (stats %q), model says %q", name, d.Patterns, st.Patterns, patterns)
 	}
 	if f.Pass(name) != m.pass {
 		t.Fatalf("job %q: pass %d, model says %d", name, f.Pass(name), m.pass)

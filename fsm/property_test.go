@@ -215,7 +215,7 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 	case "renew":
 		return &RenewLease{Meta: g.meta(t)}
 	case "dataset":
-		return &SetDataset{Params: g.params(t), Chunks: propChunks(t, 1, 6)}
+		return &SetDataset{Params: g.params(t), Chunks: propChunks(t, 1, 6), Patterns: propPatterns(t)}
 	case "part":
 		id := rapid.SampledFrom([]string{"u0", "u1"}).Draw(t, "upload")
 		n := rapid.IntRange(0, 3).Draw(t, "part")
@@ -231,7 +231,7 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		}
 		parts += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "partsOff"))
 		chunks += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "chunksOff"))
-		return &DatasetCommit{UploadID: id, Parts: parts, NumChunks: chunks, Params: g.params(t)}
+		return &DatasetCommit{UploadID: id, Parts: parts, NumChunks: chunks, Params: g.params(t), Patterns: propPatterns(t)}
 	case "save":
 		return &RequestSaveModel{
 			TrainerID: rapid.SampledFrom([]string{"t0", "t1", "t2"}).Draw(t, "trainer"),
@@ -320,6 +320,12 @@ func (g *propGen) params(t *rapid.T) DatasetParams {
 		FailureMax:    rapid.IntRange(0, 2).Draw(t, "failureMax"),
 		Strict:        rapid.Bool().Draw(t, "strict"),
 	}
+}
+
+// propPatterns returns the patterns of a dataset: mostly none, as a chunk
+// list or a proposer below Protocol4 gives, else one or two.
+func propPatterns(t *rapid.T) []string {
+	return rapid.SampledFrom([][]string{nil, nil, nil, {"a/*.rio"}, {"b/*.rio", "a/*.rio"}}).Draw(t, "patterns")
 }
 
 func propChunks(t *rapid.T, lo, hi int) []Chunk {
@@ -479,14 +485,14 @@ func checkEstimate(t interface{ Fatalf(string, ...any) }, f *FSM) {
 		for _, id := range sortedKeys(j.uploads) {
 			staged += len(j.uploads[id].chunks)
 		}
-		if j.bytes != want || j.groupData != data || j.staged != staged {
+		if j.jobBytes != want || j.groupData != data || j.staged != staged {
 			t.Fatalf("job %q: estimate %d, group data %d, staged %d; from scratch %d, %d, %d",
-				name, j.bytes, j.groupData, j.staged, want, data, staged)
+				name, j.jobBytes, j.groupData, j.staged, want, data, staged)
 		}
 		total += want
 	}
-	if f.s.bytes != total {
-		t.Fatalf("state estimate %d, the jobs' add up to %d", f.s.bytes, total)
+	if f.s.stateBytes != total {
+		t.Fatalf("state estimate %d, the jobs' add up to %d", f.s.stateBytes, total)
 	}
 }
 

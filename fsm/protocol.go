@@ -28,9 +28,13 @@ const (
 	// request (RequestID.Owner, command version 3) and snapshot version 6,
 	// which stores each identity's owner.
 	Protocol3 uint64 = 3
+	// Protocol4 adds the patterns a dataset was set with (the Patterns of
+	// SetDataset and DatasetCommit) and snapshot version 7, which stores
+	// them with each dataset.
+	Protocol4 uint64 = 4
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol3
+	Protocol = Protocol4
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -116,6 +120,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol4:
+		return 7
 	case p >= Protocol3:
 		return 6
 	case p >= Protocol2:

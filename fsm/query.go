@@ -17,18 +17,22 @@ type Stats struct {
 	HasDataset bool   `json:"has_dataset"`
 	Pass       int    `json:"pass"`
 	// Files counts the dataset's files that hold chunks.
-	Files        int           `json:"files"`
-	Chunks       int           `json:"chunks"`
-	Tasks        int           `json:"tasks"`
-	Todo         int           `json:"todo"`
-	Pending      int           `json:"pending"`
-	Done         int           `json:"done"`
-	Failed       int           `json:"failed"`
-	Params       DatasetParams `json:"params"`
-	Uploads      int           `json:"uploads"`
-	SaveHolder   string        `json:"save_holder,omitempty"`
-	SaveDeadline int64         `json:"save_deadline,omitempty"`
-	Groups       int           `json:"groups"`
+	Files   int           `json:"files"`
+	Chunks  int           `json:"chunks"`
+	Tasks   int           `json:"tasks"`
+	Todo    int           `json:"todo"`
+	Pending int           `json:"pending"`
+	Done    int           `json:"done"`
+	Failed  int           `json:"failed"`
+	Params  DatasetParams `json:"params"`
+	// Patterns are the file patterns the dataset was set with, as given;
+	// none when unknown (a dataset set before Protocol4, or given as a
+	// chunk list).
+	Patterns     []string `json:"patterns,omitempty"`
+	Uploads      int      `json:"uploads"`
+	SaveHolder   string   `json:"save_holder,omitempty"`
+	SaveDeadline int64    `json:"save_deadline,omitempty"`
+	Groups       int      `json:"groups"`
 	// Jobs counts the jobs, StateBytes is the size estimate of the whole
 	// state (Limits.MaxStateBytes).
 	Jobs         int    `json:"jobs"`
@@ -45,7 +49,7 @@ func (f *FSM) Stats(job string) Stats {
 	defer f.mu.RUnlock()
 	s := f.s
 	st := Stats{
-		Job: jobName(job), Clock: s.clock, Jobs: len(s.jobs), StateBytes: s.bytes,
+		Job: jobName(job), Clock: s.clock, Jobs: len(s.jobs), StateBytes: s.stateBytes,
 		Nodes: len(s.nodes), DedupClients: s.dedup.n, AppliedIndex: f.applied.Load(),
 	}
 	j := s.jobs[st.Job]
@@ -57,7 +61,7 @@ func (f *FSM) Stats(job string) Stats {
 	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
 	if j.ds != nil {
 		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
-		st.Params = j.ds.params
+		st.Params, st.Patterns = j.ds.params, slices.Clone(j.ds.patterns)
 	}
 	st.SaveHolder, st.SaveDeadline, _ = j.saveHolder()
 	return st
@@ -107,15 +111,15 @@ type JobInfo struct {
 	CollectAt int64 `json:"collect_at,omitempty"`
 }
 
-func (s *job) info() JobInfo {
+func (j *job) info() JobInfo {
 	ji := JobInfo{
-		Name: s.name, Number: s.seq, CreatedAt: s.createdAt, LastActivity: s.lastActivity, HasDataset: s.ds != nil,
-		Pass: s.pass, Tasks: len(s.tasks),
-		Todo: s.queues[qTodo].n, Pending: s.queues[qPending].n, Done: s.queues[qDone].n, Failed: s.queues[qFailed].n,
-		Uploads: len(s.uploads), Groups: len(s.groups), KVKeys: len(s.kv), Bytes: s.bytes,
+		Name: j.name, Number: j.seq, CreatedAt: j.createdAt, LastActivity: j.lastActivity, HasDataset: j.ds != nil,
+		Pass: j.pass, Tasks: len(j.tasks),
+		Todo: j.queues[qTodo].n, Pending: j.queues[qPending].n, Done: j.queues[qDone].n, Failed: j.queues[qFailed].n,
+		Uploads: len(j.uploads), Groups: len(j.groups), KVKeys: len(j.kv), Bytes: j.jobBytes,
 	}
-	ji.SaveHolder, ji.SaveDeadline, _ = s.saveHolder()
-	ji.CollectAt, _ = s.ttlDeadline()
+	ji.SaveHolder, ji.SaveDeadline, _ = j.saveHolder()
+	ji.CollectAt, _ = j.ttlDeadline()
 	return ji
 }
 
@@ -146,6 +150,10 @@ func (f *FSM) Job(name string) (JobInfo, bool) {
 // DatasetInfo describes a job's dataset.
 type DatasetInfo struct {
 	Params DatasetParams
+	// Patterns are the file patterns the dataset was set with, as given;
+	// none when unknown (a dataset set before Protocol4, or given as a
+	// chunk list).
+	Patterns []string
 	// Files counts the dataset's files, Chunks its chunks.
 	Files  int
 	Chunks int
@@ -165,7 +173,7 @@ func (f *FSM) Dataset(name string, maxPaths int) (DatasetInfo, bool) {
 		return DatasetInfo{}, false
 	}
 	d := j.ds
-	return DatasetInfo{Params: d.params, Files: len(d.paths), Chunks: len(d.chunks),
+	return DatasetInfo{Params: d.params, Patterns: slices.Clone(d.patterns), Files: len(d.paths), Chunks: len(d.chunks),
 		Paths: slices.Clone(d.paths[:min(max(maxPaths, 0), len(d.paths))])}, true
 }
 
@@ -253,9 +261,9 @@ func (f *FSM) SaveModelHolder(job string) (string, int64, bool) {
 
 // saveHolder returns the save-model holder and its lease's end, or false
 // when nobody holds it at the FSM clock.
-func (s *job) saveHolder() (string, int64, bool) {
-	l := s.save
-	if l.holder == "" || l.deadline <= s.clock {
+func (j *job) saveHolder() (string, int64, bool) {
+	l := j.save
+	if l.holder == "" || l.deadline <= j.cluster.clock {
 		return "", 0, false
 	}
 	return l.holder, l.deadline, true
@@ -283,7 +291,7 @@ func (f *FSM) Task(job string, id int) (TaskState, error) {
 		return TaskState{}, err
 	}
 	t := j.tasks[i]
-	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
+	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.cluster.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
 	if t.queue == qPending {
 		ts.Deadline = t.deadline
 	}

@@ -7,24 +7,24 @@ type saveLease struct {
 	deadline int64
 }
 
-func (s *job) requestSaveModel(c *RequestSaveModel) *Result {
-	l := &s.save
-	if l.holder != "" && l.holder != c.TrainerID && l.deadline > s.clock {
+func (j *job) requestSaveModel(c *RequestSaveModel) *Result {
+	l := &j.save
+	if l.holder != "" && l.holder != c.TrainerID && l.deadline > j.cluster.clock {
 		return &Result{Granted: false}
 	}
 	delta := int64(len(c.TrainerID) - len(l.holder))
-	if err := s.room(delta); err != nil {
+	if err := j.room(delta); err != nil {
 		return errResult(err)
 	}
-	s.account(delta)
+	j.account(delta)
 	l.holder = c.TrainerID
-	l.deadline = s.clock + int64(c.BlockDur)
+	l.deadline = j.cluster.clock + int64(c.BlockDur)
 	return &Result{Granted: true, Lease: c.BlockDur}
 }
 
-func (s *job) expireSaveLease() {
-	if s.save.holder != "" && s.save.deadline <= s.clock {
-		s.account(-int64(len(s.save.holder)))
-		s.save = saveLease{}
+func (j *job) expireSaveLease() {
+	if j.save.holder != "" && j.save.deadline <= j.cluster.clock {
+		j.account(-int64(len(j.save.holder)))
+		j.save = saveLease{}
 	}
 }

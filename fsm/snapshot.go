@@ -12,6 +12,8 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 7, written from Protocol4 on, adds each dataset's patterns after
+// its chunks; version 6 and older restore with datasets of no patterns.
 // Version 6, written from Protocol3 on, adds each de-duplication client's
 // owner (RequestID.Owner) after its floor.
 // Version 5 adds the cluster's protocol level and its era (era.go) after
@@ -28,7 +30,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 6
+	snapshotVersion = 7
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -55,28 +57,28 @@ func (s *state) clone() *state {
 
 // clone returns a copy of the job, in cluster c, that later applies cannot
 // change.
-func (s *job) clone(c *state) *job {
-	j := *s
-	j.state = c
-	j.tasks = slices.Clone(s.tasks)
-	j.uploads = make(map[string]*upload, len(s.uploads))
-	for _, id := range sortedKeys(s.uploads) {
-		u := s.uploads[id]
-		j.uploads[id] = &upload{
+func (j *job) clone(c *state) *job {
+	cp := *j
+	cp.cluster = c
+	cp.tasks = slices.Clone(j.tasks)
+	cp.uploads = make(map[string]*upload, len(j.uploads))
+	for _, id := range sortedKeys(j.uploads) {
+		u := j.uploads[id]
+		cp.uploads[id] = &upload{
 			paths: u.paths[:len(u.paths):len(u.paths)], chunks: u.chunks[:len(u.chunks):len(u.chunks)],
 			parts: u.parts, touched: u.touched, pathBytes: u.pathBytes,
 		}
 	}
-	j.groups = make(map[string]*group, len(s.groups))
-	for _, id := range sortedKeys(s.groups) {
-		j.groups[id] = s.groups[id].clone()
+	cp.groups = make(map[string]*group, len(j.groups))
+	for _, id := range sortedKeys(j.groups) {
+		cp.groups[id] = j.groups[id].clone()
 	}
-	j.timeouts = make(map[string][]timedOutRound, len(s.timeouts))
-	for _, id := range sortedKeys(s.timeouts) {
-		j.timeouts[id] = slices.Clone(s.timeouts[id]) // the members are never modified
+	cp.timeouts = make(map[string][]timedOutRound, len(j.timeouts))
+	for _, id := range sortedKeys(j.timeouts) {
+		cp.timeouts[id] = slices.Clone(j.timeouts[id]) // the members are never modified
 	}
-	j.kv = maps.Clone(s.kv) // the values are never modified
-	return &j
+	cp.kv = maps.Clone(j.kv) // the values are never modified
+	return &cp
 }
 
 // snapWriter streams an encoding to w in blocks.
@@ -124,7 +126,7 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 		e.varint(j.createdAt)
 		e.varint(j.lastActivity)
 		e.int(j.pass)
-		encodeJob(sw, j)
+		encodeJob(sw, j, version)
 		if version >= 4 {
 			encodeKV(sw, j)
 		}
@@ -246,14 +248,18 @@ func encodeTimeouts(sw *snapWriter, s *job) {
 }
 
 // encodeJob writes a job's dataset, tasks, queues, uploads, save-model
-// lease and groups, as versions 1 and 2 wrote the whole state's.
-func encodeJob(sw *snapWriter, s *job) {
+// lease and groups, as versions 1 and 2 wrote the whole state's; version 7
+// adds the dataset's patterns.
+func encodeJob(sw *snapWriter, s *job, version uint64) {
 	e := &sw.e
 	e.bool(s.ds != nil)
 	if s.ds != nil {
 		s.ds.params.encode(e)
 		e.strings(s.ds.paths)
 		writeChunkRefs(sw, s.ds.chunks)
+		if version >= 7 {
+			e.strings(s.ds.patterns)
+		}
 	}
 
 	e.uvarint(uint64(len(s.tasks)))
@@ -401,7 +407,7 @@ func decodeState(b []byte) (*state, error) {
 	for _, name := range sortedKeys(s.jobs) {
 		j := s.jobs[name]
 		j.recount()
-		s.bytes += j.bytes
+		s.stateBytes += j.jobBytes
 	}
 	if err := s.check(); err != nil {
 		return nil, fmt.Errorf("fsm snapshot: %w", err)
@@ -417,11 +423,14 @@ func decodeJob(d *decoder, s *job, version uint64) {
 		ds.params.decode(d)
 		ds.paths = d.strings()
 		ds.chunks = readChunkRefs(d, len(ds.paths))
+		if version >= 7 {
+			ds.patterns = d.strings()
+		}
 		if d.err == nil && (validateParams(ds.params) != nil || len(ds.chunks) == 0) {
 			d.fail(errors.New("bad dataset"))
 		}
 		if d.err == nil {
-			ds = newDataset(ds.params, ds.paths, ds.chunks)
+			ds = newDataset(ds.params, ds.patterns, ds.paths, ds.chunks)
 		}
 		s.ds = ds
 	}
@@ -662,35 +671,41 @@ func (s *state) dedupLimit() int {
 }
 
 // check verifies the invariants of one job.
-func (s *job) check() error {
-	if err := ValidateJobName(s.name); err != nil {
+func (j *job) check() error {
+	if err := ValidateJobName(j.name); err != nil {
 		return err
 	}
 	switch {
-	case s.createdAt < 0 || s.lastActivity < s.createdAt || s.lastActivity > s.clock:
-		return fmt.Errorf("created at %d, last active at %d, clock %d", s.createdAt, s.lastActivity, s.clock)
-	case s.pass < 0 || (s.ds == nil && (s.pass != 0 || len(s.tasks) != 0)):
-		return fmt.Errorf("pass %d and %d tasks without a dataset", s.pass, len(s.tasks))
-	case len(s.uploads) > MaxUploads || len(s.groups) > MaxGroups || s.staged > MaxChunks:
+	case j.createdAt < 0 || j.lastActivity < j.createdAt || j.lastActivity > j.cluster.clock:
+		return fmt.Errorf("created at %d, last active at %d, clock %d", j.createdAt, j.lastActivity, j.cluster.clock)
+	case j.pass < 0 || (j.ds == nil && (j.pass != 0 || len(j.tasks) != 0)):
+		return fmt.Errorf("pass %d and %d tasks without a dataset", j.pass, len(j.tasks))
+	case len(j.uploads) > MaxUploads || len(j.groups) > MaxGroups || j.staged > MaxChunks:
 		return errors.New("a table exceeds its limit")
-	case (s.save.holder == "") != (s.save.deadline == 0) || len(s.save.holder) > MaxIDLen:
+	case (j.save.holder == "") != (j.save.deadline == 0) || len(j.save.holder) > MaxIDLen:
 		return errors.New("bad save-model lease")
 	}
-	if s.ds != nil {
-		if err := checkChunks(s.ds.paths, s.ds.chunks); err != nil {
+	if j.ds != nil {
+		if err := checkChunks(j.ds.paths, j.ds.chunks); err != nil {
 			return err
 		}
+		if err := validatePatterns(j.ds.patterns); err != nil {
+			return err
+		}
+		if len(j.ds.patterns) != 0 && !j.cluster.atLeast(Protocol4) {
+			return fmt.Errorf("dataset patterns in a state at protocol level %d", j.cluster.protocol)
+		}
 	}
-	for i := range s.tasks {
-		if t := &s.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && t.deadline <= 0) {
+	for i := range j.tasks {
+		if t := &j.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && t.deadline <= 0) {
 			return fmt.Errorf("task %d: bad epoch or deadline", i+1)
 		}
 	}
-	if last := s.queues[qPending].tail; last >= 0 && s.tasks[last].deadline > s.leaseEnd() {
+	if last := j.queues[qPending].tail; last >= 0 && j.tasks[last].deadline > j.leaseEnd() {
 		return errors.New("a pending lease ends after any new lease would")
 	}
-	for _, id := range sortedKeys(s.uploads) {
-		u := s.uploads[id]
+	for _, id := range sortedKeys(j.uploads) {
+		u := j.uploads[id]
 		if err := validateID("upload id", id); err != nil {
 			return err
 		}
@@ -698,19 +713,19 @@ func (s *job) check() error {
 			return err
 		}
 	}
-	for _, id := range sortedKeys(s.groups) {
+	for _, id := range sortedKeys(j.groups) {
 		if err := validateID("group id", id); err != nil {
 			return err
 		}
-		if err := s.groups[id].check(s.nextGen); err != nil {
+		if err := j.groups[id].check(j.cluster.nextGen); err != nil {
 			return fmt.Errorf("group %q: %w", id, err)
 		}
 	}
-	for _, id := range sortedKeys(s.timeouts) {
+	for _, id := range sortedKeys(j.timeouts) {
 		if err := validateID("group id", id); err != nil {
 			return err
 		}
-		if err := checkRounds(s.timeouts[id], s.nextGen); err != nil {
+		if err := checkRounds(j.timeouts[id], j.cluster.nextGen); err != nil {
 			return fmt.Errorf("timed-out group %q: %w", id, err)
 		}
 	}

@@ -20,8 +20,9 @@ import (
 // allows: with the next chunk, its entry would exceed maxEntryBytes.
 // A chunk whose entry alone exceeds maxEntryBytes gets a run of its own,
 // for the caller to propose or refuse. A SetDataset entry of the same
-// chunks is never larger than their DatasetPart entry, so a single run
-// fits one SetDataset entry too.
+// chunks and no patterns is never larger than their DatasetPart entry, so
+// a single run fits one SetDataset entry too; DatasetCommands measures one
+// with patterns.
 //
 // Sizes are measured with the encoder, one chunk at a time, so the cost
 // is linear in the number of chunks (and the bytes of their paths).
@@ -148,20 +149,22 @@ func (z *partSizer) uvarintLen(n int) int {
 }
 
 // DatasetCommands returns the commands that set the dataset of job ("" is
-// DefaultJob) to chunks with params, each of whose log entries stays
-// within maxEntryBytes: one
-// SetDataset when the chunks fit one entry (or maxEntryBytes is 0, for a
-// store without an entry limit), otherwise a DatasetPart per run of
-// SplitChunks under uploadID and a DatasetCommit. The request id goes on
-// the last command, so that a retried call is answered by
-// de-duplication. Every proposer of a dataset proposes these, in order.
-func DatasetCommands(job string, req RequestID, params DatasetParams, chunks []Chunk, uploadID string, maxEntryBytes int) []Command {
+// DefaultJob) to chunks with params, recording patterns (none for a chunk
+// list given as such), each of whose log entries stays within
+// maxEntryBytes: one SetDataset when the chunks and the patterns fit one
+// entry (or maxEntryBytes is 0, for a store without an entry limit),
+// otherwise a DatasetPart per run of SplitChunks under uploadID and a
+// DatasetCommit, which carries the patterns. The request id goes on the
+// last command, so that a retried call is answered by de-duplication.
+// Every proposer of a dataset proposes these, in order.
+func DatasetCommands(job string, req RequestID, params DatasetParams, patterns []string, chunks []Chunk, uploadID string, maxEntryBytes int) []Command {
 	var parts [][]Chunk
 	if maxEntryBytes > 0 {
 		parts = SplitChunks(chunks, maxEntryBytes)
 	}
-	if len(parts) <= 1 {
-		return []Command{&SetDataset{Header: Header{Request: req, Job: job}, Params: params, Chunks: chunks}}
+	one := &SetDataset{Header: Header{Request: req, Job: job}, Params: params, Chunks: chunks, Patterns: patterns}
+	if len(parts) == 0 || len(parts) == 1 && (len(patterns) == 0 || entrySize(one) <= maxEntryBytes) {
+		return []Command{one}
 	}
 	cmds := make([]Command, 0, len(parts)+1)
 	for i, p := range parts {
@@ -169,6 +172,14 @@ func DatasetCommands(job string, req RequestID, params DatasetParams, chunks []C
 	}
 	return append(cmds, &DatasetCommit{
 		Header: Header{Request: req, Job: job}, UploadID: uploadID,
-		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params,
+		Parts: uint32(len(parts)), NumChunks: uint32(len(chunks)), Params: params, Patterns: patterns,
 	})
+}
+
+// entrySize is the size of c's entry once a proposer stamps its time, at
+// most: the longest Now is measured.
+func entrySize(c *SetDataset) int {
+	stamped := *c
+	stamped.Now = math.MinInt64 // invalid, but the longest varint
+	return len(Encode(&stamped))
 }

@@ -49,9 +49,9 @@ type state struct {
 	// jobSeq numbers the jobs in creation order (job.seq), so that a job
 	// deleted and created again under its name is told apart.
 	jobSeq uint64
-	// bytes is the state's size estimate: the sum of the jobs' (derived,
-	// not encoded).
-	bytes int64
+	// stateBytes is the state's size estimate (Limits.MaxStateBytes): the
+	// sum of the jobs' jobBytes (derived, not encoded).
+	stateBytes int64
 
 	// changes lists what the current apply changed for allgather watches,
 	// for the FSM to wake them (takeChanges). Apply never reads it, and
@@ -64,11 +64,11 @@ type state struct {
 }
 
 // job is the state of one job: its dataset and task queue, its uploads,
-// its save-model lease, its allgather groups and its register. It embeds the cluster it
-// belongs to, so that its methods reach the clock, graceUntil, nextGen and
-// the limits as before jobs existed.
+// its save-model lease, its allgather groups and its register.
 type job struct {
-	*state
+	// cluster is the state the job belongs to: the clock, graceUntil,
+	// nextGen, the limits and the other jobs are the cluster's.
+	cluster *state
 
 	name string
 	// seq is the job's number among every job ever created (state.jobSeq),
@@ -104,8 +104,9 @@ type job struct {
 	// no answer and no hash.
 	leasesExpired uint64
 
-	// bytes is the job's size estimate (limits.go).
-	bytes int64
+	// jobBytes is the job's size estimate (limits.go), its share of the
+	// cluster's stateBytes.
+	jobBytes int64
 	// groupData is the member data of every group together.
 	groupData int64
 	// staged is the number of chunks the uploads hold together.
@@ -127,7 +128,7 @@ func newState() *state {
 // newJob returns an empty job of cluster s, not yet among its jobs.
 func (s *state) newJob(name string) *job {
 	j := &job{
-		state: s, name: name, createdAt: s.clock, lastActivity: s.clock,
+		cluster: s, name: name, createdAt: s.clock, lastActivity: s.clock,
 		uploads:  make(map[string]*upload),
 		groups:   make(map[string]*group),
 		timeouts: make(map[string][]timedOutRound),
@@ -136,7 +137,7 @@ func (s *state) newJob(name string) *job {
 	for q := range j.queues {
 		j.queues[q] = emptyList()
 	}
-	j.bytes = j.estimate()
+	j.jobBytes = j.estimate()
 	return j
 }
 
@@ -357,30 +358,30 @@ func (s *state) leaderGrace(c *LeaderGrace) *Result {
 }
 
 // leaderGrace moves every deadline of the job before limit to limit.
-func (s *job) leaderGrace(limit int64) {
-	for i := s.queues[qPending].head; i >= 0; i = s.tasks[i].next {
-		if s.tasks[i].deadline >= limit {
+func (j *job) leaderGrace(limit int64) {
+	for i := j.queues[qPending].head; i >= 0; i = j.tasks[i].next {
+		if j.tasks[i].deadline >= limit {
 			break // pending is sorted by deadline
 		}
-		s.tasks[i].deadline = limit
+		j.tasks[i].deadline = limit
 	}
-	if s.save.holder != "" && s.save.deadline < limit {
-		s.save.deadline = limit
+	if j.save.holder != "" && j.save.deadline < limit {
+		j.save.deadline = limit
 	}
-	for _, id := range sortedKeys(s.groups) {
-		if g := s.groups[id]; g.deadline < limit {
+	for _, id := range sortedKeys(j.groups) {
+		if g := j.groups[id]; g.deadline < limit {
 			g.deadline = limit
 		}
 	}
-	for _, id := range sortedKeys(s.timeouts) {
-		for i := range s.timeouts[id] {
-			s.timeouts[id][i].until = max(s.timeouts[id][i].until, limit)
+	for _, id := range sortedKeys(j.timeouts) {
+		for i := range j.timeouts[id] {
+			j.timeouts[id][i].until = max(j.timeouts[id][i].until, limit)
 		}
 	}
-	s.updateTimeoutsDeadline()
-	s.updateGroupDeadline()
-	for _, id := range sortedKeys(s.uploads) {
-		if u := s.uploads[id]; u.touched+int64(UploadIdleTimeout) < limit {
+	j.updateTimeoutsDeadline()
+	j.updateGroupDeadline()
+	for _, id := range sortedKeys(j.uploads) {
+		if u := j.uploads[id]; u.touched+int64(UploadIdleTimeout) < limit {
 			u.touched = limit - int64(UploadIdleTimeout)
 		}
 	}

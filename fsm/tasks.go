@@ -37,12 +37,12 @@ type list struct {
 
 func emptyList() list { return list{head: -1, tail: -1} }
 
-func (s *job) pushBack(q queueID, i int32) {
-	l := &s.queues[q]
-	t := &s.tasks[i]
+func (j *job) pushBack(q queueID, i int32) {
+	l := &j.queues[q]
+	t := &j.tasks[i]
 	t.queue, t.prev, t.next = q, l.tail, -1
 	if l.tail >= 0 {
-		s.tasks[l.tail].next = i
+		j.tasks[l.tail].next = i
 	} else {
 		l.head = i
 	}
@@ -50,16 +50,16 @@ func (s *job) pushBack(q queueID, i int32) {
 	l.n++
 }
 
-func (s *job) unlink(i int32) {
-	t := &s.tasks[i]
-	l := &s.queues[t.queue]
+func (j *job) unlink(i int32) {
+	t := &j.tasks[i]
+	l := &j.queues[t.queue]
 	if t.prev >= 0 {
-		s.tasks[t.prev].next = t.next
+		j.tasks[t.prev].next = t.next
 	} else {
 		l.head = t.next
 	}
 	if t.next >= 0 {
-		s.tasks[t.next].prev = t.prev
+		j.tasks[t.next].prev = t.prev
 	} else {
 		l.tail = t.prev
 	}
@@ -70,25 +70,25 @@ func (s *job) unlink(i int32) {
 // insertPending puts task i into pending, which is kept sorted by deadline
 // (ties in arrival order). A new deadline is leaseEnd, which no pending
 // deadline exceeds, so the scan from the tail stops at once.
-func (s *job) insertPending(i int32) {
-	l := &s.queues[qPending]
-	d := s.tasks[i].deadline
+func (j *job) insertPending(i int32) {
+	l := &j.queues[qPending]
+	d := j.tasks[i].deadline
 	after := l.tail
-	for after >= 0 && s.tasks[after].deadline > d {
-		after = s.tasks[after].prev
+	for after >= 0 && j.tasks[after].deadline > d {
+		after = j.tasks[after].prev
 	}
-	t := &s.tasks[i]
+	t := &j.tasks[i]
 	t.queue = qPending
 	t.prev = after
 	if after >= 0 {
-		t.next = s.tasks[after].next
-		s.tasks[after].next = i
+		t.next = j.tasks[after].next
+		j.tasks[after].next = i
 	} else {
 		t.next = l.head
 		l.head = i
 	}
 	if t.next >= 0 {
-		s.tasks[t.next].prev = i
+		j.tasks[t.next].prev = i
 	} else {
 		l.tail = i
 	}
@@ -99,38 +99,38 @@ func (s *job) insertPending(i int32) {
 // the task timeout, but not before the end of the last LeaderGrace. The
 // clock never runs backwards and the timeout is fixed, so it is never
 // before any pending deadline.
-func (s *job) leaseEnd() int64 {
-	return max(s.clock+int64(s.ds.params.TaskTimeout), s.graceUntil)
+func (j *job) leaseEnd() int64 {
+	return max(j.cluster.clock+int64(j.ds.params.TaskTimeout), j.cluster.graceUntil)
 }
 
 // taskIndex checks a task id against the dataset.
-func (s *job) taskIndex(id int) (int32, error) {
-	if s.ds == nil {
+func (j *job) taskIndex(id int) (int32, error) {
+	if j.ds == nil {
 		return 0, ErrNoDataset
 	}
-	if id < 1 || id > len(s.tasks) {
+	if id < 1 || id > len(j.tasks) {
 		return 0, ErrUnknownTask
 	}
 	return int32(id - 1), nil
 }
 
 // taskOf builds the leased view of pending task i as seen at FSM time now.
-func (s *job) taskOf(i int32, now int64) *Task {
-	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: s.wireEpoch(s.tasks[i].epoch)}, Pass: s.pass, JobNumber: s.seq}
-	t.Chunks = s.ds.taskChunks(int(i))
-	t.Lease = time.Duration(s.tasks[i].deadline - now)
+func (j *job) taskOf(i int32, now int64) *Task {
+	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: j.cluster.wireEpoch(j.tasks[i].epoch)}, Pass: j.pass, JobNumber: j.seq}
+	t.Chunks = j.ds.taskChunks(int(i))
+	t.Lease = time.Duration(j.tasks[i].deadline - now)
 	return t
 }
 
 // leaseHeld returns task id's index when it is pending under epoch (its
 // wire form) and its lease has not ended at FSM time now.
-func (s *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
-	i, err := s.taskIndex(id)
+func (j *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
+	i, err := j.taskIndex(id)
 	if err != nil {
 		return 0, false
 	}
-	t := &s.tasks[i]
-	return i, t.queue == qPending && s.wireEpoch(t.epoch) == epoch && t.deadline > now
+	t := &j.tasks[i]
+	return i, t.queue == qPending && j.cluster.wireEpoch(t.epoch) == epoch && t.deadline > now
 }
 
 // getTask leases the first todo task of the current pass. A trainer asking
@@ -139,52 +139,52 @@ func (s *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
 // ErrPassAfter, so that a pass whose trainer died never stalls. A GetTask
 // that names the job's number is answered ErrUnknownJob by any other job
 // of the name, or none.
-func (s *job) getTask(c *GetTask) *Result {
+func (j *job) getTask(c *GetTask) *Result {
 	if c.JobNumber != 0 {
-		if !s.atLeast(Protocol2) {
+		if !j.cluster.atLeast(Protocol2) {
 			// A replica of the previous release cannot decode it, and
 			// answers it invalid: so must this one.
 			return errResult(invalidf("GetTask names job number %d, which needs protocol level %d; the cluster is at %d",
-				c.JobNumber, Protocol2, s.protocol))
+				c.JobNumber, Protocol2, j.cluster.protocol))
 		}
-		if c.JobNumber != s.seq { // 0 for a job that does not exist
+		if c.JobNumber != j.seq { // 0 for a job that does not exist
 			return errResult(ErrUnknownJob)
 		}
 	}
-	if s.ds == nil {
+	if j.ds == nil {
 		return errResult(ErrNoDataset)
 	}
 	switch {
-	case c.Pass < s.pass:
+	case c.Pass < j.pass:
 		return errResult(ErrPassBefore)
-	case c.Pass > s.pass && s.queues[qTodo].n == 0:
+	case c.Pass > j.pass && j.queues[qTodo].n == 0:
 		return errResult(ErrPassAfter)
 	}
-	todo := &s.queues[qTodo]
+	todo := &j.queues[qTodo]
 	if todo.n == 0 {
-		if s.queues[qDone].n == 0 && s.queues[qPending].n == 0 {
+		if j.queues[qDone].n == 0 && j.queues[qPending].n == 0 {
 			return errResult(ErrAllTaskFailed)
 		}
 		return errResult(ErrNoMoreAvailable)
 	}
 	i := todo.head
-	s.unlink(i)
-	t := &s.tasks[i]
+	j.unlink(i)
+	t := &j.tasks[i]
 	t.epoch++
-	t.deadline = s.leaseEnd()
-	s.insertPending(i)
-	return &Result{Task: s.taskOf(i, s.clock)}
+	t.deadline = j.leaseEnd()
+	j.insertPending(i)
+	return &Result{Task: j.taskOf(i, j.cluster.clock)}
 }
 
-func (s *job) taskFinished(c *TaskFinished) *Result {
+func (j *job) taskFinished(c *TaskFinished) *Result {
 	m := c.Meta
-	i, err := s.taskIndex(m.ID)
+	i, err := j.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)
 	}
-	t := &s.tasks[i]
-	strict := s.ds.params.Strict
-	epoch, ok := s.leaseEpoch(m.Epoch)
+	t := &j.tasks[i]
+	strict := j.ds.params.Strict
+	epoch, ok := j.cluster.leaseEpoch(m.Epoch)
 	switch {
 	case !ok || epoch > t.epoch:
 		return errResult(ErrStaleEpoch) // never dispatched under that epoch here
@@ -203,70 +203,70 @@ func (s *job) taskFinished(c *TaskFinished) *Result {
 			return &Result{Ignored: true}
 		}
 	}
-	s.unlink(i)
+	j.unlink(i)
 	t.failures = 0
-	s.pushBack(qDone, i)
-	s.maybeNextPass()
+	j.pushBack(qDone, i)
+	j.maybeNextPass()
 	return &Result{}
 }
 
-func (s *job) taskFailed(c *TaskFailed) *Result {
+func (j *job) taskFailed(c *TaskFailed) *Result {
 	m := c.Meta
-	i, err := s.taskIndex(m.ID)
+	i, err := j.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)
 	}
-	t := &s.tasks[i]
-	if epoch, ok := s.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
+	t := &j.tasks[i]
+	if epoch, ok := j.cluster.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
 		return &Result{Ignored: true}
 	}
-	s.failTask(i)
-	s.maybeNextPass()
+	j.failTask(i)
+	j.maybeNextPass()
 	return &Result{}
 }
 
 // failTask counts a failure of pending task i and re-queues it, or sets it
 // aside once it has failed more than failureMax times.
-func (s *job) failTask(i int32) {
-	s.unlink(i)
-	t := &s.tasks[i]
+func (j *job) failTask(i int32) {
+	j.unlink(i)
+	t := &j.tasks[i]
 	t.failures++
-	if int(t.failures) > s.ds.params.FailureMax {
-		s.pushBack(qFailed, i)
+	if int(t.failures) > j.ds.params.FailureMax {
+		j.pushBack(qFailed, i)
 		return
 	}
-	s.pushBack(qTodo, i)
+	j.pushBack(qTodo, i)
 }
 
-func (s *job) renewLease(c *RenewLease) *Result {
+func (j *job) renewLease(c *RenewLease) *Result {
 	m := c.Meta
-	i, err := s.taskIndex(m.ID)
+	i, err := j.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)
 	}
-	t := &s.tasks[i]
-	if epoch, ok := s.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
+	t := &j.tasks[i]
+	if epoch, ok := j.cluster.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
 		return errResult(ErrStaleEpoch)
 	}
-	s.unlink(i)
-	t.deadline = s.leaseEnd()
-	s.insertPending(i)
-	return &Result{Lease: time.Duration(t.deadline - s.clock)}
+	j.unlink(i)
+	t.deadline = j.leaseEnd()
+	j.insertPending(i)
+	return &Result{Lease: time.Duration(t.deadline - j.cluster.clock)}
 }
 
 // expireTasks fails every pending task whose lease is due.
-func (s *job) expireTasks() {
-	if s.ds == nil {
+func (j *job) expireTasks() {
+	if j.ds == nil {
 		return
 	}
 	expired := false
-	for h := s.queues[qPending].head; h >= 0 && s.tasks[h].deadline <= s.clock; h = s.queues[qPending].head {
-		s.failTask(h)
-		s.leasesExpired++
+	for h := j.queues[qPending].head; h >= 0 && j.tasks[h].deadline <= j.cluster.clock; h = j.queues[qPending].head {
+		j.failTask(h)
+		j.leasesExpired++
 		expired = true
 	}
 	if expired {
-		s.maybeNextPass()
+		j.maybeNextPass()
 	}
 }
 
@@ -274,38 +274,38 @@ func (s *job) expireTasks() {
 // pending and at least one was done. Every task goes back to todo in id
 // order with its failure count reset. If every task failed the pass stays,
 // and GetTask answers ErrAllTaskFailed, as in the original master.
-func (s *job) maybeNextPass() {
-	if s.queues[qTodo].n != 0 || s.queues[qPending].n != 0 || s.queues[qDone].n == 0 {
+func (j *job) maybeNextPass() {
+	if j.queues[qTodo].n != 0 || j.queues[qPending].n != 0 || j.queues[qDone].n == 0 {
 		return
 	}
-	s.pass++
-	s.queues[qDone] = emptyList()
-	s.queues[qFailed] = emptyList()
-	for i := range s.tasks {
-		t := &s.tasks[i]
+	j.pass++
+	j.queues[qDone] = emptyList()
+	j.queues[qFailed] = emptyList()
+	for i := range j.tasks {
+		t := &j.tasks[i]
 		t.failures = 0
 		t.passEpoch = t.epoch
 		t.deadline = 0
-		s.pushBack(qTodo, int32(i))
+		j.pushBack(qTodo, int32(i))
 	}
 }
 
 // setTasks creates n tasks in todo for a new dataset.
-func (s *job) setTasks(n int) {
-	s.tasks = make([]task, n)
-	for q := range s.queues {
-		s.queues[q] = emptyList()
+func (j *job) setTasks(n int) {
+	j.tasks = make([]task, n)
+	for q := range j.queues {
+		j.queues[q] = emptyList()
 	}
-	for i := range s.tasks {
-		s.pushBack(qTodo, int32(i))
+	for i := range j.tasks {
+		j.pushBack(qTodo, int32(i))
 	}
-	s.pass = 0
+	j.pass = 0
 }
 
 // earliestTaskDeadline returns the deadline of the first pending lease.
-func (s *job) earliestTaskDeadline() (int64, bool) {
-	if h := s.queues[qPending].head; h >= 0 {
-		return s.tasks[h].deadline, true
+func (j *job) earliestTaskDeadline() (int64, bool) {
+	if h := j.queues[qPending].head; h >= 0 {
+		return j.tasks[h].deadline, true
 	}
 	return 0, false
 }

@@ -40,6 +40,9 @@ func (c *SetDataset) validate() error {
 	if err := validateParams(c.Params); err != nil {
 		return err
 	}
+	if err := validatePatterns(c.Patterns); err != nil {
+		return err
+	}
 	return validateChunks(c.Chunks)
 }
 
@@ -52,6 +55,9 @@ func (c *DatasetPart) validate() error {
 
 func (c *DatasetCommit) validate() error {
 	if err := validateID("upload id", c.UploadID); err != nil {
+		return err
+	}
+	if err := validatePatterns(c.Patterns); err != nil {
 		return err
 	}
 	return validateParams(c.Params)
@@ -164,6 +170,25 @@ func validateParams(p DatasetParams) error {
 		return invalidf("failureMax %d out of range [0, %d]", p.FailureMax, MaxFailureMax)
 	}
 	return validateDuration("task timeout", p.TaskTimeout, time.Millisecond, MaxTaskTimeout)
+}
+
+// validatePatterns checks a dataset's patterns: at most MaxPatterns, each
+// of 1 to MaxPathLen bytes, at most MaxPatternBytes together.
+func validatePatterns(patterns []string) error {
+	if len(patterns) > MaxPatterns {
+		return invalidf("%d patterns exceed %d", len(patterns), MaxPatterns)
+	}
+	total := 0
+	for i, p := range patterns {
+		if p == "" || len(p) > MaxPathLen {
+			return invalidf("pattern %d: length %d out of range [1, %d]", i, len(p), MaxPathLen)
+		}
+		total += len(p)
+	}
+	if total > MaxPatternBytes {
+		return invalidf("patterns of %d bytes together exceed %d", total, MaxPatternBytes)
+	}
+	return nil
 }
 
 func validateChunks(chunks []Chunk) error {

@@ -31,8 +31,9 @@ type Backend interface {
 	// Apply stamps the leader's time into c, proposes it and waits for the
 	// result. It fails with ErrNotLeader, ErrNoLeader or ErrUnknownOutcome.
 	Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error)
-	// SetDataset proposes a dataset, in several entries when it is large.
-	SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error)
+	// SetDataset proposes a dataset, in several entries when it is large,
+	// recording patterns (fsm.DatasetCommands).
+	SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error)
 	// ReadBarrier returns once this node is the leader and has applied
 	// everything committed before the call (a linearizable read point).
 	ReadBarrier(ctx context.Context) error

@@ -101,7 +101,8 @@ type Limits struct {
 	MaxMemberData int
 	// MaxNumPeers bounds an allgather group's size (at most fsm.MaxPeers).
 	MaxNumPeers int
-	// MaxGlobs bounds the file patterns of a dataset.
+	// MaxGlobs bounds the file patterns of a dataset (at most
+	// fsm.MaxPatterns).
 	MaxGlobs int
 	// MaxFiles bounds the files the patterns may match.
 	MaxFiles int
@@ -132,7 +133,7 @@ func (c Config) withDefaults() Config {
 	setDefault(&l.MaxDatasetBodyBytes, DefaultMaxDatasetBodyBytes, 1<<62)
 	setDefault(&l.MaxMemberData, DefaultMaxMemberData, fsm.MaxMemberData)
 	setDefault(&l.MaxNumPeers, DefaultMaxNumPeers, fsm.MaxPeers)
-	setDefault(&l.MaxGlobs, DefaultMaxGlobs, 1<<30)
+	setDefault(&l.MaxGlobs, DefaultMaxGlobs, fsm.MaxPatterns)
 	setDefault(&l.MaxFiles, DefaultMaxFiles, 1<<30)
 	setDefault(&l.MaxChunks, DefaultMaxChunks, fsm.MaxChunks)
 	setDefault(&l.MaxWatchWait, DefaultMaxWatchWait, 1<<62)

@@ -60,11 +60,11 @@ func JobFromFSM(j fsm.JobInfo) rpc.Job {
 	}
 }
 
-// WithDataset adds the dataset d of a job to its summary j: its counts
-// and settings, and its paths.
+// WithDataset adds the dataset d of a job to its summary j: its counts,
+// settings and patterns, and its paths.
 func WithDataset(j rpc.Job, d fsm.DatasetInfo) rpc.Job {
 	p := rpc.DatasetParams{ChunksPerTask: d.Params.ChunksPerTask, TaskTimeout: rpc.Duration(d.Params.TaskTimeout), FailureMax: d.Params.FailureMax, Strict: d.Params.Strict}
-	j.Files, j.Chunks, j.Params, j.Paths = d.Files, d.Chunks, &p, d.Paths
+	j.Files, j.Chunks, j.Params, j.Patterns, j.Paths = d.Files, d.Chunks, &p, d.Patterns, d.Paths
 	return j
 }
 

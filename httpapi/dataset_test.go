@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,9 +38,10 @@ func TestSetDatasetFromGlobs(t *testing.T) {
 	nchunks := xa.NumChunks() + xb.NumChunks()
 
 	var out rpc.SetDatasetResponse
-	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "train-*"), a}, ChunksPerTask: 3}, &out)
-	want := rpc.SetDatasetResponse{Files: 2, Chunks: nchunks, Tasks: (nchunks + 2) / 3}
-	if out != want {
+	globs := []string{filepath.Join(dir, "train-*"), a}
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: globs, ChunksPerTask: 3}, &out)
+	want := rpc.SetDatasetResponse{Files: 2, Chunks: nchunks, Tasks: (nchunks + 2) / 3, CurrentPatterns: globs}
+	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
 	st := e.local.FSM().Stats(fsm.DefaultJob)
@@ -53,10 +57,12 @@ func TestSetDatasetFromGlobs(t *testing.T) {
 	}
 
 	// A second dataset is ignored without touching the files or the
-	// state, but a pattern that matches nothing is still an error.
+	// state, and answered with the patterns of the dataset in place; but
+	// a pattern that matches nothing is still an error.
 	before := e.state()
+	out = rpc.SetDatasetResponse{}
 	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{b}, ChunksPerTask: 1}, &out)
-	if !out.Ignored || out.Chunks != nchunks || out.Tasks != want.Tasks {
+	if !out.Ignored || out.Chunks != nchunks || out.Tasks != want.Tasks || !slices.Equal(out.CurrentPatterns, globs) {
 		t.Errorf("second dataset: %+v", out)
 	}
 	if after := e.state(); after != before {
@@ -72,7 +78,7 @@ func TestSetDatasetFromChunks(t *testing.T) {
 	failMax := 0
 	var out rpc.SetDatasetResponse
 	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: chunks, TaskTimeout: rpc.Duration(time.Second), FailureMax: &failMax, Strict: true}, &out)
-	if want := (rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}); out != want {
+	if want := (rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}); !reflect.DeepEqual(out, want) {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
 	st := e.local.FSM().Stats(fsm.DefaultJob)
@@ -93,20 +99,20 @@ func TestSetDatasetRetry(t *testing.T) {
 	var first rpc.SetDatasetResponse
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks}, &first, installer...)
 	want := rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}
-	if first != want {
+	if !reflect.DeepEqual(first, want) {
 		t.Fatalf("first answer %+v, want %+v", first, want)
 	}
 	before := e.state()
 	var retry rpc.SetDatasetResponse
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks}, &retry, installer...)
-	if retry != want {
+	if !reflect.DeepEqual(retry, want) {
 		t.Fatalf("retry of the request that installed the dataset: %+v, want its first answer %+v", retry, want)
 	}
 	var ignored, ignoredRetry rpc.SetDatasetResponse
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1]}, &ignored, other...)
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1]}, &ignoredRetry, other...)
 	wantIgnored := rpc.SetDatasetResponse{Ignored: true, Chunks: 3, Tasks: 3}
-	if ignored != wantIgnored || ignoredRetry != wantIgnored {
+	if !reflect.DeepEqual(ignored, wantIgnored) || !reflect.DeepEqual(ignoredRetry, wantIgnored) {
 		t.Fatalf("another request %+v and its retry %+v, want both %+v", ignored, ignoredRetry, wantIgnored)
 	}
 	if e.state() != before {
@@ -183,7 +189,7 @@ func (g *gatedBackend) ReadBarrier(ctx context.Context) error {
 	return g.Local.ReadBarrier(ctx)
 }
 
-func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
 	g.mu.Lock()
 	g.sets++
 	fail := g.failFirst && g.sets == 1
@@ -191,7 +197,7 @@ func (g *gatedBackend) SetDataset(ctx context.Context, job string, req fsm.Reque
 	if fail {
 		return nil, httpapi.ErrUnknownOutcome
 	}
-	return g.Local.SetDataset(ctx, job, req, p, chunks)
+	return g.Local.SetDataset(ctx, job, req, p, patterns, chunks)
 }
 
 // Concurrent SetDataset requests on one node index and propose the dataset
@@ -281,7 +287,7 @@ type heldBackend struct {
 	sets map[string]int
 }
 
-func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
 	h.mu.Lock()
 	h.sets[job]++
 	h.mu.Unlock()
@@ -293,7 +299,7 @@ func (h *heldBackend) SetDataset(ctx context.Context, job string, req fsm.Reques
 			return nil, ctx.Err()
 		}
 	}
-	return h.Local.SetDataset(ctx, job, req, p, chunks)
+	return h.Local.SetDataset(ctx, job, req, p, patterns, chunks)
 }
 
 // A SetDataset held in one job's install (a slow glob, a slow proposal)
@@ -372,5 +378,100 @@ func TestSetDatasetOfOneJobDoesNotWaitForAnother(t *testing.T) {
 	defer h.mu.Unlock()
 	if installed != 1 || ignored != 1 || h.sets["slow"] != 1 || h.sets["fast"] != 1 {
 		t.Errorf("job slow: %d installed, %d ignored; backend sets %v; want one install per job", installed, ignored, h.sets)
+	}
+}
+
+// TestDatasetPatternsShown: the job's description shows the globs its
+// dataset was set with, as they were given, and a dataset given as
+// chunks has none.
+func TestDatasetPatternsShown(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	dir := t.TempDir()
+	writeRecordIO(t, dir, "train-a.recordio", 6, 64)
+	globs := []string{filepath.Join(dir, "train-*.recordio")}
+	e.ok(rpc.JobPath("train", rpc.PathDataset), rpc.SetDatasetRequest{Globs: globs}, nil)
+	e.ok(rpc.JobPath("given", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: []rpc.Chunk{{Path: "/d/a", Records: 5}}}, nil)
+	var train, given rpc.Job
+	e.get(rpc.JobRoute(rpc.PathJob, "train")).decode(t, &train)
+	e.get(rpc.JobRoute(rpc.PathJob, "given")).decode(t, &given)
+	if !slices.Equal(train.Patterns, globs) || train.Files != 1 || given.Patterns != nil || given.Files != 1 {
+		t.Fatalf("jobs %+v and %+v, want the patterns %q of the first only", train, given, globs)
+	}
+	var jobs rpc.JobsResponse
+	e.get(rpc.PathJobs).decode(t, &jobs)
+	for _, j := range jobs.Jobs {
+		if j.Name == "train" && !slices.Equal(j.Patterns, globs) {
+			t.Errorf("the job list gives train the patterns %q", j.Patterns)
+		}
+	}
+	// An ignored request is answered with them; one from chunks too.
+	var out rpc.SetDatasetResponse
+	e.ok(rpc.JobPath("train", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: []rpc.Chunk{{Path: "/d/a", Records: 5}}}, &out)
+	if !out.Ignored || !slices.Equal(out.CurrentPatterns, globs) {
+		t.Fatalf("a chunk list for a job with a dataset: %+v", out)
+	}
+}
+
+// TestDatasetGlobsFitAnEntry: the globs, which the dataset records, are
+// bounded together by fsm.MaxPatternBytes; more is refused and changes
+// nothing.
+func TestDatasetGlobsFitAnEntry(t *testing.T) {
+	cfg := testConfig()
+	cfg.Limits.MaxGlobs, cfg.Limits.MaxDatasetBodyBytes = 32, 1<<20
+	e := newEnv(t, cfg, nil, nil)
+	var globs []string
+	for i := 0; len(globs)*4000 <= fsm.MaxPatternBytes; i++ {
+		globs = append(globs, fmt.Sprintf("%04d", i)+strings.Repeat("x", 3996))
+	}
+	before := e.state()
+	msg := wantError(t, e.post(rpc.PathDataset, rpc.SetDatasetRequest{Globs: globs}), http.StatusBadRequest, rpc.CodeInvalid).Message
+	if !strings.Contains(msg, fmt.Sprint(fsm.MaxPatternBytes)) {
+		t.Errorf("message %q names no bound", msg)
+	}
+	if e.state() != before {
+		t.Fatal("refused globs changed the state")
+	}
+}
+
+// level3 is a backend whose state is at protocol level 3, as in a cluster
+// of a release before datasets recorded their patterns, or one being
+// upgraded from it: its SetDataset proposes to that state what a Raft
+// leader does, refusing what the level does not allow.
+type level3 struct{ *level1 }
+
+func (b level3) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
+	var r *fsm.Result
+	for _, c := range fsm.DatasetCommands(job, req, p, patterns, chunks, uuid.NewString(), apitest.MaxEntryBytes) {
+		if err := b.f.Allows(c); err != nil {
+			return nil, err
+		}
+		var err error
+		if r, err = b.Apply(ctx, c); err != nil || r.Code != fsm.CodeOK {
+			return r, err
+		}
+	}
+	return r, nil
+}
+
+// TestSetDatasetBelowProtocol4: a cluster below protocol level 4 is sent
+// no patterns, which its older replicas would refuse: the dataset is set
+// as before, and answers, ignored or not, name no patterns (unknown).
+func TestSetDatasetBelowProtocol4(t *testing.T) {
+	b := level3{&level1{f: fsm.New()}}
+	if r, _ := b.Apply(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol3}); r.Code != fsm.CodeOK {
+		t.Fatal(r)
+	}
+	e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { b.Local = l; return b }, nil)
+	dir := t.TempDir()
+	writeRecordIO(t, dir, "train-a.recordio", 6, 64)
+	globs := []string{filepath.Join(dir, "train-*.recordio")}
+	var first, second rpc.SetDatasetResponse
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: globs}, &first)
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{filepath.Join(dir, "*")}}, &second)
+	if first.Ignored || first.Files != 1 || first.CurrentPatterns != nil || !second.Ignored || second.CurrentPatterns != nil {
+		t.Fatalf("answers %+v and %+v, want the dataset set, then ignored, with no patterns", first, second)
+	}
+	if d, ok := b.f.Dataset(fsm.DefaultJob, 0); !ok || d.Patterns != nil {
+		t.Fatalf("dataset %+v %v at protocol level 3", d, ok)
 	}
 }

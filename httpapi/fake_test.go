@@ -51,11 +51,11 @@ func (f *fakeBackend) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, er
 	return f.Local.Apply(ctx, c)
 }
 
-func (f *fakeBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (f *fakeBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, p fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
 	if err := f.failure(); err != nil {
 		return nil, err
 	}
-	return f.Local.SetDataset(ctx, job, req, p, chunks)
+	return f.Local.SetDataset(ctx, job, req, p, patterns, chunks)
 }
 
 func (f *fakeBackend) ReadBarrier(ctx context.Context) error {

@@ -21,10 +21,11 @@ import (
 // redirects before it reads any file. When a dataset is already set the
 // request is answered Ignored without indexing or proposing anything (as
 // the original master did): Chunks and Tasks then describe the dataset in
-// place and Files is 0; but a retry of a request already applied gets its
-// first outcome, so a retry of the request that installed the dataset is
-// not Ignored. Otherwise the leader indexes the globs, or takes the
-// client's chunk list, and proposes it.
+// place, CurrentPatterns the globs it was set with, and Files is 0; but a
+// retry of a request already applied gets its first outcome, so a retry
+// of the request that installed the dataset is not Ignored. Otherwise the
+// leader indexes the globs, or takes the client's chunk list, and
+// proposes it, with the globs as given for the dataset to record.
 //
 // Every trainer calls SetDataset, often at the same moment, so one call of
 // a job at a time on a node runs from the check to the proposal: the
@@ -111,14 +112,16 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	} else {
 		chunks, files = clientChunks(in.Chunks)
 	}
-	res, err := s.b.SetDataset(ctx, job, req, params, chunks)
+	patterns := recordedPatterns(s.b.FSM(), in.Globs)
+	res, err := s.b.SetDataset(ctx, job, req, params, patterns, chunks)
 	if err != nil {
 		return err
 	}
 	if err := resultError(res); err != nil {
 		return err
 	}
-	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask)}
+	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask),
+		CurrentPatterns: patterns}
 	if res.Ignored {
 		out = ignoredDataset(s.b.FSM().Stats(job))
 	}
@@ -171,9 +174,21 @@ func (d *datasetSlots) acquire(ctx context.Context, job string) (release func(),
 	return func() { <-sl.ch; leave() }, nil
 }
 
-// ignoredDataset answers a request that found a dataset in place.
+// ignoredDataset answers a request that found a dataset in place, with
+// the patterns it was set with.
 func ignoredDataset(st fsm.Stats) rpc.SetDatasetResponse {
-	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks}
+	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks, CurrentPatterns: st.Patterns}
+}
+
+// recordedPatterns returns the patterns a dataset indexed from globs
+// records: the globs as the request gave them, once the cluster is at
+// fsm.Protocol4, which added them to the dataset; none before, when
+// replicas of earlier releases would refuse them.
+func recordedPatterns(f *fsm.FSM, globs []string) []string {
+	if f.Protocol() < fsm.Protocol4 {
+		return nil
+	}
+	return globs
 }
 
 // datasetInPlace answers, without indexing or proposing anything, a retry
@@ -233,10 +248,16 @@ func (s *Handler) checkDatasetSource(in rpc.SetDatasetRequest) error {
 	case len(in.Chunks) > lim.MaxChunks:
 		return invalidf("%d chunks, at most %d", len(in.Chunks), lim.MaxChunks)
 	}
+	total := 0
 	for i, g := range in.Globs {
 		if g == "" || len(g) > fsm.MaxPathLen {
 			return invalidf("glob %d: length %d out of range [1, %d]", i, len(g), fsm.MaxPathLen)
 		}
+		total += len(g)
+	}
+	if total > fsm.MaxPatternBytes {
+		// The dataset records them: they must fit an entry.
+		return invalidf("globs of %d bytes together, at most %d", total, fsm.MaxPatternBytes)
 	}
 	files := make(map[string]struct{})
 	for i, c := range in.Chunks {

@@ -216,7 +216,7 @@ func (e *env) setDataset(n int, params fsm.DatasetParams) {
 	for i := range chunks {
 		chunks[i] = fsm.Chunk{Path: fmt.Sprintf("/data/f%d", i), Offset: 0, Records: 10}
 	}
-	res, err := e.local.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{}, params, chunks)
+	res, err := e.local.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{}, params, nil, chunks)
 	if err != nil || res.Err() != nil {
 		e.t.Fatalf("set dataset: %v %v", err, res.Err())
 	}

@@ -190,7 +190,7 @@ func TestGetTaskOfADeletedJob(t *testing.T) {
 	e := newEnv(t, testConfig(), nil, nil)
 	set := func() {
 		if _, err := e.local.SetDataset(context.Background(), "j", fsm.RequestID{}, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute},
-			[]fsm.Chunk{{Path: "/data/a", Records: 1}, {Path: "/data/b", Records: 1}}); err != nil {
+			nil, []fsm.Chunk{{Path: "/data/a", Records: 1}, {Path: "/data/b", Records: 1}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -287,20 +287,20 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// SetDataset proposes a dataset as fsm.DatasetCommands cuts it for
-// MaxEntryBytes: one SetDataset entry, or DatasetPart entries under a fresh
-// upload id and a DatasetCommit. The request id goes on the final entry,
+// SetDataset proposes a dataset, with the patterns it records, as
+// fsm.DatasetCommands cuts it for MaxEntryBytes: one SetDataset entry, or
+// DatasetPart entries under a fresh upload id and a DatasetCommit. The request id goes on the final entry,
 // so a retried call is answered by de-duplication. When a dataset is
 // already set, or gets set by another upload while this one is under way,
 // no further part is proposed: the final entry alone is, and the FSM
 // answers it Ignored (a commit also drops what this upload staged). Only
 // job's own dataset counts: another job's leaves this upload going.
-func (n *Node) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
+func (n *Node) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
 	if !n.IsLeader() {
 		return nil, ErrNotLeader
 	}
 	upload := "upload-" + uuid.NewString()
-	cmds := fsm.DatasetCommands(job, req, params, chunks, upload, n.cfg.MaxEntryBytes)
+	cmds := fsm.DatasetCommands(job, req, params, patterns, chunks, upload, n.cfg.MaxEntryBytes)
 	last := len(cmds) - 1
 	for i, c := range cmds[:last] {
 		// The local FSM is the leader's applied state: once the job has

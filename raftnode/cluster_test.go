@@ -142,7 +142,7 @@ func (c *testCluster) setDataset(req fsm.RequestID, p fsm.DatasetParams, chunks 
 	var r *fsm.Result
 	waitFor(c.t, "set dataset", func() bool {
 		var err error
-		r, err = c.leader().SetDataset(context.Background(), fsm.DefaultJob, req, p, chunks)
+		r, err = c.leader().SetDataset(context.Background(), fsm.DefaultJob, req, p, nil, chunks)
 		return err == nil
 	})
 	return r

@@ -31,12 +31,12 @@ func TestUploadStopsOnceADatasetIsSet(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := leader.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), big)
+		r, err := leader.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), nil, big)
 		done <- outcome{r, err}
 	}()
 	// Once the big upload is staging, a small dataset wins in one entry.
 	waitFor(t, "the upload to start", func() bool { return leader.FSM().Stats(fsm.DefaultJob).Uploads == 1 })
-	small, err := leader.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10))
+	small, err := leader.SetDataset(context.Background(), fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), nil, dataset(10))
 	if err != nil || small.Code != fsm.CodeOK || small.Ignored {
 		t.Fatalf("small dataset: %+v, %v", small, err)
 	}
@@ -70,14 +70,14 @@ func TestUploadOfANamedJobIgnoresOtherJobsDatasets(t *testing.T) {
 	}
 	leader := c.leader()
 	ctx := context.Background()
-	if r, err := leader.SetDataset(ctx, fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), dataset(10)); err != nil || r.Code != fsm.CodeOK {
+	if r, err := leader.SetDataset(ctx, fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), nil, dataset(10)); err != nil || r.Code != fsm.CodeOK {
 		t.Fatalf("default job's dataset: %+v, %v", r, err)
 	}
 	big := dataset(2000)
 	if parts := len(fsm.SplitChunks(big, 1<<10)); parts < 3 {
 		t.Fatalf("want several parts, got %d", parts)
 	}
-	r, err := leader.SetDataset(ctx, "job-a", fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), big)
+	r, err := leader.SetDataset(ctx, "job-a", fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), nil, big)
 	if err != nil || r.Code != fsm.CodeOK || r.Ignored {
 		t.Fatalf("job-a's upload: %+v, %v; want it installed", r, err)
 	}

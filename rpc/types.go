@@ -142,6 +142,14 @@ type SetDatasetResponse struct {
 	Files   int  `json:"files"`
 	Chunks  int  `json:"chunks"`
 	Tasks   int  `json:"tasks"`
+	// CurrentPatterns are the globs the job's dataset was set with, as
+	// its first request gave them: this request's when it set the
+	// dataset, when Ignored those of the dataset the job reads, which a
+	// caller compares with its own. Absent when they are unknown: the
+	// dataset was given as chunks, or set before the cluster reached
+	// protocol level 4 (a release before it, or a rolling upgrade not
+	// yet finished).
+	CurrentPatterns []string `json:"current_patterns,omitempty"`
 }
 
 // GetTaskRequest leases the next task of Pass.
@@ -533,6 +541,10 @@ type Job struct {
 	// Files and Chunks count the dataset's files and chunks.
 	Files  int `json:"files"`
 	Chunks int `json:"chunks"`
+	// Patterns are the globs the dataset was set with, as given; absent
+	// when unknown (a dataset given as chunks, or set before the cluster
+	// reached protocol level 4).
+	Patterns []string `json:"patterns,omitempty"`
 	// Params are the dataset's task-queue settings; absent without a
 	// dataset.
 	Params *DatasetParams `json:"params,omitempty"`

@@ -25,6 +25,7 @@ import (
 func main() {
 	addrs := flag.String("addrs", "127.0.0.1:8001,127.0.0.1:8002,127.0.0.1:8003", "API addresses of the cluster")
 	glob := flag.String("dataset", "data/demo/train-*.recordio", "RecordIO files to train on")
+	job := flag.String("job", "", "job to train in (default: the cluster's default job); a job's first dataset is the one it reads")
 	trainers := flag.Int("trainers", 3, "number of trainers")
 	passes := flag.Int("passes", 2, "passes over the dataset")
 	step := flag.Duration("step", 0, "time each record takes to train on (a pause per record, to watch a fail-over mid-pass)")
@@ -37,7 +38,7 @@ func main() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := train(i, strings.Split(*addrs, ","), *glob, *trainers, *passes, *step, &total); err != nil {
+			if err := train(i, strings.Split(*addrs, ","), *job, *glob, *trainers, *passes, *step, &total); err != nil {
 				log.Fatalf("trainer %d: %v", i, err)
 			}
 		}()
@@ -46,11 +47,16 @@ func main() {
 	fmt.Printf("done: %d trainers read %d records in %d passes in %v\n", *trainers, total.Load(), *passes, time.Since(start).Round(time.Millisecond))
 }
 
-func train(id int, addrs []string, glob string, peers, passes int, step time.Duration, total *atomic.Int64) error {
-	// The client's logger says when it waits for a leader, and why a
-	// task could not be read.
+func train(id int, addrs []string, job, glob string, peers, passes int, step time.Duration, total *atomic.Int64) error {
+	// The client's logger says when it waits for a leader, why a task
+	// could not be read, and when the job's dataset was set with other
+	// patterns than glob.
 	logger := hclog.New(&hclog.LoggerOptions{Name: fmt.Sprintf("trainer %d", id), Level: hclog.Info, Output: os.Stderr})
-	c, err := master.NewClient(master.WithAddrs(addrs...), master.WithBuffer(100), master.WithLogger(logger))
+	opts := []master.Option{master.WithAddrs(addrs...), master.WithBuffer(100), master.WithLogger(logger)}
+	if job != "" {
+		opts = append(opts, master.WithJob(job))
+	}
+	c, err := master.NewClient(opts...)
 	if err != nil {
 		return err
 	}

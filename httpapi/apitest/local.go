@@ -55,8 +55,8 @@ func (l *Local) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 
 // SetDataset implements httpapi.Backend: it applies fsm.DatasetCommands
 // for entries of MaxEntryBytes, as a Raft leader proposes them.
-func (l *Local) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	cmds := fsm.DatasetCommands(job, req, params, chunks, uuid.NewString(), MaxEntryBytes)
+func (l *Local) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
+	cmds := fsm.DatasetCommands(job, req, params, patterns, chunks, uuid.NewString(), MaxEntryBytes)
 	for _, c := range cmds[:len(cmds)-1] {
 		if r, err := l.Apply(ctx, c); err != nil || r.Code != fsm.CodeOK {
 			return r, err

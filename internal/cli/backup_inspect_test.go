@@ -28,7 +28,7 @@ func TestBackupInspect(t *testing.T) {
 		chunks = append(chunks, fsm.Chunk{Path: fmt.Sprintf("/data/part-%d.recordio", i/2), Offset: int64(i%2) * 100, Records: 10})
 	}
 	params := fsm.DatasetParams{ChunksPerTask: 2, TaskTimeout: time.Minute, FailureMax: 3}
-	if res, err := local.SetDataset(ctx, "train", fsm.RequestID{}, params, chunks); err != nil || res.Err() != nil {
+	if res, err := local.SetDataset(ctx, "train", fsm.RequestID{}, params, nil, chunks); err != nil || res.Err() != nil {
 		t.Fatal(res, err)
 	}
 	for i := range 2 {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/raftmaster/raftmaster/client"
@@ -47,6 +48,9 @@ func datasetCommand() *cli.Command {
 				}
 				if resp.Ignored {
 					fmt.Fprintln(c.App.Writer, "a dataset was already set; the first one stays (as in the original master)")
+					if len(resp.CurrentPatterns) > 0 {
+						fmt.Fprintf(c.App.Writer, "the job reads the files of: %s\n", strings.Join(resp.CurrentPatterns, " "))
+					}
 					return nil
 				}
 				fmt.Fprintf(c.App.Writer, "dataset set: %d files, %d chunks, %d tasks (%v)\n", resp.Files, resp.Chunks, resp.Tasks, time.Since(start).Round(time.Millisecond))

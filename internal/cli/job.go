@@ -55,8 +55,9 @@ func jobCommand() *cli.Command {
 				Name:      "inspect",
 				Usage:     "describe one job",
 				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--files] [--json | -o json]",
-				Description: "Shows the job's dataset (its files, chunks, tasks and settings), its pass, its\n" +
-					"save-model lease, groups and register. The files are summarised per directory;\n" +
+				Description: "Shows the job's dataset (the patterns it was set with, its files, chunks, tasks\n" +
+					"and settings), its pass, its save-model lease, groups and register. The files are\n" +
+					"summarised per directory;\n" +
 					"--files lists them (the first " + fmt.Sprint(rpc.MaxJobPaths) + ", in the order of the dataset).",
 				Flags: clientFlags(append(outputFlags(),
 					&cli.BoolFlag{Name: "files", Usage: "list the dataset's files one per line"})...),
@@ -165,6 +166,7 @@ func printJob(w io.Writer, j rpc.Job, allFiles bool) {
 		}
 		fmt.Fprintln(w)
 		fmt.Fprintf(w, "pass %d:     todo %d, pending %d, done %d, failed %d\n", j.Pass, j.Todo, j.Pending, j.Done, j.Failed)
+		printPatterns(w, j.Patterns)
 		printFiles(w, j, allFiles)
 	} else {
 		fmt.Fprintln(w, "dataset:    none set")
@@ -179,6 +181,22 @@ func printJob(w io.Writer, j rpc.Job, allFiles bool) {
 	fmt.Fprintf(w, "size:       about %s\n", humanBytes(j.Bytes))
 	if !j.CollectAt.IsZero() {
 		fmt.Fprintf(w, "collected:  at %s unless used before\n", fsmTimeText(j.CollectAt))
+	}
+}
+
+// printPatterns prints the globs the dataset was set with, one a line, or
+// says why there are none.
+func printPatterns(w io.Writer, patterns []string) {
+	if len(patterns) == 0 {
+		fmt.Fprintln(w, "patterns:   unknown (the dataset was given as chunks, or set before the cluster reached protocol level 4)")
+		return
+	}
+	for i, p := range patterns {
+		label := ""
+		if i == 0 {
+			label = "patterns:"
+		}
+		fmt.Fprintf(w, "%-11s %s\n", label, p)
 	}
 }
 

@@ -23,7 +23,8 @@ func TestJobInspectShowsTheDataset(t *testing.T) {
 	}
 	chunks = append(chunks, fsm.Chunk{Path: "/extra/one.recordio", Records: 5})
 	params := fsm.DatasetParams{ChunksPerTask: 2, TaskTimeout: 90 * time.Second, FailureMax: 3}
-	if res, err := local.SetDataset(context.Background(), "train", fsm.RequestID{}, params, chunks); err != nil || res.Err() != nil {
+	patterns := []string{"/data/demo/part-*.recordio", "/extra/one.recordio"}
+	if res, err := local.SetDataset(context.Background(), "train", fsm.RequestID{}, params, patterns, chunks); err != nil || res.Err() != nil {
 		t.Fatal(res, err)
 	}
 	code, out, errOut := runCLI("job", "inspect", "--addr", addr, "train")
@@ -32,6 +33,7 @@ func TestJobInspectShowsTheDataset(t *testing.T) {
 	}
 	for _, want := range []string{
 		"dataset:    5 files, 9 chunks in 5 tasks (2 chunks/task, timeout 1m30s, failure max 3)",
+		"patterns:   /data/demo/part-*.recordio\n            /extra/one.recordio\nfiles:",
 		"files:      4 in /data/demo/: part-00000.recordio ... part-00003.recordio\n",
 		"            /extra/one.recordio\n",
 	} {
@@ -50,8 +52,17 @@ func TestJobInspectShowsTheDataset(t *testing.T) {
 	}
 	paths, _ := j["paths"].([]any)
 	params2, _ := j["params"].(map[string]any)
-	if j["files"] != 5.0 || j["chunks"] != 9.0 || len(paths) != 5 || paths[4] != "/extra/one.recordio" || params2["task_timeout"] != "1m30s" {
+	gotPatterns, _ := j["patterns"].([]any)
+	if j["files"] != 5.0 || j["chunks"] != 9.0 || len(paths) != 5 || paths[4] != "/extra/one.recordio" || params2["task_timeout"] != "1m30s" ||
+		len(gotPatterns) != 2 || gotPatterns[0] != patterns[0] {
 		t.Errorf("--json: %v", j)
+	}
+	// A dataset given as chunks was set from no patterns.
+	if res, err := local.SetDataset(context.Background(), "given", fsm.RequestID{}, params, nil, chunks); err != nil || res.Err() != nil {
+		t.Fatal(res, err)
+	}
+	if code, out, errOut := runCLI("job", "inspect", "--addr", addr, "given"); code != 0 || !strings.Contains(out, "patterns:   unknown (") {
+		t.Errorf("a dataset of no patterns: exit %d:\n%s%s", code, out, errOut)
 	}
 	// The job list counts the files too.
 	if code, out, _ := runCLI("job", "list", "--addr", addr); code != 0 || !strings.Contains(lineWith(out, "train"), "5 files, 5 tasks") {

@@ -399,8 +399,8 @@ func (m *Master) FSM() *fsm.FSM { return m.fsm }
 // SetDataset implements httpapi.Backend with fsm.DatasetCommands without
 // an entry limit, which is a single SetDataset command: the whole state is
 // one etcd value anyway.
-func (m *Master) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	return m.Apply(ctx, fsm.DatasetCommands(job, req, params, chunks, "", 0)[0])
+func (m *Master) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
+	return m.Apply(ctx, fsm.DatasetCommands(job, req, params, patterns, chunks, "", 0)[0])
 }
 
 // ReadBarrier implements httpapi.Backend: this master is active and etcd

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"reflect"
 	"testing"
 	"time"
 
@@ -217,7 +218,7 @@ func checkSetDatasetRetry(t *testing.T, c *proccluster.Cluster) {
 	c.Kill(leader)
 	addr := c.Leader().APIAddr
 	var retry, other rpc.SetDatasetResponse
-	if st := postWithID(t, addr, rpc.PathDataset, id, req, &retry); st != http.StatusOK || retry != first {
+	if st := postWithID(t, addr, rpc.PathDataset, id, req, &retry); st != http.StatusOK || !reflect.DeepEqual(retry, first) {
 		t.Fatalf("retry with the request id: HTTP %d %+v, want the first answer %+v", st, retry, first)
 	}
 	if st := postWithID(t, addr, rpc.PathDataset, uuid.NewString()+"/1", req, &other); st != http.StatusOK ||

@@ -63,7 +63,7 @@ func TestManyTrainersSetALargeDataset(t *testing.T) {
 		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 	}
 	// Entries of one upload under the default MaxEntryBytes (256 KiB).
-	oneCopy := len(fsm.DatasetCommands(fsm.DefaultJob, fsm.RequestID{}, fsm.DatasetParams{}, chunks, "upload", 256<<10))
+	oneCopy := len(fsm.DatasetCommands(fsm.DefaultJob, fsm.RequestID{}, fsm.DatasetParams{}, nil, chunks, "upload", 256<<10))
 
 	leader := c.Leader()
 	c.WaitFor("every node registered", time.Minute, func() bool {
@@ -166,7 +166,7 @@ func TestNamedJobLargeDatasetAfterTheDefaultJobs(t *testing.T) {
 		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 	}
 	// The default MaxEntryBytes (256 KiB) cuts it into parts.
-	if n := len(fsm.DatasetCommands("job-big", fsm.RequestID{}, fsm.DatasetParams{}, chunks, "upload", 256<<10)); n < 3 {
+	if n := len(fsm.DatasetCommands("job-big", fsm.RequestID{}, fsm.DatasetParams{}, nil, chunks, "upload", 256<<10)); n < 3 {
 		t.Fatalf("the dataset takes %d entries, want a few parts and a commit", n)
 	}
 

@@ -47,8 +47,8 @@ func (b raftBackend) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, err
 	return r, b.wireErr(err)
 }
 
-func (b raftBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, chunks []fsm.Chunk) (*fsm.Result, error) {
-	r, err := b.node.SetDataset(ctx, job, req, params, chunks)
+func (b raftBackend) SetDataset(ctx context.Context, job string, req fsm.RequestID, params fsm.DatasetParams, patterns []string, chunks []fsm.Chunk) (*fsm.Result, error) {
+	r, err := b.node.SetDataset(ctx, job, req, params, patterns, chunks)
 	return r, b.wireErr(err)
 }
 

@@ -12,10 +12,11 @@ import threading
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
 
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
+from ._patterns import warn_other_patterns
 from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_FIRST_CONTACT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call,
                          Transport, normalize_addr)
 
@@ -81,11 +82,15 @@ class SaveModelGrant:
 @dataclass(frozen=True)
 class DatasetResult:
     """The answer to set_dataset. ``ignored`` is True when a dataset was
-    already set: the first one counts."""
+    already set: the first one counts. ``current_patterns`` are the globs
+    the job's dataset was set with (when ignored, another call's); empty
+    when the cluster does not know them (a dataset given as chunks, or set
+    before the cluster reached protocol level 4)."""
     ignored: bool
     files: int
     chunks: int
     tasks: int
+    current_patterns: Tuple[str, ...] = ()
 
 
 class AllgatherResult(NamedTuple):
@@ -227,7 +232,9 @@ class Client:
                     strict: bool = False) -> DatasetResult:
         """Set the job's dataset: the RecordIO files that the glob patterns
         match. Only the first dataset counts, so every trainer may call it;
-        the result says whether this one was ignored. The leader expands and
+        the result says whether this one was ignored, and with which
+        patterns the dataset was set: when they differ from these, the
+        ``raftmaster`` logger warns, naming both. The leader expands and
         indexes the globs, unless the client was made with client_indexing.
         ``chunks_per_task`` (consecutive chunks per task), ``task_timeout``
         (the lease, seconds), ``failure_max`` (failures or timeouts a task
@@ -253,8 +260,10 @@ class Client:
         # attempt use the whole budget.
         out = self._do(Call("POST", "/v1/dataset", body=body, write=True,
                             timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT))) or {}
-        return DatasetResult(bool(out.get("ignored")), int(out.get("files", 0)), int(out.get("chunks", 0)),
-                             int(out.get("tasks", 0)))
+        result = DatasetResult(bool(out.get("ignored")), int(out.get("files", 0)), int(out.get("chunks", 0)),
+                               int(out.get("tasks", 0)), tuple(out.get("current_patterns") or ()))
+        warn_other_patterns(log, self.job or DEFAULT_JOB, globs, result.ignored, result.current_patterns)
+        return result
 
     def get_task(self, pass_id: int) -> Task:
         """Lease the next task of pass pass_id. It raises PassBefore or

@@ -1,6 +1,7 @@
 """Every client call against a real 3-node cluster, each test in a job of its own."""
 
 import json
+import logging
 import subprocess
 import sys
 import threading
@@ -17,7 +18,7 @@ from conftest import write_dataset
 def test_set_dataset_counts_the_first_one(client, dataset, tmp_path):
     paths, _ = dataset
     res = client.set_dataset(paths, chunks_per_task=4)
-    assert res == raftmaster.DatasetResult(ignored=False, files=2, chunks=40, tasks=10)
+    assert (res.ignored, res.files, res.chunks, res.tasks) == (False, 2, 40, 10)
     other, _ = write_dataset(tmp_path, files=1, prefix="other")
     again = client.set_dataset(other)
     assert again.ignored
@@ -34,8 +35,33 @@ def test_a_set_dataset_whose_answer_is_lost_says_it_installed(make_client, proxi
     p.drop("/dataset")
     res = c.set_dataset(paths, chunks_per_task=4)
     assert len(p.seen("/dataset")) == 2 and len(p.dropped) == 1
-    assert res == raftmaster.DatasetResult(ignored=False, files=2, chunks=40, tasks=10)
+    assert (res.ignored, res.files, res.chunks, res.tasks) == (False, 2, 40, 10)
     assert make_client().set_dataset(paths).ignored
+
+
+def test_set_dataset_warns_of_other_patterns(make_client, dataset, tmp_path, caplog, job):
+    """A set_dataset whose patterns differ from those the job's dataset was
+    set with is ignored, answered with them, and the raftmaster logger
+    warns, naming both; the same patterns, in another order, are ignored
+    without a word."""
+    paths, _ = dataset
+    first, second = make_client(), make_client()
+    wait_until(lambda: first.status().get("cluster_protocol", 0) >= 4, "protocol level 4")
+    res = first.set_dataset(paths)
+    assert not res.ignored and res.current_patterns == tuple(paths)
+    other, _ = write_dataset(tmp_path, files=1, prefix="other")
+    with caplog.at_level(logging.INFO, logger="raftmaster"):
+        same = second.set_dataset(list(reversed(paths)))
+        assert same.ignored and same.current_patterns == tuple(paths)
+        assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+        again = second.set_dataset(other)
+    assert again.ignored and again.current_patterns == tuple(paths)
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and r.name == "raftmaster"]
+    assert len(warnings) == 1, caplog.text
+    msg = warnings[0].getMessage()
+    assert job in msg and all(p in msg for p in other + paths), msg
+    assert second.set_dataset(paths).ignored  # and quietly again
+    assert len([r for r in caplog.records if r.levelno >= logging.WARNING]) == 1
 
 
 def test_set_dataset_with_client_indexing(make_client, dataset):
