@@ -9,7 +9,7 @@ RAPID_CHECKS ?= 1000
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-heavy python-test python-env lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-heavy python-test python-env lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo first-hour chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -148,6 +148,9 @@ run: build ## start a local 3-node cluster on 127.0.0.1 (data in ./data), Ctrl-C
 
 demo: build ## pack a sample dataset and run three trainers through two passes on a local cluster (FAILOVER=1: kill the leader mid-pass)
 	FAILOVER=$(FAILOVER) ./scripts/demo.sh
+
+first-hour: ## a new user's first hour on real processes: the quick start, the Go and Python paths, a wrong address, a node killed under the local cluster (scripts/first-hour.sh, about a minute)
+	./scripts/first-hour.sh
 
 clean: ## remove build output and local data
 	rm -rf bin data bench-out

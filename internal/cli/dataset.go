@@ -47,9 +47,11 @@ func datasetCommand() *cli.Command {
 					return err
 				}
 				if resp.Ignored {
-					fmt.Fprintln(c.App.Writer, "a dataset was already set; the first one stays (as in the original master)")
+					fmt.Fprintln(c.App.Writer, "ignored: the job has a dataset already, and its first one stays (as in the original master)")
 					if len(resp.CurrentPatterns) > 0 {
 						fmt.Fprintf(c.App.Writer, "the job reads the files of: %s\n", strings.Join(resp.CurrentPatterns, " "))
+					} else {
+						fmt.Fprintln(c.App.Writer, "its patterns are unknown (set before the cluster's protocol level 4); job inspect shows its files")
 					}
 					return nil
 				}

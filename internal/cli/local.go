@@ -176,6 +176,19 @@ func announce(ctx context.Context, c *cli.Context, apis []string, tlsConf *tls.C
 	if procs.WaitReady(ctx, apis, tlsConf) != nil {
 		return
 	}
+	// The first commands a user types get every feature of the release
+	// (a dataset's patterns are recorded from level 4) once the new
+	// cluster's protocol level has risen, which takes a moment after its
+	// members have registered.
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err := procs.WaitProtocol(wctx, apis[0], tlsConf)
+	cancel()
+	if ctx.Err() != nil {
+		return
+	}
+	if err != nil {
+		fmt.Fprintf(c.App.ErrWriter, "raftmaster: local: the cluster's protocol level has not risen yet (%v): later features wait for it\n", err)
+	}
 	hint := ""
 	if tlsConf != nil {
 		hint = fmt.Sprintf("  TLS is on:    export RAFTMASTER_TLS_CA=%s\n", filepath.Join(c.String("data-dir"), "tls", certs.CAFile))

@@ -8,6 +8,7 @@ package procs
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -230,13 +231,7 @@ func StopAll(procs []*Proc, timeout time.Duration) {
 // A cluster that serves HTTPS is asked with tlsConf, which trusts its CA;
 // nil means plain HTTP.
 func WaitReady(ctx context.Context, addrs []string, tlsConf *tls.Config) error {
-	hc := &http.Client{Timeout: time.Second}
-	scheme := "http"
-	if tlsConf != nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.TLSClientConfig = tlsConf
-		hc.Transport, scheme = t, "https"
-	}
+	hc, scheme := probeClient(tlsConf)
 	for _, a := range addrs {
 		for {
 			resp, err := hc.Get(scheme + "://" + a + rpc.PathReadyz)
@@ -254,6 +249,44 @@ func WaitReady(ctx context.Context, addrs []string, tlsConf *tls.Config) error {
 		}
 	}
 	return nil
+}
+
+// WaitProtocol waits until the node at addr has applied the highest
+// protocol level its release knows, or ctx ends. A new cluster starts at
+// level 1, and its leader raises the level once every member has
+// registered its release: until then the features of later levels are
+// refused or left out.
+func WaitProtocol(ctx context.Context, addr string, tlsConf *tls.Config) error {
+	hc, scheme := probeClient(tlsConf)
+	for {
+		var st rpc.StatusResponse
+		resp, err := hc.Get(scheme + "://" + addr + rpc.PathStatus + "?" + rpc.ParamStale)
+		if err == nil {
+			err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
+			resp.Body.Close()
+			if err == nil && st.Protocol > 0 && st.ClusterProtocol >= st.Protocol {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: protocol level %d of %d: %w", addr, st.ClusterProtocol, st.Protocol, context.Cause(ctx))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// probeClient is the HTTP client and scheme of the waits above: HTTPS
+// trusting tlsConf's CA when it is not nil.
+func probeClient(tlsConf *tls.Config) (*http.Client, string) {
+	hc := &http.Client{Timeout: time.Second}
+	if tlsConf == nil {
+		return hc, "http"
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.TLSClientConfig = tlsConf
+	hc.Transport = t
+	return hc, "https"
 }
 
 // LogTail returns the last n lines of each process's log file.
