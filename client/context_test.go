@@ -137,7 +137,7 @@ var contextCalls = []contextCall{
 		_, err := c.CreateJobContext(ctx, "j")
 		return err
 	}},
-	{"AddNodeContext", rpc.PathClusterAddVoter, func(ctx context.Context, c *client.Client) error {
+	{"AddNodeContext", rpc.PathClusterAddMember, func(ctx context.Context, c *client.Client) error {
 		return c.AddNodeContext(ctx, "n4", "127.0.0.1:1", "127.0.0.1:2")
 	}},
 	{"JoinContext", rpc.PathAllgatherJoin, func(ctx context.Context, c *client.Client) error {
