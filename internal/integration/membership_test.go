@@ -17,6 +17,7 @@ import (
 // TestMembershipThroughCLI adds a fourth node with "cluster join", removes
 // it with "cluster remove", and moves leadership with "cluster transfer".
 func TestMembershipThroughCLI(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	seed := c.Procs[0].APIAddr
@@ -77,6 +78,7 @@ func TestMembershipThroughCLI(t *testing.T) {
 // TestGracefulStopTransfersLeadership: SIGTERM to the leader hands
 // leadership over, and a "serve --join" node joins by itself.
 func TestGracefulStopAndJoinFlag(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	leader := c.Leader()
 	n4 := c.AddProc("n4", []string{c.Procs[0].APIAddr})
@@ -101,6 +103,7 @@ func TestGracefulStopAndJoinFlag(t *testing.T) {
 // cluster inspect shows each member's version and level, and the
 // cluster's, even for a member that is down.
 func TestMembersShowTheirRelease(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	st, err := proccluster.Status(t.Context(), c.Procs[0].APIAddr)

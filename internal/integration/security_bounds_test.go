@@ -93,6 +93,7 @@ func postDataset(t *testing.T, addr, job string, globs []string, timeout time.Du
 // of a node without --dataset-root is refused at once with an error that
 // says why, and the leader's memory stays where it was.
 func TestSecurityBoundsGlob(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -124,6 +125,7 @@ func TestSecurityBoundsGlob(t *testing.T) {
 // regular file, by name or through a pattern, and does not hold the job's
 // dataset slot: the next request sets the dataset.
 func TestSecurityBoundsFIFO(t *testing.T) {
+	needsProcesses(t)
 	root := t.TempDir()
 	writeDataset(t, root, 20, 10, 5)
 	if err := syscall.Mkfifo(filepath.Join(root, "pipe.recordio"), 0o600); err != nil {
@@ -153,6 +155,7 @@ func TestSecurityBoundsFIFO(t *testing.T) {
 // root, nothing outside the root is named, whether reached by an
 // absolute path, a pattern or a symbolic link.
 func TestSecurityBoundsFileProbes(t *testing.T) {
+	needsProcesses(t)
 	outside := t.TempDir()
 	content := []byte("SECRET-LINE:abcdefghijklmnopqrstuvwxyz\n")
 	content = append(content, bytes.Repeat([]byte("x"), 12345-len(content))...)
@@ -220,6 +223,7 @@ func TestSecurityBoundsFileProbes(t *testing.T) {
 // TestSecurityBoundsIdleConnections: connections that send nothing, or a
 // body one byte at a time, are closed by the server.
 func TestSecurityBoundsIdleConnections(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -315,6 +319,7 @@ func (b *datasetBody) Read(p []byte) (int, error) {
 // redirects to the leader without reading them, and its memory stays
 // small.
 func TestSecurityBoundsFollowerBody(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	f := follower(c)
@@ -357,6 +362,7 @@ func TestSecurityBoundsFollowerBody(t *testing.T) {
 // TestSecurityBoundsMetricSeries: requests to jobs that do not exist add
 // no metric series, and a deleted job's series go with it.
 func TestSecurityBoundsMetricSeries(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -427,9 +433,7 @@ func TestSecurityBoundsMetricSeries(t *testing.T) {
 // state of 4 MiB, leave every node's memory and data directory sized by
 // the state, not by the bytes written.
 func TestSecurityBoundsLogBytes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 1.1 GiB")
-	}
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	cl := newClient(t, client.WithAddrs(c.APIAddrs()...), client.WithJob("big"))
@@ -479,6 +483,7 @@ func TestSecurityBoundsLogBytes(t *testing.T) {
 // authentication, as a user whose role covers only its prefix. Without
 // the credentials, a master does not get in.
 func TestSecurityBoundsEtcdTLSAuth(t *testing.T) {
+	needsProcesses(t)
 	dir := t.TempDir()
 	if _, err := certs.Generate(certs.GenerateOptions{Dir: dir, Hosts: []string{"127.0.0.1", "localhost"}}); err != nil {
 		t.Fatal(err)

@@ -105,6 +105,7 @@ func forbidden(err error, job string) bool {
 // job. Past its write quota a token is answered 429 with Retry-After, and
 // nothing changes.
 func TestSecurityTokensJobMatrix(t *testing.T) {
+	needsProcesses(t)
 	file := writeTokenFile(t, "trainer "+secTokA+" a", "trainer "+secTokTeam+" team-*", "trainer "+secTokAll,
 		"trainer "+secTokFlood, "operator "+secTokOp)
 	t.Setenv("RAFTMASTER_TOKEN", secTokOp) // the cluster's own checks
@@ -263,6 +264,7 @@ func TestSecurityTokensJobMatrix(t *testing.T) {
 // cannot replay its answers, write under it, nor finish its task: 403
 // foreign_client, and nothing changes. Its own token goes on.
 func TestSecurityTokensIdentityBinding(t *testing.T) {
+	needsProcesses(t)
 	file := writeTokenFile(t, "trainer "+secTokAll, "trainer "+secTokAll2, "operator "+secTokOp)
 	t.Setenv("RAFTMASTER_TOKEN", secTokOp)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--auth-tokens", file}})
@@ -296,6 +298,7 @@ func TestSecurityTokensIdentityBinding(t *testing.T) {
 // TestSecurityTokensFileMode: serve refuses a token file that other users
 // may read, naming chmod 600.
 func TestSecurityTokensFileMode(t *testing.T) {
+	needsProcesses(t)
 	file := writeTokenFile(t, "trainer "+secTokAll, "operator "+secTokOp)
 	if err := os.Chmod(file, 0o644); err != nil {
 		t.Fatal(err)
@@ -325,6 +328,7 @@ func TestSecurityTokensFileMode(t *testing.T) {
 // write, and then all restart at once with new identities: no write is
 // refused.
 func TestSecurityTokensTenThousandTrainers(t *testing.T) {
+	needsProcesses(t)
 	file := writeTokenFile(t, "trainer "+secTokA+" a", "operator "+secTokOp)
 	t.Setenv("RAFTMASTER_TOKEN", secTokOp)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--auth-tokens", file}})
