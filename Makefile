@@ -6,10 +6,12 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages whose property tests take -rapid.checks.
 RAPID_PKGS  := ./fsm/... ./recordio/...
 RAPID_CHECKS ?= 1000
+# The unit tier's property tests: rapid's own default.
+SHORT_RAPID_CHECKS ?= 100
 TEST_TIMEOUT ?= 25m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-heavy python-test lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-short test-heavy python-test lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,7 +30,14 @@ build: ## build bin/raftmaster (static), its version stamped from VERSION and gi
 # types; helm runs through go run from the module proxy.
 DEPLOYTEST  := internal/deploytest
 
-test: ## run every test with the race detector, the Helm chart's checks included
+# The unit tier: every test that starts real processes skips itself under
+# -short.
+test-short: ## the unit tier: every package under -short with the race detector, no real processes (about 2 minutes on 2 cores)
+	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
+	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(SHORT_RAPID_CHECKS)
+	cd $(DEPLOYTEST) && $(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test: ## every test but the heavy tier, with the race detector: real processes, the Helm chart's checks and the Python tests included
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
