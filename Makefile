@@ -9,6 +9,7 @@ RAPID_CHECKS ?= 1000
 # The unit tier's property tests: rapid's own default.
 SHORT_RAPID_CHECKS ?= 100
 TEST_TIMEOUT ?= 25m
+HEAVY_TIMEOUT ?= 60m
 
 .DEFAULT_GOAL := help
 .PHONY: help build bench-build test test-short test-heavy python-test lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
@@ -44,8 +45,13 @@ test: ## every test but the heavy tier, with the race detector: real processes, 
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) python-test
 
-test-heavy: ## the heavy tier (build tag heavy): a 3-node cluster filled with over 500 MiB of state, backed up and restored through the CLI (a few minutes)
-	$(GO) test -tags heavy -count=1 -timeout $(TEST_TIMEOUT) -run '^TestHeavy' -v ./internal/integration/
+# The heavy tier: the files tagged heavy, their packages and their tests.
+HEAVY_FILES = $(shell grep -rlx --include='*_test.go' '//go:build heavy' .)
+HEAVY_PKGS  = $(sort $(dir $(HEAVY_FILES)))
+HEAVY_TESTS = $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' $(HEAVY_FILES) | paste -sd'|')
+
+test-heavy: ## the heavy tier (build tag heavy): every test of a file tagged heavy, one package at a time: long fault runs and large data
+	$(GO) test -tags heavy -count=1 -p 1 -timeout $(HEAVY_TIMEOUT) -run '^($(HEAVY_TESTS))$$' -v $(HEAVY_PKGS)
 
 # The interpreter of the Python tests: Debian's, which python3-torch,
 # python3-snappy and python3-pytest install into.
@@ -57,8 +63,9 @@ python-test: build ## build bin/raftmaster and run the Python package's tests (p
 lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
-	$(GO) vet -tags heavy ./internal/integration/
+	$(GO) vet -tags heavy $(HEAVY_PKGS)
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags heavy $(HEAVY_PKGS)
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
 
