@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 25m
 HEAVY_TIMEOUT ?= 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-short test-heavy python-test lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-short test-heavy python-test lint check generate-check tidy-check shellcheck python-lint bench bench-short bench-full run demo chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -69,7 +69,22 @@ lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
 
-check: lint tidy-check shellcheck python-lint ## make lint, the go mod tidy check, shellcheck and the Python lint and type check (.ci/run runs it before the tests)
+check: lint generate-check tidy-check shellcheck python-lint ## make lint, the go generate and go mod tidy checks, shellcheck and the Python lint and type check (.ci/run runs it before the tests)
+
+# What the tree holds beyond HEAD, untracked files included: go generate
+# must leave it as it was, so that the generated files committed are what
+# their sources generate.
+TREE_CHANGES = { git diff HEAD --binary; git ls-files -z -o --exclude-standard | xargs -0 -r sha256sum; }
+generate-check: ## fail when go generate would change a file, in either module
+	@before=$$(mktemp) after=$$(mktemp); trap 'rm -f "$$before" "$$after"' EXIT; \
+	$(TREE_CHANGES) >"$$before" && \
+	$(GO) generate ./... && (cd $(DEPLOYTEST) && $(GO) generate ./...) && \
+	$(TREE_CHANGES) >"$$after" && \
+	if ! cmp -s "$$before" "$$after"; then \
+		echo "go generate changed the tree; run it and commit what it writes:"; \
+		diff "$$before" "$$after" | head -n 100; \
+		exit 1; \
+	fi
 
 tidy-check: ## fail when go mod tidy would change go.mod or go.sum, in either module
 	$(GO) mod tidy -diff
