@@ -31,14 +31,16 @@ build: ## build bin/raftmaster (static), its version stamped from VERSION and gi
 # types; helm runs through go run from the module proxy.
 DEPLOYTEST  := internal/deploytest
 
-# The unit tier: every test that starts real processes skips itself under
-# -short.
+# The tests come in three tiers (CONTRIBUTING.md says which test goes
+# where): test-short, the unit tests, every test that starts real
+# processes skipping itself under -short; test, all but the heavy tier and
+# Docker; test-heavy, the tests of the files tagged heavy.
 test-short: ## the unit tier: every package under -short with the race detector, no real processes (about 2 minutes on 2 cores)
 	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(SHORT_RAPID_CHECKS)
 	cd $(DEPLOYTEST) && $(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 
-test: ## every test but the heavy tier, with the race detector: real processes, the Helm chart's checks and the Python tests included
+test: ## every test but the heavy and Docker ones, with the race detector: real processes, the Helm chart's checks and the Python tests included
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
@@ -46,7 +48,7 @@ test: ## every test but the heavy tier, with the race detector: real processes, 
 	$(MAKE) python-test
 
 # The heavy tier: the files tagged heavy, their packages and their tests.
-HEAVY_FILES = $(shell grep -rlx --include='*_test.go' '//go:build heavy' .)
+HEAVY_FILES = $(shell grep -rlx --include='*_test.go' --exclude-dir=.git '//go:build heavy' .)
 HEAVY_PKGS  = $(sort $(dir $(HEAVY_FILES)))
 HEAVY_TESTS = $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' $(HEAVY_FILES) | paste -sd'|')
 
@@ -60,7 +62,7 @@ PYTHON ?= /usr/bin/python3
 python-test: build ## build bin/raftmaster and run the Python package's tests (python/tests) with $(PYTHON)
 	cd python && RAFTMASTER_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m pytest -q -p no:cacheprovider tests
 
-lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
+lint: ## gofmt, go vet and staticcheck (of the heavy tier's build too) and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags heavy $(HEAVY_PKGS)
