@@ -6,10 +6,13 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Packages whose property tests take -rapid.checks.
 RAPID_PKGS  := ./fsm/... ./recordio/...
 RAPID_CHECKS ?= 1000
+# The unit tier's property tests: rapid's own default.
+SHORT_RAPID_CHECKS ?= 100
 TEST_TIMEOUT ?= 25m
+HEAVY_TIMEOUT ?= 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-heavy python-test python-env lint check tidy-check shellcheck python-lint bench bench-short bench-full run demo first-hour chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-short test-heavy python-test python-env lint check generate-check tidy-check shellcheck python-lint bench bench-short bench-full run demo first-hour chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -28,15 +31,29 @@ build: ## build bin/raftmaster (static), its version stamped from VERSION and gi
 # types; helm runs through go run from the module proxy.
 DEPLOYTEST  := internal/deploytest
 
-test: ## run every test with the race detector, the Helm chart's checks included
+# The tests come in three tiers (CONTRIBUTING.md says which test goes
+# where): test-short, the unit tests, every test that starts real
+# processes skipping itself under -short; test, all but the heavy tier and
+# Docker; test-heavy, the tests of the files tagged heavy.
+test-short: ## the unit tier: every package under -short with the race detector, no real processes (about 2 minutes on 2 cores)
+	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
+	$(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(SHORT_RAPID_CHECKS)
+	cd $(DEPLOYTEST) && $(GO) test -short -race -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test: ## every test but the heavy and Docker ones, with the race detector: real processes, the Helm chart's checks and the Python tests included
 	$(GO) vet ./...
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v -e /fsm -e /recordio)
 	$(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) $(RAPID_PKGS) -rapid.checks=$(RAPID_CHECKS)
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) python-test
 
-test-heavy: ## the heavy tier (build tag heavy): a 3-node cluster filled with over 500 MiB of state, backed up and restored through the CLI (a few minutes)
-	$(GO) test -tags heavy -count=1 -timeout $(TEST_TIMEOUT) -run '^TestHeavy' -v ./internal/integration/
+# The heavy tier: the files tagged heavy, their packages and their tests.
+HEAVY_FILES = $(shell grep -rlx --include='*_test.go' --exclude-dir=.git '//go:build heavy' .)
+HEAVY_PKGS  = $(sort $(dir $(HEAVY_FILES)))
+HEAVY_TESTS = $(shell sed -n 's/^func \(Test[A-Za-z0-9_]*\)(t \*testing\.T) {$$/\1/p' $(HEAVY_FILES) | paste -sd'|')
+
+test-heavy: ## the heavy tier (build tag heavy): every test of a file tagged heavy, one package at a time: long fault runs and large data
+	$(GO) test -tags heavy -count=1 -p 1 -timeout $(HEAVY_TIMEOUT) -run '^($(HEAVY_TESTS))$$' -v $(HEAVY_PKGS)
 
 # The interpreter of the Python tests and of make python-env: Debian's,
 # which python3-torch, python3-snappy and python3-pytest install into,
@@ -58,15 +75,31 @@ python-env: ## a venv in $(VENV) from $(PYTHON) (its packages, torch too, in vie
 		echo "torch: not importable from $(PYTHON) (apt install python3-torch, or pip install torch in the venv)"
 	@echo "activate it with: . $(VENV)/bin/activate"
 
-lint: ## gofmt, go vet, staticcheck and the FSM determinism guard
+lint: ## gofmt, go vet and staticcheck (of the heavy tier's build too) and the FSM determinism guard
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
 	$(GO) vet ./...
-	$(GO) vet -tags heavy ./internal/integration/
+	$(GO) vet -tags heavy $(HEAVY_PKGS)
 	$(GO) run $(STATICCHECK) ./...
+	$(GO) run $(STATICCHECK) -tags heavy $(HEAVY_PKGS)
 	cd $(DEPLOYTEST) && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	$(GO) test -count=1 -run '^TestDeterminismGuard$$' ./fsm/
 
-check: lint tidy-check shellcheck python-lint ## make lint, the go mod tidy check, shellcheck and the Python lint and type check (.ci/run runs it before the tests)
+check: lint generate-check tidy-check shellcheck python-lint ## make lint, the go generate and go mod tidy checks, shellcheck and the Python lint and type check (.ci/run runs it before the tests)
+
+# What the tree holds beyond HEAD, untracked files included: go generate
+# must leave it as it was, so that the generated files committed are what
+# their sources generate.
+TREE_CHANGES = { git diff HEAD --binary; git ls-files -z -o --exclude-standard | xargs -0 -r sha256sum; }
+generate-check: ## fail when go generate would change a file, in either module
+	@before=$$(mktemp) after=$$(mktemp); trap 'rm -f "$$before" "$$after"' EXIT; \
+	$(TREE_CHANGES) >"$$before" && \
+	$(GO) generate ./... && (cd $(DEPLOYTEST) && $(GO) generate ./...) && \
+	$(TREE_CHANGES) >"$$after" && \
+	if ! cmp -s "$$before" "$$after"; then \
+		echo "go generate changed the tree; run it and commit what it writes:"; \
+		diff "$$before" "$$after" | head -n 100; \
+		exit 1; \
+	fi
 
 tidy-check: ## fail when go mod tidy would change go.mod or go.sum, in either module
 	$(GO) mod tidy -diff

@@ -227,6 +227,9 @@ func TestQuotaFlood(t *testing.T) {
 // 10,000 trainers under one job token each start an identity and write,
 // and then all restart at once, with new identities: every write passes.
 func TestDefaultQuotasPassTenThousandTrainers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("10,000 trainers twice over: a load run, not a unit test")
+	}
 	e := tokenEnv(t, func(c *httpapi.Config) {
 		c.WriteQuota = httpapi.DefaultWriteQuota
 		c.ClientQuota = httpapi.DefaultClientQuota

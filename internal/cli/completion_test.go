@@ -60,6 +60,9 @@ func TestCompletion(t *testing.T) {
 // TestBashCompletes runs the bash script in bash against this binary, as
 // a user's shell does on TAB.
 func TestBashCompletes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes: bash, and this binary as raftmaster")
+	}
 	bash, err := exec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash")

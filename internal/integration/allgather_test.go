@@ -21,6 +21,7 @@ import (
 // TestAllgatherAcrossNodes: 16 members, each talking to a different node,
 // all receive the same data in the same order.
 func TestAllgatherAcrossNodes(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	const members = 16
@@ -135,6 +136,7 @@ func receiveWithin(t *testing.T, what string, w client.Watcher) client.Result {
 // other members started the group afresh: the answer for its join does
 // not turn into "closed".
 func TestAllgatherHardTimeoutStaysFinal(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	waitProtocol2(t, c)
@@ -193,6 +195,7 @@ func TestAllgatherHardTimeoutStaysFinal(t *testing.T) {
 // the completed data: a complete group's result is kept for the group's
 // timeout or fsm.ResultRetention, the longer.
 func TestAllgatherCompleteKeptForLatePoller(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	waitProtocol2(t, c)

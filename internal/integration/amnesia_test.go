@@ -26,6 +26,7 @@ import (
 // answers that the key is absent. When L is back, the write is there, F
 // rejoins as a new incarnation, and every node agrees.
 func TestAcknowledgedWriteSurvivesAWipedVoter(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	l := c.Leader()

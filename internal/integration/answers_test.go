@@ -40,6 +40,7 @@ func waitProtocol2(t *testing.T, c *proccluster.Cluster) {
 // not as a limit, and creates nothing. One that would create the job is
 // still refused at the limit.
 func TestKVMissAtMaxJobs(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--max-jobs", "1"}})
 	c.WaitReady()
 	waitProtocol2(t, c)
@@ -86,6 +87,7 @@ func waitClockPast(c *proccluster.Cluster, t time.Time) {
 // the first answers gave, so that the holder does not count on time it
 // does not have.
 func TestReplayedLeasesSayWhatRemains(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--failover-grace", "1s"}})
 	c.WaitReady()
 	at := client.WithAddrs(c.APIAddrs()...)
@@ -143,6 +145,7 @@ func TestReplayedLeasesSayWhatRemains(t *testing.T) {
 // started before its job existed waited for the dataset and read, and a
 // trainer started after the delete waits as for a job not created yet.
 func TestReadersOfADeletedJob(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
 	c.WaitReady()
 	waitProtocol2(t, c)
@@ -192,6 +195,7 @@ func TestReadersOfADeletedJob(t *testing.T) {
 // answered as its first attempt was (installed, not ignored), while
 // another trainer's request is ignored; on both backends.
 func TestSetDatasetRetryAfterLeaderKill(t *testing.T) {
+	needsProcesses(t)
 	t.Run("raft", func(t *testing.T) {
 		c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "2"}})
 		c.WaitReady()

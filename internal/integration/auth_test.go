@@ -33,6 +33,7 @@ const (
 // nodes register with each other through the operator token; SIGHUP
 // reloads the file.
 func TestTokenMatrix(t *testing.T) {
+	needsProcesses(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "tokens")
 	writeTokens := func(lines ...string) {

@@ -125,6 +125,7 @@ var vmHWM = regexp.MustCompile(`(?m)^VmHWM:\s+(\d+) kB$`)
 // serves every key, a sample of values checked byte for byte. The CLI
 // streams both ways, so neither process holds the state in memory.
 func TestHeavyBackupAndRestore(t *testing.T) {
+	needsProcesses(t)
 	mib := 520
 	if s := os.Getenv("RAFTMASTER_HEAVY_MIB"); s != "" {
 		n, err := strconv.Atoi(s)

@@ -34,6 +34,7 @@ import (
 // pass and task counts) and leads. A truncated or corrupt backup, and a
 // directory that holds Raft state, are refused with nothing written.
 func TestBackupUnderLoadRestores(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
 	c.WaitReady()
 	at := client.WithAddrs(c.APIAddrs()...)
@@ -230,6 +231,7 @@ func watchOnce(t *testing.T, addr, group string, member uuid.UUID, gen uint64) s
 // the old join's generation is refused, even after the same member joins
 // here.
 func TestRestoreHandsOutNoOldToken(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
 	c.WaitReady()
 	ctx := context.Background()

@@ -20,6 +20,7 @@ import (
 // requests to the leader: each gets its error code, and the replicated
 // state does not change.
 func TestBadInputIsRejectedWithoutStateChange(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	leader := c.Leader()
 	dir := t.TempDir()

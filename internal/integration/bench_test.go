@@ -40,6 +40,7 @@ func runBench(t testing.TB, args ...string) []benchRow {
 // TestBenchCommand: `raftmaster bench` runs the same workload on both
 // backends and accounts for every operation: two per task per pass.
 func TestBenchCommand(t *testing.T) {
+	needsProcesses(t)
 	const tasks, passes = 60, 2
 	rows := runBench(t, "--tasks", strconv.Itoa(tasks), "--passes", strconv.Itoa(passes), "--clients", "3")
 	if len(rows) != 2 || rows[0].Backend != "raft" || rows[1].Backend != "etcd" {

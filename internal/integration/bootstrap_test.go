@@ -66,6 +66,7 @@ func memberNames(t *testing.T, cl *client.Client) ([]string, int) {
 // one cluster of the three forms. A fourth node with the same flags is
 // no founder: it joins that cluster.
 func TestBootstrapExpectWaitsForEveryFounder(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Nodes: 4, BootstrapExpect: 3, Hold: true})
 	n1, n2, n3, n4 := c.Procs[0], c.Procs[1], c.Procs[2], c.Procs[3]
 
@@ -113,6 +114,7 @@ func TestBootstrapExpectWaitsForEveryFounder(t *testing.T) {
 // every pass completes with every record exactly once: nothing the
 // survivor held was truncated.
 func TestWipedVolumesNeverBootstrapARivalCluster(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{BootstrapExpect: 3, Args: []string{"--chunks-per-task", "1", "--failover-grace", "2s"}})
 	c.WaitReady()
 	survivor, wiped := c.Procs[0], c.Procs[1:]

@@ -30,9 +30,7 @@ type statusRow struct {
 // line; job inspect shows the files of the dataset set; backup inspect
 // reads the backup taken; a stopped member shows as a row with its error.
 func TestCLIOnACluster(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a cluster of processes")
-	}
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()

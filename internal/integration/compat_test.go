@@ -27,6 +27,7 @@ import (
 // the save-model lease). Every call succeeds, every pass delivers every
 // record exactly once, and the old backup restores with this release.
 func TestPreviousReleaseClients(t *testing.T) {
+	needsProcesses(t)
 	prev := previousSource(t)
 	oldBin := prev.build(t, "./cmd/raftmaster", runtime.GOOS, runtime.GOARCH)
 	c := proccluster.Start(t, proccluster.Options{})

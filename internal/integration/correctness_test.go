@@ -44,6 +44,7 @@ func postWithID(t *testing.T, addr, path, id string, body, out any) int {
 // not be told "granted" again when it retries its first request: two
 // trainers would save at once.
 func TestSaveModelRetryAfterLeaseMoved(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	addr := follower(c).APIAddr // the redirect is part of the path
@@ -83,6 +84,7 @@ func TestSaveModelRetryAfterLeaseMoved(t *testing.T) {
 // member's timeout callback and stays open: a late member still completes
 // it. JoinWithDeadline is the hard deadline that fails the group instead.
 func TestAllgatherLateMember(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	const members = 3

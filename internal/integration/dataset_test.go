@@ -51,6 +51,7 @@ func writeOneRecordChunks(t *testing.T, dir string, files, perFile int) string {
 // all succeed, the leader indexes the files once, and the Raft log holds
 // one copy of the chunk list rather than one per caller.
 func TestManyTrainersSetALargeDataset(t *testing.T) {
+	needsProcesses(t)
 	const trainers, files, perFile = 256, 20, 10000
 	c := proccluster.Start(t, proccluster.Options{})
 	glob := writeOneRecordChunks(t, t.TempDir(), files, perFile)
@@ -149,6 +150,7 @@ func TestManyTrainersSetALargeDataset(t *testing.T) {
 // sends every part of the named job's upload, and no other job's dataset
 // makes it give up.
 func TestNamedJobLargeDatasetAfterTheDefaultJobs(t *testing.T) {
+	needsProcesses(t)
 	const files, perFile = 5, 20000
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()

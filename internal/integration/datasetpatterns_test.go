@@ -24,6 +24,7 @@ import (
 // `job inspect` shows them, in text and JSON, on every node and after the
 // leader that recorded them is gone.
 func TestSecondDatasetNamesTheFirstsPatterns(t *testing.T) {
+	needsProcesses(t)
 	if testing.Short() {
 		t.Skip("starts a cluster of processes")
 	}
@@ -98,6 +99,7 @@ func waitProtocol4(c *proccluster.Cluster) {
 // on a job whose dataset is set reads that dataset, and says so; with
 // -job it reads its own dataset in a job of its own.
 func TestExampleTrainerTakesAJob(t *testing.T) {
+	needsProcesses(t)
 	if testing.Short() {
 		t.Skip("starts a cluster of processes")
 	}

@@ -17,6 +17,7 @@ import (
 // file, and the state does not change. A relative pattern is taken under
 // the root, and its tasks are served.
 func TestDatasetRootOnRealNodes(t *testing.T) {
+	needsProcesses(t)
 	root, outside := t.TempDir(), t.TempDir()
 	writeDataset(t, root, 20, 10, 5)
 	secret := filepath.Join(outside, "passwd")

@@ -362,6 +362,7 @@ func (c *composeCluster) logs(service string) string {
 // the host's CA certificates, and the compose file's build section makes
 // it without pulling anything when it is missing.
 func TestDockerImage(t *testing.T) {
+	needsProcesses(t)
 	root, err := proccluster.ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -435,6 +436,7 @@ func TestDockerImage(t *testing.T) {
 // pass completes with every record exactly once, and after the link is
 // restored the three replicas converge.
 func TestDockerComposePartition(t *testing.T) {
+	needsProcesses(t)
 	c := startCompose(t, "partition", "n1", "n2", "n3")
 	nodes := []string{"n1", "n2", "n3"}
 	leader := c.waitLeader("", nodes...)
@@ -463,6 +465,7 @@ func TestDockerComposePartition(t *testing.T) {
 // n1 keeps running, retrying, and bootstraps nothing; once n2 and n3 start,
 // the three found one cluster.
 func TestDockerComposeFoundersStartApart(t *testing.T) {
+	needsProcesses(t)
 	c := startCompose(t, "apart", "n1")
 	waitCond(t, "n1 to find n2's name unresolved", func() bool {
 		logs := c.logs("n1")
@@ -486,6 +489,7 @@ func TestDockerComposeFoundersStartApart(t *testing.T) {
 // with `raftmaster cluster remove` before its container goes, and every
 // pass delivers every record exactly once.
 func TestDockerComposeScale(t *testing.T) {
+	needsProcesses(t)
 	c, log, stop := underLoad(t, "scale")
 
 	c.compose("up", "-d", "n4", "n5")
@@ -560,6 +564,7 @@ func (c *composeCluster) checkNewIncarnations(before map[string]string, wiped ..
 // its previous incarnation leaving the configuration, no trainer call
 // fails, and every pass delivers every record exactly once.
 func TestDockerComposeLostVolume(t *testing.T) {
+	needsProcesses(t)
 	c, log, stop := underLoad(t, "lostone")
 	nodes := []string{"n1", "n2", "n3"}
 	leader := c.waitLeader("", nodes...)
@@ -590,6 +595,7 @@ func TestDockerComposeLostVolume(t *testing.T) {
 // incarnations, the trainers carry on without a failed call, and every
 // pass delivers every record exactly once.
 func TestDockerComposeLostTwoVolumes(t *testing.T) {
+	needsProcesses(t)
 	steps := documentedRecovery(t)
 	c, log, stop := underLoad(t, "losttwo")
 	nodes := []string{"n1", "n2", "n3"}
@@ -694,6 +700,7 @@ func survivorStep(step []string, survivor string) []string {
 // read: no trainer call fails, and every pass delivers every record
 // exactly once.
 func TestDockerComposeRollingRestart(t *testing.T) {
+	needsProcesses(t)
 	c, log, stop := underLoad(t, "rolling")
 	nodes := []string{"n1", "n2", "n3"}
 
@@ -735,6 +742,7 @@ const insecureOverride = `services:
 // replicas converge. The old volumes hold no incarnation: the nodes keep
 // their names as server ids.
 func TestDockerComposeRollingUpgrade(t *testing.T) {
+	needsProcesses(t)
 	previous := buildPreviousImage(t)
 	prev := previousSource(t)
 	// The previous release knows no cluster key and runs Raft

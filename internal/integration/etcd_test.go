@@ -19,6 +19,7 @@ import (
 // state, and every pass completes with every record delivered; a register
 // key written before the kill reads the same after it.
 func TestEtcdBackendFailover(t *testing.T) {
+	needsProcesses(t)
 	e := etcdtest.Start(t)
 	c := proccluster.StartEtcd(t, e.Endpoint, 2, "--etcd-prefix", "/jobs/resnet", "--etcd-ttl", "2s", "--chunks-per-task", "1", "--failover-grace", "2s")
 	viaEtcd := []client.Option{client.WithEtcd([]string{e.Endpoint}, time.Minute), client.WithEtcdPrefix("/jobs/resnet")}

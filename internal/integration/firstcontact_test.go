@@ -35,6 +35,7 @@ func (s *syncBuffer) String() string {
 // first-contact timeout, says once that it waits for a leader, and
 // succeeds once the nodes are back.
 func TestReachedClientWaitsThroughFullRestart(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	var logs syncBuffer
 	const firstContact = time.Second

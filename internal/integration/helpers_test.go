@@ -83,3 +83,13 @@ func stateHash(t *testing.T, p *proccluster.Proc) string {
 	}
 	return st.Hash
 }
+
+// needsProcesses skips t under -short: t starts real processes (raftmaster
+// serve, its CLI, the previous release, Python, Docker), which the unit
+// tier, make test-short, leaves out.
+func needsProcesses(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+}

@@ -21,6 +21,7 @@ import (
 // read, deleted and re-created with a new dataset, which counts as its
 // first. The CLI lists the jobs and cluster inspect shows a line per job.
 func TestThreeJobsThroughALeaderKill(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1", "--failover-grace", "2s"}})
 	c.WaitReady()
 	addrs := strings.Join(c.APIAddrs(), ",")
@@ -132,6 +133,7 @@ func TestThreeJobsThroughALeaderKill(t *testing.T) {
 // TestJobsOnTheEtcdBackend: the etcd backend runs the same state machine,
 // so a job other than default works there too.
 func TestJobsOnTheEtcdBackend(t *testing.T) {
+	needsProcesses(t)
 	e := etcdtest.Start(t)
 	c := proccluster.StartEtcd(t, e.Endpoint, 1, "--chunks-per-task", "1")
 	c.WaitReady()
@@ -166,6 +168,7 @@ func TestJobsOnTheEtcdBackend(t *testing.T) {
 // cluster that also serves another job: it reads its passes from the
 // default job, and the other job's dataset stays untouched.
 func TestExampleTrainerOnTheDefaultJob(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
 	c.WaitReady()
 	at := client.WithAddrs(c.APIAddrs()...)

@@ -21,6 +21,7 @@ import (
 // its request id): no round gets two winners or none, and the register
 // holds the last winner's value, which the CLI reads too.
 func TestKVRaceAcrossLeaderKill(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	const job, key, rounds, killAt = "torch-rdzv", "rdzv/state", 40, 15

@@ -40,6 +40,7 @@ func clusterLimits(t *testing.T, c *proccluster.Cluster) rpc.Limits {
 // limits; the leaders that follow it keep them, so two fail-overs change
 // nothing.
 func TestLimitsDoNotFlipAtFailOver(t *testing.T) {
+	needsProcesses(t)
 	c := differentLimitFlags(t)
 	c.WaitReady()
 	waitProtocol2(t, c)
@@ -65,6 +66,7 @@ func TestLimitsDoNotFlipAtFailOver(t *testing.T) {
 // fail-over; bad values are refused with a clear error; a node whose flags
 // differ from the cluster's logs each limit that does.
 func TestLimitsCommand(t *testing.T) {
+	needsProcesses(t)
 	c := differentLimitFlags(t)
 	c.WaitReady()
 	waitProtocol2(t, c)

@@ -82,6 +82,7 @@ func servePid(dir, id string) int {
 // command that restarts it, and that this command, run by hand, brings
 // the node back into the cluster.
 func TestLocalClusterSurvivesADeadNode(t *testing.T) {
+	needsProcesses(t)
 	bin := proccluster.Binary(t)
 	dir := t.TempDir()
 	taken := map[int]bool{}

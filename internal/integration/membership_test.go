@@ -22,6 +22,7 @@ import (
 // commands' earlier names ("cluster join", "cluster remove"), and moves
 // leadership with "cluster transfer".
 func TestMembershipThroughCLI(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	first := c.Procs[0].APIAddr
@@ -152,6 +153,7 @@ func TestMembershipThroughCLI(t *testing.T) {
 // TestGracefulStopAndMembersFlag: SIGTERM to the leader hands leadership
 // over, and a "serve --members" node becomes a member by itself.
 func TestGracefulStopAndMembersFlag(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	leader := c.Leader()
 	c.AddProc("n4", nil, "--members", c.Procs[0].APIAddr)
@@ -175,6 +177,7 @@ func TestGracefulStopAndMembersFlag(t *testing.T) {
 // cluster inspect shows each member's version and level, and the
 // cluster's, even for a member that is down.
 func TestMembersShowTheirRelease(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	st, err := proccluster.Status(t.Context(), c.Procs[0].APIAddr)

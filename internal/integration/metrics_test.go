@@ -21,6 +21,7 @@ import (
 // command outcomes, labelled raftmaster_job (Prometheus keeps "job" for
 // its scrape job).
 func TestMetrics(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
 	c.WaitReady()
 	at := client.WithAddrs(c.APIAddrs()...)
@@ -208,6 +209,7 @@ func metricValue(families map[string]*dto.MetricFamily, name string, labels ...s
 // job by state match the job's status; and requests are counted by route
 // pattern, never by the path sent.
 func TestMetricsLeadership(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	type view struct{ hasLeader, isLeader, term, changes, voter, voters float64 }

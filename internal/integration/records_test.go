@@ -85,6 +85,7 @@ func taskRecords(t *testing.T, task client.Task) []int {
 // counts are checked: while pass 0 cannot end, every record A and B
 // receive belongs to it.
 func TestDeadTrainerTaskComesBack(t *testing.T) {
+	needsProcesses(t)
 	const records = 100
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1", "--task-timeout", "3s", "--failover-grace", "100ms"}})
 	glob := writeDataset(t, t.TempDir(), records, 50, 20)
@@ -223,6 +224,7 @@ func TestDeadTrainerTaskComesBack(t *testing.T) {
 // another trainer keeps asking for the pass's tasks: no record is
 // delivered twice.
 func TestSlowTrainerKeepsItsTask(t *testing.T) {
+	needsProcesses(t)
 	const records = 40
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1", "--task-timeout", "1s", "--failover-grace", "100ms"}})
 	glob := writeDataset(t, t.TempDir(), records, records, 1000) // one chunk, one task
@@ -306,6 +308,7 @@ func TestSlowTrainerKeepsItsTask(t *testing.T) {
 // the chunk's offset, and the pass ends although the task fails
 // failureMax+1 times.
 func TestCorruptChunkEndsInOneError(t *testing.T) {
+	needsProcesses(t)
 	const records = 100
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "2", "--failure-max", "3"}})
 	dir := t.TempDir()

@@ -17,6 +17,7 @@ import (
 // with no record lost. Recover refuses a running node and a directory with
 // no Raft state, changing nothing.
 func TestRecoverFromALostMajority(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1", "--failover-grace", "2s"}})
 	c.WaitReady()
 	glob := writeDataset(t, t.TempDir(), 150, 50, 60)

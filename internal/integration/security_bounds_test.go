@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/tls"
@@ -9,8 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -50,30 +47,6 @@ func procKiB(t *testing.T, p *proccluster.Proc, field string) int64 {
 	return 0
 }
 
-// dirBytes is the size of the files under dir.
-func dirBytes(t *testing.T, dir string) int64 {
-	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil {
-			if os.IsNotExist(err) {
-				return nil // a snapshot being written or removed
-			}
-			return err
-		}
-		if d.Type().IsRegular() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // postDataset posts a SetDataset body to addr's default job, as a client
 // that gives up after timeout, and returns the status and the answer.
 func postDataset(t *testing.T, addr, job string, globs []string, timeout time.Duration) (int, string, error) {
@@ -93,6 +66,7 @@ func postDataset(t *testing.T, addr, job string, globs []string, timeout time.Du
 // of a node without --dataset-root is refused at once with an error that
 // says why, and the leader's memory stays where it was.
 func TestSecurityBoundsGlob(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -124,6 +98,7 @@ func TestSecurityBoundsGlob(t *testing.T) {
 // regular file, by name or through a pattern, and does not hold the job's
 // dataset slot: the next request sets the dataset.
 func TestSecurityBoundsFIFO(t *testing.T) {
+	needsProcesses(t)
 	root := t.TempDir()
 	writeDataset(t, root, 20, 10, 5)
 	if err := syscall.Mkfifo(filepath.Join(root, "pipe.recordio"), 0o600); err != nil {
@@ -153,6 +128,7 @@ func TestSecurityBoundsFIFO(t *testing.T) {
 // root, nothing outside the root is named, whether reached by an
 // absolute path, a pattern or a symbolic link.
 func TestSecurityBoundsFileProbes(t *testing.T) {
+	needsProcesses(t)
 	outside := t.TempDir()
 	content := []byte("SECRET-LINE:abcdefghijklmnopqrstuvwxyz\n")
 	content = append(content, bytes.Repeat([]byte("x"), 12345-len(content))...)
@@ -217,71 +193,6 @@ func TestSecurityBoundsFileProbes(t *testing.T) {
 	})
 }
 
-// TestSecurityBoundsIdleConnections: connections that send nothing, or a
-// body one byte at a time, are closed by the server.
-func TestSecurityBoundsIdleConnections(t *testing.T) {
-	c := proccluster.Start(t, proccluster.Options{})
-	c.WaitReady()
-	leader := c.Leader()
-	const idle = 2000
-	var closed atomic.Int64
-	var wg sync.WaitGroup
-	var conns []net.Conn
-	t.Cleanup(func() {
-		for _, cn := range conns {
-			cn.Close()
-		}
-	})
-	watch := func(cn net.Conn) {
-		defer wg.Done()
-		_, _ = io.Copy(io.Discard, cn) // returns once the server closes it
-		closed.Add(1)
-	}
-	for range idle {
-		cn, err := net.Dial("tcp", leader.APIAddr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, cn)
-		wg.Add(1)
-		go watch(cn)
-	}
-	// A body announced as 1 MiB, sent a byte a second.
-	trickle, err := net.Dial("tcp", leader.APIAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conns = append(conns, trickle)
-	fmt.Fprintf(trickle, "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{", rpc.PathKVCompareAndSet, leader.APIAddr, 1<<20)
-	var trickleClosed atomic.Bool
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() {
-		br := bufio.NewReader(trickle)
-		_, _ = io.Copy(io.Discard, br)
-		trickleClosed.Store(true)
-	}()
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Second):
-			}
-			if _, err := trickle.Write([]byte(" ")); err != nil {
-				return
-			}
-		}
-	}()
-	c.WaitFor("the server to close 2,000 idle connections and a trickling body", 3*time.Minute, func() bool {
-		return closed.Load() == idle && trickleClosed.Load()
-	})
-	// The node still serves.
-	if _, err := newClient(t, client.WithAddrs(c.APIAddrs()...)).KVGet(context.Background(), "k"); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // datasetBody streams a SetDataset request of about size bytes: a chunk
 // list, without holding it in memory.
 type datasetBody struct {
@@ -315,6 +226,7 @@ func (b *datasetBody) Read(p []byte) (int, error) {
 // redirects to the leader without reading them, and its memory stays
 // small.
 func TestSecurityBoundsFollowerBody(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	f := follower(c)
@@ -357,6 +269,7 @@ func TestSecurityBoundsFollowerBody(t *testing.T) {
 // TestSecurityBoundsMetricSeries: requests to jobs that do not exist add
 // no metric series, and a deleted job's series go with it.
 func TestSecurityBoundsMetricSeries(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -423,62 +336,12 @@ func TestSecurityBoundsMetricSeries(t *testing.T) {
 	c.WaitFor("job doomed's series to go", time.Minute, func() bool { return series("doomed") == 0 })
 }
 
-// TestSecurityBoundsLogBytes: 1,100 writes of about 1 MiB to 4 keys, a
-// state of 4 MiB, leave every node's memory and data directory sized by
-// the state, not by the bytes written.
-func TestSecurityBoundsLogBytes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("writes 1.1 GiB")
-	}
-	c := proccluster.Start(t, proccluster.Options{})
-	c.WaitReady()
-	cl := newClient(t, client.WithAddrs(c.APIAddrs()...), client.WithJob("big"))
-	value := bytes.Repeat([]byte{0xa5}, 1<<20-1024)
-	versions := make([]uint64, 4)
-	for i := range 1100 {
-		k := i % 4
-		binary.LittleEndian.PutUint64(value, uint64(i))
-		res, err := cl.KVCompareAndSet(context.Background(), fmt.Sprintf("key-%d", k), versions[k], value)
-		if err != nil {
-			t.Fatalf("write %d: %v", i, err)
-		}
-		if !res.Swapped {
-			t.Fatalf("write %d: not swapped (version %d, want %d)", i, res.Version, versions[k])
-		}
-		versions[k] = res.Version
-	}
-	for _, p := range c.Procs {
-		t.Logf("%s after the writes: RSS %d MiB (peak %d MiB), data directory %d MiB", p.ID,
-			procKiB(t, p, "VmRSS")>>10, procKiB(t, p, "VmHWM")>>10, dirBytes(t, p.DataDir)>>20)
-	}
-	for _, p := range c.Procs {
-		c.WaitFor(p.ID+"'s data directory to shrink to at most 256 MiB", 3*time.Minute, func() bool {
-			return dirBytes(t, p.DataDir) <= 256<<20
-		})
-		if rss := procKiB(t, p, "VmRSS"); rss > 512<<10 {
-			t.Errorf("%s: RSS %d MiB, want at most 512 MiB", p.ID, rss>>10)
-		}
-	}
-	// The state is whole on every node.
-	for k := range 4 {
-		v, err := cl.KVGet(context.Background(), fmt.Sprintf("key-%d", k))
-		if err != nil || v.Version != versions[k] || len(v.Value) != len(value) {
-			t.Fatalf("key-%d: version %d, %d bytes, %v", k, v.Version, len(v.Value), err)
-		}
-	}
-	if _, ok := proccluster.SameState(context.Background(), c.APIAddrs()); !ok {
-		c.WaitFor("the nodes to converge", time.Minute, func() bool {
-			_, ok := proccluster.SameState(context.Background(), c.APIAddrs())
-			return ok
-		})
-	}
-}
-
 // TestSecurityBoundsEtcdTLSAuth: a master of the etcd backend serves
 // through an etcd that requires TLS with client certificates and
 // authentication, as a user whose role covers only its prefix. Without
 // the credentials, a master does not get in.
 func TestSecurityBoundsEtcdTLSAuth(t *testing.T) {
+	needsProcesses(t)
 	dir := t.TempDir()
 	if _, err := certs.Generate(certs.GenerateOptions{Dir: dir, Hosts: []string{"127.0.0.1", "localhost"}}); err != nil {
 		t.Fatal(err)

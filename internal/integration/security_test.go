@@ -91,6 +91,7 @@ func plainDial(addr string, timeout time.Duration) (net.Conn, error) {
 // create a job. The follower refuses the connection: the entry is never
 // appended, no node holds the job, and the replicas stay identical.
 func TestSecurityRaftForgedAppendEntriesRefused(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -126,6 +127,7 @@ func TestSecurityRaftForgedAppendEntriesRefused(t *testing.T) {
 // certificates nor a cluster key nor --insecure exits with an error that
 // names the ways out, on a loopback address too.
 func TestSecurityRaftServeRefusesWithoutCredentials(t *testing.T) {
+	needsProcesses(t)
 	bin := proccluster.Binary(t)
 	dir := t.TempDir()
 	raftAddr, apiAddr := proccluster.FreePort(t), proccluster.FreePort(t)
@@ -184,6 +186,7 @@ func openIdle(t *testing.T, addr string, n int) {
 // or votes for the new leader, which commits a write that the node
 // applies, well before the idle connections would time out on their own.
 func TestSecurityRaftIdleConnectionsDoNotBlockHandshakes(t *testing.T) {
+	needsProcesses(t)
 	dir := t.TempDir()
 	genCerts(t, dir)
 	caFile := filepath.Join(dir, certs.CAFile)
@@ -271,6 +274,7 @@ func TestSecurityRaftIdleConnectionsDoNotBlockHandshakes(t *testing.T) {
 // here), never gets a Raft connection through either way: it receives no
 // entry, while the cluster's nodes go on committing.
 func TestSecurityRaftOtherClusterKeyRefused(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -315,6 +319,7 @@ func TestSecurityRaftOtherClusterKeyRefused(t *testing.T) {
 // cluster's own key for a node the configuration does not list is refused
 // at admission: neither is answered, and nothing is applied.
 func TestSecurityRaftForgedAppendEntriesWithCredentialsOfNonMember(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	leader := c.Leader()
@@ -374,6 +379,7 @@ func bytesEqual(a, b []byte) bool { return string(a) == string(b) }
 // address, the leader, dialling n4, meets n1's certificate and refuses it,
 // while the cluster goes on committing.
 func TestSecurityRaftNodeCertificateBoundToNodeID(t *testing.T) {
+	needsProcesses(t)
 	bin := proccluster.Binary(t)
 	dir := t.TempDir()
 	if out, err := exec.Command(bin, "tls", "gen", "--out", dir, "--hosts", "127.0.0.1,localhost", "--node-ids", "n1,n2,n3,n4").CombinedOutput(); err != nil {

@@ -59,6 +59,7 @@ func serverSerial(t *testing.T, addr string, conf *tls.Config) string {
 // the cluster has no quorum until that node is back. SIGHUP puts a rotated
 // certificate in use without a restart.
 func TestTLSCluster(t *testing.T) {
+	needsProcesses(t)
 	dir := t.TempDir()
 	good, rogue := filepath.Join(dir, "good"), filepath.Join(dir, "rogue")
 	genCerts(t, good)

@@ -151,6 +151,7 @@ func checkPasses(t *testing.T, log *passLog, passes, records int, allowRedeliver
 // TestOriginalClientTestAgainstFollower is the PaddlePaddle master's client
 // test, run through a follower: 4 concurrent clients, 10 passes.
 func TestOriginalClientTestAgainstFollower(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1"}})
 	glob := writeDataset(t, t.TempDir(), 50, 25, 40)
 	f := follower(c)
@@ -176,6 +177,7 @@ func TestOriginalClientTestAgainstFollower(t *testing.T) {
 // TestLeaderKilledMidPass kills the leader with SIGKILL while trainers
 // read: they go on through the new leader and every pass completes.
 func TestLeaderKilledMidPass(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--chunks-per-task", "1", "--failover-grace", "2s"}})
 	glob := writeDataset(t, t.TempDir(), 200, 50, 60)
 	setter := newClient(t, client.WithAddrs(c.APIAddrs()...))

@@ -27,6 +27,7 @@ import (
 // release and reaches this build's level once the last is upgraded, every
 // node's registry entry then holds its release, and the replicas converge.
 func TestRollingUpgradeFromPreviousRelease(t *testing.T) {
+	needsProcesses(t)
 	prev := previousSource(t)
 	oldBin := prev.build(t, "./cmd/raftmaster", runtime.GOOS, runtime.GOARCH)
 	// Frequent snapshots, few entries kept after them: a follower that

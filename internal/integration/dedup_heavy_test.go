@@ -1,3 +1,5 @@
+//go:build heavy
+
 package integration
 
 import (
@@ -30,6 +32,7 @@ const floodClients = 16_500
 // with its version; a GetTask names the same task and lease, and leases no
 // second one; a DeleteJob does not delete the job created again since.
 func TestDedupSurvivesFloodOfNewClients(t *testing.T) {
+	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
 	c.WaitFor("protocol level 2", 60*time.Second, func() bool {
