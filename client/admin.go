@@ -64,39 +64,71 @@ func (c *Client) MembersStaleContext(ctx context.Context) (rpc.ClusterResponse, 
 	return resp, err
 }
 
-// AddNode adds node id as a voter, with its Raft and API addresses, or
-// refreshes its addresses when it is already a member.
-func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
-	return c.AddNodeContext(context.Background(), id, raftAddr, apiAddr)
-}
-
-// AddNodeContext is AddNode bounded by ctx.
-func (c *Client) AddNodeContext(ctx context.Context, id, raftAddr, apiAddr string) error {
-	return c.AddServerContext(ctx, rpc.AddMemberRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
-}
-
-// AddServer asks the cluster to add the server req describes, as a node
-// started with --members does: a new incarnation (a server id with one) is
-// added as a non-voter and promoted once it has caught up, so ask again
+// AddMember asks the cluster to add the member req describes, as a node
+// started with --members does, or to refresh its addresses when it is a
+// member already: a new incarnation (a server id with one) is added as a
+// non-voter and promoted to voter once it has caught up, so ask again
 // until its status says it is a voter.
-func (c *Client) AddServer(req rpc.AddMemberRequest) error {
-	return c.AddServerContext(context.Background(), req)
+func (c *Client) AddMember(req rpc.AddMemberRequest) error {
+	return c.AddMemberContext(context.Background(), req)
 }
 
-// AddServerContext is AddServer bounded by ctx.
-func (c *Client) AddServerContext(ctx context.Context, req rpc.AddMemberRequest) error {
+// AddMemberContext is AddMember bounded by ctx.
+func (c *Client) AddMemberContext(ctx context.Context, req rpc.AddMemberRequest) error {
 	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterAddMember, write: true, noProbe: true, body: req})
 }
 
-// RemoveNode removes node id from the cluster.
+// RemoveMember removes the member id from the cluster.
+func (c *Client) RemoveMember(id string) error {
+	return c.RemoveMemberContext(context.Background(), id)
+}
+
+// RemoveMemberContext is RemoveMember bounded by ctx.
+func (c *Client) RemoveMemberContext(ctx context.Context, id string) error {
+	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemoveMember, write: true, noProbe: true,
+		body: rpc.RemoveMemberRequest{ID: id}})
+}
+
+// AddNode adds member id with its Raft and API addresses.
+//
+// Deprecated: use AddMember, which this calls.
+func (c *Client) AddNode(id, raftAddr, apiAddr string) error {
+	return c.AddMember(rpc.AddMemberRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
+}
+
+// AddNodeContext is AddNode bounded by ctx.
+//
+// Deprecated: use AddMemberContext, which this calls.
+func (c *Client) AddNodeContext(ctx context.Context, id, raftAddr, apiAddr string) error {
+	return c.AddMemberContext(ctx, rpc.AddMemberRequest{ID: id, RaftAddr: raftAddr, APIAddr: apiAddr})
+}
+
+// AddServer is AddMember under its earlier name.
+//
+// Deprecated: use AddMember, which this calls.
+func (c *Client) AddServer(req rpc.AddMemberRequest) error {
+	return c.AddMember(req)
+}
+
+// AddServerContext is AddServer bounded by ctx.
+//
+// Deprecated: use AddMemberContext, which this calls.
+func (c *Client) AddServerContext(ctx context.Context, req rpc.AddMemberRequest) error {
+	return c.AddMemberContext(ctx, req)
+}
+
+// RemoveNode is RemoveMember under its earlier name.
+//
+// Deprecated: use RemoveMember, which this calls.
 func (c *Client) RemoveNode(id string) error {
-	return c.RemoveNodeContext(context.Background(), id)
+	return c.RemoveMember(id)
 }
 
 // RemoveNodeContext is RemoveNode bounded by ctx.
+//
+// Deprecated: use RemoveMemberContext, which this calls.
 func (c *Client) RemoveNodeContext(ctx context.Context, id string) error {
-	return c.do(ctx, &call{method: http.MethodPost, path: rpc.PathClusterRemoveMember, write: true, noProbe: true,
-		body: rpc.RemoveMemberRequest{ID: id}})
+	return c.RemoveMemberContext(ctx, id)
 }
 
 // TransferLeadership hands leadership to node id, or to the most

@@ -27,7 +27,7 @@ func (a *admin) record(s string) {
 }
 
 func (a *admin) AddMember(_ context.Context, req rpc.AddMemberRequest) error {
-	a.record("join " + req.ID + " " + req.RaftAddr + " " + req.APIAddr)
+	a.record("add " + req.ID + " " + req.RaftAddr + " " + req.APIAddr)
 	return nil
 }
 
@@ -79,10 +79,17 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("debug state %+v, want index %d hash %s", ds, b.FSM().AppliedIndex(), b.FSM().StateHash())
 	}
 
-	if err := c.AddNode("n2", "127.0.0.1:7002", "127.0.0.1:8002"); err != nil {
+	if err := c.AddMember(rpc.AddMemberRequest{ID: "n2", RaftAddr: "127.0.0.1:7002", APIAddr: "127.0.0.1:8002"}); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.RemoveNode("n2"); err != nil {
+	if err := c.RemoveMember("n2"); err != nil {
+		t.Fatal(err)
+	}
+	// The earlier names call the same endpoints.
+	if err := c.AddNode("n3", "127.0.0.1:7003", "127.0.0.1:8003"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RemoveNode("n3"); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.TransferLeadership(""); err != nil {
@@ -90,7 +97,7 @@ func TestAdmin(t *testing.T) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	want := []string{"join n2 127.0.0.1:7002 127.0.0.1:8002", "remove n2", "transfer "}
+	want := []string{"add n2 127.0.0.1:7002 127.0.0.1:8002", "remove n2", "add n3 127.0.0.1:7003 127.0.0.1:8003", "remove n3", "transfer "}
 	if len(b.calls) != len(want) {
 		t.Fatalf("backend saw %q, want %q", b.calls, want)
 	}

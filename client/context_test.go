@@ -137,8 +137,8 @@ var contextCalls = []contextCall{
 		_, err := c.CreateJobContext(ctx, "j")
 		return err
 	}},
-	{"AddNodeContext", rpc.PathClusterAddMember, func(ctx context.Context, c *client.Client) error {
-		return c.AddNodeContext(ctx, "n4", "127.0.0.1:1", "127.0.0.1:2")
+	{"AddMemberContext", rpc.PathClusterAddMember, func(ctx context.Context, c *client.Client) error {
+		return c.AddMemberContext(ctx, rpc.AddMemberRequest{ID: "n4", RaftAddr: "127.0.0.1:1", APIAddr: "127.0.0.1:2"})
 	}},
 	{"JoinContext", rpc.PathAllgatherJoin, func(ctx context.Context, c *client.Client) error {
 		_, err := c.JoinContext(ctx, "g", uuid.New(), 2, nil, client.JoinOptions{})

@@ -143,7 +143,7 @@ func memberAddCommand() *cli.Command {
 			req := rpc.AddMemberRequest{ID: st.NodeID, RaftAddr: c.String("raft-addr"), APIAddr: c.String("api-addr"),
 				Protocol: st.Protocol, Version: st.Version, LastIndex: st.LastIndex}
 			return withClient(c, func(cl *client.Client) error {
-				if err := cl.AddServer(req); err != nil {
+				if err := cl.AddMember(req); err != nil {
 					return err
 				}
 				fmt.Fprintf(c.App.Writer, "added %s (raft %s, api %s)\n", req.ID, req.RaftAddr, req.APIAddr)
@@ -164,7 +164,7 @@ func memberRemoveCommand() *cli.Command {
 				return fmt.Errorf("want exactly one member, by name or server id, got %d arguments", c.NArg())
 			}
 			return withClient(c, func(cl *client.Client) error {
-				if err := cl.RemoveNode(c.Args().First()); err != nil {
+				if err := cl.RemoveMember(c.Args().First()); err != nil {
 					if re, ok := errors.AsType[*rpc.Error](err); ok && re.Code == rpc.CodeNotFound {
 						return fmt.Errorf("%q is not a member of the cluster (\"raftmaster cluster member list\" lists them): %s", c.Args().First(), re.Message)
 					}

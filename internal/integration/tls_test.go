@@ -225,7 +225,7 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatal("the rogue node joined")
 	}
 	// An operator adds it by hand; Raft still refuses it, both ways.
-	if err := cl2.AddServer(rpc.AddMemberRequest{ID: "rogue", RaftAddr: r.RaftAdv, APIAddr: r.APIAddr, Protocol: fsm.Protocol}); err != nil {
+	if err := cl2.AddMember(rpc.AddMemberRequest{ID: "rogue", RaftAddr: r.RaftAdv, APIAddr: r.APIAddr, Protocol: fsm.Protocol}); err != nil {
 		t.Fatal(err)
 	}
 	if !isMember() {
@@ -261,7 +261,7 @@ func TestTLSCluster(t *testing.T) {
 	if _, err := cl2.CreateJob("after-the-node-is-back"); err != nil {
 		t.Fatalf("after the honest node's return: %v", err)
 	}
-	if err := cl2.RemoveNode("rogue"); err != nil {
+	if err := cl2.RemoveMember("rogue"); err != nil {
 		t.Fatal(err)
 	}
 	c.Kill(r)
