@@ -10,12 +10,18 @@ rendezvous talks only to the quorum, whose leader may fail at any time,
 between a join and the round's completion included; the calls are retried
 with their request ids across the failover.
 
-Register it with :func:`register` and name it ``raftmaster``, or start
-``python -m raftmaster.torchrun``, which does::
+torchrun finds it under the name ``raftmaster`` in one of three ways.
+Where torch reads the ``torchrun.handlers`` entry points (releases after
+2.4), installing this package is enough: its entry point ``raftmaster``
+names :func:`handler_creator`, and stock torchrun takes
+``--rdzv-backend raftmaster``. With any release, ``python -m
+raftmaster.torchrun`` registers it and runs torchrun::
 
     python -m raftmaster.torchrun --nnodes 2 --nproc-per-node 8 \\
         --rdzv-backend raftmaster --rdzv-endpoint n1:8001,n2:8001,n3:8001 \\
         --rdzv-id resnet-1 train.py
+
+and :func:`register` adds it to torch's registry in a program of one's own.
 
 The rendezvous configuration (``--rdzv-conf key=value,...``):
 
@@ -64,7 +70,7 @@ import random
 import re
 import ssl
 import time
-from typing import Any, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
 from urllib.parse import quote
 
 try:
@@ -83,7 +89,7 @@ from . import errors
 from .client import Client
 
 __all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterStore", "create_backend", "create_rdzv_handler",
-           "register", "state_key", "store_key", "signing_key", "SECRET_ENV"]
+           "handler_creator", "register", "state_key", "store_key", "signing_key", "SECRET_ENV"]
 
 #: The environment variable of the run's secret, which signs the
 #: rendezvous state; without it the state is signed under a key derived
@@ -456,6 +462,17 @@ def create_rdzv_handler(params: RendezvousParameters) -> DynamicRendezvousHandle
     its join_timeout, last_call_timeout and close_timeout."""
     backend, store = create_backend(params)
     return create_handler(store, backend, params)
+
+
+def handler_creator() -> Callable[[RendezvousParameters], DynamicRendezvousHandler]:
+    """The creator of the backend's handlers, :func:`create_rdzv_handler`:
+    what the package's ``torchrun.handlers`` entry point ``raftmaster``
+    names. torch calls it without arguments when its rendezvous package is
+    imported, and registers what it returns under the entry point's name;
+    torchrun then calls that with the RendezvousParameters of
+    ``--rdzv-backend raftmaster``. It is the creator :func:`register`
+    registers too, so that both may run in one process."""
+    return create_rdzv_handler
 
 
 def register() -> None:
