@@ -465,13 +465,14 @@ def create_rdzv_handler(params: RendezvousParameters) -> DynamicRendezvousHandle
 
 
 def handler_creator() -> Callable[[RendezvousParameters], DynamicRendezvousHandler]:
-    """The creator of the backend's handlers, :func:`create_rdzv_handler`:
-    what the package's ``torchrun.handlers`` entry point ``raftmaster``
-    names. torch calls it without arguments when its rendezvous package is
-    imported, and registers what it returns under the entry point's name;
-    torchrun then calls that with the RendezvousParameters of
-    ``--rdzv-backend raftmaster``. It is the creator :func:`register`
-    registers too, so that both may run in one process."""
+    """Return the creator of the backend's handlers, :func:`create_rdzv_handler`.
+
+    The package's ``torchrun.handlers`` entry point ``raftmaster`` names
+    this function: torch calls it without arguments when its rendezvous
+    package is imported, and registers what it returns under the entry
+    point's name; torchrun then calls that with the RendezvousParameters of
+    ``--rdzv-backend raftmaster``. :func:`register` registers the same
+    creator, so that both may run in one process."""
     return create_rdzv_handler
 
 
