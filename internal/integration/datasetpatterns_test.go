@@ -51,7 +51,7 @@ func TestSecondDatasetNamesTheFirstsPatterns(t *testing.T) {
 
 	addr := follower(c).APIAddr
 	out, err := cli(t, c, "dataset", "set", demo, "--addr", addr, "--job", "train")
-	if err != nil || !strings.Contains(out, "already set") || !strings.Contains(out, "the job reads the files of: "+quick) {
+	if err != nil || !strings.HasPrefix(out, "ignored: ") || !strings.Contains(out, "the job reads the files of: "+quick) {
 		t.Fatalf("dataset set of other patterns: %v\n%s", err, out)
 	}
 	inspect := func(addr string) {
