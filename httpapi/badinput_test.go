@@ -233,7 +233,6 @@ func badCases(f badFiles) []badCase {
 		post("multi-set bad key", rpc.PathKVMultiSet, `{"pairs":[{"key":"a","value":""},{"key":"b c","value":""}]}`, bad, invalid).naming("printable ASCII"),
 		post("multi-set values over the limit together", rpc.PathKVMultiSet, `{"pairs":[{"key":"a","value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<19+1))+
 			`"},{"key":"b","value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<19))+`"}]}`, http.StatusConflict, rpc.CodeLimit).naming("values of 1048577 bytes together"),
-		post("multi-set more keys than a job holds", rpc.PathKVMultiSet, multiSetBody(fsm.DefaultMaxJobKVKeys+1), http.StatusConflict, rpc.CodeLimit).naming("max_job_kv_keys"),
 		post("append value over the limit", rpc.PathKVAppend, `{"key":"k","value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+1))+`"}`,
 			http.StatusConflict, rpc.CodeLimit).naming("max_kv_value_bytes"),
 		post("append value not base64", rpc.PathKVAppend, `{"key":"k","value":"!!"}`, bad, invalid),
@@ -267,15 +266,6 @@ func badCases(f badFiles) []badCase {
 		post("cluster transfer oversized id", rpc.PathClusterTransfer, `{"id":"`+long+`"}`, bad, invalid).naming("id"),
 		post("cluster transfer unknown field", rpc.PathClusterTransfer, `{"to":"n2"}`, bad, invalid).naming("to"),
 	}
-}
-
-// multiSetBody is a multi-set of n keys.
-func multiSetBody(n int) string {
-	pairs := make([]string, n)
-	for i := range pairs {
-		pairs[i] = fmt.Sprintf(`{"key":"k%d","value":""}`, i)
-	}
-	return `{"pairs":[` + strings.Join(pairs, ",") + `]}`
 }
 
 // multiGetBody is a multi-get of n keys.

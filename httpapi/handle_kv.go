@@ -120,8 +120,9 @@ func kvKeysBytes(n int) int64 { return int64(n) * (6*fsm.MaxKVKeyLen + 8) }
 
 // handleKVMultiSet proposes a multi-set. Its body may carry the base64 of
 // the cluster's MaxKVValueBytes and the keys of MaxJobKVKeys on top of the
-// usual body limit. Keys past the key limit, and values past the value
-// limit together, are refused before anything is proposed.
+// usual body limit. Values past the value limit together are refused
+// before anything is proposed; the state machine counts the new keys
+// against the key limit.
 func (s *Handler) handleKVMultiSet(w http.ResponseWriter, r *http.Request) error {
 	l := s.b.FSM().Limits()
 	var in rpc.KVMultiSetRequest
@@ -146,9 +147,6 @@ func (s *Handler) handleKVMultiSet(w http.ResponseWriter, r *http.Request) error
 		seen[p.Key] = true
 		total += int64(len(p.Value))
 		pairs[i] = fsm.KVPair{Key: p.Key, Value: p.Value}
-	}
-	if len(pairs) > l.MaxJobKVKeys {
-		return rpc.Errorf(rpc.CodeLimit, "limit max_job_kv_keys (%d) exceeded: a multi-set of %d keys", l.MaxJobKVKeys, len(pairs))
 	}
 	if total > l.MaxKVValueBytes {
 		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value_bytes (%d) exceeded: values of %d bytes together for %d keys", l.MaxKVValueBytes, total, len(pairs))

@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -295,9 +296,25 @@ func TestKVStoreRefusalsChangeNothing(t *testing.T) {
 	if !strings.Contains(msg, "appending 1048576 bytes to the 4 of key") {
 		t.Fatalf("message %q", msg)
 	}
+	// A multi-set of more new keys than a job holds, all or nothing.
+	pairs := make([]rpc.KVPair, fsm.DefaultMaxJobKVKeys)
+	for i := range pairs {
+		pairs[i] = rpc.KVPair{Key: fmt.Sprintf("k%d", i)}
+	}
+	msg = wantError(t, e.post(rpc.PathKVMultiSet, rpc.KVMultiSetRequest{Pairs: pairs}), http.StatusConflict, rpc.CodeLimit).Message
+	if !strings.Contains(msg, "limit max_job_kv_keys (1024) exceeded: 1024 new keys would make 1025 keys") {
+		t.Fatalf("message %q", msg)
+	}
 	if e.state().hash != before {
 		t.Fatal("a refused write changed the state")
 	}
+	// Once the limit is lowered below the keys there are, replacing them
+	// is no growth.
+	e.ok(rpc.PathKVMultiSet, rpc.KVMultiSetRequest{Pairs: pairs[:1023]}, nil)
+	if _, err := e.local.Apply(context.Background(), &fsm.SetLimits{Limits: fsm.Limits{MaxJobKVKeys: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(rpc.PathKVMultiSet, rpc.KVMultiSetRequest{Pairs: pairs[:1023]}, nil)
 }
 
 // TestKVStoreRetries: a retried delete is applied once, even after the key
