@@ -64,6 +64,13 @@
 // and whether it swapped. Reads are linearizable and a compare-and-set is
 // applied at most once, across fail-overs.
 //
+// The calls of a c10d Store are native from protocol level 5, each one
+// log entry applied at most once: KVDelete and KVDeletePrefix (delete_key,
+// and a finished round's keys), KVAdd (add), KVMultiSet (multi_set),
+// KVAppend (append) and KVCompareValue (compare_set, by value). KVMultiGet
+// (multi_get) and KVNumKeys (num_keys) are linearizable reads, not log
+// entries.
+//
 // # Records
 //
 // StartGetRecords(pass) starts a goroutine that leases the pass's tasks one

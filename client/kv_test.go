@@ -105,3 +105,111 @@ func TestKVAfterClose(t *testing.T) {
 		t.Fatalf("KVCompareAndSet after Close: %v", err)
 	}
 }
+
+// TestKVStore: the store's calls against the real handler: add, multi-set,
+// append, compare by value, multi-get, num-keys, delete and prefix delete,
+// with bad input as ErrInvalid.
+func TestKVStore(t *testing.T) {
+	ctx := context.Background()
+	local := apitest.NewLocal()
+	ts := startServer(t, local, nil)
+	c := newClient(t, client.WithAddr(ts.URL), client.WithJob("job-a"))
+
+	if n, err := c.KVAdd(ctx, "count", 2); err != nil || n != 2 {
+		t.Fatalf("add: %d, %v", n, err)
+	}
+	if n, err := c.KVAdd(ctx, "count", 3); err != nil || n != 5 {
+		t.Fatalf("second add: %d, %v", n, err)
+	}
+	versions, err := c.KVMultiSet(ctx, []client.KVPair{{Key: "r/0/a", Value: []byte("x")}, {Key: "r/0/b", Value: []byte("y")}})
+	if err != nil || len(versions) != 2 || versions[1] != versions[0]+1 {
+		t.Fatalf("multi-set: %v, %v", versions, err)
+	}
+	if n, err := c.KVAppend(ctx, "r/1/log", []byte("ab")); err != nil || n != 2 {
+		t.Fatalf("append: %d, %v", n, err)
+	}
+	if n, err := c.KVAppend(ctx, "r/1/log", []byte("c")); err != nil || n != 3 {
+		t.Fatalf("second append: %d, %v", n, err)
+	}
+	if r, err := c.KVCompareValue(ctx, "cs", []byte("x"), []byte("y")); err != nil || r.Swapped || r.Found {
+		t.Fatalf("compare-value of an absent key: %+v, %v", r, err)
+	}
+	if r, err := c.KVCompareValue(ctx, "cs", nil, []byte("first")); err != nil || !r.Swapped || string(r.Value) != "first" {
+		t.Fatalf("compare-value creating the key: %+v, %v", r, err)
+	}
+	if r, err := c.KVCompareValue(ctx, "cs", []byte("first"), []byte("second")); err != nil || !r.Swapped || string(r.Value) != "second" {
+		t.Fatalf("compare-value replacing the key: %+v, %v", r, err)
+	}
+	values, err := c.KVMultiGet(ctx, []string{"count", "absent", "r/1/log"})
+	if err != nil || len(values) != 3 || string(values[0].Value) != "5" || values[1].Found || string(values[2].Value) != "abc" {
+		t.Fatalf("multi-get: %+v, %v", values, err)
+	}
+	if n, err := c.KVNumKeys(ctx, ""); err != nil || n != 5 {
+		t.Fatalf("num-keys: %d, %v", n, err)
+	}
+	if n, err := c.KVNumKeys(ctx, "r/"); err != nil || n != 3 {
+		t.Fatalf("num-keys under r/: %d, %v", n, err)
+	}
+	if n, err := c.KVDeletePrefix(ctx, "r/0/"); err != nil || n != 2 {
+		t.Fatalf("delete-prefix: %d, %v", n, err)
+	}
+	cs, _ := c.KVGet(ctx, "cs")
+	if r, err := c.KVDelete(ctx, "cs", cs.Version+1); err != nil || r.Deleted || !r.Found || r.Version != cs.Version {
+		t.Fatalf("delete of another version: %+v, %v", r, err)
+	}
+	if r, err := c.KVDelete(ctx, "cs", 0); err != nil || !r.Deleted || r.Version != cs.Version {
+		t.Fatalf("delete: %+v, %v", r, err)
+	}
+	// The deleted version fences nothing back into existence.
+	if r, err := c.KVCompareAndSet(ctx, "cs", cs.Version, []byte("back")); err != nil || r.Swapped || r.Found {
+		t.Fatalf("compare-and-set of the deleted version: %+v, %v", r, err)
+	}
+	if got := local.FSM().KVCount("job-a", ""); got != 2 {
+		t.Fatalf("the job holds %d keys, want 2", got)
+	}
+
+	for what, call := range map[string]func() error{
+		"delete":        func() error { _, err := c.KVDelete(ctx, "a b", 0); return err },
+		"delete-prefix": func() error { _, err := c.KVDeletePrefix(ctx, ""); return err },
+		"add":           func() error { _, err := c.KVAdd(ctx, "r/1/log", 1); return err },
+		"multi-set":     func() error { _, err := c.KVMultiSet(ctx, nil); return err },
+		"append":        func() error { _, err := c.KVAppend(ctx, "", nil); return err },
+		"compare-value": func() error { _, err := c.KVCompareValue(ctx, "\n", nil, nil); return err },
+		"multi-get":     func() error { _, err := c.KVMultiGet(ctx, []string{"ok", "not ok"}); return err },
+		"num-keys":      func() error { _, err := c.KVNumKeys(ctx, "a b"); return err },
+	} {
+		if err := call(); !errors.Is(err, client.ErrInvalid) {
+			t.Errorf("%s of bad input: %v, want ErrInvalid", what, err)
+		}
+	}
+	if _, err := c.KVMultiSet(ctx, []client.KVPair{{Key: "big", Value: make([]byte, local.FSM().Limits().MaxKVValueBytes+1)}}); !errors.Is(err, client.ErrLimitExceeded) {
+		t.Fatalf("an oversized multi-set: %v", err)
+	}
+}
+
+// TestKVDeleteRetrySameRequestID: a delete whose answer was lost is
+// retried with the same request id and applied once: the retry reports
+// the first outcome, and a key created again in between survives it.
+func TestKVDeleteRetrySameRequestID(t *testing.T) {
+	ctx := context.Background()
+	local := apitest.NewLocal()
+	proxy := &faultyProxy{path: rpc.JobPath("job-a", rpc.PathKVDelete)}
+	ts := startServer(t, local, func(h http.Handler) http.Handler { proxy.h = h; return proxy })
+	c := newClient(t, client.WithAddr(ts.URL), client.WithJob("job-a"))
+	first, err := c.KVCompareAndSet(ctx, "k", 0, []byte("v"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.KVDelete(ctx, "k", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lost rpc.KVDeleteResponse
+	proxy.retried(t, &lost)
+	if !lost.Deleted || !res.Deleted || res.Version != first.Version {
+		t.Fatalf("retry answered %+v, the first attempt %+v", res, lost)
+	}
+	if local.FSM().KV("job-a", "k").Found {
+		t.Fatal("the key survived its delete")
+	}
+}

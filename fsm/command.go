@@ -38,6 +38,12 @@ const (
 	TypeSetLimits
 	TypeKVCompareAndSet
 	TypeSetProtocol
+	TypeKVDelete
+	TypeKVDeletePrefix
+	TypeKVAdd
+	TypeKVMultiSet
+	TypeKVAppend
+	TypeKVCompareValue
 	numTypes
 )
 
@@ -89,11 +95,17 @@ var commands = [numTypes]cmdSpec{
 	TypeSetLimits:        register("SetLimits", (*SetLimits).validate, (*state).setLimits),
 	TypeKVCompareAndSet:  registerJob("KVCompareAndSet", (*KVCompareAndSet).validate, (*job).kvCompareAndSet, creates),
 	TypeSetProtocol:      register("SetProtocol", (*SetProtocol).validate, (*state).setProtocol),
+	TypeKVDelete:         registerJob("KVDelete", (*KVDelete).validate, (*job).kvDelete, !creates).from(Protocol5),
+	TypeKVDeletePrefix:   registerJob("KVDeletePrefix", (*KVDeletePrefix).validate, (*job).kvDeletePrefix, !creates).from(Protocol5),
+	TypeKVAdd:            registerJob("KVAdd", (*KVAdd).validate, (*job).kvAdd, creates).from(Protocol5),
+	TypeKVMultiSet:       registerJob("KVMultiSet", (*KVMultiSet).validate, (*job).kvMultiSet, creates).from(Protocol5),
+	TypeKVAppend:         registerJob("KVAppend", (*KVAppend).validate, (*job).kvAppend, creates).from(Protocol5),
+	TypeKVCompareValue:   registerJob("KVCompareValue", (*KVCompareValue).validate, (*job).kvCompareValue, creates).from(Protocol5),
 }
 
 // creates marks, in registerJob, a command that creates the job it
 // addresses when the job does not exist, unless it is answered Ignored
-// (a KVCompareAndSet that does not swap).
+// (a KVCompareAndSet or KVCompareValue that does not swap).
 const creates = true
 
 // cmdSpec is one row of commands. Its functions take the Command
@@ -448,6 +460,70 @@ type KVCompareAndSet struct {
 	Value   []byte
 }
 
+// KVDelete deletes Key from the register of the job its header names
+// when the key exists and, unless Version is 0, is at Version. Otherwise it
+// changes nothing. Either way it answers the key's version when it ran
+// (0 for a key that does not exist). It never creates its job.
+type KVDelete struct {
+	Header
+	Key string
+	// Version, when not 0, makes the delete conditional: only the value
+	// of that version is deleted.
+	Version uint64
+}
+
+// KVDeletePrefix deletes every key of the job's register that starts with
+// Prefix, and answers how many it deleted. A register holds at most
+// MaxJobKVKeysCeiling keys, which bounds its work. It never creates its
+// job.
+type KVDeletePrefix struct {
+	Header
+	Prefix string
+}
+
+// KVAdd adds Delta to the integer that Key holds, as decimal ASCII, and
+// stores the sum in its place under a new version; a key that does not
+// exist counts as 0. It answers the sum. A value that is not a decimal
+// integer, or a sum past 64 bits, is refused.
+type KVAdd struct {
+	Header
+	Key   string
+	Delta int64
+}
+
+// KVPair is one key of a KVMultiSet and the value to store under it.
+type KVPair struct {
+	Key   string
+	Value []byte
+}
+
+// KVMultiSet stores each value under its key, all of them in one entry,
+// each under a new version in the order given. The keys are distinct.
+type KVMultiSet struct {
+	Header
+	Pairs []KVPair
+}
+
+// KVAppend appends Value to the value of Key, creating the key with Value
+// when it does not exist, under a new version. It answers the value's new
+// length.
+type KVAppend struct {
+	Header
+	Key   string
+	Value []byte
+}
+
+// KVCompareValue is the compare-and-set of torch's c10d stores, by value:
+// it stores Desired under Key when the key holds Expected, or when the key
+// does not exist and Expected is empty; the value then gets a new version.
+// Otherwise it changes nothing. Either way it answers the key afterwards.
+type KVCompareValue struct {
+	Header
+	Key      string
+	Expected []byte
+	Desired  []byte
+}
+
 // Type implementations.
 func (*SetDataset) Type() CmdType       { return TypeSetDataset }
 func (*DatasetPart) Type() CmdType      { return TypeDatasetPart }
@@ -467,6 +543,12 @@ func (*CreateJob) Type() CmdType        { return TypeCreateJob }
 func (*DeleteJob) Type() CmdType        { return TypeDeleteJob }
 func (*SetLimits) Type() CmdType        { return TypeSetLimits }
 func (*KVCompareAndSet) Type() CmdType  { return TypeKVCompareAndSet }
+func (*KVDelete) Type() CmdType         { return TypeKVDelete }
+func (*KVDeletePrefix) Type() CmdType   { return TypeKVDeletePrefix }
+func (*KVAdd) Type() CmdType            { return TypeKVAdd }
+func (*KVMultiSet) Type() CmdType       { return TypeKVMultiSet }
+func (*KVAppend) Type() CmdType         { return TypeKVAppend }
+func (*KVCompareValue) Type() CmdType   { return TypeKVCompareValue }
 
 // Encode returns the log-entry form of c: a version byte, the type byte, the
 // header (Now, the request id, the job) and the payload.
@@ -845,4 +927,47 @@ func (c *KVCompareAndSet) decode(d *decoder) {
 	c.Key = d.string()
 	c.Version = d.uvarint()
 	c.Value = d.bytes()
+}
+
+func (c *KVDelete) encode(e *encoder) { e.string(c.Key); e.uvarint(c.Version) }
+func (c *KVDelete) decode(d *decoder) { c.Key = d.string(); c.Version = d.uvarint() }
+
+func (c *KVDeletePrefix) encode(e *encoder) { e.string(c.Prefix) }
+func (c *KVDeletePrefix) decode(d *decoder) { c.Prefix = d.string() }
+
+func (c *KVAdd) encode(e *encoder) { e.string(c.Key); e.varint(c.Delta) }
+func (c *KVAdd) decode(d *decoder) { c.Key = d.string(); c.Delta = d.varint() }
+
+func (c *KVMultiSet) encode(e *encoder) {
+	e.uvarint(uint64(len(c.Pairs)))
+	for _, p := range c.Pairs {
+		e.string(p.Key)
+		e.bytes(p.Value)
+	}
+}
+
+func (c *KVMultiSet) decode(d *decoder) {
+	n := d.length(2) // a key's length and a value's, at least
+	if d.err != nil || n == 0 {
+		return
+	}
+	c.Pairs = make([]KVPair, n)
+	for i := range c.Pairs {
+		c.Pairs[i] = KVPair{Key: d.string(), Value: d.bytes()}
+	}
+}
+
+func (c *KVAppend) encode(e *encoder) { e.string(c.Key); e.bytes(c.Value) }
+func (c *KVAppend) decode(d *decoder) { c.Key = d.string(); c.Value = d.bytes() }
+
+func (c *KVCompareValue) encode(e *encoder) {
+	e.string(c.Key)
+	e.bytes(c.Expected)
+	e.bytes(c.Desired)
+}
+
+func (c *KVCompareValue) decode(d *decoder) {
+	c.Key = d.string()
+	c.Expected = d.bytes()
+	c.Desired = d.bytes()
 }

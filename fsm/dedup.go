@@ -52,14 +52,20 @@ type dedupEntry struct {
 	typ     CmdType
 	code    Code
 	ignored bool
-	// granted is RequestSaveModel's grant, or whether KVCompareAndSet
-	// swapped.
+	// granted is RequestSaveModel's grant, or whether KVCompareAndSet or
+	// KVCompareValue swapped.
 	granted bool
-	taskID  int
-	epoch   int
-	// gen is Join's generation, or the version of the key that
-	// KVCompareAndSet stored or found.
-	gen   uint64
+	// taskID is GetTask's; task ids are below 2^31 (validateMeta).
+	taskID int32
+	epoch  int
+	// gen is Join's generation; the version of the key that
+	// KVCompareAndSet, KVCompareValue, KVAdd or KVAppend stored or found,
+	// or that KVDelete deleted or found; the first version KVMultiSet
+	// gave.
+	gen uint64
+	// num is the number the answer of a register write carries (kvNumber):
+	// KVAdd's sum, KVAppend's length, the keys a delete deleted.
+	num   int64
 	clock int64
 	job   uint64 // the seq of the job the command ran on, 0 for none
 }
@@ -132,8 +138,9 @@ func (t *dedupTable) expiring(now int64, limit int) int {
 // at that time: a retried save-model request answers whether the caller
 // holds the lease now, a retried GetTask or RenewLease whose lease has
 // ended, or whose job was deleted (and maybe created again) since,
-// answers ErrStaleEpoch. A KVCompareAndSet is replayed as replayKV says.
-// Anything else is replayed as it was.
+// answers ErrStaleEpoch. A KVCompareAndSet is replayed as replayKV says,
+// a KVCompareValue as replayCompareValue says, the other register writes
+// as replayKVWrite says. Anything else is replayed as it was.
 func (e *dedupEntry) result(c Command, s *state) *Result {
 	r := &Result{Code: e.code, Ignored: e.ignored, Granted: e.granted, Generation: e.gen, Duplicate: true, Clock: e.clock}
 	now := max(s.clock, c.Hdr().Now)
@@ -156,7 +163,7 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		if e.code != CodeOK {
 			break
 		}
-		if i, ok := held(e.taskID, e.epoch); ok {
+		if i, ok := held(int(e.taskID), e.epoch); ok {
 			r.Task = j.taskOf(i, now)
 		} else {
 			r.Code = CodeStaleEpoch
@@ -172,6 +179,10 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		}
 	case *KVCompareAndSet:
 		return s.replayKV(c, e, r)
+	case *KVCompareValue:
+		return s.replayCompareValue(c, e, r)
+	case *KVDelete, *KVDeletePrefix, *KVAdd, *KVMultiSet, *KVAppend:
+		return replayKVWrite(c, e, r)
 	}
 	return r
 }
@@ -220,11 +231,15 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	}
 	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock, job: job}
 	if r.Task != nil {
-		e.taskID, e.epoch = r.Task.Meta.ID, r.Task.Meta.Epoch
+		e.taskID, e.epoch = int32(r.Task.Meta.ID), r.Task.Meta.Epoch
 	}
 	if r.KV != nil {
 		e.granted, e.gen = r.Swapped, r.KV.Version
 	}
+	if len(r.Versions) > 0 {
+		e.gen = r.Versions[0]
+	}
+	e.num = kvNumber(typ, r)
 	if len(c.entries) == DedupPerClient {
 		c.floor = max(c.floor, c.entries[0].seq)
 		copy(c.entries, c.entries[1:])

@@ -1,8 +1,8 @@
 // Package fsm is raftmaster's deterministic replicated state machine: for
 // each of many jobs, the task queue of the data dispatcher, the save-model
-// lease, allgather groups and a compare-and-set register; and, shared by
-// the cluster, the node registry, the de-duplication table and the
-// replicated limits. Every replica applies the same Raft log through
+// lease, allgather groups and a register (a compare-and-set store of keys);
+// and, shared by the cluster, the node registry, the de-duplication table
+// and the replicated limits. Every replica applies the same Raft log through
 // FSM.ApplyEntry and reaches byte-identical state. The package depends on
 // the standard library and github.com/google/uuid only: raftnode adapts
 // the FSM to hashicorp/raft, and a test keeps it that way.
@@ -311,7 +311,45 @@
 // CodeLimit. FSM.KV reads a key; the API reads it at the leader after a
 // read barrier, so reads and writes together are linearizable. The
 // register is deleted with its job. Its keys do not keep a job from
-// JobTTL, but every compare-and-set counts as the job's activity.
+// JobTTL, but every write counts as the job's activity.
+//
+// From Protocol5 the register has the writes of a c10d store (torch's
+// Store), each one log entry, so that each is atomic and a retry of it is
+// applied once:
+//
+//   - KVDelete{Key, Version} deletes the key, or, when Version is not 0,
+//     only the value of that version; it answers Deleted (1 or 0) and the
+//     key's version when it ran. KVDeletePrefix{Prefix} deletes every key
+//     that starts with Prefix and answers how many. A prefix follows the
+//     rule of keys. A register holds at most MaxJobKVKeysCeiling keys, so
+//     one entry's work is bounded. Deletes create no job, and a delete
+//     that deletes nothing is Ignored.
+//   - KVAdd{Key, Delta} adds Delta to the integer the key holds in
+//     decimal ASCII (0 when it does not exist, as c10d's add) and stores
+//     the sum in decimal under a new version; it answers the sum. A value
+//     that is not a decimal integer of 64 bits, or a sum past 64 bits, is
+//     answered CodeInvalid and changes nothing.
+//   - KVMultiSet{Pairs} stores every value under its key, each under a
+//     new version in its order, or, past a limit, none. The keys are
+//     distinct, and the values together are within MaxKVValueBytes, so
+//     that the entry is no larger than a compare-and-set's.
+//   - KVAppend{Key, Value} appends Value to the key's value, creating the
+//     key, under a new version; it answers the new length. The value it
+//     makes is within MaxKVValueBytes.
+//   - KVCompareValue{Key, Expected, Desired} is c10d's compareSet: it
+//     stores Desired when the key holds Expected, or does not exist and
+//     Expected is empty, and answers the key afterwards (Swapped when it
+//     stored). One that expects a value cannot create its job, as a
+//     compare-and-set that expects a version.
+//
+// A delete frees the key's place among MaxJobKVKeys and its bytes in the
+// size estimate. Versions stay monotonic across deletes: the counter is
+// never rewound, so a key created again takes a version above every one
+// it had, and a compare-and-set fenced by a version of the deleted value
+// finds the key absent and swaps nothing: nothing deleted comes back.
+// The store's reads (FSM.KVMulti, several keys at one point of the log,
+// and FSM.KVCount, the keys under a prefix) are not log entries: the API
+// answers them at the leader after a read barrier, as a KV read.
 //
 // # Idempotency
 //
@@ -336,6 +374,12 @@
 //     if the key now holds the version the command expected (its job was
 //     deleted since), that answer would contradict "not swapped", and the
 //     retry is refused with ErrInvalid instead. It never writes twice.
+//     KVCompareValue is replayed so too, the contradiction being a key
+//     that now holds the value it expected.
+//   - KVDelete, KVDeletePrefix, KVAdd, KVMultiSet and KVAppend: the first
+//     outcome, which the entry holds whole: the version and the number
+//     the answer carries (a retried add answers the sum it made, not the
+//     key's value at the retry). Snapshot version 8 keeps the number.
 //
 // Every other replay (TaskFinished, TaskFailed, Join's generation, Leave,
 // SetDataset, node registry changes) is the first outcome, which time does
@@ -418,7 +462,9 @@
 // release, and each job's kept rounds that timed out after its register;
 // version 6, from Protocol3, each de-duplication client's owner; version
 // 7, from Protocol4, each dataset's patterns after its chunks (older
-// versions restore with datasets of no patterns).
+// versions restore with datasets of no patterns); version 8, from
+// Protocol5, the number of each de-duplication entry of KVAdd, KVAppend,
+// KVDelete and KVDeletePrefix.
 // Version 3, written before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes

@@ -46,7 +46,7 @@ func setupLog() [][]byte {
 // state.
 func seedCommands() []Command {
 	later := Header{Now: t0 + int64(time.Second)}
-	return []Command{
+	seeds := []Command{
 		&SetDataset{Header: later, Params: defaultParams, Chunks: testChunks(2)},
 		&DatasetPart{Header: later, UploadID: "u", Part: 1, Chunks: testChunks(1)},
 		&DatasetCommit{Header: later, UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams},
@@ -71,6 +71,41 @@ func seedCommands() []Command {
 			Key: "rdzv", Version: 1, Value: []byte("next")},
 		&SetProtocol{Header: later, Level: Protocol},
 	}
+	// The register's writes of Protocol5, which TestSeedCommandsCoverEveryType
+	// applies once the state is at that level.
+	kv := func(seq uint64) Header {
+		return Header{Now: t0 + int64(time.Second), Job: "job-b", Request: RequestID{Client: clientID(3), Seq: seq}}
+	}
+	return append(seeds,
+		&KVDelete{Header: kv(1), Key: "rdzv", Version: 1},
+		&KVDeletePrefix{Header: kv(2), Prefix: "rd"},
+		&KVAdd{Header: kv(3), Key: "count", Delta: -3},
+		&KVMultiSet{Header: kv(4), Pairs: []KVPair{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte{}}}},
+		&KVAppend{Header: kv(5), Key: "rdzv", Value: []byte("+1")},
+		&KVCompareValue{Header: kv(6), Key: "rdzv", Expected: []byte("state"), Desired: []byte("next")},
+	)
+}
+
+// setupLogAt is setupLog followed by a SetProtocol to level and one of
+// each of the register's writes of Protocol5 with a request id, so that
+// the de-duplication table holds their outcomes, when level allows them.
+func setupLogAt(level uint64) [][]byte {
+	log := append(setupLog(), Encode(&SetProtocol{Header: Header{Now: t0}, Level: level}))
+	if level < Protocol5 {
+		return log
+	}
+	req := func(seq uint64) Header { return Header{Now: t0, Request: RequestID{Client: clientID(4), Seq: seq}} }
+	for _, c := range []Command{
+		&KVAdd{Header: req(1), Key: "count", Delta: 41},
+		&KVAppend{Header: req(2), Key: "log", Value: []byte("a")},
+		&KVMultiSet{Header: req(3), Pairs: []KVPair{{Key: "x/1", Value: []byte("1")}, {Key: "x/2", Value: []byte("2")}}},
+		&KVDelete{Header: req(4), Key: "x/1"},
+		&KVDeletePrefix{Header: req(5), Prefix: "x/"},
+		&KVCompareValue{Header: req(6), Key: "count", Expected: []byte("41"), Desired: []byte("42")},
+	} {
+		log = append(log, Encode(c))
+	}
+	return log
 }
 
 // applyLog applies log to a fresh FSM.
@@ -133,6 +168,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(applyLog(append(log[:len(log):len(log)], Encode(&SetProtocol{Header: Header{Now: t0}, Level: Protocol4}),
 		Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: defaultParams, Chunks: testChunks(2), Patterns: []string{"a/*", "b/*"}}),
 	)).SnapshotBytes())
+	f.Add(applyLog(setupLogAt(Protocol5)).SnapshotBytes())
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()

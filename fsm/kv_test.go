@@ -2,7 +2,11 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -328,4 +332,488 @@ func TestSetLimitsEncoding(t *testing.T) {
 			t.Fatalf("%+v decodes to %+v, %v", c.Limits, d, err)
 		}
 	}
+}
+
+// runKVScenarios runs each scenario on a harness at Protocol5, the level
+// of the register's deletes, add, multi-set, append and compare-by-value.
+func runKVScenarios(t *testing.T, cases []scenario) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t)
+			h.ok(&SetProtocol{Level: Protocol5})
+			tc.run(h)
+		})
+	}
+}
+
+// unchanged applies c and fails the test unless it was refused with code
+// and left the state's bytes as they were.
+func (h *harness) unchanged(c Command, code Code, msg string) *Result {
+	h.t.Helper()
+	before := h.f.SnapshotBytes()
+	r := h.apply(c)
+	if r.Code != code || !strings.Contains(r.Message, msg) {
+		h.t.Fatalf("%v: %+v, want code %v with %q", c.Type(), r, code, msg)
+	}
+	if !bytes.Equal(before, h.f.SnapshotBytes()) {
+		h.t.Fatalf("%v: a refused command changed the state", c.Type())
+	}
+	return r
+}
+
+func TestKVDelete(t *testing.T) {
+	runKVScenarios(t, []scenario{
+		{"delete, and a deleted version never comes back", func(h *harness) {
+			v1 := h.swap(cas("a", "k", 0, "one"))
+			v2 := h.swap(cas("a", "k", v1, "two"))
+			h.swap(cas("a", "other", 0, "x"))
+			bytesBefore := h.f.Stats("").StateBytes
+			r := h.ok(in("a", &KVDelete{Key: "k"}))
+			if r.Deleted != 1 || r.Ignored || r.KV == nil || !r.KV.Found || r.KV.Version != v2 || r.KV.Value != nil {
+				h.t.Fatalf("delete: %+v (KV %+v)", r, r.KV)
+			}
+			if got := h.f.KV("a", "k"); got.Found {
+				h.t.Fatalf("the key survived its delete: %+v", got)
+			}
+			if got := h.f.Stats("").StateBytes; got != bytesBefore-kvBytes("k", []byte("two")) {
+				h.t.Fatalf("state bytes %d after the delete, want %d", got, bytesBefore-kvBytes("k", []byte("two")))
+			}
+			checkEstimate(h.t, h.f)
+			// A compare-and-set fenced by any version the key had finds it
+			// absent: the deleted value cannot be replaced, nor brought back.
+			for _, v := range []uint64{v1, v2} {
+				h.wantKV(h.ok(cas("a", "k", v, "resurrected")), false, 0, "")
+			}
+			// Created again, the key takes a version above every one it had.
+			if v3 := h.swap(cas("a", "k", 0, "three")); v3 <= v2 {
+				h.t.Fatalf("version %d after a delete of %d", v3, v2)
+			}
+			if got := h.f.KV("a", "other"); string(got.Value) != "x" {
+				h.t.Fatalf("the delete touched another key: %+v", got)
+			}
+		}},
+		{"an absent key is ignored", func(h *harness) {
+			h.swap(cas("", "k", 0, "v"))
+			r := h.ok(&KVDelete{Key: "absent"})
+			if r.Deleted != 0 || !r.Ignored || r.KV == nil || r.KV.Found || r.KV.Version != 0 {
+				h.t.Fatalf("delete of an absent key: %+v", r)
+			}
+			// A job that does not exist is not created by a delete.
+			if r := h.ok(in("none", &KVDelete{Key: "k"})); !r.Ignored {
+				h.t.Fatalf("delete in a job that does not exist: %+v", r)
+			}
+			if _, ok := h.f.Job("none"); ok {
+				h.t.Fatal("a delete created its job")
+			}
+		}},
+		{"a conditional delete deletes only its version", func(h *harness) {
+			v1 := h.swap(cas("", "k", 0, "one"))
+			v2 := h.swap(cas("", "k", v1, "two"))
+			r := h.ok(&KVDelete{Key: "k", Version: v1})
+			if r.Deleted != 0 || !r.Ignored || !r.KV.Found || r.KV.Version != v2 {
+				h.t.Fatalf("delete of a stale version: %+v", r)
+			}
+			if got := h.f.KV("", "k"); got.Version != v2 {
+				h.t.Fatalf("a stale delete changed the key: %+v", got)
+			}
+			if r := h.ok(&KVDelete{Key: "k", Version: v2}); r.Deleted != 1 || r.KV.Version != v2 {
+				h.t.Fatalf("delete of the current version: %+v", r)
+			}
+			if r := h.ok(&KVDelete{Key: "k", Version: v2}); r.Deleted != 0 || r.KV.Found {
+				h.t.Fatalf("second delete: %+v", r)
+			}
+		}},
+		{"a retried delete is applied once", func(h *harness) {
+			v := h.swap(cas("", "k", 0, "v"))
+			first := h.ok(withRequest(&KVDelete{Key: "k"}, 1, 1))
+			// Another writer creates the key again before the retry.
+			v2 := h.swap(cas("", "k", 0, "again"))
+			before := h.f.SnapshotBytes()
+			retry := h.ok(withRequest(&KVDelete{Key: "k"}, 1, 1))
+			if !retry.Duplicate || retry.Deleted != 1 || retry.KV.Version != v || retry.Clock != first.Clock {
+				h.t.Fatalf("retry %+v, want the first outcome %+v", retry, first)
+			}
+			if !bytes.Equal(before, h.f.SnapshotBytes()) || h.f.KV("", "k").Version != v2 {
+				h.t.Fatal("the retried delete deleted the key created again")
+			}
+		}},
+		{"bad keys change nothing", func(h *harness) {
+			h.swap(cas("", "k", 0, "v"))
+			for _, key := range []string{"", "a b", strings.Repeat("k", MaxKVKeyLen+1), "\x7f"} {
+				if r := h.rejects(&KVDelete{Key: key}); !strings.Contains(r.Message, "printable ASCII") {
+					h.t.Fatalf("key %q: %q", key, r.Message)
+				}
+			}
+		}},
+	})
+}
+
+func TestKVDeletePrefix(t *testing.T) {
+	runKVScenarios(t, []scenario{
+		{"every key under the prefix, and no other", func(h *harness) {
+			for _, key := range []string{"run/1/a", "run/1/b", "run/10/a", "run/2/a", "run/1", "other"} {
+				h.swap(cas("j", key, 0, key))
+			}
+			r := h.ok(in("j", &KVDeletePrefix{Prefix: "run/1/"}))
+			if r.Deleted != 2 || r.Ignored {
+				h.t.Fatalf("prefix delete: %+v", r)
+			}
+			for key, found := range map[string]bool{"run/1/a": false, "run/1/b": false, "run/10/a": true, "run/2/a": true, "run/1": true, "other": true} {
+				if got := h.f.KV("j", key); got.Found != found {
+					h.t.Fatalf("key %s: found %v, want %v", key, got.Found, found)
+				}
+			}
+			if n := h.f.KVCount("j", ""); n != 4 {
+				h.t.Fatalf("%d keys left, want 4", n)
+			}
+			checkEstimate(h.t, h.f)
+			if r := h.ok(in("j", &KVDeletePrefix{Prefix: "run/1/"})); r.Deleted != 0 || !r.Ignored {
+				h.t.Fatalf("a prefix with no key: %+v", r)
+			}
+			if r := h.ok(in("j", &KVDeletePrefix{Prefix: "run/"})); r.Deleted != 3 {
+				h.t.Fatalf("run/: %+v", r)
+			}
+			if n := h.f.KVCount("j", ""); n != 1 {
+				h.t.Fatalf("%d keys left, want 1", n)
+			}
+		}},
+		{"a full register goes in one entry", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxJobKVKeys: MaxJobKVKeysCeiling}})
+			pairs := make([]KVPair, MaxJobKVKeysCeiling)
+			for i := range pairs {
+				pairs[i] = KVPair{Key: fmt.Sprintf("p/%05d", i), Value: []byte{byte(i)}}
+			}
+			h.ok(&KVMultiSet{Pairs: pairs})
+			if r := h.ok(&KVDeletePrefix{Prefix: "p/"}); r.Deleted != MaxJobKVKeysCeiling {
+				h.t.Fatalf("deleted %d of %d", r.Deleted, MaxJobKVKeysCeiling)
+			}
+			if ji, _ := h.f.Job(""); ji.KVKeys != 0 || ji.Bytes != emptyJobBytes(DefaultJob) {
+				h.t.Fatalf("after the delete: %+v", ji)
+			}
+		}},
+		{"a retry answers the first count and deletes nothing more", func(h *harness) {
+			h.swap(cas("", "p/a", 0, "1"))
+			h.swap(cas("", "p/b", 0, "1"))
+			if r := h.ok(withRequest(&KVDeletePrefix{Prefix: "p/"}, 1, 1)); r.Deleted != 2 {
+				h.t.Fatalf("first: %+v", r)
+			}
+			h.swap(cas("", "p/c", 0, "new"))
+			retry := h.ok(withRequest(&KVDeletePrefix{Prefix: "p/"}, 1, 1))
+			if !retry.Duplicate || retry.Deleted != 2 || !h.f.KV("", "p/c").Found {
+				h.t.Fatalf("retry %+v deleted again", retry)
+			}
+		}},
+		{"bad prefixes change nothing", func(h *harness) {
+			h.swap(cas("", "k", 0, "v"))
+			for _, p := range []string{"", "a b", strings.Repeat("p", MaxKVKeyLen+1), "caf\xc3\xa9"} {
+				if r := h.rejects(&KVDeletePrefix{Prefix: p}); !strings.Contains(r.Message, "a prefix is 1 to 256 bytes") {
+					h.t.Fatalf("prefix %q: %q", p, r.Message)
+				}
+			}
+		}},
+	})
+}
+
+func TestKVAdd(t *testing.T) {
+	runKVScenarios(t, []scenario{
+		{"add counts from 0 in decimal", func(h *harness) {
+			r := h.ok(in("j", &KVAdd{Key: "n", Delta: 2}))
+			if r.Sum != 2 || r.KV == nil || string(r.KV.Value) != "2" || r.KV.Version == 0 {
+				h.t.Fatalf("first add: %+v", r)
+			}
+			if _, ok := h.f.Job("j"); !ok {
+				h.t.Fatal("the add did not create its job")
+			}
+			r2 := h.ok(in("j", &KVAdd{Key: "n", Delta: -5}))
+			if r2.Sum != -3 || string(h.f.KV("j", "n").Value) != "-3" || r2.KV.Version <= r.KV.Version {
+				h.t.Fatalf("second add: %+v", r2)
+			}
+			// A value written otherwise counts if it is a decimal integer.
+			v := h.swap(cas("j", "m", 0, "+40"))
+			if r := h.ok(in("j", &KVAdd{Key: "m", Delta: 2})); r.Sum != 42 || r.KV.Version <= v {
+				h.t.Fatalf("add to +40: %+v", r)
+			}
+			if r := h.ok(in("j", &KVAdd{Key: "m"})); r.Sum != 42 {
+				h.t.Fatalf("add of 0: %+v", r)
+			}
+			checkEstimate(h.t, h.f)
+		}},
+		{"not an integer, or past 64 bits, changes nothing", func(h *harness) {
+			for i, v := range []string{"", "x", "1.5", " 1", "0x10", "99999999999999999999"} {
+				key := fmt.Sprint("k", i)
+				h.swap(cas("", key, 0, v))
+				h.unchanged(&KVAdd{Key: key, Delta: 1}, CodeInvalid, "not a decimal integer")
+			}
+			h.ok(&KVAdd{Key: "big", Delta: math.MaxInt64})
+			h.unchanged(&KVAdd{Key: "big", Delta: 1}, CodeInvalid, "overflows 64 bits")
+			h.ok(&KVAdd{Key: "small", Delta: math.MinInt64})
+			h.unchanged(&KVAdd{Key: "small", Delta: -1}, CodeInvalid, "overflows 64 bits")
+			if r := h.ok(&KVAdd{Key: "big", Delta: math.MinInt64}); r.Sum != -1 {
+				h.t.Fatalf("max plus min: %+v", r)
+			}
+		}},
+		{"limits", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxJobKVKeys: 1, MaxKVValueBytes: 2}})
+			h.ok(&KVAdd{Key: "n", Delta: 99})
+			h.wantLimit(&KVAdd{Key: "n", Delta: 1}, "limit max_kv_value_bytes (2) exceeded")
+			h.wantLimit(&KVAdd{Key: "m", Delta: 1}, "limit max_job_kv_keys (1) exceeded")
+		}},
+		{"a retry answers its own sum", func(h *harness) {
+			first := h.ok(withRequest(&KVAdd{Key: "n", Delta: 1}, 1, 1))
+			h.ok(&KVAdd{Key: "n", Delta: 10})
+			before := h.f.SnapshotBytes()
+			retry := h.ok(withRequest(&KVAdd{Key: "n", Delta: 1}, 1, 1))
+			if !retry.Duplicate || retry.Sum != 1 || string(retry.KV.Value) != "1" || retry.KV.Version != first.KV.Version {
+				h.t.Fatalf("retry %+v (KV %+v), want the first outcome %+v", retry, retry.KV, first)
+			}
+			if !bytes.Equal(before, h.f.SnapshotBytes()) || string(h.f.KV("", "n").Value) != "11" {
+				h.t.Fatal("the retry added again")
+			}
+			// The sum survives a snapshot: a restored replica replays it.
+			g := restored(t, h.f.SnapshotBytes())
+			c := withRequest(&KVAdd{Header: Header{Now: h.now}, Key: "n", Delta: 1}, 1, 1)
+			if r := g.ApplyEntry(1000, Encode(c)); !r.Duplicate || r.Sum != 1 {
+				h.t.Fatalf("restored replica replays %+v", r)
+			}
+		}},
+	})
+}
+
+func TestKVMultiSet(t *testing.T) {
+	pairs := func(kv ...string) []KVPair {
+		var out []KVPair
+		for i := 0; i < len(kv); i += 2 {
+			out = append(out, KVPair{Key: kv[i], Value: []byte(kv[i+1])})
+		}
+		return out
+	}
+	runKVScenarios(t, []scenario{
+		{"every key in one entry, versions in order", func(h *harness) {
+			v := h.swap(cas("j", "b", 0, "old"))
+			r := h.ok(in("j", &KVMultiSet{Pairs: pairs("a", "1", "b", "2", "c", "")}))
+			if len(r.Versions) != 3 || r.Versions[0] <= v || r.Versions[1] != r.Versions[0]+1 || r.Versions[2] != r.Versions[0]+2 {
+				h.t.Fatalf("versions %v after %d", r.Versions, v)
+			}
+			for i, key := range []string{"a", "b", "c"} {
+				if got := h.f.KV("j", key); !got.Found || got.Version != r.Versions[i] || string(got.Value) != []string{"1", "2", ""}[i] {
+					h.t.Fatalf("key %s: %+v", key, got)
+				}
+			}
+			checkEstimate(h.t, h.f)
+		}},
+		{"all or nothing at the limits", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxJobKVKeys: 3, MaxKVValueBytes: 4}})
+			h.swap(cas("", "a", 0, "x"))
+			h.swap(cas("", "b", 0, "x"))
+			h.wantLimit(&KVMultiSet{Pairs: pairs("a", "1", "c", "1", "d", "1")}, "limit max_job_kv_keys (3) exceeded")
+			h.wantLimit(&KVMultiSet{Pairs: pairs("a", "123", "b", "45")}, "limit max_kv_value_bytes (4) exceeded")
+			// Replacing keys adds none.
+			h.ok(&KVMultiSet{Pairs: pairs("a", "12", "b", "34", "c", "")})
+		}},
+		{"bad multi-sets change nothing", func(h *harness) {
+			h.rejects(&KVMultiSet{})
+			h.rejects(&KVMultiSet{Pairs: pairs("a", "1", "a", "2")})
+			h.rejects(&KVMultiSet{Pairs: pairs("a", "1", "b c", "2")})
+			big := []KVPair{{Key: "a", Value: make([]byte, MaxKVValueBytesCeiling/2+1)}, {Key: "b", Value: make([]byte, MaxKVValueBytesCeiling/2)}}
+			h.rejects(&KVMultiSet{Pairs: big})
+		}},
+		{"a retry answers the versions it gave", func(h *harness) {
+			first := h.ok(withRequest(&KVMultiSet{Pairs: pairs("a", "1", "b", "2")}, 1, 1))
+			h.ok(&KVMultiSet{Pairs: pairs("a", "3")})
+			retry := h.ok(withRequest(&KVMultiSet{Pairs: pairs("a", "1", "b", "2")}, 1, 1))
+			if !retry.Duplicate || !slices.Equal(retry.Versions, first.Versions) || string(h.f.KV("", "a").Value) != "3" {
+				h.t.Fatalf("retry %+v, first %+v", retry, first)
+			}
+		}},
+	})
+}
+
+func TestKVAppend(t *testing.T) {
+	runKVScenarios(t, []scenario{
+		{"append creates and extends", func(h *harness) {
+			r := h.ok(in("j", &KVAppend{Key: "log", Value: []byte("ab")}))
+			if r.Length != 2 || r.KV == nil || r.KV.Version == 0 || r.KV.Value != nil {
+				h.t.Fatalf("first append: %+v", r)
+			}
+			r2 := h.ok(in("j", &KVAppend{Key: "log", Value: []byte("cd")}))
+			if r2.Length != 4 || r2.KV.Version <= r.KV.Version || string(h.f.KV("j", "log").Value) != "abcd" {
+				h.t.Fatalf("second append: %+v, key %+v", r2, h.f.KV("j", "log"))
+			}
+			checkEstimate(h.t, h.f)
+		}},
+		{"the value stays within its limit", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxKVValueBytes: 4, MaxJobKVKeys: 1}})
+			h.ok(&KVAppend{Key: "log", Value: []byte("abc")})
+			h.wantLimit(&KVAppend{Key: "log", Value: []byte("de")}, "limit max_kv_value_bytes (4) exceeded: appending 2 bytes to the 3")
+			h.wantLimit(&KVAppend{Key: "new", Value: []byte("x")}, "limit max_job_kv_keys (1) exceeded")
+			h.ok(&KVAppend{Key: "log", Value: []byte("d")})
+		}},
+		{"a retry appends once", func(h *harness) {
+			first := h.ok(withRequest(&KVAppend{Key: "log", Value: []byte("a")}, 1, 1))
+			h.ok(&KVAppend{Key: "log", Value: []byte("b")})
+			retry := h.ok(withRequest(&KVAppend{Key: "log", Value: []byte("a")}, 1, 1))
+			if !retry.Duplicate || retry.Length != 1 || retry.KV.Version != first.KV.Version || string(h.f.KV("", "log").Value) != "ab" {
+				h.t.Fatalf("retry %+v, key %+v", retry, h.f.KV("", "log"))
+			}
+		}},
+		{"bad appends change nothing", func(h *harness) {
+			h.rejects(&KVAppend{Key: "a b", Value: []byte("x")})
+			h.rejects(&KVAppend{Key: "k", Value: make([]byte, MaxKVValueBytesCeiling+1)})
+		}},
+	})
+}
+
+func TestKVCompareValue(t *testing.T) {
+	cv := func(key, expected, desired string) *KVCompareValue {
+		return &KVCompareValue{Key: key, Expected: []byte(expected), Desired: []byte(desired)}
+	}
+	runKVScenarios(t, []scenario{
+		{"c10d's compare_set", func(h *harness) {
+			// Absent, expecting a value: nothing set, and no job created.
+			if r := h.ok(in("j", cv("k", "x", "y"))); r.Swapped || !r.Ignored || r.KV.Found {
+				h.t.Fatalf("absent key expecting a value: %+v", r)
+			}
+			if _, ok := h.f.Job("j"); ok {
+				h.t.Fatal("a compare that did not swap created its job")
+			}
+			// Absent, expecting nothing: set.
+			r := h.ok(in("j", cv("k", "", "first")))
+			if !r.Swapped || string(r.KV.Value) != "first" || r.KV.Version == 0 {
+				h.t.Fatalf("absent key expecting nothing: %+v", r)
+			}
+			// Present: set only when it holds the expected value.
+			if r := h.ok(in("j", cv("k", "other", "second"))); r.Swapped || string(r.KV.Value) != "first" {
+				h.t.Fatalf("wrong expected value: %+v", r)
+			}
+			if r := h.ok(in("j", cv("k", "", "second"))); r.Swapped {
+				h.t.Fatalf("present key, expecting nothing: %+v", r)
+			}
+			if r := h.ok(in("j", cv("k", "first", "second"))); !r.Swapped || string(h.f.KV("j", "k").Value) != "second" {
+				h.t.Fatalf("right expected value: %+v", r)
+			}
+			// An empty value is matched by an empty expected value.
+			h.ok(in("j", cv("k", "second", "")))
+			if r := h.ok(in("j", cv("k", "", "third"))); !r.Swapped {
+				h.t.Fatalf("empty value, expecting empty: %+v", r)
+			}
+		}},
+		{"limits", func(h *harness) {
+			h.ok(&SetLimits{Limits: Limits{MaxJobs: 1, MaxKVValueBytes: 3}})
+			h.ok(in("a", cv("k", "", "v")))
+			// A desired value over the limit is refused whatever the key holds.
+			h.wantLimit(in("a", cv("k", "nope", "long")), "limit max_kv_value_bytes (3) exceeded")
+			// At max_jobs, one that cannot set answers; one that would set
+			// a new job is refused.
+			if r := h.ok(in("b", cv("k", "x", "y"))); r.Swapped || r.KV.Found {
+				h.t.Fatalf("at max_jobs: %+v", r)
+			}
+			h.wantLimit(in("b", cv("k", "", "y")), "limit max_jobs (1) exceeded")
+		}},
+		{"retries", func(h *harness) {
+			first := h.ok(withRequest(cv("k", "", "mine"), 1, 1))
+			h.ok(cv("k", "mine", "theirs"))
+			if r := h.ok(withRequest(cv("k", "", "mine"), 1, 1)); !r.Duplicate || !r.Swapped || string(r.KV.Value) != "mine" || r.KV.Version != first.KV.Version {
+				h.t.Fatalf("retried swap: %+v", r)
+			}
+			// A miss answers the key as it is at the retry...
+			if r := h.ok(withRequest(cv("k", "other", "x"), 1, 2)); r.Swapped {
+				h.t.Fatalf("miss: %+v", r)
+			}
+			h.ok(cv("k", "theirs", "later"))
+			if r := h.ok(withRequest(cv("k", "other", "x"), 1, 2)); !r.Duplicate || r.Swapped || string(r.KV.Value) != "later" {
+				h.t.Fatalf("retried miss: %+v", r)
+			}
+			// ...unless the key now holds what it expected.
+			h.ok(cv("k", "later", "other"))
+			before := h.f.SnapshotBytes()
+			if r := h.rejects(withRequest(cv("k", "other", "x"), 1, 2)); !strings.Contains(r.Message, "new request id") {
+				h.t.Fatalf("message %q", r.Message)
+			}
+			if !bytes.Equal(before, h.f.SnapshotBytes()) {
+				h.t.Fatal("the refused retry wrote")
+			}
+		}},
+	})
+}
+
+// TestKVReads: KVMulti reads keys at one point, KVCount counts a prefix.
+func TestKVReads(t *testing.T) {
+	runKVScenarios(t, []scenario{
+		{"multi and count", func(h *harness) {
+			v := h.swap(cas("j", "a/1", 0, "x"))
+			h.swap(cas("j", "a/2", 0, "y"))
+			h.swap(cas("j", "b", 0, "z"))
+			got := h.f.KVMulti("j", []string{"a/1", "absent", "b"})
+			if len(got) != 3 || got[0].Version != v || string(got[0].Value) != "x" || got[1].Found || string(got[2].Value) != "z" {
+				h.t.Fatalf("KVMulti %+v", got)
+			}
+			if got := h.f.KVMulti("none", []string{"a"}); len(got) != 1 || got[0].Found {
+				h.t.Fatalf("KVMulti of a job that does not exist: %+v", got)
+			}
+			for prefix, want := range map[string]int{"": 3, "a/": 2, "a/1": 1, "c": 0} {
+				if n := h.f.KVCount("j", prefix); n != want {
+					h.t.Fatalf("KVCount(%q) = %d, want %d", prefix, n, want)
+				}
+			}
+			if n := h.f.KVCount("none", ""); n != 0 {
+				h.t.Fatalf("KVCount of a job that does not exist: %d", n)
+			}
+		}},
+	})
+}
+
+// TestKVWritesNeedProtocol5: below Protocol5 the leader does not propose
+// the register's new writes (ErrUpgradePending), and every replica
+// refuses them alike, changing nothing.
+func TestKVWritesNeedProtocol5(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol4})
+	h.swap(cas("", "k", 0, "1"))
+	for _, c := range []Command{
+		&KVDelete{Key: "k"}, &KVDeletePrefix{Prefix: "k"}, &KVAdd{Key: "k", Delta: 1},
+		&KVMultiSet{Pairs: []KVPair{{Key: "k", Value: []byte("2")}}}, &KVAppend{Key: "k", Value: []byte("2")},
+		&KVCompareValue{Key: "k", Expected: []byte("1"), Desired: []byte("2")},
+	} {
+		if err := h.f.Allows(c); !errors.Is(err, ErrUpgradePending) {
+			t.Errorf("%v at level 4: Allows says %v", c.Type(), err)
+		}
+		if r := h.rejects(c); !strings.Contains(r.Message, "needs protocol level 5") {
+			t.Errorf("%v at level 4: %q", c.Type(), r.Message)
+		}
+	}
+	h.ok(&SetProtocol{Level: Protocol5})
+	if r := h.ok(&KVAdd{Key: "k", Delta: 1}); r.Sum != 2 {
+		t.Fatalf("at level 5: %+v", r)
+	}
+}
+
+// TestSnapshotVersion8: from Protocol5 the snapshot is version 8, whose
+// de-duplication entries keep the numbers of the register's writes, and a
+// version 8 snapshot of a state below Protocol5 is refused.
+func TestSnapshotVersion8(t *testing.T) {
+	f := applyLog(setupLogAt(Protocol4))
+	if v := snapshotVersionOf(t, f); v != 7 {
+		t.Fatalf("a Protocol4 state writes version %d", v)
+	}
+	f = applyLog(setupLogAt(Protocol5))
+	if v := snapshotVersionOf(t, f); v != 8 {
+		t.Fatalf("a Protocol5 state writes version %d", v)
+	}
+	g := restored(t, f.SnapshotBytes())
+	if g.StateHash() != f.StateHash() {
+		t.Fatal("version 8 does not round-trip")
+	}
+	// The retried add answers the sum the first made, from the snapshot.
+	retry := &KVAdd{Header: Header{Now: t0, Request: RequestID{Client: clientID(4), Seq: 1}}, Key: "count", Delta: 41}
+	if r := g.ApplyEntry(1000, Encode(retry)); !r.Duplicate || r.Sum != 41 {
+		t.Fatalf("replayed after a restore: %+v", r)
+	}
+	s := applyLog(setupLogAt(Protocol5)).s
+	s.protocol = Protocol4
+	var buf bytes.Buffer
+	if err := encodeStateVersion(&buf, s, 8); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, buf.Bytes())
 }

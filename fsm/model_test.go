@@ -6,6 +6,8 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,7 +42,10 @@ type model struct {
 
 // modelSince gives the protocol level from which each command type added
 // after Protocol1 may be applied.
-var modelSince = map[CmdType]uint64{}
+var modelSince = map[CmdType]uint64{
+	TypeKVDelete: Protocol5, TypeKVDeletePrefix: Protocol5, TypeKVAdd: Protocol5,
+	TypeKVMultiSet: Protocol5, TypeKVAppend: Protocol5, TypeKVCompareValue: Protocol5,
+}
 
 // modelJob is one job of the model. It embeds the model, so that its
 // methods read the clock and the generations.
@@ -275,8 +280,33 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 		default:
 			r.KV = &cur // not swapped: the key as it is now
 		}
+	case *KVCompareValue:
+		var cur KVValue
+		if j != nil {
+			cur = j.kv[c.Key]
+		}
+		switch {
+		case r.Swapped && cur.Version != r.KV.Version:
+			r.KV = &KVValue{Found: true, Value: c.Desired, Version: r.KV.Version}
+		case r.Swapped:
+		case valueMatches(cur, c.Expected):
+			return invalidResult // the key as it is now would say it should have swapped
+		default:
+			r.KV = &cur
+		}
 	}
+	// Every other register write is replayed as it was: its answer is
+	// the first outcome, whatever the key holds now.
 	return r
+}
+
+// valueMatches reports whether cur is what a KVCompareValue expecting
+// expected swaps: the value expected, or absent when it is empty.
+func valueMatches(cur KVValue, expected []byte) bool {
+	if !cur.Found {
+		return len(expected) == 0
+	}
+	return bytes.Equal(cur.Value, expected)
 }
 
 func (m *model) client(id uuid.UUID) *modelClient {
@@ -341,14 +371,17 @@ func (m *model) dispatch(c Command) Result {
 	exists := j != nil
 	creates := false
 	switch c.(type) {
-	case *SetDataset, *DatasetPart, *RequestSaveModel, *Join, *CreateJob, *KVCompareAndSet:
+	case *SetDataset, *DatasetPart, *RequestSaveModel, *Join, *CreateJob, *KVCompareAndSet,
+		*KVAdd, *KVMultiSet, *KVAppend, *KVCompareValue:
 		creates = true
 	}
 	if !exists {
-		// From Protocol2 a compare-and-set that expects a version cannot
-		// create the job, and is answered as on an empty job.
+		// From Protocol2 a compare-and-set that expects a version, or a
+		// value, cannot create the job, and is answered as on an empty
+		// job.
 		kv, isKV := c.(*KVCompareAndSet)
-		createsNothing := m.protocol >= Protocol2 && isKV && kv.Version != 0
+		cv, isCV := c.(*KVCompareValue)
+		createsNothing := m.protocol >= Protocol2 && (isKV && kv.Version != 0 || isCV && len(cv.Expected) != 0)
 		if creates && !createsNothing && len(m.jobs) >= m.limits.Effective().MaxJobs {
 			return limitResult
 		}
@@ -424,8 +457,108 @@ func (m *modelJob) dispatch(c Command) Result {
 		return m.leave(c)
 	case *KVCompareAndSet:
 		return m.compareAndSet(c)
+	case *KVDelete:
+		cur := m.kv[c.Key]
+		if !cur.Found || c.Version != 0 && cur.Version != c.Version {
+			return Result{Ignored: true, KV: &KVValue{Found: cur.Found, Version: cur.Version}}
+		}
+		delete(m.kv, c.Key)
+		return Result{Deleted: 1, KV: &KVValue{Found: true, Version: cur.Version}}
+	case *KVDeletePrefix:
+		n := 0
+		for key := range m.kv {
+			if strings.HasPrefix(key, c.Prefix) {
+				delete(m.kv, key)
+				n++
+			}
+		}
+		if n == 0 {
+			return ignoredResult
+		}
+		return Result{Deleted: n}
+	case *KVAdd:
+		return m.add(c)
+	case *KVMultiSet:
+		return m.multiSet(c)
+	case *KVAppend:
+		l := m.limits.Effective()
+		cur := m.kv[c.Key]
+		switch {
+		case int64(len(c.Value)) > l.MaxKVValueBytes, int64(len(cur.Value)+len(c.Value)) > l.MaxKVValueBytes:
+			return limitResult
+		case !cur.Found && len(m.kv) >= l.MaxJobKVKeys:
+			return limitResult
+		}
+		v := m.put(c.Key, append(slices.Clone(cur.Value), c.Value...))
+		return Result{Length: len(v.Value), KV: &KVValue{Found: true, Version: v.Version}}
+	case *KVCompareValue:
+		l := m.limits.Effective()
+		if int64(len(c.Desired)) > l.MaxKVValueBytes {
+			return limitResult
+		}
+		cur := m.kv[c.Key]
+		if !valueMatches(cur, c.Expected) {
+			return Result{Ignored: true, KV: &cur}
+		}
+		if !cur.Found && len(m.kv) >= l.MaxJobKVKeys {
+			return limitResult
+		}
+		v := m.put(c.Key, c.Desired)
+		return Result{Swapped: true, KV: &v}
 	}
 	return Result{}
+}
+
+// put stores value under key under the next version.
+func (m *modelJob) put(key string, value []byte) KVValue {
+	m.kvVersion++
+	v := KVValue{Found: true, Value: value, Version: m.kvVersion}
+	m.kv[key] = v
+	return v
+}
+
+// add adds to the decimal integer under the key, 0 when absent.
+func (m *modelJob) add(c *KVAdd) Result {
+	cur := m.kv[c.Key]
+	var base int64
+	if cur.Found {
+		b, err := strconv.ParseInt(string(cur.Value), 10, 64)
+		if err != nil {
+			return invalidResult
+		}
+		base = b
+	}
+	if c.Delta > 0 && base > math.MaxInt64-c.Delta || c.Delta < 0 && base < math.MinInt64-c.Delta {
+		return invalidResult
+	}
+	sum := base + c.Delta
+	value := []byte(strconv.FormatInt(sum, 10))
+	l := m.limits.Effective()
+	if int64(len(value)) > l.MaxKVValueBytes || !cur.Found && len(m.kv) >= l.MaxJobKVKeys {
+		return limitResult
+	}
+	v := m.put(c.Key, value)
+	return Result{Sum: sum, KV: &v}
+}
+
+// multiSet stores every pair or none.
+func (m *modelJob) multiSet(c *KVMultiSet) Result {
+	l := m.limits.Effective()
+	total, added := 0, 0
+	for _, p := range c.Pairs {
+		total += len(p.Value)
+		if !m.kv[p.Key].Found {
+			added++
+		}
+	}
+	if int64(total) > l.MaxKVValueBytes || added > 0 && len(m.kv)+added > l.MaxJobKVKeys {
+		return limitResult
+	}
+	var versions []uint64
+	for _, p := range c.Pairs {
+		versions = append(versions, m.put(p.Key, p.Value).Version)
+	}
+	return Result{Versions: versions}
 }
 
 // compareAndSet stores the value under a new version when the key is at
@@ -1007,6 +1140,23 @@ func (m *modelJob) check(t *rapid.T, f *FSM, name string) {
 	for _, key := range []string{"k0", "k1", "k2"} {
 		if got, want := f.KV(name, key), m.kv[key]; got.Found != want.Found || got.Version != want.Version || !bytes.Equal(got.Value, want.Value) {
 			t.Fatalf("job %q: key %s is %+v, model says %+v", name, key, got, want)
+		}
+	}
+	keys := []string{"k0", "k1", "k2", "z"}
+	for i, got := range f.KVMulti(name, keys) {
+		if want := m.kv[keys[i]]; got.Found != want.Found || got.Version != want.Version || !bytes.Equal(got.Value, want.Value) {
+			t.Fatalf("job %q: KVMulti gives key %s as %+v, model says %+v", name, keys[i], got, want)
+		}
+	}
+	for _, prefix := range []string{"", "k", "k1"} {
+		want := 0
+		for key := range m.kv {
+			if strings.HasPrefix(key, prefix) {
+				want++
+			}
+		}
+		if got := f.KVCount(name, prefix); got != want {
+			t.Fatalf("job %q: %d keys under %q, model says %d", name, got, prefix, want)
 		}
 	}
 	for _, id := range []string{"g0", "g1"} {

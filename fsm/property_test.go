@@ -44,12 +44,14 @@ func withMaxActive(f *FSM, n int) *FSM {
 var propKinds = []string{
 	"get", "finish", "tick", "get", "finish", "fail", "renew", "get", "tick",
 	"dataset", "part", "part", "commit", "save", "join", "join", "join", "leave",
-	"grace", "node", "create", "delete", "limits", "kv", "kv", "kv", "protocol", "retry", "retry", "reuse", "garbage", "mutate",
+	"grace", "node", "create", "delete", "limits", "kv", "kv", "kv",
+	"kvdelete", "kvprefix", "kvadd", "kvmulti", "kvappend", "kvcompare", "protocol", "protocol",
+	"retry", "retry", "reuse", "garbage", "mutate",
 }
 
 // propMutable is how many of propKinds, from the first, name a command
 // that "mutate" may damage.
-const propMutable = 27
+const propMutable = 34
 
 // propJobs are the jobs the generator addresses: "" and DefaultJob are the
 // same job.
@@ -294,11 +296,49 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		cur := g.f.KV(job, key).Version
 		version := rapid.SampledFrom([]uint64{cur, cur, cur, 0, max(cur, 1) - 1, cur + 1, 1 << 40}).Draw(t, "version")
 		return &KVCompareAndSet{Key: key, Version: version, Value: rapid.SliceOfN(rapid.Byte(), 0, 3).Draw(t, "value")}
+	case "kvdelete":
+		// Mostly unconditional; else the key's version, or another.
+		key := propKey(t)
+		cur := g.f.KV(job, key).Version
+		return &KVDelete{Key: key, Version: rapid.SampledFrom([]uint64{0, 0, cur, cur, max(cur, 1) - 1, cur + 1}).Draw(t, "version")}
+	case "kvprefix":
+		return &KVDeletePrefix{Prefix: rapid.SampledFrom([]string{"k", "k1", "k2", "z"}).Draw(t, "prefix")}
+	case "kvadd":
+		// Small steps; rarely one that takes the sum past 64 bits.
+		return &KVAdd{Key: propKey(t), Delta: rapid.SampledFrom([]int64{1, -1, 7, 0, math.MaxInt64, math.MinInt64}).Draw(t, "delta")}
+	case "kvmulti":
+		// Distinct keys but for the last set, which a validator refuses.
+		keys := rapid.SampledFrom([][]string{{"k0"}, {"k1", "k2"}, {"k2", "k0", "k1"}, {"k0", "k0"}}).Draw(t, "keys")
+		pairs := make([]KVPair, len(keys))
+		for i, key := range keys {
+			pairs[i] = KVPair{Key: key, Value: propValue(t)}
+		}
+		return &KVMultiSet{Pairs: pairs}
+	case "kvappend":
+		return &KVAppend{Key: propKey(t), Value: propValue(t)}
+	case "kvcompare":
+		// Mostly the key's value, so that swaps go on; else nothing
+		// (absent), or another.
+		key := propKey(t)
+		cur := g.f.KV(job, key).Value
+		return &KVCompareValue{Key: key, Expected: rapid.SampledFrom([][]byte{cur, cur, nil, []byte("1"), []byte("x")}).Draw(t, "expected"),
+			Desired: propValue(t)}
 	case "protocol":
 		// Every level this build knows, and 0, which is refused.
 		return &SetProtocol{Level: rapid.Uint64Range(0, Protocol).Draw(t, "level")}
 	}
 	return &Tick{}
+}
+
+// propKey is one of the register keys the generator writes, which the
+// model checks.
+func propKey(t *rapid.T) string { return fmt.Sprint("k", rapid.IntRange(0, 2).Draw(t, "key")) }
+
+// propValue is a value of the register's writes: mostly decimal integers,
+// which KVAdd takes, of up to two bytes, which the small value limit
+// allows, or three.
+func propValue(t *rapid.T) []byte {
+	return rapid.SampledFrom([][]byte{nil, []byte("1"), []byte("-2"), []byte("x"), []byte("12"), []byte("123")}).Draw(t, "value")
 }
 
 // meta is a recently leased task, or a random id and epoch.
@@ -347,6 +387,9 @@ func sameResult(a, b *Result) bool {
 		return false
 	}
 	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {
+		return false
+	}
+	if a.Deleted != b.Deleted || a.Sum != b.Sum || a.Length != b.Length || !slices.Equal(a.Versions, b.Versions) {
 		return false
 	}
 	return a.Code == b.Code && a.Granted == b.Granted && a.Lease == b.Lease && a.Generation == b.Generation && a.Swapped == b.Swapped &&

@@ -32,9 +32,15 @@ const (
 	// SetDataset and DatasetCommit) and snapshot version 7, which stores
 	// them with each dataset.
 	Protocol4 uint64 = 4
+	// Protocol5 adds the register's deletes, its integer add, multi-set,
+	// append and compare-by-value (command types 20 to 25), and snapshot
+	// version 8, whose de-duplication entries of those commands keep the
+	// number their answer carries (KVAdd's sum, KVAppend's length, the
+	// keys a delete deleted).
+	Protocol5 uint64 = 5
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol4
+	Protocol = Protocol5
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -120,6 +126,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol5:
+		return 8
 	case p >= Protocol4:
 		return 7
 	case p >= Protocol3:

@@ -12,6 +12,10 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 8, written from Protocol5 on, adds to each de-duplication entry
+// of KVAdd, KVAppend, KVDelete and KVDeletePrefix the number its answer
+// carries (dedupEntry.num) after the entry's job; those commands need
+// Protocol5, so an older version holds none.
 // Version 7, written from Protocol4 on, adds each dataset's patterns after
 // its chunks; version 6 and older restore with datasets of no patterns.
 // Version 6, written from Protocol3 on, adds each de-duplication client's
@@ -30,7 +34,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 7
+	snapshotVersion = 8
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -201,12 +205,15 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 			e.byte(byte(en.code))
 			e.bool(en.ignored)
 			e.bool(en.granted)
-			e.int(en.taskID)
+			e.int(int(en.taskID))
 			e.int(en.epoch)
 			e.uvarint(en.gen)
 			e.varint(en.clock)
 			if version >= 3 {
 				e.uvarint(en.job)
+			}
+			if version >= 8 && kvNumbered(en.typ) {
+				e.varint(en.num)
 			}
 		}
 		sw.flushIfFull()
@@ -559,7 +566,7 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 			c.owner = d.uuid()
 		}
 		for range d.length(1) {
-			e := dedupEntry{seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()), ignored: d.bool(), granted: d.bool(), taskID: d.int()}
+			e := dedupEntry{seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()), ignored: d.bool(), granted: d.bool(), taskID: int32(d.int())}
 			if version >= 5 {
 				e.epoch = d.epoch() // it may carry an era
 			} else {
@@ -571,6 +578,9 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 				e.job = d.uvarint()
 			case lookup(e.typ) != nil && lookup(e.typ).jobScoped:
 				e.job = 1
+			}
+			if version >= 8 && kvNumbered(e.typ) {
+				e.num = d.varint()
 			}
 			c.entries = append(c.entries, e)
 		}
@@ -655,6 +665,12 @@ func (s *state) check() error {
 		for _, e := range c.entries {
 			if e.job > s.jobSeq {
 				return fmt.Errorf("dedup client %s: job %d of %d", c.id, e.job, s.jobSeq)
+			}
+			if spec := lookup(e.typ); spec == nil || spec.since > s.protocol {
+				return fmt.Errorf("dedup client %s: an outcome of %v in a state at protocol level %d", c.id, e.typ, s.protocol)
+			}
+			if e.num < 0 && e.typ != TypeKVAdd {
+				return fmt.Errorf("dedup client %s: %v outcome of %d", c.id, e.typ, e.num)
 			}
 		}
 	}

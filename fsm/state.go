@@ -160,14 +160,27 @@ type Result struct {
 	// current generation to detect a reconnect.
 	Generation uint64
 	// Ignored reports a command that was accepted but had no effect, such
-	// as a second SetDataset, a TaskFailed with a stale epoch or a
-	// KVCompareAndSet that did not swap.
+	// as a second SetDataset, a TaskFailed with a stale epoch, a
+	// KVCompareAndSet or KVCompareValue that did not swap or a delete that
+	// deleted nothing.
 	Ignored bool
-	// Swapped reports that a KVCompareAndSet stored its value.
+	// Swapped reports that a KVCompareAndSet or KVCompareValue stored its
+	// value.
 	Swapped bool
-	// KV is, for a KVCompareAndSet, the key afterwards: the value just
-	// stored, or, when it did not swap, the key as it is.
+	// KV is, for a KVCompareAndSet or KVCompareValue, the key afterwards:
+	// the value just stored, or, when it did not swap, the key as it is;
+	// for a KVAdd, the sum stored and its version; for a KVAppend, the
+	// new version (no value); for a KVDelete, the key's version when it
+	// ran (no value), Found when the key existed.
 	KV *KVValue
+	// Deleted is how many keys a KVDelete or KVDeletePrefix deleted.
+	Deleted int
+	// Sum is the integer a KVAdd stored.
+	Sum int64
+	// Length is the length of the value a KVAppend left.
+	Length int
+	// Versions are the versions a KVMultiSet gave its keys, in its order.
+	Versions []uint64
 	// Duplicate reports that the request id was seen before and this is
 	// the first outcome, replayed.
 	Duplicate bool
@@ -320,13 +333,19 @@ func (s *state) dispatch(c Command) (*Result, uint64) {
 
 // createsNothing reports a command of a creating type that, addressed to
 // a job that does not exist, cannot create it: a compare-and-set that
-// expects a version of its key, which an empty job does not hold. From
-// Protocol2 on it is answered as on an empty job (not swapped, the key
-// absent), changing nothing, rather than refused for the limits on
-// creating a job; below, it was refused, and old replicas still do.
+// expects a version of its key, or a KVCompareValue that expects a value,
+// which an empty job does not hold. From Protocol2 on it is answered as
+// on an empty job (not swapped, the key absent), changing nothing, rather
+// than refused for the limits on creating a job; below, it was refused,
+// and old replicas still do.
 func createsNothing(c Command) bool {
-	kv, ok := c.(*KVCompareAndSet)
-	return ok && kv.Version != 0
+	switch c := c.(type) {
+	case *KVCompareAndSet:
+		return c.Version != 0
+	case *KVCompareValue:
+		return len(c.Expected) != 0
+	}
+	return false
 }
 
 // tick expires every deadline that is due at the current clock, in every

@@ -145,6 +145,57 @@ func (c *KVCompareAndSet) validate() error {
 	return nil
 }
 
+func (c *KVDelete) validate() error { return ValidateKVKey(c.Key) }
+
+func (c *KVDeletePrefix) validate() error { return ValidateKVPrefix(c.Prefix) }
+
+func (c *KVAdd) validate() error { return ValidateKVKey(c.Key) }
+
+// validate checks the keys, which must be distinct, and the values'
+// size together against the fixed ceiling; the replicated limits are
+// checked in apply.
+func (c *KVMultiSet) validate() error {
+	if len(c.Pairs) == 0 || len(c.Pairs) > MaxJobKVKeysCeiling {
+		return invalidf("a multi-set of %d keys: it sets 1 to %d", len(c.Pairs), MaxJobKVKeysCeiling)
+	}
+	seen := make(map[string]bool, len(c.Pairs))
+	total := 0
+	for _, p := range c.Pairs {
+		if err := ValidateKVKey(p.Key); err != nil {
+			return err
+		}
+		if seen[p.Key] {
+			return invalidf("key %q is set twice in one multi-set", p.Key)
+		}
+		seen[p.Key] = true
+		total += len(p.Value)
+	}
+	if total > MaxKVValueBytesCeiling {
+		return invalidf("values of %d bytes together exceed %d", total, MaxKVValueBytesCeiling)
+	}
+	return nil
+}
+
+func (c *KVAppend) validate() error {
+	if err := ValidateKVKey(c.Key); err != nil {
+		return err
+	}
+	if len(c.Value) > MaxKVValueBytesCeiling {
+		return invalidf("a value of %d bytes exceeds %d", len(c.Value), MaxKVValueBytesCeiling)
+	}
+	return nil
+}
+
+func (c *KVCompareValue) validate() error {
+	if err := ValidateKVKey(c.Key); err != nil {
+		return err
+	}
+	if n := max(len(c.Expected), len(c.Desired)); n > MaxKVValueBytesCeiling {
+		return invalidf("a value of %d bytes exceeds %d", n, MaxKVValueBytesCeiling)
+	}
+	return nil
+}
+
 func validateID(what, id string) error {
 	if id == "" {
 		return invalidf("%s is empty", what)

@@ -217,6 +217,34 @@ func badCases(f badFiles) []badCase {
 		post("cas oversized body", rpc.PathKVCompareAndSet, `{"key":"k","version":0,"value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+8<<10))+`"}`,
 			http.StatusRequestEntityTooLarge, tooLarge),
 
+		// The register's store writes and reads.
+		post("delete empty key", rpc.PathKVDelete, `{"key":""}`, bad, invalid).naming("key of 0 bytes"),
+		post("delete key with a space", rpc.PathKVDelete, `{"key":"a b"}`, bad, invalid).naming("printable ASCII"),
+		post("delete negative version", rpc.PathKVDelete, `{"key":"k","version":-1}`, bad, invalid).naming("version"),
+		post("delete unknown field", rpc.PathKVDelete, `{"key":"k","prefix":true}`, bad, invalid).naming("prefix"),
+		post("delete prefix empty", rpc.PathKVDeletePrefix, `{"prefix":""}`, bad, invalid).naming("a prefix is 1 to 256 bytes"),
+		post("delete prefix oversized", rpc.PathKVDeletePrefix, `{"prefix":"`+strings.Repeat("p", 257)+`"}`, bad, invalid).naming("257 bytes"),
+		post("delete prefix with a tab", rpc.PathKVDeletePrefix, `{"prefix":"a\tb"}`, bad, invalid).naming("printable ASCII"),
+		post("add bad key", rpc.PathKVAdd, `{"key":"a\u0000","amount":1}`, bad, invalid).naming("printable ASCII"),
+		post("add amount not an integer", rpc.PathKVAdd, `{"key":"n","amount":1.5}`, bad, invalid).naming("amount"),
+		post("add amount past 64 bits", rpc.PathKVAdd, `{"key":"n","amount":9223372036854775808}`, bad, invalid).naming("amount"),
+		post("multi-set no pairs", rpc.PathKVMultiSet, `{"pairs":[]}`, bad, invalid).naming("no key"),
+		post("multi-set a key twice", rpc.PathKVMultiSet, `{"pairs":[{"key":"a","value":""},{"key":"a","value":"dg=="}]}`, bad, invalid).naming(`"a" is set twice`),
+		post("multi-set bad key", rpc.PathKVMultiSet, `{"pairs":[{"key":"a","value":""},{"key":"b c","value":""}]}`, bad, invalid).naming("printable ASCII"),
+		post("multi-set values over the limit together", rpc.PathKVMultiSet, `{"pairs":[{"key":"a","value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<19+1))+
+			`"},{"key":"b","value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<19))+`"}]}`, http.StatusConflict, rpc.CodeLimit).naming("values of 1048577 bytes together"),
+		post("append value over the limit", rpc.PathKVAppend, `{"key":"k","value":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+1))+`"}`,
+			http.StatusConflict, rpc.CodeLimit).naming("max_kv_value_bytes"),
+		post("append value not base64", rpc.PathKVAppend, `{"key":"k","value":"!!"}`, bad, invalid),
+		post("compare-set bad key", rpc.PathKVCompareValue, `{"key":"","expected":"","desired":""}`, bad, invalid).naming("key"),
+		post("compare-set desired over the limit", rpc.PathKVCompareValue, `{"key":"k","expected":"","desired":"`+base64.StdEncoding.EncodeToString(make([]byte, 1<<20+1))+`"}`,
+			http.StatusConflict, rpc.CodeLimit).naming("max_kv_value_bytes"),
+		post("multi-get no keys", rpc.PathKVMultiGet, `{"keys":[]}`, bad, invalid).naming("0 keys"),
+		post("multi-get bad key", rpc.PathKVMultiGet, `{"keys":["a","b c"]}`, bad, invalid).naming("printable ASCII"),
+		post("multi-get more keys than a job holds", rpc.PathKVMultiGet, multiGetBody(fsm.DefaultMaxJobKVKeys+1), bad, invalid).naming("max_job_kv_keys (1024)"),
+		post("multi-get unknown field", rpc.PathKVMultiGet, `{"key":"a"}`, bad, invalid).naming("key"),
+		{name: "num-keys bad prefix", method: http.MethodGet, path: rpc.PathKVNumKeys + "?prefix=a+b", status: bad, code: invalid, mention: "printable ASCII"},
+
 		// The limits.
 		post("limits none given", rpc.PathLimitsSet, `{}`, bad, invalid).naming("no limit given"),
 		post("limits negative max_jobs", rpc.PathLimitsSet, `{"max_jobs":-1}`, bad, invalid).naming("max_jobs -1"),
@@ -238,6 +266,15 @@ func badCases(f badFiles) []badCase {
 		post("cluster transfer oversized id", rpc.PathClusterTransfer, `{"id":"`+long+`"}`, bad, invalid).naming("id"),
 		post("cluster transfer unknown field", rpc.PathClusterTransfer, `{"to":"n2"}`, bad, invalid).naming("to"),
 	}
+}
+
+// multiGetBody is a multi-get of n keys.
+func multiGetBody(n int) string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf(`"k%d"`, i)
+	}
+	return `{"keys":[` + strings.Join(keys, ",") + `]}`
 }
 
 func TestBadInputChangesNothing(t *testing.T) {

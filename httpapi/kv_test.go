@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -183,5 +185,226 @@ func TestKVMissAtMaxJobs(t *testing.T) {
 	}
 	if e.state().hash != before.hash {
 		t.Fatal("a compare-and-set refused at the limit changed the state")
+	}
+}
+
+// TestKVStoreRoutes: each of the store's writes and reads does what its
+// endpoint says, through the plain and the job's routes, and the answers
+// carry the outcome.
+func TestKVStoreRoutes(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	job := func(path string) string { return rpc.JobPath("a", path) }
+
+	// add counts from 0, in decimal.
+	var add rpc.KVAddResponse
+	e.ok(job(rpc.PathKVAdd), rpc.KVAddRequest{Key: "n", Amount: 3}, &add)
+	e.ok(job(rpc.PathKVAdd), rpc.KVAddRequest{Key: "n", Amount: -5}, &add)
+	if add.Value != -2 || add.Version == 0 || add.AppliedAt.IsZero() || string(e.kvGet(job(rpc.PathKVGet), "n").Value) != "-2" {
+		t.Fatalf("add: %+v", add)
+	}
+	// multi-set stores every pair, versions in order.
+	var ms rpc.KVMultiSetResponse
+	e.ok(job(rpc.PathKVMultiSet), rpc.KVMultiSetRequest{Pairs: []rpc.KVPair{{Key: "r/0/a", Value: []byte("1")}, {Key: "r/0/b", Value: []byte{0, 0xff}}}}, &ms)
+	if len(ms.Versions) != 2 || ms.Versions[1] != ms.Versions[0]+1 || ms.Versions[0] <= add.Version {
+		t.Fatalf("multi-set: %+v", ms)
+	}
+	// append creates and extends.
+	var ap rpc.KVAppendResponse
+	e.ok(job(rpc.PathKVAppend), rpc.KVAppendRequest{Key: "r/1/log", Value: []byte("ab")}, &ap)
+	e.ok(job(rpc.PathKVAppend), rpc.KVAppendRequest{Key: "r/1/log", Value: []byte("c")}, &ap)
+	if ap.Length != 3 || string(e.kvGet(job(rpc.PathKVGet), "r/1/log").Value) != "abc" {
+		t.Fatalf("append: %+v", ap)
+	}
+	// compare-set by value, c10d's.
+	var cv rpc.KVCompareValueResponse
+	e.ok(job(rpc.PathKVCompareValue), rpc.KVCompareValueRequest{Key: "cs", Expected: []byte("x"), Desired: []byte("y")}, &cv)
+	if cv.Swapped || cv.Found {
+		t.Fatalf("compare-set of an absent key expecting a value: %+v", cv)
+	}
+	e.ok(job(rpc.PathKVCompareValue), rpc.KVCompareValueRequest{Key: "cs", Desired: []byte("first")}, &cv)
+	if !cv.Swapped || string(cv.Value) != "first" || cv.Version == 0 {
+		t.Fatalf("compare-set of an absent key expecting nothing: %+v", cv)
+	}
+	e.ok(job(rpc.PathKVCompareValue), rpc.KVCompareValueRequest{Key: "cs", Expected: []byte("other"), Desired: []byte("second")}, &cv)
+	if cv.Swapped || string(cv.Value) != "first" {
+		t.Fatalf("compare-set expecting another value: %+v", cv)
+	}
+	// multi-get reads in the order asked, absent keys included.
+	var mg rpc.KVMultiGetResponse
+	e.ok(job(rpc.PathKVMultiGet), rpc.KVMultiGetRequest{Keys: []string{"r/0/b", "absent", "n"}}, &mg)
+	if len(mg.Values) != 3 || !bytes.Equal(mg.Values[0].Value, []byte{0, 0xff}) || mg.Values[0].Version != ms.Versions[1] ||
+		mg.Values[1].Found || mg.Values[1].Key != "absent" || string(mg.Values[2].Value) != "-2" {
+		t.Fatalf("multi-get: %+v", mg)
+	}
+	// num-keys counts all, or under a prefix.
+	count := func(path string, q string) int {
+		var n rpc.KVNumKeysResponse
+		r := e.get(path + q)
+		if r.status != http.StatusOK {
+			t.Fatalf("GET %s%s: %d %s", path, q, r.status, r.body)
+		}
+		r.decode(t, &n)
+		return n.Count
+	}
+	if n, nr := count(job(rpc.PathKVNumKeys), ""), count(job(rpc.PathKVNumKeys), "?prefix=r/"); n != 5 || nr != 3 {
+		t.Fatalf("num-keys: %d, under r/: %d", n, nr)
+	}
+	// delete-prefix deletes under the prefix only.
+	var dp rpc.KVDeletePrefixResponse
+	e.ok(job(rpc.PathKVDeletePrefix), rpc.KVDeletePrefixRequest{Prefix: "r/0/"}, &dp)
+	if dp.Deleted != 2 || count(job(rpc.PathKVNumKeys), "?prefix=r/") != 1 {
+		t.Fatalf("delete-prefix: %+v", dp)
+	}
+	// delete: conditional, then not.
+	v := e.kvGet(job(rpc.PathKVGet), "cs").Version
+	var del rpc.KVDeleteResponse
+	e.ok(job(rpc.PathKVDelete), rpc.KVDeleteRequest{Key: "cs", Version: v + 100}, &del)
+	if del.Deleted || !del.Found || del.Version != v {
+		t.Fatalf("delete of another version: %+v", del)
+	}
+	e.ok(job(rpc.PathKVDelete), rpc.KVDeleteRequest{Key: "cs", Version: v}, &del)
+	if !del.Deleted || del.Version != v || e.kvGet(job(rpc.PathKVGet), "cs").Found {
+		t.Fatalf("delete: %+v", del)
+	}
+	// A compare-and-set fenced by the deleted version cannot bring it back.
+	if got := e.cas(job(rpc.PathKVCompareAndSet), "cs", v, "back"); got.Swapped || got.Found {
+		t.Fatalf("compare-and-set of a deleted version: %+v", got)
+	}
+	e.ok(job(rpc.PathKVDelete), rpc.KVDeleteRequest{Key: "cs"}, &del)
+	if del.Deleted || del.Found || del.Version != 0 {
+		t.Fatalf("delete of an absent key: %+v", del)
+	}
+	// None of it touched the default job.
+	if n := count(rpc.PathKVNumKeys, ""); n != 0 {
+		t.Fatalf("the default job has %d keys", n)
+	}
+}
+
+// TestKVStoreRefusalsChangeNothing: an add to a value that is no integer
+// and an append past the value limit are refused by the state machine,
+// which decides them from the key, and change nothing.
+func TestKVStoreRefusalsChangeNothing(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	e.cas(rpc.PathKVCompareAndSet, "text", 0, "text")
+	before := e.state().hash
+	msg := wantError(t, e.post(rpc.PathKVAdd, rpc.KVAddRequest{Key: "text", Amount: 1}), http.StatusBadRequest, rpc.CodeInvalid).Message
+	if !strings.Contains(msg, `key "text" holds "text", which is not a decimal integer`) {
+		t.Fatalf("message %q", msg)
+	}
+	msg = wantError(t, e.post(rpc.PathKVAppend, rpc.KVAppendRequest{Key: "text", Value: make([]byte, fsm.DefaultMaxKVValueBytes)}),
+		http.StatusConflict, rpc.CodeLimit).Message
+	if !strings.Contains(msg, "appending 1048576 bytes to the 4 of key") {
+		t.Fatalf("message %q", msg)
+	}
+	// A multi-set of more new keys than a job holds, all or nothing.
+	pairs := make([]rpc.KVPair, fsm.DefaultMaxJobKVKeys)
+	for i := range pairs {
+		pairs[i] = rpc.KVPair{Key: fmt.Sprintf("k%d", i)}
+	}
+	msg = wantError(t, e.post(rpc.PathKVMultiSet, rpc.KVMultiSetRequest{Pairs: pairs}), http.StatusConflict, rpc.CodeLimit).Message
+	if !strings.Contains(msg, "limit max_job_kv_keys (1024) exceeded: 1024 new keys would make 1025 keys") {
+		t.Fatalf("message %q", msg)
+	}
+	if e.state().hash != before {
+		t.Fatal("a refused write changed the state")
+	}
+	// Once the limit is lowered below the keys there are, replacing them
+	// is no growth.
+	e.ok(rpc.PathKVMultiSet, rpc.KVMultiSetRequest{Pairs: pairs[:1023]}, nil)
+	if _, err := e.local.Apply(context.Background(), &fsm.SetLimits{Limits: fsm.Limits{MaxJobKVKeys: 10}}); err != nil {
+		t.Fatal(err)
+	}
+	e.ok(rpc.PathKVMultiSet, rpc.KVMultiSetRequest{Pairs: pairs[:1023]}, nil)
+}
+
+// TestKVStoreRetries: a retried delete is applied once, even after the key
+// was created again, and a retried add answers the sum it made.
+func TestKVStoreRetries(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	first := e.cas(rpc.PathKVCompareAndSet, "k", 0, "v")
+	id := reqID(uuid.New(), 1)
+	var del, again rpc.KVDeleteResponse
+	e.ok(rpc.PathKVDelete, rpc.KVDeleteRequest{Key: "k"}, &del, id...)
+	recreated := e.cas(rpc.PathKVCompareAndSet, "k", 0, "new")
+	before := e.state()
+	e.ok(rpc.PathKVDelete, rpc.KVDeleteRequest{Key: "k"}, &again, id...)
+	if !again.Deleted || again.Version != first.Version || !again.AppliedAt.Equal(del.AppliedAt) {
+		t.Fatalf("retried delete %+v, want the first outcome %+v", again, del)
+	}
+	if e.state().hash != before.hash || e.kvGet(rpc.PathKVGet, "k").Version != recreated.Version {
+		t.Fatal("the retried delete deleted the key created again")
+	}
+
+	add := reqID(uuid.New(), 1)
+	var sum, retry rpc.KVAddResponse
+	e.ok(rpc.PathKVAdd, rpc.KVAddRequest{Key: "n", Amount: 1}, &sum, add...)
+	e.ok(rpc.PathKVAdd, rpc.KVAddRequest{Key: "n", Amount: 10}, nil)
+	e.ok(rpc.PathKVAdd, rpc.KVAddRequest{Key: "n", Amount: 1}, &retry, add...)
+	if retry.Value != 1 || retry.Version != sum.Version || string(e.kvGet(rpc.PathKVGet, "n").Value) != "11" {
+		t.Fatalf("retried add %+v, first %+v", retry, sum)
+	}
+}
+
+// TestKVMultiGetBound: a multi-get whose keys hold more than one answer
+// carries is refused, and reading them in parts works.
+func TestKVMultiGetBound(t *testing.T) {
+	httpapi.SetMaxKVMultiGetBytes(t, 10)
+	e := newEnv(t, testConfig(), nil, nil)
+	e.cas(rpc.PathKVCompareAndSet, "a", 0, "123456")
+	e.cas(rpc.PathKVCompareAndSet, "b", 0, "789012")
+	msg := wantError(t, e.post(rpc.PathKVMultiGet, rpc.KVMultiGetRequest{Keys: []string{"a", "b"}}), http.StatusRequestEntityTooLarge, rpc.CodeTooLarge).Message
+	if !strings.Contains(msg, "hold 12 bytes together") {
+		t.Fatalf("message %q", msg)
+	}
+	var part rpc.KVMultiGetResponse
+	e.ok(rpc.PathKVMultiGet, rpc.KVMultiGetRequest{Keys: []string{"b"}}, &part)
+	if len(part.Values) != 1 || string(part.Values[0].Value) != "789012" {
+		t.Fatalf("part: %+v", part)
+	}
+}
+
+// level4 is a backend at protocol level 4 whose leader, as raftnode's,
+// proposes nothing the level does not allow.
+type level4 struct{ *level1 }
+
+func (b level4) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	if err := b.f.Allows(c); err != nil {
+		return nil, err
+	}
+	return b.level1.Apply(ctx, c)
+}
+
+// TestKVStoreBelowProtocol5: a cluster below protocol level 5 answers the
+// store's writes unavailable, proposing nothing, while its reads, which
+// need no new command, work.
+func TestKVStoreBelowProtocol5(t *testing.T) {
+	b := level4{&level1{f: fsm.New()}}
+	if r, _ := b.level1.Apply(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol4}); r.Code != fsm.CodeOK {
+		t.Fatal(r)
+	}
+	e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { b.Local = l; return b }, nil)
+	e.cas(rpc.PathKVCompareAndSet, "k", 0, "1")
+	before := b.f.StateHash()
+	for path, body := range map[string]any{
+		rpc.PathKVDelete:       rpc.KVDeleteRequest{Key: "k"},
+		rpc.PathKVDeletePrefix: rpc.KVDeletePrefixRequest{Prefix: "k"},
+		rpc.PathKVAdd:          rpc.KVAddRequest{Key: "k", Amount: 1},
+		rpc.PathKVMultiSet:     rpc.KVMultiSetRequest{Pairs: []rpc.KVPair{{Key: "k", Value: []byte("2")}}},
+		rpc.PathKVAppend:       rpc.KVAppendRequest{Key: "k", Value: []byte("2")},
+		rpc.PathKVCompareValue: rpc.KVCompareValueRequest{Key: "k", Expected: []byte("1"), Desired: []byte("2")},
+	} {
+		r := e.post(path, body)
+		msg := wantError(t, r, http.StatusServiceUnavailable, rpc.CodeUnavailable).Message
+		if !strings.Contains(msg, "needs protocol level 5") || r.header.Get("Retry-After") == "" {
+			t.Errorf("%s: %q, Retry-After %q", path, msg, r.header.Get("Retry-After"))
+		}
+	}
+	if b.f.StateHash() != before {
+		t.Fatal("a refused write changed the state")
+	}
+	var mg rpc.KVMultiGetResponse
+	e.ok(rpc.PathKVMultiGet, rpc.KVMultiGetRequest{Keys: []string{"k"}}, &mg)
+	if len(mg.Values) != 1 || string(mg.Values[0].Value) != "1" {
+		t.Fatalf("multi-get at level 4: %+v", mg)
 	}
 }

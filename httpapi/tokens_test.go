@@ -67,6 +67,14 @@ var jobSamples = map[string]string{
 	rpc.PathAllgatherWatch:  "?group=g&member=5b0e2a6c-6a43-4f3e-9a57-2f7d3c1e8b90&generation=1&wait=1ms",
 	rpc.PathKVGet:           "?key=k",
 	rpc.PathKVCompareAndSet: `{"key":"k","version":0,"value":"dg=="}`,
+	rpc.PathKVDelete:        `{"key":"k"}`,
+	rpc.PathKVDeletePrefix:  `{"prefix":"k"}`,
+	rpc.PathKVAdd:           `{"key":"n","amount":1}`,
+	rpc.PathKVMultiSet:      `{"pairs":[{"key":"a","value":"dg=="}]}`,
+	rpc.PathKVAppend:        `{"key":"k","value":"dg=="}`,
+	rpc.PathKVCompareValue:  `{"key":"k","expected":"","desired":"dg=="}`,
+	rpc.PathKVMultiGet:      `{"keys":["k"]}`,
+	rpc.PathKVNumKeys:       "?prefix=k",
 }
 
 // TestTokenJobScopes: a trainer token scoped to jobs acts on them, and on

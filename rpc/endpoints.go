@@ -205,6 +205,70 @@ var Endpoints = []Endpoint{
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
+		Method: http.MethodPost, Path: PathKVDelete,
+		Summary: "Delete a key of the job's register; with a version, only while the key is at that version. " +
+			"The answer says whether it deleted, and the key's version when it ran. " +
+			"A key deleted and created again takes a new version, so a compare-and-set fenced by a deleted value's version swaps nothing. " +
+			"Needs protocol level 5: a cluster below it answers unavailable.",
+		Request: KVDeleteRequest{}, Response: KVDeleteResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVDeletePrefix,
+		Summary: "Delete every key of the job's register that starts with the prefix, in one entry, and say how many. " +
+			"Needs protocol level 5.",
+		Request: KVDeletePrefixRequest{}, Response: KVDeletePrefixResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVAdd,
+		Summary: "Add an amount to the integer a key holds in decimal ASCII, 0 when the key does not exist, " +
+			"and store the sum under a new version (torch's Store.add). A value that is not a decimal integer, " +
+			"or a sum past 64 bits, is invalid and changes nothing. A retry answers the sum the first attempt made. " +
+			"Needs protocol level 5.",
+		Request: KVAddRequest{}, Response: KVAddResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVMultiSet,
+		Summary: "Store several keys in one entry, each under a new version: all of them, or, past a limit, none. " +
+			"The keys are distinct, and the values together at most max_kv_value_bytes. Needs protocol level 5.",
+		Request: KVMultiSetRequest{}, Response: KVMultiSetResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVAppend,
+		Summary: "Append bytes to the value of a key, creating it, under a new version; the value stays within max_kv_value_bytes. " +
+			"Needs protocol level 5.",
+		Request: KVAppendRequest{}, Response: KVAppendResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVCompareValue,
+		Summary: "Store a value under a key if the key holds the expected value, or does not exist and the expected value is empty: " +
+			"the compare_set of torch's c10d stores, by value. The answer carries the key afterwards. Needs protocol level 5.",
+		Request: KVCompareValueRequest{}, Response: KVCompareValueResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
+	},
+	{
+		Method: http.MethodPost, Path: PathKVMultiGet,
+		Summary: "Read several keys of the job's register at one point of the log. A read, not a write: " +
+			"the leader answers after a read barrier, so it sees every write acknowledged before it. " +
+			"At most max_job_kv_keys keys, holding at most 64 MiB together.",
+		Request: KVMultiGetRequest{}, Response: KVMultiGetResponse{},
+		Redirects: true, Job: true, Errors: codes(leaderReadErrors, CodeInvalid, CodeTooLarge),
+	},
+	{
+		Method: http.MethodGet, Path: PathKVNumKeys,
+		Summary: "Count the keys of the job's register, or those under a prefix. " +
+			"The read is linearizable: the leader answers after a read barrier.",
+		Response: KVNumKeysResponse{}, Redirects: true, Job: true,
+		Query: []Param{
+			{Name: KVParamPrefix, Doc: "Count only the keys that start with it; every key when left out.", Type: ""},
+		},
+		Errors: codes(leaderReadErrors, CodeInvalid),
+	},
+	{
 		Method: http.MethodGet, Path: PathStatus,
 		Summary: "Describe the answering node and summarise the state. Without stale the read is linearizable: " +
 			"only the leader answers, after a read barrier.",

@@ -62,6 +62,14 @@ const (
 	PathBackup              = "/v1/backup"
 	PathKVGet               = "/v1/kv/get"
 	PathKVCompareAndSet     = "/v1/kv/cas"
+	PathKVDelete            = "/v1/kv/delete"
+	PathKVDeletePrefix      = "/v1/kv/delete-prefix"
+	PathKVAdd               = "/v1/kv/add"
+	PathKVMultiSet          = "/v1/kv/multi-set"
+	PathKVAppend            = "/v1/kv/append"
+	PathKVCompareValue      = "/v1/kv/compare-set"
+	PathKVMultiGet          = "/v1/kv/multi-get"
+	PathKVNumKeys           = "/v1/kv/num-keys"
 	PathLimits              = "/v1/limits"
 	PathLimitsSet           = "/v1/limits/set"
 )
@@ -721,4 +729,141 @@ type KVCompareAndSetResponse struct {
 	Value     []byte    `json:"value"`
 	Version   uint64    `json:"version"`
 	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVDeleteRequest deletes Key from the job's register; with Version, only
+// while the key is at that version (a conditional delete).
+type KVDeleteRequest struct {
+	Key string `json:"key"`
+	// Version, when not 0, deletes the key only if it is at this version.
+	Version uint64 `json:"version,omitempty"`
+}
+
+// KVDeleteResponse says whether the key was deleted, and its version when
+// the delete ran: the version deleted, or the one a conditional delete
+// did not match (Found false and Version 0 when the key did not exist).
+// A retry with the same request id answers the same.
+type KVDeleteResponse struct {
+	Key       string    `json:"key"`
+	Deleted   bool      `json:"deleted"`
+	Found     bool      `json:"found"`
+	Version   uint64    `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVDeletePrefixRequest deletes every key of the job's register that
+// starts with Prefix, which follows the rule of keys.
+type KVDeletePrefixRequest struct {
+	Prefix string `json:"prefix"`
+}
+
+// KVDeletePrefixResponse says how many keys the prefix delete deleted; a
+// retry with the same request id answers the same.
+type KVDeletePrefixResponse struct {
+	Prefix    string    `json:"prefix"`
+	Deleted   int       `json:"deleted"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVAddRequest adds Amount to the integer that Key holds in decimal ASCII,
+// 0 when the key does not exist (torch's Store.add).
+type KVAddRequest struct {
+	Key    string `json:"key"`
+	Amount int64  `json:"amount"`
+}
+
+// KVAddResponse is the sum stored and its version. A retry with the same
+// request id answers the same sum, whatever was added since.
+type KVAddResponse struct {
+	Key       string    `json:"key"`
+	Value     int64     `json:"value"`
+	Version   uint64    `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVPair is a key and its value.
+type KVPair struct {
+	Key string `json:"key"`
+	// Value is the value (base64 in JSON).
+	Value []byte `json:"value"`
+}
+
+// KVMultiSetRequest stores each value under its key, all of them or, past
+// a limit, none. The keys are distinct; the values together are at most
+// the cluster's max_kv_value_bytes.
+type KVMultiSetRequest struct {
+	Pairs []KVPair `json:"pairs"`
+}
+
+// KVMultiSetResponse gives the version each key was given, in the order
+// of the request.
+type KVMultiSetResponse struct {
+	Versions  []uint64  `json:"versions"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVAppendRequest appends Value to the value of Key, creating the key.
+type KVAppendRequest struct {
+	Key string `json:"key"`
+	// Value is the bytes to append (base64 in JSON).
+	Value []byte `json:"value"`
+}
+
+// KVAppendResponse is the length of the value afterwards, and its
+// version.
+type KVAppendResponse struct {
+	Key       string    `json:"key"`
+	Length    int       `json:"length"`
+	Version   uint64    `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVCompareValueRequest stores Desired under Key if the key holds
+// Expected, or if it does not exist and Expected is empty: the
+// compare_set of torch's c10d stores, by value.
+type KVCompareValueRequest struct {
+	Key string `json:"key"`
+	// Expected is the value the key must hold (base64 in JSON); empty
+	// also matches a key that does not exist.
+	Expected []byte `json:"expected"`
+	// Desired is the value to store (base64 in JSON), at most the
+	// cluster's max_kv_value_bytes.
+	Desired []byte `json:"desired"`
+}
+
+// KVCompareValueResponse says whether the value was stored, and what the
+// key holds afterwards (Found false when it does not exist). c10d's
+// compare_set returns Value when the key exists, else Expected. A retry
+// with the same request id that swapped answers the same; one that did
+// not swap answers the key as it is then.
+type KVCompareValueResponse struct {
+	Key       string    `json:"key"`
+	Swapped   bool      `json:"swapped"`
+	Found     bool      `json:"found"`
+	Value     []byte    `json:"value"`
+	Version   uint64    `json:"version"`
+	AppliedAt time.Time `json:"applied_at"`
+}
+
+// KVMultiGetRequest names the keys to read, at most the cluster's
+// max_job_kv_keys of them.
+type KVMultiGetRequest struct {
+	Keys []string `json:"keys"`
+}
+
+// KVMultiGetResponse holds what each key holds, in the order of the
+// request, all read at one point of the log.
+type KVMultiGetResponse struct {
+	Values []KVGetResponse `json:"values"`
+}
+
+// KVParamPrefix is the query parameter of PathKVNumKeys that names the
+// prefix of the keys to count.
+const KVParamPrefix = "prefix"
+
+// KVNumKeysResponse counts the keys of the job's register under Prefix,
+// or all of them when Prefix is empty.
+type KVNumKeysResponse struct {
+	Prefix string `json:"prefix"`
+	Count  int    `json:"count"`
 }

@@ -18,12 +18,13 @@ const kvMissExit = 2
 func kvCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "kv",
-		Usage: "read and compare-and-set the keys of a job's register (a rendezvous store)",
+		Usage: "read, compare-and-set and delete the keys of a job's register (a rendezvous store)",
 		Description: "Every job has a register: keys that hold a value and a version. A compare-and-set\n" +
 			"stores a value only if the key is still at the version it names (0: the key must not\n" +
 			"exist), and the value then gets a new version, which no key is ever given again; this is\n" +
 			"what a torchrun RendezvousBackend needs. Reads go to the leader and are linearizable.\n" +
-			"Flags may come before or after KEY.",
+			"A delete frees the key (or, with --prefix, every key under a prefix); it needs a cluster\n" +
+			"at protocol level 5. Flags may come before or after KEY.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "get",
@@ -105,8 +106,80 @@ func kvCommand() *cli.Command {
 					})
 				},
 			},
+			{
+				Name: "delete",
+				Usage: "delete a key, or with --prefix every key under a prefix; " +
+					"exit status 2, with the key's version, when a key is not deleted",
+				UsageText: "raftmaster kv delete [--addr 127.0.0.1:8001] [--job JOB] [--version N] [--json] KEY\n" +
+					"raftmaster kv delete --prefix [--json] PREFIX\n" +
+					"raftmaster kv delete --job resnet-2026-11-30 --prefix torchrun/store/run-1/",
+				Flags: clientFlags(append([]cli.Flag{jobFlag(),
+					&cli.BoolFlag{Name: "prefix", Usage: "delete every key that starts with KEY, in one log entry"},
+					&cli.Uint64Flag{Name: "version", Usage: "delete the key only while it is at this version (the one kv get printed); 0: any"},
+				}, outputFlags()...)...),
+				Action: kvDelete,
+			},
 		},
 	}
+}
+
+// kvDelete is the action of kv delete.
+func kvDelete(c *cli.Context) error {
+	key, err := kvKey(c)
+	if err != nil {
+		return err
+	}
+	asJSON, err := wantJSON(c)
+	if err != nil {
+		return err
+	}
+	prefix := c.Bool("prefix")
+	if prefix && c.IsSet("version") {
+		return fmt.Errorf("--version names one key's version: it does not go with --prefix")
+	}
+	return withClient(c, func(cl *client.Client) error {
+		if prefix {
+			n, err := cl.KVDeletePrefix(c.Context, key)
+			switch {
+			case err != nil:
+				return err
+			case asJSON:
+				return printJSON(c.App.Writer, kvPrefixAnswer{Prefix: key, Deleted: n})
+			}
+			fmt.Fprintf(c.App.Writer, "deleted %d keys under %s\n", n, key)
+			return nil
+		}
+		res, err := cl.KVDelete(c.Context, key, c.Uint64("version"))
+		switch {
+		case err != nil:
+			return err
+		case asJSON:
+			err = printJSON(c.App.Writer, kvDeleteAnswer{Key: key, Deleted: res.Deleted, Found: res.Found, Version: res.Version})
+		case res.Deleted:
+			fmt.Fprintf(c.App.Writer, "deleted: %s was at version %d\n", key, res.Version)
+		}
+		switch {
+		case err != nil || res.Deleted:
+			return err
+		case res.Found:
+			return cli.Exit(fmt.Sprintf("not deleted: key %q is at version %d, not %d", key, res.Version, c.Uint64("version")), kvMissExit)
+		}
+		return cli.Exit(fmt.Sprintf("key %q does not exist in job %s", key, c.String("job")), kvMissExit)
+	})
+}
+
+// kvDeleteAnswer and kvPrefixAnswer are what kv delete --json prints: the
+// wire answers.
+type kvDeleteAnswer struct {
+	Key     string `json:"key"`
+	Deleted bool   `json:"deleted"`
+	Found   bool   `json:"found"`
+	Version uint64 `json:"version"`
+}
+
+type kvPrefixAnswer struct {
+	Prefix  string `json:"prefix"`
+	Deleted int    `json:"deleted"`
 }
 
 // kvAnswer is what --json prints: the wire answer.

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -99,6 +100,64 @@ func TestKVCommands(t *testing.T) {
 		}
 	}
 	if local.FSM().StateHash() != before {
+		t.Fatal("a refused command changed the state")
+	}
+}
+
+// TestKVDeleteCommand: kv delete deletes a key, or only at --version,
+// exits 2 with the key's version when it does not delete, and with
+// --prefix deletes every key under the prefix; --json prints the answer.
+func TestKVDeleteCommand(t *testing.T) {
+	local, kv := kvServer(t)
+	for _, key := range []string{"run/0/a", "run/0/b", "run/1/a", "keep"} {
+		if code, out, errOut := kv("cas", key, "--job", "job-a", "--value", key); code != 0 {
+			t.Fatalf("cas %s: exit %d, %q, %q", key, code, out, errOut)
+		}
+	}
+	v := local.FSM().KV("job-a", "keep").Version
+
+	code, out, errOut := kv("delete", "keep", "--job", "job-a", "--version", fmt.Sprint(v+1))
+	if code != kvMissExit || !strings.Contains(errOut, fmt.Sprintf("is at version %d, not %d", v, v+1)) || !local.FSM().KV("job-a", "keep").Found {
+		t.Fatalf("delete of another version: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut = kv("delete", "--job", "job-a", "keep", "--version", fmt.Sprint(v))
+	if code != 0 || out != fmt.Sprintf("deleted: keep was at version %d\n", v) || local.FSM().KV("job-a", "keep").Found {
+		t.Fatalf("delete: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut = kv("delete", "keep", "--job", "job-a", "--json")
+	var ans kvDeleteAnswer
+	if code != kvMissExit || json.Unmarshal([]byte(out), &ans) != nil || ans.Deleted || ans.Found || !strings.Contains(errOut, `key "keep" does not exist`) {
+		t.Fatalf("delete of an absent key: exit %d, %q, %q", code, out, errOut)
+	}
+
+	code, out, errOut = kv("delete", "--prefix", "run/0/", "--job", "job-a")
+	if code != 0 || out != "deleted 2 keys under run/0/\n" {
+		t.Fatalf("delete --prefix: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, _ = kv("delete", "--prefix", "run/", "--job", "job-a", "--json")
+	var pans kvPrefixAnswer
+	if code != 0 || json.Unmarshal([]byte(out), &pans) != nil || pans.Deleted != 1 || pans.Prefix != "run/" {
+		t.Fatalf("delete --prefix --json: exit %d, %q", code, out)
+	}
+	if n := local.FSM().KVCount("job-a", ""); n != 0 {
+		t.Fatalf("%d keys left", n)
+	}
+
+	// Usage errors change nothing.
+	kv("cas", "k", "--value", "v")
+	before := local.FSM().StateHash()
+	for _, args := range [][]string{
+		{"delete"},
+		{"delete", "a", "b"},
+		{"delete", "bad key"},
+		{"delete", "--prefix", ""},
+		{"delete", "--prefix", "k", "--version", "1"},
+	} {
+		if code, _, errOut := kv(args...); code != 1 || errOut == "" {
+			t.Errorf("%q: exit %d, %q; want 1 with a message", args, code, errOut)
+		}
+	}
+	if local.FSM().StateHash() != before || !local.FSM().KV("default", "k").Found {
 		t.Fatal("a refused command changed the state")
 	}
 }

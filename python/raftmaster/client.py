@@ -124,6 +124,21 @@ class KVResult:
     version: int
 
 
+@dataclass(frozen=True)
+class KVDeleteResult:
+    """The outcome of kv_delete: whether the key was deleted, and whether it
+    existed when the delete ran, with its version then (the version
+    deleted, or the one a conditional delete did not match)."""
+    deleted: bool
+    found: bool
+    version: int
+
+
+#: The protocol level from which the cluster has the register's store
+#: calls (kv_delete, kv_delete_prefix, kv_add, kv_multi_set, kv_append,
+#: kv_compare_value, kv_multi_get, kv_num_keys).
+KV_STORE_PROTOCOL = 5
+
 Addrs = Union[str, Iterable[str]]
 
 
@@ -474,16 +489,103 @@ class Client:
         not swap reports the key as it is then. A value over the cluster's
         limit (1 MiB unless configured), or a new key past the job's key
         limit, raises LimitExceeded."""
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError("raftmaster client: kv_cas: version %r is not a non-negative integer" % (version,))
-        if not isinstance(value, (bytes, bytearray, memoryview)):
-            raise TypeError("raftmaster client: kv_cas: value is %s, not bytes" % type(value).__name__)
-        body = {"key": key, "version": version, "value": base64.b64encode(bytes(value)).decode("ascii")}
+        _check_version("kv_cas", version)
+        body = {"key": key, "version": version, "value": _b64("kv_cas", value)}
         out = self._do(Call("POST", "/v1/kv/cas", body=body, write=True)) or {}
         v = _kv_value(out)
         return KVResult(bool(out.get("swapped")), v.found, v.value, v.version)
 
+    # The register's store calls, of protocol level 5 (KV_STORE_PROTOCOL):
+    # a cluster below it answers Unavailable, which is retried for the
+    # client's retry budget; protocol() tells whether the cluster has them.
+
+    def kv_delete(self, key: str, version: int = 0) -> KVDeleteResult:
+        """Delete key of the job's register; with a version other than 0,
+        only while the key is at that version. A key deleted and created
+        again takes a new version, so a kv_cas fenced by the deleted value's
+        version swaps nothing. Retried with one request id, it is applied at
+        most once: a retry answers the first outcome."""
+        _check_version("kv_delete", version)
+        body: Dict[str, Any] = {"key": key}
+        if version:
+            body["version"] = version
+        out = self._do(Call("POST", "/v1/kv/delete", body=body, write=True)) or {}
+        return KVDeleteResult(bool(out.get("deleted")), bool(out.get("found")), int(out.get("version") or 0))
+
+    def kv_delete_prefix(self, prefix: str) -> int:
+        """Delete every key of the job's register that starts with prefix,
+        in one log entry, and return how many were deleted. A prefix
+        follows the rule of keys."""
+        out = self._do(Call("POST", "/v1/kv/delete-prefix", body={"prefix": prefix}, write=True)) or {}
+        return int(out.get("deleted") or 0)
+
+    def kv_add(self, key: str, amount: int) -> int:
+        """Add amount to the integer key holds in decimal ASCII (0 when it
+        does not exist) and return the sum, as torch's Store.add. A value
+        that is not a decimal integer, or a sum past 64 bits, raises
+        Invalid and changes nothing. A retry answers the sum its first
+        attempt made."""
+        if isinstance(amount, bool) or not isinstance(amount, int):
+            raise TypeError("raftmaster client: kv_add: amount %r is not an integer" % (amount,))
+        out = self._do(Call("POST", "/v1/kv/add", body={"key": key, "amount": amount}, write=True)) or {}
+        return int(out.get("value") or 0)
+
+    def kv_multi_set(self, pairs: Union[Dict[str, bytes], Iterable[Tuple[str, bytes]]]) -> List[int]:
+        """Store each value under its key in one log entry, all of them or,
+        past a limit, none (LimitExceeded), and return the version each key
+        was given, in order. The keys are distinct; the values together are
+        at most the cluster's value limit."""
+        items = list(pairs.items()) if isinstance(pairs, dict) else list(pairs)
+        body = {"pairs": [{"key": k, "value": _b64("kv_multi_set", v)} for k, v in items]}
+        out = self._do(Call("POST", "/v1/kv/multi-set", body=body, write=True)) or {}
+        return [int(v) for v in out.get("versions") or []]
+
+    def kv_append(self, key: str, value: bytes) -> int:
+        """Append value to key's value, creating the key, and return the
+        value's new length; the value stays within the cluster's value
+        limit (LimitExceeded). A retry appends nothing more."""
+        out = self._do(Call("POST", "/v1/kv/append", body={"key": key, "value": _b64("kv_append", value)},
+                            write=True)) or {}
+        return int(out.get("length") or 0)
+
+    def kv_compare_value(self, key: str, expected: bytes, desired: bytes) -> KVResult:
+        """Store desired under key if the key holds expected, or if it does
+        not exist and expected is empty: torch's compare_set, by value. The
+        result carries the key afterwards (compare_set returns its value
+        when found, else expected). A retry that swapped answers the same;
+        one that did not reports the key as it is then."""
+        body = {"key": key, "expected": _b64("kv_compare_value", expected),
+                "desired": _b64("kv_compare_value", desired)}
+        out = self._do(Call("POST", "/v1/kv/compare-set", body=body, write=True)) or {}
+        v = _kv_value(out)
+        return KVResult(bool(out.get("swapped")), v.found, v.value, v.version)
+
+    def kv_multi_get(self, keys: Iterable[str]) -> List[KVValue]:
+        """Read keys of the job's register, all at one point of the log, and
+        return what each holds, in order. The read is linearizable, as
+        kv_get's; it is no log entry."""
+        names = list(keys)
+        out = self._do(Call("POST", "/v1/kv/multi-get", body={"keys": names})) or {}
+        values = [_kv_value(v) for v in out.get("values") or []]
+        if len(values) != len(names):
+            raise errors.RaftmasterError("raftmaster client: a multi-get of %d keys answered %d values"
+                                         % (len(names), len(values)))
+        return values
+
+    def kv_num_keys(self, prefix: str = "") -> int:
+        """Count the keys of the job's register that start with prefix, or
+        all of them. The read is linearizable, as kv_get's."""
+        out = self._do(Call("GET", "/v1/kv/num-keys", query={"prefix": prefix} if prefix else None)) or {}
+        return int(out.get("count") or 0)
+
     # Cluster.
+
+    def protocol(self) -> int:
+        """The cluster's protocol level, as the leader has applied it (0
+        from a release before protocol levels). It only rises, once every
+        node runs a release that knows the next level."""
+        st = self._do(Call("GET", "/v1/status")) or {}
+        return int(st.get("cluster_protocol") or 0)
 
     def status(self, stale: bool = False) -> Dict[str, Any]:
         """Describe the leader and the state (the JSON of /v1/status). The
@@ -600,6 +702,18 @@ def _member(member: Union[uuid.UUID, str]) -> uuid.UUID:
         return uuid.UUID(str(member))
     except ValueError:
         raise errors.Invalid("member %r is not a UUID" % (member,)) from None
+
+
+def _check_version(call: str, version: int) -> None:
+    if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        raise ValueError("raftmaster client: %s: version %r is not a non-negative integer" % (call, version))
+
+
+def _b64(call: str, value: bytes) -> str:
+    """A register value in its wire form, base64; TypeError for anything but bytes."""
+    if not isinstance(value, (bytes, bytearray, memoryview)):
+        raise TypeError("raftmaster client: %s: value is %s, not bytes" % (call, type(value).__name__))
+    return base64.b64encode(bytes(value)).decode("ascii")
 
 
 def _kv_value(out: Dict[str, Any]) -> KVValue:

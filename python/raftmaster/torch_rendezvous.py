@@ -57,6 +57,15 @@ not check, or that has none, raises RendezvousStateError and is never
 unpickled. With neither a secret nor a token the backend refuses to start.
 Give every run its own secret when several share a token.
 
+The keys stay bounded. The agents' store of a run is the register keys
+under one prefix (:func:`store_prefix`); once the next round is complete,
+the keys of a round are deleted, and once the run is closed, the last of
+its final round's agents to shut down deletes the run's store, so a run
+holds the keys of at most two rounds however often it restarts, and its
+closed state alone at the end (:class:`RaftmasterRendezvousHandler`). That
+needs a cluster at protocol level 5; below it the keys stay, counted
+against ``--max-job-kv-keys``, and ``delete_key`` and ``num_keys`` raise.
+
 This module needs PyTorch; ``import raftmaster`` does not import it.
 """
 
@@ -65,12 +74,14 @@ from __future__ import annotations
 import datetime
 import hashlib
 import hmac
+import logging
 import os
 import random
 import re
 import ssl
+import threading
 import time
-from typing import Any, Callable, Iterable, List, Optional, Tuple, Union
+from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
 from urllib.parse import quote
 
 try:
@@ -86,10 +97,11 @@ except ImportError as e:  # pragma: no cover - depends on the machine
                       "or pip install torch") from e
 
 from . import errors
-from .client import Client
+from .client import KV_STORE_PROTOCOL, Client
 
-__all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterStore", "create_backend", "create_rdzv_handler",
-           "handler_creator", "register", "state_key", "store_key", "signing_key", "SECRET_ENV"]
+__all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterRendezvousHandler", "RaftmasterStore",
+           "create_backend", "create_rdzv_handler", "handler_creator", "register", "state_key", "store_key",
+           "store_prefix", "signing_key", "SECRET_ENV"]
 
 #: The environment variable of the run's secret, which signs the
 #: rendezvous state; without it the state is signed under a key derived
@@ -118,30 +130,60 @@ _JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 _POLL_MIN = 0.02
 _POLL_MAX = 0.5
 
+# How often a store asks again for the protocol level of a cluster below
+# KV_STORE_PROTOCOL, in seconds: a rolling upgrade raises it.
+_PROBE_EVERY = 30.0
 
-def _register_key(kind: str, run_id: str, name: Optional[str] = None) -> str:
-    """The register key of kind ("rdzv" or "store") for run_id, and name
-    within it: printable ASCII, at most 256 bytes, one key per (run id,
-    name). Other bytes, and '%', are percent-escaped (and '/' in the run
-    id); a key that would be longer is its SHA-256 under "<kind>-sha256"."""
-    key = "torchrun/%s/%s" % (kind, quote(run_id, safe=_KEY_SAFE.replace("/", "")))
-    if name is not None:
-        key += "/" + quote(name, safe=_KEY_SAFE)
-    if len(key) > _MAX_KEY:
-        key = "torchrun/%s-sha256/%s" % (kind, hashlib.sha256(key.encode("ascii")).hexdigest())
-    return key
+# The keys one multi-get reads, at most (the cluster reads at most its
+# max_job_kv_keys, 1,024 by default).
+_MULTI_GET_KEYS = 256
+
+# What a store name too long for a key is hashed under, after the run's
+# prefix: a percent-escaped name never holds "%%".
+_HASHED_NAME = "%%sha256/"
+
+log = logging.getLogger("raftmaster")
+
+
+def _quote_run(run_id: str) -> str:
+    return quote(run_id, safe=_KEY_SAFE.replace("/", ""))
 
 
 def state_key(run_id: str) -> str:
-    """The register key that holds the rendezvous state of run_id."""
-    return _register_key("rdzv", run_id)
+    """The register key that holds the rendezvous state of run_id:
+    printable ASCII, at most 256 bytes, one key per run id. Other bytes,
+    '%' and '/' are percent-escaped; a key that would be longer is its
+    SHA-256 under "torchrun/rdzv-sha256/"."""
+    key = "torchrun/rdzv/" + _quote_run(run_id)
+    if len(key) > _MAX_KEY:
+        key = "torchrun/rdzv-sha256/" + hashlib.sha256(key.encode("ascii")).hexdigest()
+    return key
+
+
+def store_prefix(run_id: str) -> str:
+    """The prefix of the register keys of run_id's store,
+    "torchrun/store/<run id>/" (escaped as in state_key), or, for a run id
+    too long to leave room for the names, "torchrun/store-sha256/<its
+    SHA-256>/". Every key of the store is under it, so that one prefix
+    delete removes them all."""
+    prefix = "torchrun/store/%s/" % _quote_run(run_id)
+    if len(prefix) > _MAX_KEY - len(_HASHED_NAME) - 64:
+        prefix = "torchrun/store-sha256/%s/" % hashlib.sha256(prefix.encode("ascii")).hexdigest()
+    return prefix
 
 
 def store_key(run_id: str, name: Union[str, bytes]) -> str:
-    """The register key that holds the store key name of run_id's agents."""
+    """The register key that holds the store key name of run_id's agents:
+    its prefix (store_prefix), then the name, percent-escaped as a key
+    needs ('/' kept); a name too long for a key is its SHA-256 under
+    "%%sha256/", which no escaped name can start with."""
     if isinstance(name, bytes):
         name = name.decode("utf-8", "surrogateescape")
-    return _register_key("store", run_id, name)
+    prefix = store_prefix(run_id)
+    key = prefix + quote(name, safe=_KEY_SAFE)
+    if len(key) > _MAX_KEY:
+        key = prefix + _HASHED_NAME + hashlib.sha256(key.encode("ascii")).hexdigest()
+    return key
 
 
 def signing_key(job: str, token: Optional[str] = None, secret: Optional[str] = None) -> bytes:
@@ -268,14 +310,26 @@ def _as_bytes(value: Any) -> bytes:
 
 class RaftmasterStore(Store):
     """A c10d ``Store`` in the client's job's register, for the agents of
-    run_id: each store key is a register key (:func:`store_key`), written
-    by compare-and-set and read by polling. The register cannot delete or
-    count keys, so ``delete_key`` and ``num_keys`` raise RuntimeError. A
-    read that waits longer than the store's timeout raises LookupError.
+    run_id: each store key is a register key under the run's prefix
+    (:func:`store_key`, :func:`store_prefix`).
 
-    The keys stay in the register, counted against the job's
-    ``--max-job-kv-keys``: torchrun's agents write two per node and two
-    more in each round, and two per node for the exit barrier.
+    On a cluster at protocol level 5 every call is native, each write one
+    command applied once: set and multi_set store in one multi-set, add,
+    append, compare_set and delete_key are the register's own; get,
+    multi_get, wait, check and num_keys are linearizable reads. Below that
+    level (a cluster some of whose nodes run an older release) the store
+    does what it did before: add, append and compare_set are
+    compare-and-set loops, atomic too, set a compare-and-set, multi_set a
+    set of each key, and delete_key and num_keys raise RuntimeError. The
+    store asks the cluster's level once, and again every half minute while
+    it is below.
+
+    A read that waits longer than the store's timeout raises LookupError.
+
+    The run's keys are bounded: :class:`RaftmasterRendezvousHandler`
+    deletes a round's keys once the next round is complete
+    (:meth:`forget_round`), and the run's once its last participant shuts
+    down (:meth:`forget_run`).
     """
 
     def __init__(self, client: Client, run_id: str, timeout: Optional[datetime.timedelta] = None) -> None:
@@ -284,8 +338,18 @@ class RaftmasterStore(Store):
             raise ValueError("The run id must be a non-empty string.")
         self._client = client
         self._run_id = run_id
+        self._prefix = store_prefix(run_id)
+        self._lock = threading.Lock()
+        self._native_level = False  # the cluster was seen at KV_STORE_PROTOCOL
+        self._next_probe = 0.0
+        self._exited = False
         if timeout is not None:
             self.set_timeout(timeout)
+
+    @property
+    def prefix(self) -> str:
+        """The prefix of the register keys of the run's store."""
+        return self._prefix
 
     def _key(self, key: Union[str, bytes]) -> str:
         return store_key(self._run_id, key)
@@ -296,10 +360,30 @@ class RaftmasterStore(Store):
         except errors.RaftmasterError as e:
             raise RuntimeError("raftmaster store: %s: %s" % (what, e)) from e
 
+    def _native(self) -> bool:
+        """Whether the cluster has the register's store calls (protocol
+        level 5). The level only rises: once seen there it is not asked
+        again; below, at most every _PROBE_EVERY seconds."""
+        with self._lock:
+            if self._native_level or time.monotonic() < self._next_probe:
+                return self._native_level
+        level = self._call("reading the cluster's protocol level", self._client.protocol)
+        with self._lock:
+            self._native_level = self._native_level or level >= KV_STORE_PROTOCOL
+            self._next_probe = time.monotonic() + _PROBE_EVERY
+            return self._native_level
+
+    def _need_native(self, what: str) -> None:
+        if not self._native():
+            raise RuntimeError("raftmaster store: %s needs a cluster at protocol level %d, whose nodes all run a "
+                               "release that can delete and count the register's keys; this cluster is below it "
+                               "(raftmaster cluster status shows each node's release)" % (what, KV_STORE_PROTOCOL))
+
     def _swap(self, key: str, update) -> bytes:
         """Replace the value of register key by update(found, value) until a
         compare-and-set wins; update returns the new value, or None to leave
-        the key as it is. Return the key's value afterwards.
+        the key as it is. Return the key's value afterwards. The fallback of
+        a cluster below protocol level 5.
 
         The first try assumes that the key does not exist, the common case,
         which a compare-and-set at version 0 checks; a failed one answers
@@ -320,30 +404,73 @@ class RaftmasterStore(Store):
 
     def set(self, key: Union[str, bytes], value: Any) -> None:
         """Store value under key."""
-        data = _as_bytes(value)
-        self._swap(self._key(key), lambda found, cur: data)
+        data, rk = _as_bytes(value), self._key(key)
+        if self._native():
+            self._call("writing %s" % rk, self._client.kv_multi_set, [(rk, data)])
+            return
+        self._swap(rk, lambda found, cur: data)
+
+    def multi_set(self, keys: List[Union[str, bytes]], values: List[Any]) -> None:
+        """Store each value under its key, all in one command (a key given
+        twice takes its last value, as c10d's sets them in order)."""
+        keys, data = list(keys), [_as_bytes(v) for v in values]
+        if len(keys) != len(data):
+            raise ValueError("raftmaster store: multi_set: %d keys and %d values" % (len(keys), len(data)))
+        if not keys:
+            return
+        if self._native():
+            pairs = dict(zip((self._key(k) for k in keys), data))
+            self._call("writing %d keys" % len(pairs), self._client.kv_multi_set, list(pairs.items()))
+            return
+        for k, v in zip(keys, data):
+            self.set(k, v)
 
     def get(self, key: Union[str, bytes]) -> bytes:
         """The value of key, waiting for it for at most the store's timeout."""
         return self._wait_for([key], self.timeout)[0]  # type: ignore[attr-defined]  # c10d's, absent from torch's stubs
 
+    def multi_get(self, keys: List[Union[str, bytes]]) -> List[bytes]:
+        """The values of keys, in order, waiting for them for at most the
+        store's timeout."""
+        return self._wait_for(list(keys), self.timeout)  # type: ignore[attr-defined]
+
     def add(self, key: Union[str, bytes], amount: int) -> int:
         """Add amount to the integer under key (0 when there is none) and
-        return the sum."""
+        return the sum. A value that is not an integer raises ValueError."""
+        rk = self._key(key)
+        if self._native():
+            try:
+                return self._client.kv_add(rk, int(amount))
+            except errors.Invalid as e:
+                raise ValueError("raftmaster store: add: key %r: %s" % (key, e)) from e
+            except errors.RaftmasterError as e:
+                raise RuntimeError("raftmaster store: adding to %s: %s" % (rk, e)) from e
+
         def update(found: bool, cur: Optional[bytes]) -> bytes:
             try:
                 base = int(cur) if found and cur else 0
             except ValueError:
                 raise ValueError("raftmaster store: add: key %r holds %r, not an integer" % (key, cur)) from None
             return str(base + int(amount)).encode()
-        return int(self._swap(self._key(key), update))
+        return int(self._swap(rk, update))
+
+    def append(self, key: Union[str, bytes], value: Any) -> None:
+        """Append value to the value of key, creating it."""
+        data, rk = _as_bytes(value), self._key(key)
+        if self._native():
+            self._call("appending to %s" % rk, self._client.kv_append, rk, data)
+            return
+        self._swap(rk, lambda found, cur: (cur or b"") + data)
 
     def compare_set(self, key: Union[str, bytes], expected_value: Any, desired_value: Any) -> bytes:
         """c10d's compare_set: set key to desired_value if it holds
         expected_value, or if it does not exist and expected_value is
         empty; return the key's value afterwards (expected_value when the
         key does not exist and nothing was set)."""
-        expected, desired = _as_bytes(expected_value), _as_bytes(desired_value)
+        expected, desired, rk = _as_bytes(expected_value), _as_bytes(desired_value), self._key(key)
+        if self._native():
+            r = self._call("writing %s" % rk, self._client.kv_compare_value, rk, expected, desired)
+            return (r.value or b"") if r.found else expected
         answer: List[bytes] = []
 
         def update(found: bool, cur: Optional[bytes]) -> Optional[bytes]:
@@ -354,12 +481,15 @@ class RaftmasterStore(Store):
                     return None
                 return desired
             return desired if cur == expected else None
-        out = self._swap(self._key(key), update)
+        out = self._swap(rk, update)
         return answer[0] if answer else out
 
     def check(self, keys: Iterable[Union[str, bytes]]) -> bool:
         """Whether every key exists, without waiting."""
         names = [self._key(k) for k in keys]
+        if names and self._native():
+            return all(v.found for part in _parts(names)
+                       for v in self._call("reading %d keys" % len(part), self._client.kv_multi_get, part))
         return all(self._call("reading %s" % name, self._client.kv_get, name).found for name in names)
 
     def wait(self, keys: Iterable[Union[str, bytes]], timeout: Optional[datetime.timedelta] = None) -> None:
@@ -368,29 +498,141 @@ class RaftmasterStore(Store):
         self._wait_for(list(keys), self.timeout if timeout is None else timeout)  # type: ignore[attr-defined]
 
     def num_keys(self) -> int:
-        raise RuntimeError("raftmaster store: the register cannot count keys")
+        """How many keys the run's store holds."""
+        self._need_native("num_keys")
+        return self._call("counting the keys under %s" % self._prefix, self._client.kv_num_keys, self._prefix)
 
     def delete_key(self, key: Union[str, bytes]) -> bool:
-        raise RuntimeError("raftmaster store: the register cannot delete keys")
+        """Delete key; return whether it existed."""
+        self._need_native("delete_key")
+        rk = self._key(key)
+        return self._call("deleting %s" % rk, self._client.kv_delete, rk).deleted
 
     def _wait_for(self, keys: List[Union[str, bytes]], timeout: datetime.timedelta) -> List[bytes]:
         deadline = time.monotonic() + timeout.total_seconds()
-        values: List[bytes] = []
-        for k in keys:
-            rk = self._key(k)
-            pause = _POLL_MIN
-            while True:
-                v = self._call("reading %s" % rk, self._client.kv_get, rk)
-                if v.found:
-                    values.append(v.value or b"")
-                    break
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise LookupError("raftmaster store: key %r of run %r not set within %s"
-                                      % (k, self._run_id, timeout))
-                time.sleep(min(random.uniform(pause / 2, pause), left))
-                pause = min(pause * 2, _POLL_MAX)
-        return values
+        names = [self._key(k) for k in keys]
+        values: Dict[int, bytes] = {}
+        native = bool(names) and self._native()
+        pause = _POLL_MIN
+        while True:
+            missing = [i for i in range(len(names)) if i not in values]
+            if native:
+                for part in _parts(missing):
+                    got = self._call("reading %d keys" % len(part), self._client.kv_multi_get, [names[i] for i in part])
+                    values.update((i, v.value or b"") for i, v in zip(part, got) if v.found)
+            else:
+                for i in missing:
+                    v = self._call("reading %s" % names[i], self._client.kv_get, names[i])
+                    if not v.found:
+                        break  # wait for it before reading the others again
+                    values[i] = v.value or b""
+            if len(values) == len(names):
+                return [values[i] for i in range(len(names))]
+            left = deadline - time.monotonic()
+            if left <= 0:
+                first = next(i for i in range(len(names)) if i not in values)
+                raise LookupError("raftmaster store: key %r of run %r not set within %s"
+                                  % (keys[first], self._run_id, timeout))
+            time.sleep(min(random.uniform(pause / 2, pause), left))
+            pause = min(pause * 2, _POLL_MAX)
+
+    def _round_prefix(self, round_: int) -> Optional[str]:
+        """The register prefix of the keys that torch's agents write in a
+        round, through its PrefixStore ("torch.rendezvous.<run id>.<round>"),
+        or None when it does not fit a key."""
+        prefix = self._prefix + quote("torch.rendezvous.%s.%d/" % (self._run_id, round_), safe=_KEY_SAFE)
+        return prefix if len(prefix) <= _MAX_KEY else None
+
+    def forget_round(self, round_: int) -> int:
+        """Delete the keys of round round_ of the run, in one command, and
+        return how many there were. Call it once a later round is complete:
+        its participants all left round_ to join it. A name too long to be
+        kept under the round's prefix (hashed, see store_key) stays until
+        the run is forgotten. On a cluster below protocol level 5, or one
+        that cannot be reached, it deletes nothing and logs why."""
+        prefix = self._round_prefix(round_)
+        if round_ < 0 or prefix is None:
+            return 0
+        try:
+            if not self._native():
+                return 0
+            return self._client.kv_delete_prefix(prefix)
+        except (errors.RaftmasterError, RuntimeError) as e:
+            log.warning("raftmaster store: the keys of round %d of run %r stay in the register: %s", round_,
+                        self._run_id, e)
+            return 0
+
+    def forget_run(self, round_: int, participants: int) -> bool:
+        """Count this agent, a participant of the run's last round round_
+        of participants, out of the run, once, after the run was closed;
+        the last one out deletes every key of the run's store, in one
+        command, and this returns True. The others may still be in the
+        round's exit barrier, reading its keys, until they count themselves
+        out. A participant that never does (it died) leaves the keys of
+        that one round."""
+        with self._lock:
+            if self._exited:
+                return False
+            self._exited = True
+        try:
+            if not self._native():
+                return False
+            if self._client.kv_add(self._prefix + "%%exit/%d" % round_, 1) < participants:
+                return False
+            self._client.kv_delete_prefix(self._prefix)
+            return True
+        except (errors.RaftmasterError, RuntimeError) as e:
+            log.warning("raftmaster store: the keys of run %r stay in the register: %s", self._run_id, e)
+            return False
+
+
+def _parts(items: List[Any]) -> List[List[Any]]:
+    """items in parts of at most _MULTI_GET_KEYS, each one multi-get."""
+    return [items[i:i + _MULTI_GET_KEYS] for i in range(0, len(items), _MULTI_GET_KEYS)]
+
+
+class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
+    """torch's dynamic rendezvous handler (create_handler's, with every
+    setting it reads), which keeps the run's keys in the register bounded,
+    however many rounds an elastic job goes through:
+
+    * once it has joined a round, each participant deletes the keys of the
+      round before (:meth:`RaftmasterStore.forget_round`): every participant
+      left that round to join this one, which is complete;
+    * once the run is closed, each participant of its last round counts
+      itself out as it shuts down, and the last one deletes every key of
+      the run's store (:meth:`RaftmasterStore.forget_run`): the others may
+      be in the round's exit barrier until then.
+
+    So a run holds the keys of one or two rounds while it runs and, once
+    closed, only its rendezvous state (closed, which keeps late agents
+    out). ``raftmaster job delete`` of the job frees everything.
+    """
+
+    _raftmaster_store: RaftmasterStore
+
+    def next_rendezvous(self) -> Any:
+        """See base class."""
+        result = super().next_rendezvous()
+        state = self._raftmaster_state()
+        if state is not None and getattr(state, "round", 0) > 0:
+            self._raftmaster_store.forget_round(state.round - 1)
+        return result
+
+    def shutdown(self) -> bool:
+        """See base class."""
+        closed = super().shutdown()
+        state = self._raftmaster_state()
+        node = getattr(self, "_this_node", None)
+        if (closed and state is not None and getattr(state, "closed", False) and getattr(state, "complete", False)
+                and node in getattr(state, "participants", {})):
+            self._raftmaster_store.forget_run(state.round, len(state.participants))
+        return closed
+
+    def _raftmaster_state(self) -> Any:
+        """The rendezvous state as this node last synced it, or None when
+        this torch keeps it elsewhere (then the keys stay)."""
+        return getattr(getattr(self, "_state_holder", None), "state", None)
 
 
 def _job(params: RendezvousParameters) -> str:
@@ -457,11 +699,18 @@ def create_backend(params: RendezvousParameters) -> Tuple[RaftmasterRendezvousBa
     return RaftmasterRendezvousBackend(client, params.run_id, key), RaftmasterStore(client, params.run_id)
 
 
-def create_rdzv_handler(params: RendezvousParameters) -> DynamicRendezvousHandler:
+def create_rdzv_handler(params: RendezvousParameters) -> RaftmasterRendezvousHandler:
     """torchrun's dynamic rendezvous handler on the raftmaster backend, with
-    its join_timeout, last_call_timeout and close_timeout."""
+    its join_timeout, last_call_timeout and close_timeout, keeping the run's
+    keys bounded (:class:`RaftmasterRendezvousHandler`)."""
     backend, store = create_backend(params)
-    return create_handler(store, backend, params)
+    handler = create_handler(store, backend, params)
+    # torch's create_handler reads every setting its release knows; the
+    # handler it builds becomes ours, a subclass that adds only the store.
+    handler.__class__ = RaftmasterRendezvousHandler
+    assert isinstance(handler, RaftmasterRendezvousHandler)
+    handler._raftmaster_store = store
+    return handler
 
 
 def handler_creator() -> Callable[[RendezvousParameters], DynamicRendezvousHandler]:

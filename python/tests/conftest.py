@@ -6,7 +6,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 
-from cluster import Cluster, Proxy  # noqa: E402
+from cluster import Cluster, Proxy, wait_until  # noqa: E402
 
 import raftmaster  # noqa: E402
 from raftmaster import recordio  # noqa: E402
@@ -19,6 +19,17 @@ def cluster(tmp_path_factory):
     c.start()
     yield c
     c.stop()
+
+
+@pytest.fixture(scope="session")
+def store_cluster(cluster):
+    """The shared cluster once it has raised its protocol level to the
+    register's store calls, which it does once every node has registered
+    its release."""
+    with raftmaster.Client(cluster.addrs, retry=30) as c:
+        wait_until(lambda: c.protocol() >= raftmaster.KV_STORE_PROTOCOL, "protocol level %d"
+                   % raftmaster.KV_STORE_PROTOCOL)
+    return cluster
 
 
 @pytest.fixture

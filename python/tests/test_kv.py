@@ -96,3 +96,90 @@ def test_a_compare_and_set_whose_answer_is_lost_is_applied_once(make_client, pro
     assert not lost.swapped and (lost.value, lost.version) == (b"state 2", newer.version)
     assert len(p.seen("/kv/cas")) == 4
     assert c.kv_get("rdzv").value == b"state 2"
+
+
+def test_the_cluster_has_the_store_calls(store_cluster, client):
+    assert client.protocol() >= raftmaster.KV_STORE_PROTOCOL
+
+
+def test_delete_and_prefix_delete(store_cluster, client, make_client):
+    first = client.kv_cas("k", 0, b"one")
+    second = client.kv_cas("k", first.version, b"two")
+    # A conditional delete deletes only the version it names.
+    assert client.kv_delete("k", first.version) == raftmaster.KVDeleteResult(False, True, second.version)
+    assert client.kv_get("k").version == second.version
+    assert client.kv_delete("k", second.version) == raftmaster.KVDeleteResult(True, True, second.version)
+    assert not client.kv_get("k").found
+    assert client.kv_delete("k") == raftmaster.KVDeleteResult(False, False, 0)
+    # A compare-and-set fenced by a deleted version finds the key absent:
+    # nothing comes back; created again, the key takes a higher version.
+    for v in (first.version, second.version):
+        assert client.kv_cas("k", v, b"back") == raftmaster.KVResult(False, False, None, 0)
+    assert client.kv_cas("k", 0, b"three").version > second.version
+
+    client.kv_multi_set({"run/0/a": b"1", "run/0/b": b"2", "run/1/a": b"3", "run/10/a": b"4"})
+    assert client.kv_num_keys("run/") == 4 and client.kv_num_keys() == 5
+    assert client.kv_delete_prefix("run/1/") == 1
+    assert client.kv_delete_prefix("run/1/") == 0
+    assert client.kv_num_keys("run/") == 3
+    # Another job's keys are its own.
+    other = make_client(job=client.job + "-b")
+    other.kv_cas("run/0/a", 0, b"x")
+    assert client.kv_delete_prefix("run/") == 3 and other.kv_get("run/0/a").found
+    assert client.kv_num_keys() == 1
+    with pytest.raises(raftmaster.Invalid):
+        client.kv_delete_prefix("")
+    with pytest.raises(raftmaster.Invalid):
+        client.kv_delete("two words")
+    with pytest.raises(raftmaster.Invalid):
+        client.kv_num_keys("two words")
+
+
+def test_add_multi_set_append_and_compare_value(store_cluster, client):
+    assert client.kv_add("n", 2) == 2 and client.kv_add("n", -5) == -3
+    assert client.kv_get("n").value == b"-3"
+    client.kv_cas("text", 0, b"not a number")
+    with pytest.raises(raftmaster.Invalid, match="not a decimal integer"):
+        client.kv_add("text", 1)
+    assert client.kv_get("text").value == b"not a number"
+    with pytest.raises(TypeError):
+        client.kv_add("n", 1.5)
+
+    versions = client.kv_multi_set([("a", b"1"), ("b", b"\x00\xff")])
+    assert len(versions) == 2 and versions[1] == versions[0] + 1
+    got = client.kv_multi_get(["b", "absent", "a"])
+    assert got == [raftmaster.KVValue(True, b"\x00\xff", versions[1]), raftmaster.KVValue(False, None, 0),
+                   raftmaster.KVValue(True, b"1", versions[0])]
+    with pytest.raises(raftmaster.Invalid, match="set twice"):
+        client.kv_multi_set([("a", b"1"), ("a", b"2")])
+    with pytest.raises(raftmaster.LimitExceeded):
+        client.kv_multi_set([("big1", b"x" * (1 << 19)), ("big2", b"x" * ((1 << 19) + 1))])
+    assert not client.kv_get("big1").found
+
+    assert client.kv_append("log", b"ab") == 2 and client.kv_append("log", b"c") == 3
+    assert client.kv_get("log").value == b"abc"
+
+    r = client.kv_compare_value("cs", b"x", b"y")
+    assert not r.swapped and not r.found
+    r = client.kv_compare_value("cs", b"", b"first")
+    assert r.swapped and r.value == b"first"
+    assert client.kv_compare_value("cs", b"other", b"second") == raftmaster.KVResult(False, True, b"first", r.version)
+    assert client.kv_compare_value("cs", b"first", b"second").swapped
+    assert client.kv_get("cs").value == b"second"
+
+
+def test_a_delete_and_an_add_whose_answers_are_lost_are_applied_once(store_cluster, make_client, proxies, cluster):
+    p = proxies(cluster.leader())
+    c = make_client([p.addr])
+    v = c.kv_cas("k", 0, b"v")
+    p.drop("/kv/delete")
+    assert c.kv_delete("k") == raftmaster.KVDeleteResult(True, True, v.version)
+    sent = p.seen("/kv/delete")
+    assert len(sent) == 2 and len(p.dropped) == 1
+    assert sent[0]["headers"][_transport.HEADER_REQUEST_ID] == sent[1]["headers"][_transport.HEADER_REQUEST_ID]
+    assert json.loads(p.dropped[0]["body"])["deleted"]
+
+    c.kv_add("n", 10)
+    p.drop("/kv/add")
+    assert c.kv_add("n", 1) == 11  # the retry answers the sum the first attempt made
+    assert c.kv_get("n").value == b"11"

@@ -85,7 +85,8 @@ def test_a_set_state_whose_answer_is_lost_reports_that_it_set(proxies, cluster, 
     assert backend.get_state() == (b"joined", token)
 
 
-def test_the_store(cluster, job):
+def test_the_store(store_cluster, job):
+    cluster = store_cluster
     _, store = tr.create_backend(params(cluster.addrs, job))
     _, peer = tr.create_backend(params(cluster.addrs, job))
     store.set("MASTER_ADDR", b"n1.example")
@@ -112,8 +113,7 @@ def test_the_store(cluster, job):
         store.get("never")
     with pytest.raises(LookupError):
         store.wait(["late", "never"])
-    with pytest.raises(RuntimeError, match="cannot delete"):
-        store.delete_key("late")
+    assert store.delete_key("late") and not store.delete_key("late") and not store.check(["late"])
 
     # Through torch's PrefixStore, as the agents use it, with bytes that
     # are not text, in keys of the run's own.
@@ -290,3 +290,148 @@ def test_no_key_no_rendezvous(cluster, monkeypatch, job):
     monkeypatch.delenv("RAFTMASTER_TOKEN", raising=False)
     with pytest.raises(ValueError, match=tr.SECRET_ENV):
         tr.create_backend(params(cluster.addrs, job))
+
+
+def through_proxy(proxies, cluster, job, **config):
+    """A store of run job that talks to the leader through a proxy, and the proxy."""
+    p = proxies(cluster.leader())
+    _, store = tr.create_backend(params([p.addr], job, **config))
+    return store, p
+
+
+def test_the_store_calls_are_native(store_cluster, proxies, job):
+    """On a cluster at protocol level 5 each store call is one request of
+    the register's own: no compare-and-set loop, no read before a write."""
+    store, p = through_proxy(proxies, store_cluster, job)
+    store.set("a", b"1")
+    store.multi_set(["b", "c", "b"], [b"2", b"3", b"4"])  # a key twice: the last value, as c10d's
+    assert store.multi_get(["a", "b", "c"]) == [b"1", b"4", b"3"]
+    assert store.add("n", 5) == 5 and store.add("n", -2) == 3
+    store.append("log", b"ab")
+    store.append("log", "c")
+    assert store.get("log") == b"abc"
+    assert store.compare_set("cs", "x", "y") == b"x" and not store.check(["cs"])
+    assert store.compare_set("cs", "", "first") == b"first"
+    assert store.compare_set("cs", "other", "second") == b"first"
+    assert store.compare_set("cs", "first", "second") == b"second"
+    assert store.check(["a", "b", "cs"]) and not store.check(["a", "absent"])
+    assert store.num_keys() == 6
+    assert store.delete_key("a") and not store.delete_key("a") and store.num_keys() == 5
+    with pytest.raises(ValueError, match="not a decimal integer"):
+        store.add("log", 1)
+    assert p.seen("/kv/cas") == [], "a native call fell back to compare-and-set"
+    assert len(p.seen("/kv/add")) == 3 and len(p.seen("/kv/append")) == 2 and len(p.seen("/kv/compare-set")) == 4
+    assert len(p.seen("/v1/status")) == 1, "the protocol level is asked once"
+
+    # A store of another run in the job counts and deletes only its own keys.
+    _, other = tr.create_backend(params(store_cluster.addrs, job + "-2", job=job))
+    other.set("a", b"x")
+    assert other.num_keys() == 1 and store.num_keys() == 5
+
+
+def test_the_store_below_protocol_level_5(store_cluster, proxies, job, monkeypatch):
+    """A store of a cluster below protocol level 5 does what it did before:
+    compare-and-set loops for add, append and compare_set, and a clear
+    error for delete_key and num_keys, which it cannot do."""
+    store, p = through_proxy(proxies, store_cluster, job)
+    monkeypatch.setattr(store._client, "protocol", lambda: 4)
+    store.set("a", b"1")
+    store.multi_set(["b", "c"], [b"2", b"3"])
+    assert store.multi_get(["a", "b", "c"]) == [b"1", b"2", b"3"]
+    assert store.add("n", 5) == 5 and store.add("n", 1) == 6
+    store.append("log", b"ab")
+    store.append("log", b"c")
+    assert store.get("log") == b"abc"
+    assert store.compare_set("cs", "", "first") == b"first" and store.compare_set("cs", "x", "y") == b"first"
+    assert store.check(["a", "cs"]) and not store.check(["absent"])
+    with pytest.raises(RuntimeError, match="num_keys needs a cluster at protocol level 5"):
+        store.num_keys()
+    with pytest.raises(RuntimeError, match="delete_key needs a cluster at protocol level 5"):
+        store.delete_key("a")
+    native = ("/kv/add", "/kv/append", "/kv/compare-set", "/kv/multi-set", "/kv/multi-get", "/kv/delete")
+    assert not any(p.seen(path) for path in native), "a call of protocol level 5 reached a cluster below it"
+    assert p.seen("/kv/cas")
+    # The rounds' keys stay where they cannot be deleted.
+    assert store.forget_round(0) == 0 and store.check(["a"])
+
+
+def rendezvous(handler):
+    """The store of the next round of handler (torch returns a tuple, or an
+    object from 2.4 on)."""
+    info = handler.next_rendezvous()
+    return info[0] if isinstance(info, tuple) else info.store
+
+
+def agent_keys(store, rank, world):
+    """Write what a torchrun agent writes in its round's store: the role
+    infos (a synchronize), the workers' master address and the exit
+    barrier (another synchronize)."""
+    if rank == 0:
+        store.set("MASTER_ADDR", b"127.0.0.1")
+        store.set("MASTER_PORT", b"29500")
+    for prefix in ("torchelastic/role_info", "torchelastic/exit_barrier"):
+        store.set("%s%d" % (prefix, rank), b"agent %d" % rank)
+        assert all(store.get("%s%d" % (prefix, r)) for r in range(world))
+        store.set("%s%d.FIN" % (prefix, rank), b"FIN")
+
+
+def test_a_long_elastic_run_holds_bounded_keys(store_cluster, job):
+    """50 restarts of a run, each a round whose agent writes its keys, leave
+    the job holding the keys of at most two rounds and the rendezvous
+    state; once the run is closed, the state alone. Without deletes the
+    job held every round's keys, and a long job reached max_job_kv_keys."""
+    tr.register()
+    c = raftmaster.Client(store_cluster.addrs, job=job, retry=30)
+    handler = registry.get_rendezvous_handler(params(store_cluster.addrs, job, 1, 1, join_timeout="60"))
+    per_round = 6
+    most = 0
+    for r in range(50):
+        store = rendezvous(handler)
+        agent_keys(store, 0, 1)
+        held = c.kv_num_keys()
+        most = max(most, held)
+        assert held <= 1 + 2 * per_round, "round %d: the job holds %d keys" % (r, held)
+    state, _ = handler._state_holder._backend.get_state()
+    assert pickle.loads(state).round == 49
+    assert handler.shutdown()
+    assert c.kv_num_keys() == 1 and c.kv_get(tr.state_key(job)).found
+    assert pickle.loads(handler._state_holder._backend.get_state()[0]).closed
+    c.close()
+
+
+def test_the_last_agent_out_deletes_the_run(store_cluster, job):
+    """Two agents rendezvous for two rounds; the first round's keys go once
+    the second is complete. When the run closes, its keys stay until the
+    last participant shuts down: the other may still be in its exit
+    barrier, reading them."""
+    tr.register()
+    c = raftmaster.Client(store_cluster.addrs, job=job, retry=30)
+    handlers = [registry.get_rendezvous_handler(params(store_cluster.addrs, job, 2, 2, join_timeout="60",
+                                                       last_call_timeout="1")) for _ in range(2)]
+    prefix = tr.store_prefix(job)
+
+    def round_keys(r):
+        return c.kv_num_keys(prefix + "torch.rendezvous.%s.%d/" % (job, r))
+
+    for r in range(2):
+        results = [None, None]
+
+        def join(i):
+            store = rendezvous(handlers[i])
+            rank = handlers[i]._state_holder.state.participants[handlers[i]._this_node]
+            agent_keys(store, rank, 2)
+            results[i] = rank
+        threads = [threading.Thread(target=join, args=(i,)) for i in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert sorted(results) == [0, 1], results
+        assert round_keys(r) == 2 + 2 * 4
+        if r > 0:
+            assert round_keys(r - 1) == 0
+    assert handlers[0].shutdown()
+    assert round_keys(1) == 10, "the first agent out deleted the keys the other may still read"
+    assert handlers[1].shutdown()
+    assert c.kv_num_keys(prefix) == 0 and c.kv_num_keys() == 1
+    c.close()

@@ -97,16 +97,19 @@ def rendezvous_state(client, run_id):
     return pickle.loads(got[0]) if got is not None else None
 
 
-def test_two_agents_rendezvous_and_their_workers_all_reduce(cluster, job, tmp_path, launchers):
+def test_two_agents_rendezvous_and_their_workers_all_reduce(store_cluster, job, tmp_path, launchers):
+    cluster = store_cluster
     for i in range(2):
         launchers.append(Launcher(tmp_path, "agent%d" % i, cluster.addrs, job, 2))
     ranks([launcher.result() for launcher in launchers], 2)
-    # The rendezvous and the agents' store were the job's register: round 0,
-    # complete, two participants, and closed when the launchers ended.
+    # The rendezvous was the job's register: round 0, complete, two
+    # participants, and closed when the launchers ended; the last agent
+    # out deleted the agents' store (the workers' master address, the
+    # exit barrier), so that only the closed state stays.
     with raftmaster.Client(cluster.addrs, job=job, retry=30) as c:
         state = rendezvous_state(c, job)
         assert state.round == 0 and state.complete and state.closed and len(state.participants) == 2
-        assert c.kv_get(tr.store_key(job, "torch.rendezvous.%s.0/MASTER_ADDR" % job)).found
+        assert c.kv_num_keys(tr.store_prefix(job)) == 0 and c.kv_num_keys() == 1
 
 
 def test_the_rendezvous_survives_the_leaders_sigkill(tmp_path, launchers):
