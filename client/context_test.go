@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -154,7 +155,10 @@ var contextCalls = []contextCall{
 func leaderlessClient(t *testing.T) (*client.Client, *counter) {
 	t.Helper()
 	var hits counter
-	ts := startServer(t, leaderless{&follower{Local: apitest.NewLocal()}}, hits.wrap)
+	// A short wait for a leader: a handler that has not read a write's
+	// body does not see its client go, and would wait out the default
+	// 3 s before the test server can close.
+	ts := startServerWith(t, leaderless{&follower{Local: apitest.NewLocal()}}, httpapi.Config{LeaderWait: 100 * time.Millisecond}, hits.wrap)
 	return newClient(t, client.WithAddr(ts.URL), client.WithRetry(time.Hour)), &hits
 }
 

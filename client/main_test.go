@@ -43,6 +43,12 @@ func testLogger(t testing.TB, name string) hclog.Logger {
 // the leader. wrap, when not nil, wraps the handler.
 func startServer(t *testing.T, b httpapi.Backend, wrap func(http.Handler) http.Handler) *httptest.Server {
 	t.Helper()
+	return startServerWith(t, b, httpapi.Config{}, wrap)
+}
+
+// startServerWith is startServer with the handler's configuration cfg.
+func startServerWith(t *testing.T, b httpapi.Backend, cfg httpapi.Config, wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
 	ts := httptest.NewUnstartedServer(nil)
 	var l *apitest.Local
 	switch b := b.(type) {
@@ -56,7 +62,7 @@ func startServer(t *testing.T, b httpapi.Backend, wrap func(http.Handler) http.H
 	if l != nil {
 		l.API = ts.Listener.Addr().String()
 	}
-	var h http.Handler = httpapi.NewHandler(b, httpapi.Config{}, testLogger(t, "server"))
+	var h http.Handler = httpapi.NewHandler(b, cfg, testLogger(t, "server"))
 	if wrap != nil {
 		h = wrap(h)
 	}
