@@ -31,15 +31,12 @@ func (s *Handler) handleKVGet(w http.ResponseWriter, r *http.Request) error {
 func (s *Handler) handleKVCompareAndSet(w http.ResponseWriter, r *http.Request) error {
 	maxValue := s.b.FSM().Limits().MaxKVValueBytes
 	var in rpc.KVCompareAndSetRequest
-	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxBodyBytes+int64(base64.StdEncoding.EncodedLen(int(maxValue))))
+	req, err := s.readWriteLimit(w, r, &in, s.valueBodyLimit(maxValue, 1))
 	if err != nil {
 		return err
 	}
-	if err := checkKVKey(in.Key); err != nil {
+	if err := checkKVWrite(in.Key, in.Value, maxValue); err != nil {
 		return err
-	}
-	if n := int64(len(in.Value)); n > maxValue {
-		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value_bytes (%d) exceeded: a value of %d bytes for key %q", maxValue, n, in.Key)
 	}
 	res, err := s.apply(r, req, &fsm.KVCompareAndSet{Key: in.Key, Version: in.Version, Value: in.Value})
 	if err != nil {
@@ -126,7 +123,7 @@ func kvKeysBytes(n int) int64 { return int64(n) * (6*fsm.MaxKVKeyLen + 8) }
 func (s *Handler) handleKVMultiSet(w http.ResponseWriter, r *http.Request) error {
 	l := s.b.FSM().Limits()
 	var in rpc.KVMultiSetRequest
-	limit := s.cfg.Limits.MaxBodyBytes + int64(base64.StdEncoding.EncodedLen(int(l.MaxKVValueBytes))) + kvKeysBytes(l.MaxJobKVKeys)
+	limit := s.valueBodyLimit(l.MaxKVValueBytes, 1) + kvKeysBytes(l.MaxJobKVKeys)
 	req, err := s.readWriteLimit(w, r, &in, limit)
 	if err != nil {
 		return err
@@ -165,15 +162,12 @@ func (s *Handler) handleKVMultiSet(w http.ResponseWriter, r *http.Request) error
 func (s *Handler) handleKVAppend(w http.ResponseWriter, r *http.Request) error {
 	maxValue := s.b.FSM().Limits().MaxKVValueBytes
 	var in rpc.KVAppendRequest
-	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxBodyBytes+int64(base64.StdEncoding.EncodedLen(int(maxValue))))
+	req, err := s.readWriteLimit(w, r, &in, s.valueBodyLimit(maxValue, 1))
 	if err != nil {
 		return err
 	}
-	if err := checkKVKey(in.Key); err != nil {
+	if err := checkKVWrite(in.Key, in.Value, maxValue); err != nil {
 		return err
-	}
-	if n := int64(len(in.Value)); n > maxValue {
-		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value_bytes (%d) exceeded: a value of %d bytes for key %q", maxValue, n, in.Key)
 	}
 	res, err := s.apply(r, req, &fsm.KVAppend{Key: in.Key, Value: in.Value})
 	if err != nil {
@@ -192,15 +186,12 @@ func (s *Handler) handleKVAppend(w http.ResponseWriter, r *http.Request) error {
 func (s *Handler) handleKVCompareValue(w http.ResponseWriter, r *http.Request) error {
 	maxValue := s.b.FSM().Limits().MaxKVValueBytes
 	var in rpc.KVCompareValueRequest
-	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxBodyBytes+2*int64(base64.StdEncoding.EncodedLen(int(maxValue))))
+	req, err := s.readWriteLimit(w, r, &in, s.valueBodyLimit(maxValue, 2))
 	if err != nil {
 		return err
 	}
-	if err := checkKVKey(in.Key); err != nil {
+	if err := checkKVWrite(in.Key, in.Desired, maxValue); err != nil {
 		return err
-	}
-	if n := int64(len(in.Desired)); n > maxValue {
-		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value_bytes (%d) exceeded: a value of %d bytes for key %q", maxValue, n, in.Key)
 	}
 	if n := len(in.Expected); n > fsm.MaxKVValueBytesCeiling {
 		return invalidf("an expected value of %d bytes exceeds %d", n, fsm.MaxKVValueBytesCeiling)
@@ -276,6 +267,24 @@ func (s *Handler) handleKVNumKeys(w http.ResponseWriter, r *http.Request) error 
 func checkKVKey(key string) error {
 	if err := fsm.ValidateKVKey(key); err != nil {
 		return invalidFromFSM(err)
+	}
+	return nil
+}
+
+// valueBodyLimit is the body limit of a register write that carries n
+// values of up to maxValue bytes, in base64, on top of the usual limit.
+func (s *Handler) valueBodyLimit(maxValue int64, n int) int64 {
+	return s.cfg.Limits.MaxBodyBytes + int64(n)*int64(base64.StdEncoding.EncodedLen(int(maxValue)))
+}
+
+// checkKVWrite checks the key of a register write and the size of the
+// value it stores, before anything is proposed.
+func checkKVWrite(key string, value []byte, maxValue int64) error {
+	if err := checkKVKey(key); err != nil {
+		return err
+	}
+	if n := int64(len(value)); n > maxValue {
+		return rpc.Errorf(rpc.CodeLimit, "limit max_kv_value_bytes (%d) exceeded: a value of %d bytes for key %q", maxValue, n, key)
 	}
 	return nil
 }
