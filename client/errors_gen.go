@@ -60,4 +60,9 @@ var (
 	// was created under another token: identities are bound to the token of
 	// their first request. Nothing changed.
 	ErrForeignClient = rpc.ErrForeignClient
+	// ErrSessionExpired means the call was made under a session that has
+	// ended, because its keep-alives stopped for its TTL or it was closed:
+	// nothing was applied, and the tasks, keys and save-model lease it held
+	// were released. The client opens a new session.
+	ErrSessionExpired = rpc.ErrSessionExpired
 )

@@ -44,6 +44,10 @@ const (
 	TypeKVMultiSet
 	TypeKVAppend
 	TypeKVCompareValue
+	TypeOpenSession
+	TypeCloseSession
+	TypeExpireSessions
+	TypeCheckpointSessions
 	numTypes
 )
 
@@ -76,31 +80,35 @@ const (
 // it is a method of the command only so that validate.go keeps every limit
 // in one file.
 var commands = [numTypes]cmdSpec{
-	TypeSetDataset:       registerJob("SetDataset", (*SetDataset).validate, (*job).setDataset, creates),
-	TypeDatasetPart:      registerJob("DatasetPart", (*DatasetPart).validate, (*job).datasetPart, creates),
-	TypeDatasetCommit:    registerJob("DatasetCommit", (*DatasetCommit).validate, (*job).datasetCommit, !creates),
-	TypeGetTask:          registerJob("GetTask", (*GetTask).validate, (*job).getTask, !creates),
-	TypeTaskFinished:     registerJob("TaskFinished", (*TaskFinished).validate, (*job).taskFinished, !creates),
-	TypeTaskFailed:       registerJob("TaskFailed", (*TaskFailed).validate, (*job).taskFailed, !creates),
-	TypeRenewLease:       registerJob("RenewLease", (*RenewLease).validate, (*job).renewLease, !creates),
-	TypeTick:             register("Tick", (*Tick).validate, (*state).tick),
-	TypeRequestSaveModel: registerJob("RequestSaveModel", (*RequestSaveModel).validate, (*job).requestSaveModel, creates),
-	TypeJoin:             registerJob("Join", (*Join).validate, (*job).join, creates),
-	TypeLeave:            registerJob("Leave", (*Leave).validate, (*job).leave, !creates),
-	TypeRegisterNode:     register("RegisterNode", (*RegisterNode).validate, (*state).registerNode),
-	TypeRemoveNode:       register("RemoveNode", (*RemoveNode).validate, (*state).removeNode),
-	TypeLeaderGrace:      register("LeaderGrace", (*LeaderGrace).validate, (*state).leaderGrace),
-	TypeCreateJob:        registerJob("CreateJob", (*CreateJob).validate, (*job).createJob, creates),
-	TypeDeleteJob:        registerJob("DeleteJob", (*DeleteJob).validate, (*job).deleteJob, !creates),
-	TypeSetLimits:        register("SetLimits", (*SetLimits).validate, (*state).setLimits),
-	TypeKVCompareAndSet:  registerJob("KVCompareAndSet", (*KVCompareAndSet).validate, (*job).kvCompareAndSet, creates),
-	TypeSetProtocol:      register("SetProtocol", (*SetProtocol).validate, (*state).setProtocol),
-	TypeKVDelete:         registerJob("KVDelete", (*KVDelete).validate, (*job).kvDelete, !creates).from(Protocol5),
-	TypeKVDeletePrefix:   registerJob("KVDeletePrefix", (*KVDeletePrefix).validate, (*job).kvDeletePrefix, !creates).from(Protocol5),
-	TypeKVAdd:            registerJob("KVAdd", (*KVAdd).validate, (*job).kvAdd, creates).from(Protocol5),
-	TypeKVMultiSet:       registerJob("KVMultiSet", (*KVMultiSet).validate, (*job).kvMultiSet, creates).from(Protocol5),
-	TypeKVAppend:         registerJob("KVAppend", (*KVAppend).validate, (*job).kvAppend, creates).from(Protocol5),
-	TypeKVCompareValue:   registerJob("KVCompareValue", (*KVCompareValue).validate, (*job).kvCompareValue, creates).from(Protocol5),
+	TypeSetDataset:         registerJob("SetDataset", (*SetDataset).validate, (*job).setDataset, creates),
+	TypeDatasetPart:        registerJob("DatasetPart", (*DatasetPart).validate, (*job).datasetPart, creates),
+	TypeDatasetCommit:      registerJob("DatasetCommit", (*DatasetCommit).validate, (*job).datasetCommit, !creates),
+	TypeGetTask:            registerJob("GetTask", (*GetTask).validate, (*job).getTask, !creates),
+	TypeTaskFinished:       registerJob("TaskFinished", (*TaskFinished).validate, (*job).taskFinished, !creates),
+	TypeTaskFailed:         registerJob("TaskFailed", (*TaskFailed).validate, (*job).taskFailed, !creates),
+	TypeRenewLease:         registerJob("RenewLease", (*RenewLease).validate, (*job).renewLease, !creates),
+	TypeTick:               register("Tick", (*Tick).validate, (*state).tick),
+	TypeRequestSaveModel:   registerJob("RequestSaveModel", (*RequestSaveModel).validate, (*job).requestSaveModel, creates),
+	TypeJoin:               registerJob("Join", (*Join).validate, (*job).join, creates),
+	TypeLeave:              registerJob("Leave", (*Leave).validate, (*job).leave, !creates),
+	TypeRegisterNode:       register("RegisterNode", (*RegisterNode).validate, (*state).registerNode),
+	TypeRemoveNode:         register("RemoveNode", (*RemoveNode).validate, (*state).removeNode),
+	TypeLeaderGrace:        register("LeaderGrace", (*LeaderGrace).validate, (*state).leaderGrace),
+	TypeCreateJob:          registerJob("CreateJob", (*CreateJob).validate, (*job).createJob, creates),
+	TypeDeleteJob:          registerJob("DeleteJob", (*DeleteJob).validate, (*job).deleteJob, !creates),
+	TypeSetLimits:          register("SetLimits", (*SetLimits).validate, (*state).setLimits),
+	TypeKVCompareAndSet:    registerJob("KVCompareAndSet", (*KVCompareAndSet).validate, (*job).kvCompareAndSet, creates),
+	TypeSetProtocol:        register("SetProtocol", (*SetProtocol).validate, (*state).setProtocol),
+	TypeKVDelete:           registerJob("KVDelete", (*KVDelete).validate, (*job).kvDelete, !creates).from(Protocol5),
+	TypeKVDeletePrefix:     registerJob("KVDeletePrefix", (*KVDeletePrefix).validate, (*job).kvDeletePrefix, !creates).from(Protocol5),
+	TypeKVAdd:              registerJob("KVAdd", (*KVAdd).validate, (*job).kvAdd, creates).from(Protocol5),
+	TypeKVMultiSet:         registerJob("KVMultiSet", (*KVMultiSet).validate, (*job).kvMultiSet, creates).from(Protocol5),
+	TypeKVAppend:           registerJob("KVAppend", (*KVAppend).validate, (*job).kvAppend, creates).from(Protocol5),
+	TypeKVCompareValue:     registerJob("KVCompareValue", (*KVCompareValue).validate, (*job).kvCompareValue, creates).from(Protocol5),
+	TypeOpenSession:        register("OpenSession", (*OpenSession).validate, (*state).openSession).from(Protocol6),
+	TypeCloseSession:       register("CloseSession", (*CloseSession).validate, (*state).closeSession).from(Protocol6),
+	TypeExpireSessions:     register("ExpireSessions", (*ExpireSessions).validate, (*state).expireSessions).from(Protocol6),
+	TypeCheckpointSessions: register("CheckpointSessions", (*CheckpointSessions).validate, (*state).checkpointSessions).from(Protocol6),
 }
 
 // creates marks, in registerJob, a command that creates the job it
@@ -194,8 +202,10 @@ func (t CmdType) String() string {
 // jobs existed, still decode, addressed to DefaultJob. Version 3, from
 // Protocol3 on, adds the request id's Owner after the job; it is written
 // only for a command that carries one, so every other command keeps its
-// version 2 bytes.
-const commandVersion = 3
+// version 2 bytes. Version 4, from Protocol6 on, adds Header.Session and
+// Header.Attach after the owner (which may then be zero); it is written
+// only for a command under a session.
+const commandVersion = 4
 
 // RequestID identifies a client request for de-duplication: a client id and
 // a sequence number the client never reuses for a different request. The
@@ -227,6 +237,14 @@ type Header struct {
 	// It must be empty on a cluster-wide command (Tick, RegisterNode,
 	// RemoveNode, LeaderGrace, SetLimits).
 	Job string
+	// Session, from Protocol6 on, names the session the request was made
+	// under (session.go), 0 for none: the request is refused with
+	// ErrSessionExpired when the session has ended, and what it leases
+	// (a task, the save-model lease) is the session's until it ends.
+	Session uint64
+	// Attach attaches the keys a register write stores to Session, so
+	// that they are deleted when it ends. It needs a Session.
+	Attach bool
 }
 
 // Hdr returns the header, so callers can stamp Now and the request id.
@@ -556,7 +574,10 @@ func Encode(c Command) []byte {
 	e := &encoder{buf: make([]byte, 0, 64)}
 	h := c.Hdr()
 	version := byte(2)
-	if h.Request.owned() {
+	switch {
+	case h.Session != 0 || h.Attach:
+		version = 4
+	case h.Request.owned():
 		version = 3
 	}
 	e.byte(version)
@@ -567,6 +588,10 @@ func Encode(c Command) []byte {
 	e.string(h.Job)
 	if version >= 3 {
 		e.uuid(h.Request.Owner)
+	}
+	if version >= 4 {
+		e.uvarint(h.Session)
+		e.bool(h.Attach)
 	}
 	c.encode(e)
 	return e.buf
@@ -610,8 +635,15 @@ func Decode(b []byte) (Command, error) {
 	}
 	if v >= 3 {
 		h.Request.Owner = d.uuid()
-		if d.err == nil && !h.Request.owned() {
+		if d.err == nil && v == 3 && !h.Request.owned() {
 			d.fail(errors.New("a version 3 command without an owner"))
+		}
+	}
+	if v >= 4 {
+		h.Session = d.uvarint()
+		h.Attach = d.bool()
+		if d.err == nil && h.Session == 0 {
+			d.fail(errors.New("a version 4 command without a session"))
 		}
 	}
 	c.decode(d)

@@ -41,7 +41,10 @@ type dedupClient struct {
 	// owner is the RequestID.Owner the client id is bound to (Protocol3):
 	// that of its first request, or of its first request that carried
 	// one. Zero while unbound.
-	owner      [16]byte
+	owner [16]byte
+	// session is the session the client id is bound to (Protocol6): that
+	// of its first request, 0 for none.
+	session    uint64
 	entries    []dedupEntry
 	prev, next *dedupClient
 }
@@ -165,6 +168,9 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		}
 		if i, ok := held(int(e.taskID), e.epoch); ok {
 			r.Task = j.taskOf(i, now)
+			if j.tasks[i].queue == qHeld {
+				r.Task.Session = c.Session
+			}
 		} else {
 			r.Code = CodeStaleEpoch
 		}
@@ -172,7 +178,9 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		if e.code != CodeOK {
 			break
 		}
-		if i, ok := held(c.Meta.ID, c.Meta.Epoch); ok {
+		if i, ok := held(c.Meta.ID, c.Meta.Epoch); ok && j.tasks[i].queue == qHeld {
+			r.Lease = s.heldLease(c.Session)
+		} else if ok {
 			r.Lease = time.Duration(j.tasks[i].deadline - now)
 		} else {
 			r.Code = CodeStaleEpoch
@@ -183,6 +191,8 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		return s.replayCompareValue(c, e, r)
 	case *KVDelete, *KVDeletePrefix, *KVAdd, *KVMultiSet, *KVAppend:
 		return replayKVWrite(c, e, r)
+	case *OpenSession, *CloseSession:
+		r.Session = e.gen
 	}
 	return r
 }
@@ -238,6 +248,9 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	}
 	if len(r.Versions) > 0 {
 		e.gen = r.Versions[0]
+	}
+	if r.Session != 0 {
+		e.gen = r.Session
 	}
 	e.num = kvNumber(typ, r)
 	if len(c.entries) == DedupPerClient {

@@ -70,6 +70,11 @@ var (
 	// are bound to the token (RequestID.Owner) of their first request.
 	// The request was refused and changed nothing.
 	ErrForeignClient = errors.New("the client id belongs to another token")
+
+	// ErrSessionExpired refuses a request under a session that has ended
+	// (its keep-alives stopped, or it was closed): nothing was applied, and
+	// what the session held has been released.
+	ErrSessionExpired = errors.New("the session has expired")
 )
 
 // Code is the stable identifier of a command outcome, used on the wire.
@@ -95,6 +100,7 @@ const (
 	CodeUnknownClient
 	CodeTooManyClients
 	CodeForeignClient
+	CodeSessionExpired
 	numCodes
 )
 
@@ -120,6 +126,7 @@ var codeTable = [numCodes]struct {
 	CodeUnknownClient:    {"unknown_client", ErrUnknownClient},
 	CodeTooManyClients:   {"too_many_clients", ErrTooManyClients},
 	CodeForeignClient:    {"foreign_client", ErrForeignClient},
+	CodeSessionExpired:   {"session_expired", ErrSessionExpired},
 }
 
 // String returns the code's stable wire name, such as "pass_before".

@@ -83,6 +83,11 @@ func seedCommands() []Command {
 		&KVMultiSet{Header: kv(4), Pairs: []KVPair{{Key: "a", Value: []byte("1")}, {Key: "b", Value: []byte{}}}},
 		&KVAppend{Header: kv(5), Key: "rdzv", Value: []byte("+1")},
 		&KVCompareValue{Header: kv(6), Key: "rdzv", Expected: []byte("state"), Desired: []byte("next")},
+		// Sessions, of Protocol6: session 1 is the one the open makes.
+		&OpenSession{Header: Header{Now: t0 + int64(time.Second), Request: RequestID{Client: clientID(5), Seq: 1}}, TTL: 5 * time.Second},
+		&CheckpointSessions{Header: later, IDs: []uint64{1}},
+		&ExpireSessions{Header: later, IDs: []uint64{1, 2}},
+		&CloseSession{Header: Header{Now: t0 + int64(time.Second), Request: RequestID{Client: clientID(5), Seq: 2}}, ID: 1},
 	)
 }
 
@@ -102,6 +107,25 @@ func setupLogAt(level uint64) [][]byte {
 		&KVDelete{Header: req(4), Key: "x/1"},
 		&KVDeletePrefix{Header: req(5), Prefix: "x/"},
 		&KVCompareValue{Header: req(6), Key: "count", Expected: []byte("41"), Desired: []byte("42")},
+	} {
+		log = append(log, Encode(c))
+	}
+	if level < Protocol6 {
+		return log
+	}
+	// A session that holds a task, a key and the save-model lease, and
+	// one that ends.
+	under := func(seq uint64) Header {
+		return Header{Now: t0, Request: RequestID{Client: clientID(8), Seq: seq}, Session: 1}
+	}
+	for _, c := range []Command{
+		&OpenSession{Header: Header{Now: t0, Request: RequestID{Client: clientID(7), Seq: 1}}, TTL: 5 * time.Second},
+		&OpenSession{Header: Header{Now: t0, Request: RequestID{Client: clientID(7), Seq: 2}}, TTL: 3 * time.Second},
+		&GetTask{Header: under(1)},
+		&KVCompareAndSet{Header: Header{Now: t0, Request: RequestID{Client: clientID(8), Seq: 2}, Session: 1, Attach: true}, Key: "rdzv/1", Value: []byte("v")},
+		&RequestSaveModel{Header: under(3), TrainerID: "t-s", BlockDur: time.Minute},
+		&CheckpointSessions{Header: Header{Now: t0}, IDs: []uint64{1, 2}},
+		&ExpireSessions{Header: Header{Now: t0}, IDs: []uint64{2}},
 	} {
 		log = append(log, Encode(c))
 	}

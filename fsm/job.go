@@ -86,7 +86,7 @@ func (j *job) idleExpired() bool {
 // holder, an allgather group or a kept round that timed out.
 func (j *job) ttlDeadline() (int64, bool) {
 	ttl := j.cluster.effectiveLimits().JobTTL
-	if ttl <= 0 || j.queues[qPending].n != 0 || j.save.holder != "" || len(j.groups) != 0 || len(j.timeouts) != 0 {
+	if ttl <= 0 || j.outstanding() != 0 || j.save.holder != "" || len(j.groups) != 0 || len(j.timeouts) != 0 {
 		return 0, false
 	}
 	return j.lastActivity + int64(ttl), true

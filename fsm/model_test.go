@@ -45,6 +45,7 @@ type model struct {
 var modelSince = map[CmdType]uint64{
 	TypeKVDelete: Protocol5, TypeKVDeletePrefix: Protocol5, TypeKVAdd: Protocol5,
 	TypeKVMultiSet: Protocol5, TypeKVAppend: Protocol5, TypeKVCompareValue: Protocol5,
+	TypeOpenSession: Protocol6, TypeCloseSession: Protocol6, TypeExpireSessions: Protocol6, TypeCheckpointSessions: Protocol6,
 }
 
 // modelJob is one job of the model. It embeds the model, so that its
@@ -155,6 +156,9 @@ func (m *model) apply(b []byte) Result {
 	}
 	if modelSince[c.Type()] > m.protocol {
 		return invalidResult
+	}
+	if h := c.Hdr(); (h.Session != 0 || h.Attach) && m.protocol < Protocol6 {
+		return invalidResult // a session is a field of Protocol6
 	}
 	if meta, ok := metaOf(c); ok && meta.Epoch > math.MaxInt32 && m.protocol < Protocol2 {
 		return invalidResult // the epochs of Protocol1

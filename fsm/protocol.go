@@ -38,9 +38,13 @@ const (
 	// number their answer carries (KVAdd's sum, KVAppend's length, the
 	// keys a delete deleted).
 	Protocol5 uint64 = 5
+	// Protocol6 adds sessions (command types 26 to 29, Header.Session
+	// and Header.Attach in command version 4, tasks held by sessions) and
+	// snapshot version 9, which stores them.
+	Protocol6 uint64 = 6
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol5
+	Protocol = Protocol6
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -106,6 +110,9 @@ func (s *state) checkLevel(c Command) error {
 	if l, ok := c.(leveled); ok && l.level() > s.protocol {
 		return invalidf("%v with these fields needs protocol level %d; the cluster is at %d", c.Type(), l.level(), s.protocol)
 	}
+	if h := c.Hdr(); (h.Session != 0 || h.Attach) && !s.atLeast(Protocol6) {
+		return invalidf("%v under a session needs protocol level %d; the cluster is at %d", c.Type(), Protocol6, s.protocol)
+	}
 	if c.Hdr().Request.owned() && !s.atLeast(Protocol3) {
 		return invalidf("%v with a request owner needs protocol level %d; the cluster is at %d", c.Type(), Protocol3, s.protocol)
 	}
@@ -126,6 +133,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol6:
+		return 9
 	case p >= Protocol5:
 		return 8
 	case p >= Protocol4:

@@ -17,11 +17,14 @@ type Stats struct {
 	HasDataset bool   `json:"has_dataset"`
 	Pass       int    `json:"pass"`
 	// Files counts the dataset's files that hold chunks.
-	Files   int           `json:"files"`
-	Chunks  int           `json:"chunks"`
-	Tasks   int           `json:"tasks"`
-	Todo    int           `json:"todo"`
+	Files  int `json:"files"`
+	Chunks int `json:"chunks"`
+	Tasks  int `json:"tasks"`
+	Todo   int `json:"todo"`
+	// Pending counts the tasks out on a lease, Held those of them held by
+	// sessions.
 	Pending int           `json:"pending"`
+	Held    int           `json:"held,omitempty"`
 	Done    int           `json:"done"`
 	Failed  int           `json:"failed"`
 	Params  DatasetParams `json:"params"`
@@ -57,7 +60,8 @@ func (f *FSM) Stats(job string) Stats {
 		return st
 	}
 	st.HasDataset, st.Pass, st.Tasks = j.ds != nil, j.pass, len(j.tasks)
-	st.Todo, st.Pending, st.Done, st.Failed = j.queues[qTodo].n, j.queues[qPending].n, j.queues[qDone].n, j.queues[qFailed].n
+	st.Todo, st.Pending, st.Done, st.Failed = j.queues[qTodo].n, j.outstanding(), j.queues[qDone].n, j.queues[qFailed].n
+	st.Held = j.queues[qHeld].n
 	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
 	if j.ds != nil {
 		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
@@ -94,10 +98,12 @@ type JobInfo struct {
 	Tasks        int   `json:"tasks"`
 	Todo         int   `json:"todo"`
 	Pending      int   `json:"pending"`
-	Done         int   `json:"done"`
-	Failed       int   `json:"failed"`
-	Uploads      int   `json:"uploads"`
-	Groups       int   `json:"groups"`
+	// Held counts the pending tasks held by sessions.
+	Held    int `json:"held,omitempty"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	Uploads int `json:"uploads"`
+	Groups  int `json:"groups"`
 	// KVKeys counts the keys of the job's register.
 	KVKeys int `json:"kv_keys"`
 	// SaveHolder holds the save-model lease until SaveDeadline.
@@ -115,7 +121,7 @@ func (j *job) info() JobInfo {
 	ji := JobInfo{
 		Name: j.name, Number: j.seq, CreatedAt: j.createdAt, LastActivity: j.lastActivity, HasDataset: j.ds != nil,
 		Pass: j.pass, Tasks: len(j.tasks),
-		Todo: j.queues[qTodo].n, Pending: j.queues[qPending].n, Done: j.queues[qDone].n, Failed: j.queues[qFailed].n,
+		Todo: j.queues[qTodo].n, Pending: j.outstanding(), Held: j.queues[qHeld].n, Done: j.queues[qDone].n, Failed: j.queues[qFailed].n,
 		Uploads: len(j.uploads), Groups: len(j.groups), KVKeys: len(j.kv), Bytes: j.jobBytes,
 	}
 	ji.SaveHolder, ji.SaveDeadline, _ = j.saveHolder()

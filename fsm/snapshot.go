@@ -34,7 +34,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 8
+	snapshotVersion = 9
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -51,10 +51,16 @@ func (s *state) clone() *state {
 	c.dedup = newDedupTable()
 	c.dedup.maxActive = s.dedup.maxActive
 	for cl := s.dedup.head; cl != nil; cl = cl.next {
-		cc := &dedupClient{id: cl.id, lastSeen: cl.lastSeen, floor: cl.floor, owner: cl.owner, entries: slices.Clone(cl.entries)}
+		cc := &dedupClient{id: cl.id, lastSeen: cl.lastSeen, floor: cl.floor, owner: cl.owner, session: cl.session, entries: slices.Clone(cl.entries)}
 		c.dedup.clients[cc.id] = cc
 		c.dedup.pushBack(cc)
 		c.dedup.n++
+	}
+	c.sessions = make(map[uint64]*session, len(s.sessions))
+	for _, id := range sortedKeys(s.sessions) {
+		ss := *s.sessions[id]
+		ss.tasks, ss.keys, ss.saves = slices.Clone(ss.tasks), slices.Clone(ss.keys), slices.Clone(ss.saves)
+		c.sessions[id] = &ss
 	}
 	return &c
 }
@@ -138,6 +144,9 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 			encodeTimeouts(sw, j)
 		}
 	}
+	if version >= 9 {
+		encodeSessions(sw, s)
+	}
 	sw.flush()
 	return sw.err
 }
@@ -197,6 +206,9 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 		e.uvarint(c.floor)
 		if version >= 6 {
 			e.uuid(c.owner)
+		}
+		if version >= 9 {
+			e.uvarint(c.session)
 		}
 		e.uvarint(uint64(len(c.entries)))
 		for _, en := range c.entries {
@@ -278,7 +290,7 @@ func encodeJob(sw *snapWriter, s *job, version uint64) {
 		e.varint(t.deadline)
 		sw.flushIfFull()
 	}
-	for q := range s.queues {
+	for q := range queuesIn(version) {
 		e.uvarint(uint64(s.queues[q].n))
 		prev := int32(-1)
 		for i := s.queues[q].head; i >= 0; i = s.tasks[i].next {
@@ -407,6 +419,9 @@ func decodeState(b []byte) (*state, error) {
 			}
 			s.jobs[j.name] = j
 		}
+		if version >= 9 {
+			decodeSessions(d, s)
+		}
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("fsm snapshot: %w", err)
@@ -452,7 +467,7 @@ func decodeJob(d *decoder, s *job, version uint64) {
 	for i := range s.tasks {
 		s.tasks[i] = task{epoch: d.uint32(), passEpoch: d.uint32(), failures: d.uint32(), deadline: d.varint(), prev: -1, next: -1, queue: numQueues}
 	}
-	for q := range s.queues {
+	for q := range queuesIn(version) {
 		m := d.length(1)
 		prev := int32(-1)
 		for range m {
@@ -565,6 +580,9 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 		if version >= 6 {
 			c.owner = d.uuid()
 		}
+		if version >= 9 {
+			c.session = d.uvarint()
+		}
 		for range d.length(1) {
 			e := dedupEntry{seq: d.uvarint(), typ: CmdType(d.byte()), code: Code(d.byte()), ignored: d.bool(), granted: d.bool(), taskID: int32(d.int())}
 			if version >= 5 {
@@ -627,6 +645,9 @@ func (s *state) check() error {
 		return fmt.Errorf("era %d exceeds %d", s.era, MaxEra)
 	}
 	if err := s.limits.validate(); err != nil {
+		return err
+	}
+	if err := s.checkSessions(); err != nil {
 		return err
 	}
 	versions := make(map[uint64]bool)

@@ -61,6 +61,14 @@ type state struct {
 	nodes map[string]Registration
 
 	dedup dedupTable
+
+	// sessions holds the open sessions by id (session.go); it is only
+	// ranged over through sortedKeys. sessionSeq is the last id given.
+	sessions   map[uint64]*session
+	sessionSeq uint64
+	// graces are the FSM times of the last two LeaderGrace entries, the
+	// latest first.
+	graces [2]int64
 }
 
 // job is the state of one job: its dataset and task queue, its uploads,
@@ -122,6 +130,7 @@ func newState() *state {
 		jobs:     make(map[string]*job),
 		nodes:    make(map[string]Registration),
 		dedup:    newDedupTable(),
+		sessions: make(map[uint64]*session),
 	}
 }
 
@@ -190,6 +199,11 @@ type Result struct {
 	// Collected names, sorted, the jobs a Tick deleted because they were
 	// idle for Limits.JobTTL, for the node to log.
 	Collected []string
+	// Session is the id of the session an OpenSession opened or a
+	// CloseSession closed.
+	Session uint64
+	// Ended counts the sessions an ExpireSessions ended.
+	Ended int
 }
 
 // Err returns the result as an error: nil, a sentinel, or ErrInvalid,
@@ -222,6 +236,10 @@ type Task struct {
 	// a job deleted and created again under its name has another, so a
 	// reader that sees it change knows that the job it read was deleted.
 	JobNumber uint64
+	// Session is the session that holds the task (Protocol6), 0 for a
+	// lease that runs out: a held task needs no renewal, and goes back to
+	// the queue when the session ends. Lease is then 0.
+	Session uint64
 }
 
 func errResult(err error) *Result {
@@ -268,6 +286,9 @@ func (s *state) apply(c Command) *Result {
 		return errResult(err)
 	}
 	h := c.Hdr()
+	if err := s.checkSession(h); err != nil {
+		return errResult(err)
+	}
 	dedupOn := !h.Request.IsZero()
 	if dedupOn {
 		if r, err := s.dedup.lookup(h.Request, c, s); err != nil {
@@ -289,6 +310,10 @@ func (s *state) apply(c Command) *Result {
 	r.Clock = s.clock
 	if dedupOn {
 		s.dedup.record(h.Request, c.Type(), r, s.clock, seq, !s.atLeast(Protocol2))
+		s.dedup.clients[h.Request.Client].session = h.Session
+	}
+	if h.Session != 0 {
+		s.afterSession(c, r, seq)
 	}
 	s.dedup.expire(s.clock)
 	return r
@@ -370,6 +395,10 @@ func (s *state) tick(*Tick) *Result {
 func (s *state) leaderGrace(c *LeaderGrace) *Result {
 	limit := s.clock + int64(c.Grace)
 	s.graceUntil = max(s.graceUntil, limit)
+	if s.atLeast(Protocol6) {
+		// Below, the snapshot does not hold them.
+		s.graces = [2]int64{s.clock, s.graces[0]}
+	}
 	for _, name := range sortedKeys(s.jobs) {
 		s.jobs[name].leaderGrace(limit)
 	}

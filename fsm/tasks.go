@@ -10,10 +10,17 @@ const (
 	qPending
 	qDone
 	qFailed
+	// qHeld holds the tasks leased under a session (Protocol6): no
+	// deadline ends them; the session's end does (session.go).
+	qHeld
 	numQueues
 )
 
-var queueNames = [numQueues]string{"todo", "pending", "done", "failed"}
+// queuesBefore9 is the number of queues a snapshot before version 9
+// holds: there were no held tasks.
+const queuesBefore9 = qHeld
+
+var queueNames = [numQueues]string{"todo", "pending", "done", "failed", "held"}
 
 // task is the mutable state of one task; its chunks are implied by its id
 // (task i covers chunks [i*chunksPerTask, (i+1)*chunksPerTask)), so a task
@@ -95,6 +102,16 @@ func (j *job) insertPending(i int32) {
 	l.n++
 }
 
+// heldLease is what RenewLease answers for a task held by a session: the
+// TTL of the session the command names, or MaxSessionTTL, since there is
+// nothing to renew.
+func (s *state) heldLease(id uint64) time.Duration {
+	if ss := s.sessions[id]; ss != nil {
+		return time.Duration(ss.ttl)
+	}
+	return MaxSessionTTL
+}
+
 // leaseEnd is the deadline of a lease granted or renewed now: clock plus
 // the task timeout, but not before the end of the last LeaderGrace. The
 // clock never runs backwards and the timeout is fixed, so it is never
@@ -118,7 +135,9 @@ func (j *job) taskIndex(id int) (int32, error) {
 func (j *job) taskOf(i int32, now int64) *Task {
 	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: j.cluster.wireEpoch(j.tasks[i].epoch)}, Pass: j.pass, JobNumber: j.seq}
 	t.Chunks = j.ds.taskChunks(int(i))
-	t.Lease = time.Duration(j.tasks[i].deadline - now)
+	if j.tasks[i].queue == qPending {
+		t.Lease = time.Duration(j.tasks[i].deadline - now)
+	}
 	return t
 }
 
@@ -130,8 +149,18 @@ func (j *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
 		return 0, false
 	}
 	t := &j.tasks[i]
+	if t.queue == qHeld {
+		return i, j.cluster.wireEpoch(t.epoch) == epoch
+	}
 	return i, t.queue == qPending && j.cluster.wireEpoch(t.epoch) == epoch && t.deadline > now
 }
+
+// leased reports whether task i is out on a lease: pending, or held by a
+// session.
+func (t *task) leased() bool { return t.queue == qPending || t.queue == qHeld }
+
+// outstanding counts the tasks out on a lease.
+func (j *job) outstanding() int { return j.queues[qPending].n + j.queues[qHeld].n }
 
 // getTask leases the first todo task of the current pass. A trainer asking
 // for a later pass is waiting for this one to end; if a task of this pass
@@ -162,7 +191,7 @@ func (j *job) getTask(c *GetTask) *Result {
 	}
 	todo := &j.queues[qTodo]
 	if todo.n == 0 {
-		if j.queues[qDone].n == 0 && j.queues[qPending].n == 0 {
+		if j.queues[qDone].n == 0 && j.outstanding() == 0 {
 			return errResult(ErrAllTaskFailed)
 		}
 		return errResult(ErrNoMoreAvailable)
@@ -171,6 +200,14 @@ func (j *job) getTask(c *GetTask) *Result {
 	j.unlink(i)
 	t := &j.tasks[i]
 	t.epoch++
+	if c.Session != 0 {
+		// Held by the session until it ends or the task is finished.
+		t.deadline = 0
+		j.pushBack(qHeld, i)
+		r := &Result{Task: j.taskOf(i, j.cluster.clock)}
+		r.Task.Session = c.Session
+		return r
+	}
 	t.deadline = j.leaseEnd()
 	j.insertPending(i)
 	return &Result{Task: j.taskOf(i, j.cluster.clock)}
@@ -188,7 +225,7 @@ func (j *job) taskFinished(c *TaskFinished) *Result {
 	switch {
 	case !ok || epoch > t.epoch:
 		return errResult(ErrStaleEpoch) // never dispatched under that epoch here
-	case t.queue != qPending:
+	case !t.leased():
 		if strict {
 			return errResult(ErrStaleEpoch)
 		}
@@ -217,7 +254,7 @@ func (j *job) taskFailed(c *TaskFailed) *Result {
 		return errResult(err)
 	}
 	t := &j.tasks[i]
-	if epoch, ok := j.cluster.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
+	if epoch, ok := j.cluster.leaseEpoch(m.Epoch); !ok || !t.leased() || epoch != t.epoch {
 		return &Result{Ignored: true}
 	}
 	j.failTask(i)
@@ -245,8 +282,12 @@ func (j *job) renewLease(c *RenewLease) *Result {
 		return errResult(err)
 	}
 	t := &j.tasks[i]
-	if epoch, ok := j.cluster.leaseEpoch(m.Epoch); !ok || t.queue != qPending || epoch != t.epoch {
+	if epoch, ok := j.cluster.leaseEpoch(m.Epoch); !ok || !t.leased() || epoch != t.epoch {
 		return errResult(ErrStaleEpoch)
+	}
+	if t.queue == qHeld {
+		// Its session holds it; nothing to renew.
+		return &Result{Lease: j.cluster.heldLease(c.Session)}
 	}
 	j.unlink(i)
 	t.deadline = j.leaseEnd()
@@ -275,7 +316,7 @@ func (j *job) expireTasks() {
 // order with its failure count reset. If every task failed the pass stays,
 // and GetTask answers ErrAllTaskFailed, as in the original master.
 func (j *job) maybeNextPass() {
-	if j.queues[qTodo].n != 0 || j.queues[qPending].n != 0 || j.queues[qDone].n == 0 {
+	if j.queues[qTodo].n != 0 || j.outstanding() != 0 || j.queues[qDone].n == 0 {
 		return
 	}
 	j.pass++

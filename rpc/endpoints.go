@@ -102,7 +102,7 @@ var (
 	writeErrors = []string{CodeInvalid, CodeTooLarge, CodeNoLeader, CodeUnknownOutcome, CodeUnavailable}
 	// requestErrors may answer any write that carries a request id: the
 	// de-duplication table's refusals, and a token's quota.
-	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients, CodeForeignClient, CodeRateLimited)
+	requestErrors = codes(writeErrors, CodeUnknownClient, CodeTooManyClients, CodeForeignClient, CodeSessionExpired, CodeRateLimited)
 	// leaderReadErrors may answer a read that needs the leader.
 	leaderReadErrors = []string{CodeNoLeader, CodeUnavailable}
 )

@@ -28,6 +28,7 @@ const (
 	CodeUnknownClient    = "unknown_client"   // 409: the request id's client is not held; nothing changed
 	CodeTooManyClients   = "too_many_clients" // 503: no room for a new client id; retry with the same id
 	CodeForeignClient    = "foreign_client"   // 403: the request id's client belongs to another token; nothing changed
+	CodeSessionExpired   = "session_expired"  // 410: the request's session has ended; nothing changed, its leases were released
 
 	CodeNotLeader      = "not_leader"      // 307 to the leader, or 503 when unknown
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
@@ -100,6 +101,12 @@ var (
 	// request under another token: client ids are bound to their token.
 	// Nothing changed; it is answered 403.
 	ErrForeignClient = errors.New("the client id belongs to another token")
+	// ErrSessionExpired means the request was made under a session that
+	// has ended: its keep-alives stopped for its TTL, or it was closed.
+	// Nothing was applied, and what the session held (its tasks, its
+	// keys, its save-model lease) was released when it ended. It is
+	// answered 410.
+	ErrSessionExpired = errors.New("the session has expired")
 )
 
 //go:generate go run ./internal/errorsgen
@@ -174,6 +181,9 @@ var ErrorCodes = []ErrorCode{
 	{Code: CodeForeignClient, Name: "ForeignClient", Status: http.StatusForbidden, Sentinel: ErrForeignClient,
 		Doc: "the cluster refused a write because its identity was created under another token: " +
 			"identities are bound to the token of their first request. Nothing changed."},
+	{Code: CodeSessionExpired, Name: "SessionExpired", Status: http.StatusGone, Sentinel: ErrSessionExpired,
+		Doc: "the call was made under a session that has ended, because its keep-alives stopped for its TTL or it was closed: " +
+			"nothing was applied, and the tasks, keys and save-model lease it held were released. The client opens a new session."},
 
 	{Code: CodeNotLeader, Name: "NotLeader", Status: http.StatusServiceUnavailable, Retryable: true,
 		Doc: "the node does not lead and could not redirect (503); retried."},

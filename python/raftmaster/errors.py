@@ -153,6 +153,14 @@ class ForeignClient(RaftmasterError):
     code = "foreign_client"
 
 
+class SessionExpired(RaftmasterError):
+    """The call was made under a session that has ended, because its
+    keep-alives stopped for its TTL or it was closed: nothing was applied, and
+    the tasks, keys and save-model lease it held were released. The client
+    opens a new session."""
+    code = "session_expired"
+
+
 # The transport's codes.
 
 class NotLeader(RaftmasterError):
@@ -236,6 +244,7 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
     "unknown_client": UnknownClient,
     "too_many_clients": TooManyClients,
     "foreign_client": ForeignClient,
+    "session_expired": SessionExpired,
     "not_leader": NotLeader,
     "no_leader": NoLeader,
     "unknown_outcome": UnknownOutcome,
@@ -269,6 +278,7 @@ SENTINEL_CODES = frozenset((
     "unknown_client",
     "too_many_clients",
     "foreign_client",
+    "session_expired",
 ))
 # End of the code generated from rpc.ErrorCodes.
 
