@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -63,4 +64,26 @@ type Backend interface {
 // leader instead of answering them from its own FSM.
 type FollowerReads interface {
 	ServesFollowerReads() bool
+}
+
+// SessionKeeper is the leader's table of session keep-alives
+// (internal/sessions): it lives in the leader's memory for one term, and
+// nothing it does is replicated but the entries that end sessions.
+type SessionKeeper interface {
+	// KeepAlive restarts session id's TTL and records the progress of the
+	// tasks it holds; it answers how long the session lives from now. A
+	// session that has ended answers fsm.ErrSessionExpired, one of another
+	// owner fsm.ErrForeignClient.
+	KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionProgress) (time.Duration, error)
+	// Touch counts a request made under session id as a keep-alive.
+	Touch(id uint64)
+	// Remaining is how long session id lives without a keep-alive.
+	Remaining(id uint64) (time.Duration, bool)
+}
+
+// SessionBackend is a Backend that keeps sessions alive: Sessions
+// returns the leader's keeper, false when this node does not lead (or has
+// not taken over yet).
+type SessionBackend interface {
+	Sessions() (SessionKeeper, bool)
 }
