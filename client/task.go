@@ -30,8 +30,12 @@ type Task struct {
 	// before while the cluster finishes it (a task of it came back).
 	Pass int
 	// Lease is how long the lease lasted when the cluster answered; zero
-	// when the server did not say.
+	// when the server did not say, or when the task is held by a session.
 	Lease time.Duration
+	// Session is the Client's session that holds the task, 0 for a lease
+	// that runs out: a held task needs no renewal, and goes back to the
+	// queue as soon as the session ends.
+	Session uint64
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -157,7 +161,7 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease)}, nil
+	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session}, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:

@@ -192,6 +192,10 @@ type Task struct {
 	// Lease is how long the lease lasts from now; renew it (PathTaskRenew)
 	// well before it runs out.
 	Lease Duration `json:"lease"`
+	// Session, when set, is the session that holds the task (the one the
+	// request was made under): the task needs no renewal, and goes back
+	// to the queue when the session ends.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
