@@ -299,6 +299,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.logger = c.logger.Named("client")
 	c.ep.addrs = c.addrs
 	c.lanes.base = c.id
+	c.sess.ids.base = uuid.NewSHA1(c.id, []byte("sessions"))
 	c.ch = make(chan record, c.bufSize)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if len(c.etcdEndpoints) > 0 {

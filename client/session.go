@@ -21,8 +21,9 @@ import (
 // tasks the Client leases and the save-model lease it is granted are the
 // session's, and go back at once when it ends, whether Close closes it or
 // the leader gets no keep-alive for its TTL (the process died, or lost the
-// cluster). A task held by the session needs no renewal. The Client's
-// de-duplication identities are the session's, so that no retry of a
+// cluster). A task held by the session needs no renewal. The writes of
+// the task calls and the save-model lease go under the session, with
+// de-duplication identities of the session's own, so that no retry of a
 // session that has ended is ever applied (ErrSessionExpired); the Client
 // then opens a new session for its later calls.
 //
@@ -68,6 +69,9 @@ func WithoutSession() Option {
 type sessions struct {
 	ttl time.Duration // the TTL asked for
 	off bool          // WithoutSession
+	// ids are the identities of the calls that open and close sessions,
+	// apart from the Client's other writes.
+	ids lanes
 
 	mu      sync.Mutex
 	closing bool          // Close began: no session is opened any more
@@ -173,7 +177,7 @@ func (c *Client) openSession(ctx context.Context) (*session, error) {
 	}
 	var resp rpc.OpenSessionResponse
 	err = c.do(ctx, &call{method: http.MethodPost, path: rpc.PathSessions, body: rpc.OpenSessionRequest{TTL: rpc.Duration(ttl)},
-		write: true, out: &resp, noSession: true, budget: sessionOpenBudget})
+		write: true, out: &resp, ids: &c.sess.ids, budget: sessionOpenBudget})
 	if err != nil {
 		return nil, err
 	}
@@ -247,7 +251,7 @@ func (c *Client) closeSession() {
 	defer cancel()
 	var resp rpc.CloseSessionResponse
 	err := c.do(ctx, &call{method: http.MethodDelete, path: sessionPath(rpc.PathSession, cur.id), write: true, out: &resp,
-		noSession: true, budget: sessionOpenBudget})
+		ids: &c.sess.ids, budget: sessionOpenBudget})
 	if err != nil {
 		c.logger.Warn("cannot close the session; it ends when its TTL runs out", "session", cur.id, "error", err)
 	}

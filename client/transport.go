@@ -308,9 +308,13 @@ type call struct {
 	noProbe bool
 	// accept is the Accept header; "" means application/json.
 	accept string
-	// noSession sends a write without the Client's session: the calls
-	// that open and close it.
-	noSession bool
+	// underSession sends a write under the Client's session, opening it
+	// first if need be: the calls whose grants the session holds (the
+	// task calls, the save-model lease).
+	underSession bool
+	// ids, when set, are the identities of the write instead of the
+	// Client's.
+	ids *lanes
 	// session is the session the write goes under (set by do).
 	session uint64
 	// stream, when set, reads a 2xx answer's body instead of out: the
@@ -350,9 +354,12 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	var reqID string
 	var ln *lane
 	ids := &c.lanes
+	if cl.ids != nil {
+		ids = cl.ids
+	}
 	var sess *session
 	if cl.write {
-		if !cl.noSession && cl.addr == "" {
+		if cl.underSession && cl.addr == "" {
 			if sess = c.sessionFor(ctx); sess != nil {
 				ids, cl.session = &sess.lanes, sess.id
 			}
