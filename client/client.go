@@ -59,7 +59,7 @@ type Client struct {
 	waiting atomic.Bool
 
 	id     uuid.UUID
-	lanes  lanes  // request ids of writes without a session
+	lanes  lanes // request ids of writes without a session
 	sess   sessions
 	probes probes // who leads, when an attempt hangs
 	ep     endpoints
