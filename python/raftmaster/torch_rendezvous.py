@@ -126,7 +126,8 @@ _MAX_KEY = 256  # fsm.MaxKVKeyLen
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 _JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
-# How often a store read polls for a key that is not there yet.
+# How often a store read polls for a key that is not there yet, on a
+# cluster without the register's watch.
 _POLL_MIN = 0.02
 _POLL_MAX = 0.5
 
@@ -316,7 +317,11 @@ class RaftmasterStore(Store):
     On a cluster at protocol level 5 every call is native, each write one
     command applied once: set and multi_set store in one multi-set, add,
     append, compare_set and delete_key are the register's own; get,
-    multi_get, wait, check and num_keys are linearizable reads. Below that
+    multi_get, wait, check and num_keys are linearizable reads, and a get,
+    multi_get or wait that finds a key missing blocks on the register's
+    watch (:meth:`Client.kv_watch`, a long poll at the leader) until it is
+    set, rather than polling; a cluster whose release has no watch is
+    polled instead, and asked again for the watch every half minute. Below that
     level (a cluster some of whose nodes run an older release) the store
     does what it did before: add, append and compare_set are
     compare-and-set loops, atomic too, set a compare-and-set, multi_set a
@@ -342,6 +347,7 @@ class RaftmasterStore(Store):
         self._lock = threading.Lock()
         self._native_level = False  # the cluster was seen at KV_STORE_PROTOCOL
         self._next_probe = 0.0
+        self._watch_from = 0.0  # when to try the watch again after a cluster without it
         self._exited = False
         if timeout is not None:
             self.set_timeout(timeout)
@@ -529,12 +535,38 @@ class RaftmasterStore(Store):
             if len(values) == len(names):
                 return [values[i] for i in range(len(names))]
             left = deadline - time.monotonic()
+            first = next(i for i in range(len(names)) if i not in values)
             if left <= 0:
-                first = next(i for i in range(len(names)) if i not in values)
                 raise LookupError("raftmaster store: key %r of run %r not set within %s"
                                   % (keys[first], self._run_id, timeout))
+            if self._watches():
+                # Block until the first missing key is set, then read the
+                # others again: they may be there already.
+                try:
+                    v = self._client.kv_watch(names[first], 0, left)
+                except errors.NotFound:
+                    self._no_watch()
+                    continue
+                except errors.RaftmasterError as e:
+                    raise RuntimeError("raftmaster store: waiting for %s: %s" % (names[first], e)) from e
+                if v.found:
+                    values[first] = v.value or b""
+                continue
             time.sleep(min(random.uniform(pause / 2, pause), left))
             pause = min(pause * 2, _POLL_MAX)
+
+    def _watches(self) -> bool:
+        """Whether to wait with the register's watch: unless the cluster
+        answered that it has none less than _PROBE_EVERY seconds ago."""
+        with self._lock:
+            return time.monotonic() >= self._watch_from
+
+    def _no_watch(self) -> None:
+        """Record that the cluster has no watch (a release before it): poll
+        until a rolling upgrade may have brought it."""
+        log.info("raftmaster store: the cluster has no register watch (an earlier release); polling for keys instead")
+        with self._lock:
+            self._watch_from = time.monotonic() + _PROBE_EVERY
 
     def _round_prefix(self, round_: int) -> Optional[str]:
         """The register prefix of the keys that torch's agents write in a
