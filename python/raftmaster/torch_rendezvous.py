@@ -317,11 +317,7 @@ class RaftmasterStore(Store):
     On a cluster at protocol level 5 every call is native, each write one
     command applied once: set and multi_set store in one multi-set, add,
     append, compare_set and delete_key are the register's own; get,
-    multi_get, wait, check and num_keys are linearizable reads, and a get,
-    multi_get or wait that finds a key missing blocks on the register's
-    watch (:meth:`Client.kv_watch`, a long poll at the leader) until it is
-    set, rather than polling; a cluster whose release has no watch is
-    polled instead, and asked again for the watch every half minute. Below that
+    multi_get, wait, check and num_keys are linearizable reads. Below that
     level (a cluster some of whose nodes run an older release) the store
     does what it did before: add, append and compare_set are
     compare-and-set loops, atomic too, set a compare-and-set, multi_set a
@@ -329,7 +325,12 @@ class RaftmasterStore(Store):
     store asks the cluster's level once, and again every half minute while
     it is below.
 
-    A read that waits longer than the store's timeout raises LookupError.
+    A get, multi_get or wait that finds a key missing blocks on the
+    register's watch (:meth:`Client.kv_watch`, a long poll at the leader)
+    until the key is set, rather than polling; a cluster whose release has
+    no watch is polled instead, and asked again for the watch every half
+    minute. A read that waits longer than the store's timeout raises
+    LookupError.
 
     The run's keys are bounded: :class:`RaftmasterRendezvousHandler`
     deletes a round's keys once the next round is complete
