@@ -85,6 +85,7 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathKVCompareValue:      h.handleKVCompareValue,
 		rpc.PathKVMultiGet:          h.handleKVMultiGet,
 		rpc.PathKVNumKeys:           h.handleKVNumKeys,
+		rpc.PathKVWatch:             h.handleKVWatch,
 		rpc.PathLimits:              h.handleLimits,
 		rpc.PathLimitsSet:           h.handleLimitsSet,
 	})

@@ -269,6 +269,22 @@ var Endpoints = []Endpoint{
 		Errors: codes(leaderReadErrors, CodeInvalid),
 	},
 	{
+		Method: http.MethodGet, Path: PathKVWatch,
+		Summary: "Long poll for a change of a key of the job's register: answer what the key holds as soon as its version differs " +
+			"from after (after 0: as soon as the key exists; a key deleted answers found false), or, once the timeout passes, " +
+			"the key as it is with timed_out set. The leader answers, after a read barrier, so the answer is linearizable, " +
+			"as a get's; a node that stops leading during the wait redirects the watch to the new leader. " +
+			"A torch c10d store's get and wait block on it instead of polling.",
+		Response: KVWatchResponse{}, Redirects: true, Job: true,
+		Query: []Param{
+			{Name: KVParamKey, Doc: "The key: 1 to 256 bytes of printable ASCII without spaces.", Required: true, Type: ""},
+			{Name: KVWatchParamAfter, Doc: "The version the caller knows the key at; 0, the default, waits until the key exists.", Type: uint64(0)},
+			{Name: KVWatchParamTimeout, Doc: "How long to wait for a change, in milliseconds: 0 answers at once; 30000 (30s) when left out; " +
+				"a longer wait than the server's limit (60s unless configured) waits that limit.", Type: uint64(0)},
+		},
+		Errors: codes(leaderReadErrors, CodeInvalid),
+	},
+	{
 		Method: http.MethodGet, Path: PathStatus,
 		Summary: "Describe the answering node and summarise the state. Without stale the read is linearizable: " +
 			"only the leader answers, after a read barrier.",
