@@ -223,7 +223,7 @@ func (c *Client) KVWatch(ctx context.Context, key string, after uint64, timeout 
 		left := max(time.Until(deadline), 0)
 		poll := min(left, watchWait)
 		// Whole milliseconds, rounded up: a wait cut to 0 would spin.
-		q.Set(rpc.KVWatchParamTimeout, strconv.FormatInt(int64((poll+time.Millisecond-1)/time.Millisecond), 10))
+		q.Set(rpc.KVWatchParamWait, ((poll + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String())
 		var resp rpc.KVWatchResponse
 		err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathKVWatch, query: q, out: &resp,
 			timeout: poll + watchSlack, budget: max(c.retry, left)})

@@ -251,8 +251,8 @@ func badCases(f badFiles) []badCase {
 		kvWatch("bad key", "key=a+b", "printable ASCII"),
 		kvWatch("after not a number", "key=k&after=latest", `after "latest" is not a version`),
 		kvWatch("after negative", "key=k&after=-1", `after "-1"`),
-		kvWatch("timeout negative", "key=k&timeout_ms=-5", `timeout_ms "-5" is not a timeout`),
-		kvWatch("timeout a duration", "key=k&timeout_ms=5s", "whole number of milliseconds"),
+		kvWatch("wait negative", "key=k&wait=-5s", `wait "-5s" is not a wait`),
+		kvWatch("wait a number", "key=k&wait=5", "a Go duration from 0s"),
 
 		// The limits.
 		post("limits none given", rpc.PathLimitsSet, `{}`, bad, invalid).naming("no limit given"),

@@ -39,15 +39,12 @@ func (s *Handler) parseKVWatch(q url.Values) (kvWatchQuery, error) {
 	}
 	maxWait := s.cfg.Limits.MaxWatchWait
 	wq.wait = min(DefaultWatchWait, maxWait)
-	if v := q.Get(rpc.KVWatchParamTimeout); v != "" {
-		ms, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			return wq, invalidf("%s %q is not a timeout: a whole number of milliseconds from 0", rpc.KVWatchParamTimeout, v)
+	if v := q.Get(rpc.KVWatchParamWait); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return wq, invalidf("%s %q is not a wait: a Go duration from 0s, such as 30s", rpc.KVWatchParamWait, v)
 		}
-		wq.wait = maxWait
-		if ms < uint64(maxWait/time.Millisecond) {
-			wq.wait = time.Duration(ms) * time.Millisecond
-		}
+		wq.wait = min(d, maxWait)
 	}
 	return wq, nil
 }

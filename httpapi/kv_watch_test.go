@@ -18,7 +18,7 @@ import (
 func kvWatchPath(path, key string, after uint64, timeout time.Duration) string {
 	q := url.Values{rpc.KVParamKey: {key}, rpc.KVWatchParamAfter: {strconv.FormatUint(after, 10)}}
 	if timeout >= 0 {
-		q.Set(rpc.KVWatchParamTimeout, strconv.FormatInt(timeout.Milliseconds(), 10))
+		q.Set(rpc.KVWatchParamWait, timeout.String())
 	}
 	return path + "?" + q.Encode()
 }
@@ -137,7 +137,7 @@ func TestKVWatchTimeoutCap(t *testing.T) {
 	}
 	// Milliseconds past what a time.Duration holds are cut to the limit
 	// too.
-	got := kvWatchAnswer(t, e.get(rpc.PathKVWatch+"?key=absent&timeout_ms=18446744073709551615"))
+	got := kvWatchAnswer(t, e.get(rpc.PathKVWatch+"?key=absent&wait=1000h"))
 	if !got.TimedOut {
 		t.Errorf("the largest timeout: %+v", got)
 	}
@@ -171,7 +171,7 @@ func TestKVWatchRedirectsWhenLeadershipMoves(t *testing.T) {
 func TestKVWatchTimeoutDoc(t *testing.T) {
 	for _, ep := range rpc.Endpoints {
 		for _, p := range ep.Query {
-			if ep.Path != rpc.PathKVWatch || p.Name != rpc.KVWatchParamTimeout {
+			if ep.Path != rpc.PathKVWatch || p.Name != rpc.KVWatchParamWait {
 				continue
 			}
 			for _, d := range []time.Duration{httpapi.DefaultWatchWait, httpapi.DefaultMaxWatchWait} {
@@ -182,5 +182,5 @@ func TestKVWatchTimeoutDoc(t *testing.T) {
 			return
 		}
 	}
-	t.Errorf("%s has no %s parameter", rpc.PathKVWatch, rpc.KVWatchParamTimeout)
+	t.Errorf("%s has no %s parameter", rpc.PathKVWatch, rpc.KVWatchParamWait)
 }

@@ -50,7 +50,7 @@ var samples = map[string]string{
 	rpc.PathKVCompareValue:      `{"key":"k","expected":"","desired":"dg=="}`,
 	rpc.PathKVMultiGet:          `{"keys":["k"]}`,
 	rpc.PathKVNumKeys:           "?prefix=k",
-	rpc.PathKVWatch:             "?key=k&timeout_ms=0",
+	rpc.PathKVWatch:             "?key=k&wait=0s",
 	rpc.PathLimits:              "",
 	rpc.PathLimitsSet:           `{"max_jobs":5}`,
 }

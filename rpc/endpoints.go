@@ -279,8 +279,8 @@ var Endpoints = []Endpoint{
 		Query: []Param{
 			{Name: KVParamKey, Doc: "The key: 1 to 256 bytes of printable ASCII without spaces.", Required: true, Type: ""},
 			{Name: KVWatchParamAfter, Doc: "The version the caller knows the key at; 0, the default, waits until the key exists.", Type: uint64(0)},
-			{Name: KVWatchParamTimeout, Doc: "How long to wait for a change, in milliseconds: 0 answers at once; 30000 (30s) when left out; " +
-				"a longer wait than the server's limit (60s unless configured) waits that limit.", Type: uint64(0)},
+			{Name: KVWatchParamWait, Doc: "How long to wait for a change, a Go duration such as 30s: 0s answers at once; 30s when left out; " +
+				"a longer wait than the server's limit (60s unless configured) waits that limit.", Type: ""},
 		},
 		Errors: codes(leaderReadErrors, CodeInvalid),
 	},

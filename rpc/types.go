@@ -715,10 +715,11 @@ const (
 	// watch answers once the key's version differs from it. 0 (the
 	// default) waits until the key exists.
 	KVWatchParamAfter = "after"
-	// KVWatchParamTimeout is how long the watch may wait, in whole
-	// milliseconds: 0 answers at once, and more than the server's limit
-	// (httpapi.Limits.MaxWatchWait) waits that limit.
-	KVWatchParamTimeout = "timeout_ms"
+	// KVWatchParamWait is how long the watch may wait, a Go duration
+	// such as "30s", as the allgather watch's wait: 0 answers at once,
+	// and more than the server's limit (httpapi.Limits.MaxWatchWait)
+	// waits that limit.
+	KVWatchParamWait = "wait"
 )
 
 // KVWatchResponse is the answer to a watch of a register key: what the

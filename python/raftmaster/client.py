@@ -528,7 +528,7 @@ class Client:
             left = max(deadline - time.monotonic(), 0.0)
             poll = min(left, _WATCH_WAIT)
             # Whole milliseconds, rounded up: a wait cut to 0 would spin.
-            query["timeout_ms"] = str(math.ceil(poll * 1000))
+            query["wait"] = "%dms" % math.ceil(poll * 1000)
             out = self._do(Call("GET", "/v1/kv/watch", query=dict(query), timeout=poll + _WATCH_SLACK,
                                 budget=max(self._t.retry, left))) or {}
             v = _kv_value(out)
