@@ -1,6 +1,8 @@
 package raftnode
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -45,4 +47,43 @@ func TestLeaderExpiresASessionThatStopsKeepingAlive(t *testing.T) {
 	if _, err := tracker.KeepAlive(id, [16]byte{}, nil); err == nil {
 		t.Fatal("KeepAlive of the ended session succeeded")
 	}
+}
+
+// A session that keeps alive on the new leader after a fail-over lives on,
+// and the new leader checkpoints it once, so that the leader after it
+// gives it a fresh TTL too.
+func TestSessionKeptAliveSurvivesAFailover(t *testing.T) {
+	c := newTestCluster(t, 3)
+	waitFor(t, "protocol level 6", func() bool { return c.leader().FSM().Protocol() >= fsm.Protocol6 })
+	id := c.apply(&fsm.OpenSession{Header: fsm.Header{Request: fsm.RequestID{Client: uuid.New(), Seq: 1}}, TTL: 3 * time.Second}).Session
+	c.converged()
+	old := c.leader()
+	for i, n := range c.nodes {
+		if n == old {
+			if err := n.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			c.nodes[i] = nil
+		}
+	}
+	leader := c.leader()
+	waitFor(t, "a keep-alive answered by the new leader", func() bool {
+		tracker, ok := leader.Sessions()
+		if !ok {
+			return false
+		}
+		_, err := tracker.KeepAlive(id, [16]byte{}, nil)
+		if errors.Is(err, fsm.ErrSessionExpired) {
+			t.Fatalf("the new leader ended the session: %v", err)
+		}
+		return err == nil
+	})
+	waitFor(t, "the session's checkpoint in the new term", func() bool {
+		latest, _ := leader.FSM().SessionGraces()
+		info, ok := leader.FSM().Session(id)
+		if !ok {
+			t.Fatal("the session ended")
+		}
+		return info.Seen >= latest
+	})
 }

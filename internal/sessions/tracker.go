@@ -43,6 +43,10 @@ const (
 	// MinStall is the least lateness of the loop taken for a stall of
 	// the leader (see Tracker).
 	MinStall = time.Second
+
+	// unconfirmedLogEvery spaces the log lines of a leadership that
+	// cannot be confirmed.
+	unconfirmedLogEvery = 10 * time.Second
 )
 
 // ErrStopped answers the calls of a tracker whose term has ended: this
@@ -111,8 +115,8 @@ type Tracker struct {
 	minTTL time.Duration
 
 	// Owned by the loop (Run, step).
-	lastStep, lastSync, lastFlush int64
-	syncedIndex                   uint64
+	lastStep, lastSync, lastFlush, lastUnconfirmed int64
+	syncedIndex                                    uint64
 }
 
 // entry is a session's keep-alive state.
@@ -219,6 +223,11 @@ func (t *Tracker) stop() {
 // being ended) answers fsm.ErrSessionExpired, one of another owner (both
 // owners set) fsm.ErrForeignClient.
 func (t *Tracker) KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionProgress) (time.Duration, error) {
+	// Once the term has ended, the local state may miss sessions opened
+	// since: it says nothing of the session.
+	if t.isStopped() {
+		return 0, ErrStopped
+	}
 	ttl, own, open := t.cfg.FSM.SessionOpen(id)
 	if !open {
 		return 0, fmt.Errorf("session %d: %w", id, fsm.ErrSessionExpired)
@@ -254,6 +263,12 @@ func (t *Tracker) KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionPro
 		}
 	}
 	return ttl, nil
+}
+
+func (t *Tracker) isStopped() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.stopped
 }
 
 // Touch counts a request made under session id as a keep-alive.
@@ -352,8 +367,11 @@ func (t *Tracker) step(ctx context.Context) {
 	sessions = t.unseen(sessions)
 	if len(sessions) > 0 || len(tasks) > 0 {
 		if err := t.cfg.VerifyLeader(ctx); err != nil {
-			t.log.Warn("not ending sessions or revoking tasks: leadership not confirmed",
-				"sessions", len(sessions), "tasks", len(tasks), "error", err)
+			if now-t.lastUnconfirmed >= int64(unconfirmedLogEvery) {
+				t.lastUnconfirmed = now
+				t.log.Warn("not ending sessions or revoking tasks: leadership not confirmed",
+					"sessions", len(sessions), "tasks", len(tasks), "error", err)
+			}
 		} else if t.expire(ctx, sessions) {
 			t.revoke(ctx, tasks)
 		}
@@ -483,7 +501,7 @@ func (t *Tracker) checkpoint(ctx context.Context, now int64) {
 	t.lastFlush = now
 	slices.Sort(ids)
 	ids = ids[:min(len(ids), fsm.MaxSessionBatch)]
-	if _, err := t.cfg.Propose(ctx, &fsm.CheckpointSessions{IDs: ids}); err != nil {
+	if _, err := t.propose(ctx, &fsm.CheckpointSessions{IDs: ids}); err != nil {
 		t.log.Warn("checkpointing sessions failed; retrying", "sessions", len(ids), "error", err)
 		return
 	}
@@ -499,6 +517,18 @@ func (t *Tracker) checkpoint(ctx context.Context, now int64) {
 		t.cfg.Observer.SessionsCheckpointed(len(ids))
 	}
 	t.log.Debug("checkpointed sessions kept alive in this term", "sessions", len(ids))
+}
+
+// propose proposes c; a result the state machine refused is an error.
+func (t *Tracker) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
+	r, err := t.cfg.Propose(ctx, c)
+	if err == nil {
+		err = r.Err()
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // heldRef names a held task of a session.
@@ -571,7 +601,7 @@ func (t *Tracker) expire(ctx context.Context, due []uint64) bool {
 	t.mu.Unlock()
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), fsm.MaxSessionBatch)]
-		r, err := t.cfg.Propose(ctx, &fsm.ExpireSessions{IDs: batch})
+		r, err := t.propose(ctx, &fsm.ExpireSessions{IDs: batch})
 		if err != nil {
 			t.mu.Lock()
 			for _, id := range ids {
@@ -616,7 +646,7 @@ func (t *Tracker) revoke(ctx context.Context, due []heldRef) {
 		records, timeout := r.records, r.timeout
 		t.mu.Unlock()
 		k := ref.task
-		res, err := t.cfg.Propose(ctx, &fsm.TaskFailed{Header: fsm.Header{Job: k.job}, Meta: fsm.TaskMeta{ID: k.id, Epoch: k.epoch}})
+		res, err := t.propose(ctx, &fsm.TaskFailed{Header: fsm.Header{Job: k.job}, Meta: fsm.TaskMeta{ID: k.id, Epoch: k.epoch}})
 		t.mu.Lock()
 		if e := t.entries[ref.session]; e != nil {
 			if err == nil {

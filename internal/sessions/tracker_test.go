@@ -442,9 +442,12 @@ func TestRunExpiresAndStops(t *testing.T) {
 	}
 	cancel()
 	<-done
+	// The state no longer tells this tracker whether a session is open.
 	other := c.open(time.Minute)
-	if _, err := tr.KeepAlive(other, [16]byte{}, nil); !errors.Is(err, ErrStopped) {
-		t.Fatalf("KeepAlive after Run: %v, want ErrStopped", err)
+	for _, id := range []uint64{id, other} {
+		if _, err := tr.KeepAlive(id, [16]byte{}, nil); !errors.Is(err, ErrStopped) {
+			t.Fatalf("KeepAlive of session %d after Run: %v, want ErrStopped", id, err)
+		}
 	}
 	if _, ok := tr.Remaining(other); ok {
 		t.Fatal("Remaining after Run reported a session")
