@@ -192,6 +192,10 @@ type Task struct {
 	// Lease is how long the lease lasts from now; renew it (PathTaskRenew)
 	// well before it runs out.
 	Lease Duration `json:"lease"`
+	// Session is the session that holds the task, when it was leased
+	// under one (HeaderSession): it needs no renewal, and goes back to
+	// todo when the session ends. Absent for a lease that runs out.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
@@ -501,6 +505,7 @@ type Stats struct {
 	Tasks      int           `json:"tasks"`
 	Todo       int           `json:"todo"`
 	Pending    int           `json:"pending"`
+	Held       int           `json:"held,omitempty"` // the pending tasks held by sessions, which need no renewal
 	Done       int           `json:"done"`
 	Failed     int           `json:"failed"`
 	Params     DatasetParams `json:"params"`
@@ -532,6 +537,7 @@ type Job struct {
 	Tasks        int       `json:"tasks"`
 	Todo         int       `json:"todo"`
 	Pending      int       `json:"pending"`
+	Held         int       `json:"held,omitempty"` // the pending tasks held by sessions, which need no renewal
 	Done         int       `json:"done"`
 	Failed       int       `json:"failed"`
 	Uploads      int       `json:"uploads"`
