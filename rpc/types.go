@@ -192,9 +192,9 @@ type Task struct {
 	// Lease is how long the lease lasts from now; renew it (PathTaskRenew)
 	// well before it runs out.
 	Lease Duration `json:"lease"`
-	// Session is the session that holds the task, when it was leased
-	// under one (HeaderSession): it needs no renewal, and goes back to
-	// todo when the session ends. Absent for a lease that runs out.
+	// Session, when set, is the session that holds the task (the one the
+	// request was made under): the task needs no renewal, and goes back
+	// to the queue when the session ends.
 	Session uint64 `json:"session,omitempty"`
 }
 
