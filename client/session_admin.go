@@ -3,8 +3,6 @@ package client
 import (
 	"context"
 	"net/http"
-	"strconv"
-	"strings"
 
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -38,7 +36,6 @@ func (c *Client) CloseSession(id uint64) (bool, error) {
 // CloseSessionContext is CloseSession bounded by ctx.
 func (c *Client) CloseSessionContext(ctx context.Context, id uint64) (bool, error) {
 	var resp rpc.CloseSessionResponse
-	path := strings.Replace(rpc.PathSession, "{"+rpc.SessionParam+"}", strconv.FormatUint(id, 10), 1)
-	err := c.do(ctx, &call{method: http.MethodDelete, path: path, write: true, out: &resp})
+	err := c.do(ctx, &call{method: http.MethodDelete, path: sessionPath(rpc.PathSession, id), write: true, out: &resp})
 	return err == nil && resp.Closed, err
 }

@@ -243,8 +243,8 @@ func (s *Handler) leaderKeeper() (SessionKeeper, bool) {
 
 // keeper returns the leader's session keeper for a request that needs
 // it. A node that does not lead redirects (ErrNotLeader); a leader that
-// has not taken over its sessions yet answers unavailable, to be retried,
-// as does one whose backend keeps no sessions.
+// has not taken over its sessions yet answers unavailable, to be retried;
+// one whose backend keeps no sessions answers noSessions.
 func (s *Handler) keeper() (SessionKeeper, error) {
 	sb, ok := s.b.(SessionBackend)
 	if !ok {
@@ -260,7 +260,8 @@ func (s *Handler) keeper() (SessionKeeper, error) {
 }
 
 // noSessions is the answer of a server whose backend keeps no sessions:
-// clients carry on without one, as below protocol level 6.
+// not_found, as from a server of a release before sessions, which a
+// client does not retry; it carries on without a session.
 func noSessions() error {
-	return rpc.Errorf(rpc.CodeUnavailable, "this server keeps no sessions")
+	return rpc.Errorf(rpc.CodeNotFound, "this server keeps no sessions")
 }

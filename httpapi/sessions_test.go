@@ -375,7 +375,7 @@ func TestKeepAliveBounds(t *testing.T) {
 // TestSessionsNeedTheLeader: a follower sends the session endpoints to
 // the leader; a leader that has not taken over its sessions answers the
 // keep-alive and the list unavailable, to be retried; a server whose
-// backend keeps no sessions refuses to open one.
+// backend keeps no sessions answers not_found, which is not retried.
 func TestSessionsNeedTheLeader(t *testing.T) {
 	e, fake := fakeEnv(t)
 	s := e.openSession(time.Minute)
@@ -416,10 +416,11 @@ func TestSessionsNeedTheLeader(t *testing.T) {
 	plain := newEnv(t, testConfig(), nil, nil)
 	before := plain.state()
 	r := plain.post(rpc.PathSessions, rpc.OpenSessionRequest{}, reqID(uuid.New(), 1)...)
-	if msg := wantError(t, r, http.StatusServiceUnavailable, rpc.CodeUnavailable).Message; !strings.Contains(msg, "keeps no sessions") {
+	if msg := wantError(t, r, http.StatusNotFound, rpc.CodeNotFound).Message; !strings.Contains(msg, "keeps no sessions") {
 		t.Errorf("open on a server that keeps no sessions: %q", msg)
 	}
-	wantError(t, plain.post(sessionPath(rpc.PathSessionKeepAlive, 1), rpc.KeepAliveRequest{}), http.StatusServiceUnavailable, rpc.CodeUnavailable)
+	wantError(t, plain.post(sessionPath(rpc.PathSessionKeepAlive, 1), rpc.KeepAliveRequest{}), http.StatusNotFound, rpc.CodeNotFound)
+	wantError(t, plain.get(rpc.PathSessions), http.StatusNotFound, rpc.CodeNotFound)
 	if plain.state() != before {
 		t.Fatal("a refused opening changed the state")
 	}

@@ -395,16 +395,17 @@ var Endpoints = []Endpoint{
 			"(" + http.MethodDelete + " " + PathSession + "), or when the leader has had no keep-alive (" + PathSessionKeepAlive + ") " +
 			"and no request under it for its TTL. A TTL of 0 takes the server's default (serve --session-ttl, 5s unless configured); " +
 			"a TTL is 1s to 1h. The writes made under the session carry its id in the " + HeaderSession + " header. " +
-			"Needs protocol level 6: a cluster below it answers unavailable.",
+			"Needs protocol level 6: a cluster below it answers unavailable; a server whose backend keeps no sessions answers not_found, " +
+			"as a server of an earlier release does.",
 		Request: OpenSessionRequest{}, Response: OpenSessionResponse{},
-		Write: true, Redirects: true, NoSession: true, Errors: codes(requestErrors, CodeLimit),
+		Write: true, Redirects: true, NoSession: true, Errors: codes(requestErrors, CodeLimit, CodeNotFound),
 	},
 	{
 		Method: http.MethodGet, Path: PathSessions, Operation: "listSessions", Access: AccessOperator,
 		Summary: "List the open sessions in id order: each one's TTL, how long it lives without another keep-alive by the leader's clock, " +
 			"its age, the tasks it holds and how many register keys are attached to it. The leader answers, after a read barrier. " +
 			"Needs protocol level 6: a cluster below it answers unavailable.",
-		Response: SessionsResponse{}, Redirects: true, Errors: codes(leaderReadErrors),
+		Response: SessionsResponse{}, Redirects: true, Errors: codes(leaderReadErrors, CodeNotFound),
 	},
 	{
 		Method: http.MethodPost, Path: PathSessionKeepAlive,
@@ -415,7 +416,7 @@ var Endpoints = []Endpoint{
 			"for the job's task timeout. At most 4096 progress entries. " +
 			"Needs protocol level 6: a cluster below it answers unavailable.",
 		Request: KeepAliveRequest{}, Response: KeepAliveResponse{},
-		Redirects: true, Errors: codes(leaderReadErrors, CodeInvalid, CodeTooLarge, CodeSessionExpired, CodeForeignClient),
+		Redirects: true, Errors: codes(leaderReadErrors, CodeInvalid, CodeTooLarge, CodeSessionExpired, CodeForeignClient, CodeNotFound),
 	},
 	{
 		Method: http.MethodDelete, Path: PathSession, Operation: "closeSession",
