@@ -506,6 +506,7 @@ type Stats struct {
 	Tasks      int           `json:"tasks"`
 	Todo       int           `json:"todo"`
 	Pending    int           `json:"pending"`
+	Held       int           `json:"held,omitempty"` // the pending tasks held by sessions, which need no renewal
 	Done       int           `json:"done"`
 	Failed     int           `json:"failed"`
 	Params     DatasetParams `json:"params"`
@@ -537,6 +538,7 @@ type Job struct {
 	Tasks        int       `json:"tasks"`
 	Todo         int       `json:"todo"`
 	Pending      int       `json:"pending"`
+	Held         int       `json:"held,omitempty"` // the pending tasks held by sessions, which need no renewal
 	Done         int       `json:"done"`
 	Failed       int       `json:"failed"`
 	Uploads      int       `json:"uploads"`
