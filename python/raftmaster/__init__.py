@@ -37,7 +37,8 @@ __all__ = [
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",
     "Unavailable", "TooLarge",
-    "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "SessionExpired", "RateLimited",
+    "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "SessionExpired",
+    "RateLimited",
     "ClientClosed", "TransportError", "NoContact",
     "ChunkError",
 ]

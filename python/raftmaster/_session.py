@@ -68,9 +68,10 @@ class Session(Bound):
     """An open session of this process: its id, TTL (seconds) and
     de-duplication lanes, and the thread that keeps it alive."""
 
-    def __init__(self, session_id: int, ttl: float, lanes: Lanes) -> None:
+    def __init__(self, session_id: int, ttl: float, lanes: Lanes, control: Lanes) -> None:
         super().__init__(session_id, lanes)
         self.ttl = ttl
+        self.control = control  # the identity that opened it, and closes it
         self.pid = os.getpid()
         self.ended = threading.Event()
         self.thread: Optional[threading.Thread] = None
@@ -101,6 +102,7 @@ class Sessions:
         self._closed = False
         self._progress: Dict[int, Progress] = {}
         self._dir_failed = False
+        self._opens = 0
 
     @property
     def current_id(self) -> Optional[int]:
@@ -131,8 +133,14 @@ class Sessions:
         body: Dict[str, Any] = {}
         if self._ttl is not None:
             body["ttl"] = format_duration(self._ttl)
+        # Each opening has an identity of its own, which closes the session
+        # too: one refused by a cluster without sessions was never held,
+        # and a next request under it would be refused as unknown.
+        self._opens += 1
+        control = Lanes(uuid.uuid5(self._t.id, "open/%d" % self._opens))
         try:
-            out = self._t.do(Call("POST", "/v1/sessions", body=body, write=True, final=predates_sessions)) or {}
+            out = self._t.do(Call("POST", "/v1/sessions", body=body, write=True, final=predates_sessions,
+                                  lanes=control)) or {}
         except errors.ClientClosed:
             raise
         except errors.RaftmasterError as e:
@@ -153,7 +161,7 @@ class Sessions:
         ttl_s = parse_duration(ttl) if isinstance(ttl, str) and ttl else 0.0
         if ttl_s <= 0:
             ttl_s = self._ttl or DEFAULT_SESSION_TTL
-        s = Session(sid, ttl_s, Lanes(uuid.uuid5(self._t.id, "session/%d" % sid)))
+        s = Session(sid, ttl_s, Lanes(uuid.uuid5(self._t.id, "session/%d" % sid)), control)
         with self._lock:
             closed = self._closed
             if not closed:
@@ -197,7 +205,7 @@ class Sessions:
         if s.pid != os.getpid():
             return  # another process's session, inherited through fork
         try:
-            self._t.do(Call("DELETE", "/v1/sessions/%d" % s.id, write=True,
+            self._t.do(Call("DELETE", "/v1/sessions/%d" % s.id, write=True, lanes=s.control,
                             budget=min(self._t.retry, CLOSE_BUDGET)))
             log.debug("session %d closed", s.id)
         except errors.RaftmasterError as e:

@@ -266,13 +266,14 @@ class Call:
     """One API call."""
 
     __slots__ = ("method", "path", "query", "body", "write", "timeout", "budget", "addr", "no_probe", "cancel",
-                 "session", "final")
+                 "session", "final", "lanes")
 
     def __init__(self, method: str, path: str, *, query: Optional[Dict[str, str]] = None, body: Any = None,
                  write: bool = False, timeout: float = 0.0, budget: Optional[float] = None,
                  addr: str = "", no_probe: bool = False, cancel: Optional[threading.Event] = None,
                  session: Optional[Bound] = None,
-                 final: Optional[Callable[[errors.RaftmasterError], bool]] = None) -> None:
+                 final: Optional[Callable[[errors.RaftmasterError], bool]] = None,
+                 lanes: Optional[Lanes] = None) -> None:
         self.method = method
         self.path = path
         self.query = query or {}
@@ -285,6 +286,7 @@ class Call:
         self.cancel = cancel        # set to stop retrying (Cancelled); the client's close also stops it
         self.session = session      # a write's session: its header and lanes; None: the client's own lanes
         self.final = final          # an error it holds for is raised at once, though retryable
+        self.lanes = lanes          # a write's identities, when neither the session's nor the client's
 
 
 class Cancelled(errors.RaftmasterError):
@@ -387,7 +389,7 @@ class Transport:
         lane = None
         req_id = ""
         # A write under a session uses the session's identities.
-        lanes = call.session.lanes if call.session is not None else self.lanes
+        lanes = call.lanes or (call.session.lanes if call.session is not None else self.lanes)
         if call.write:
             lane = lanes.acquire()
             req_id = lane.next()

@@ -55,7 +55,8 @@ class Chunk:
 @dataclass(frozen=True)
 class Task:
     """A leased task: read its chunks, then report it finished or failed,
-    and renew the lease well before it runs out."""
+    and renew the lease well before it runs out (a task held by the
+    client's session needs no renewal: report its progress instead)."""
     meta: TaskMeta
     chunks: List[Chunk] = field(default_factory=list)
     #: The pass the task belongs to: the one asked for, or the one before
@@ -474,7 +475,9 @@ class Client:
         """Iterate over this trainer's share of the records of pass pass_id.
 
         The iterator leases one task at a time, renews its lease in the
-        background while the task's records are consumed, reads and verifies
+        background while the task's records are consumed (a task held by
+        the client's session needs no renewal: the session's keep-alives
+        carry how many of its records were taken), reads and verifies
         all of a task's chunks before it yields any record, and reports the
         task finished when the record after its last one is asked for (or
         at close, once its last record was taken). It waits while the pass

@@ -668,6 +668,13 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
         return getattr(getattr(self, "_state_holder", None), "state", None)
 
 
+# The agents' session directories of this process, in the order made, and
+# what the environment named before the first.
+_live_dirs: List["WorkerSessions"] = []
+_outside_dir: Optional[str] = None
+_dirs_lock = threading.Lock()
+
+
 class WorkerSessions:
     """The sessions of an agent's workers: a directory of the agent's own,
     named to the workers (whose environment is the agent's) in
@@ -679,8 +686,12 @@ class WorkerSessions:
         self._client = client
         self._lock = threading.Lock()
         self.directory = tempfile.mkdtemp(prefix="raftmaster-sessions-")
-        self._previous = os.environ.get(SESSION_DIR_ENV)
-        os.environ[SESSION_DIR_ENV] = self.directory
+        global _outside_dir
+        with _dirs_lock:
+            if not _live_dirs:
+                _outside_dir = os.environ.get(SESSION_DIR_ENV)
+            _live_dirs.append(self)
+            os.environ[SESSION_DIR_ENV] = self.directory
         self._finished = False
         # torchrun does not shut the rendezvous down when the agent dies of
         # a signal; it still exits, once it has stopped its workers.
@@ -710,12 +721,18 @@ class WorkerSessions:
             if self._finished:
                 return
             self._finished = True
+        with _dirs_lock:
+            if self in _live_dirs:
+                _live_dirs.remove(self)
             if os.environ.get(SESSION_DIR_ENV) == self.directory:
-                if self._previous is None:
+                # Name the directory of the agent made last that goes on,
+                # else what the environment named before.
+                name = _live_dirs[-1].directory if _live_dirs else _outside_dir
+                if name is None:
                     os.environ.pop(SESSION_DIR_ENV, None)
                 else:
-                    os.environ[SESSION_DIR_ENV] = self._previous
-            shutil.rmtree(self.directory, ignore_errors=True)
+                    os.environ[SESSION_DIR_ENV] = name
+        shutil.rmtree(self.directory, ignore_errors=True)
         atexit.unregister(self.finish)
 
 

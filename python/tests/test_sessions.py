@@ -100,17 +100,19 @@ def test_a_session_opens_at_the_first_write_and_every_write_carries_it(fake, cli
     assert c.session_id == 7
     opening = s.session_requests[0]
     assert (opening["method"], opening["path"], json.loads(opening["body"])) == ("POST", "/v1/sessions", {"ttl": "5s"})
-    # The opening is made under the client's own identity, the writes under
+    # The opening is made under an identity of its own, the writes under
     # the session's, which are bound to it.
-    assert lane_of(opening) == str(c.id) and _transport.HEADER_SESSION not in opening["headers"]
+    assert lane_of(opening) == str(uuid.uuid5(c.id, "open/1"))
+    assert _transport.HEADER_SESSION not in opening["headers"]
     writes = [r for r in s.requests if r["path"].endswith("/task/get")]
     assert [r["headers"][_transport.HEADER_SESSION] for r in writes] == ["7", "7"]
     assert {lane_of(r) for r in writes} == {str(uuid.uuid5(c.id, "session/7"))}
     assert "X-Raftmaster-Session" not in s.requests[0]["headers"]  # the status read
     session = c._sessions._current
     c.close()
-    assert [(r["method"], r["path"]) for r in s.session_requests if r["method"] == "DELETE"] == [
-        ("DELETE", "/v1/sessions/7")]
+    closing = [r for r in s.session_requests if r["method"] == "DELETE"]
+    assert [r["path"] for r in closing] == ["/v1/sessions/7"]
+    assert closing[0]["headers"][_transport.HEADER_REQUEST_ID] == "%s/2" % uuid.uuid5(c.id, "open/1")
     assert sessions.open == set() and c.session_id is None
     wait_until(lambda: not session.thread.is_alive(), "the keep-alive thread to stop", timeout=10)
 
@@ -172,8 +174,8 @@ def test_a_cluster_without_sessions_is_asked_again_later(fake, clients):
 
 
 def test_a_cluster_not_upgraded_yet_is_not_waited_for(fake, clients):
-    pending = (503, {"Retry-After": "1"}, {"code": "unavailable", "message": "the cluster is not upgraded yet: "
-                                                                              "open session needs protocol level 6"})
+    message = "the cluster is not upgraded yet: open session needs protocol level 6"
+    pending = (503, {"Retry-After": "1"}, {"code": "unavailable", "message": message})
     s = fake([(200, {}, TASK)], lambda method, path: pending)
     c = clients([s.addr], retry=60)
     waits = recording_waits(c)
