@@ -303,7 +303,7 @@ CODES = {
     "unauthorized": (401, raftmaster.Unauthorized),
     "forbidden": (403, raftmaster.Forbidden),
     "foreign_client": (403, raftmaster.ForeignClient),
-    "session_expired": (410, raftmaster.SessionExpired),
+    "session_expired": (410, errors.SessionExpired),
     "rate_limited": (429, raftmaster.RateLimited),
 }
 
