@@ -188,7 +188,7 @@ class Client:
     cluster at protocol level 6 (one below it has none: the client works
     without, and asks again a minute later), and a daemon thread keeps it
     alive every third of its TTL, with the progress of the tasks it holds.
-    Every write is made under it. The tasks that get_task leases under it
+    Every write but set_dataset is made under it. The tasks that get_task leases under it
     are held (``Task.session``): they need no renewal, and come back to the
     job at once when the session is closed, or after its TTL when the
     keep-alives stop (the process died or hangs). A call made under a
@@ -280,8 +280,10 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _do(self, call: Call) -> Any:
-        if call.write and call.session is None:
+    def _do(self, call: Call, session: bool = True) -> Any:
+        """Perform call; a write goes under the client's session, unless
+        session is False."""
+        if call.write and call.session is None and session:
             call.session = self._sessions.get()
             if call.session is None:
                 # Keys attach to a session only: without one they are plain.
@@ -375,8 +377,9 @@ class Client:
             body["strict"] = True
         # Indexing a large dataset on the leader takes a while: let an
         # attempt use the whole budget.
+        # A dataset is not set under a session: the cluster refuses it.
         out = self._do(Call("POST", "/v1/dataset", body=body, write=True,
-                            timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT))) or {}
+                            timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT)), session=False) or {}
         result = DatasetResult(bool(out.get("ignored")), int(out.get("files", 0)), int(out.get("chunks", 0)),
                                int(out.get("tasks", 0)), tuple(out.get("current_patterns") or ()))
         warn_other_patterns(log, self.job or DEFAULT_JOB, globs, result.ignored, result.current_patterns)
@@ -740,7 +743,7 @@ class Client:
         """Send a write to path (such as "/v1/task/get") with body as JSON and
         return the decoded answer, with redirects and retries like every
         other call: for fields the typed calls do not return."""
-        return self._do(Call("POST", path, body=body, write=True))
+        return self._do(Call("POST", path, body=body, write=True), session=path != "/v1/dataset")
 
     def create_job(self, name: str) -> bool:
         """Create the job named name, empty (an operator call). It returns

@@ -94,7 +94,9 @@ def test_a_session_opens_at_the_first_write_and_every_write_carries_it(fake, cli
     c = clients([s.addr], retry=5)
     assert c.session_id is None
     c.status()
+    c.set_dataset(["/data/*"])  # not under a session, which the cluster refuses
     assert s.session_requests == [] and c.session_id is None
+    assert lane_of(s.requests[-1]) == str(c.id) and _transport.HEADER_SESSION not in s.requests[-1]["headers"]
     c.get_task(0)
     c.get_task(0)
     assert c.session_id == 7
@@ -251,15 +253,15 @@ def _all_tasks(c, n, timeout=30.0):
     return got
 
 
-def test_a_held_task_is_not_renewed_and_comes_back_at_close(make_client, proxies, cluster, dataset):
+def test_a_held_task_is_not_renewed_and_comes_back_at_close(make_client, proxies, session_cluster, dataset):
     paths, recs = dataset
-    p = proxies(cluster.leader())
+    p = proxies(session_cluster.leader())
     reader, other = make_client([p.addr], session_ttl=1), make_client(session_ttl=0)
-    assert reader.session_id is None
     n = _dataset(reader, paths)
-    assert reader.session_id is not None
+    assert reader.session_id is None  # a dataset is not set under a session
     it = reader.records(0)
     next(it)
+    assert reader.session_id is not None
     answer = json.loads(p.seen("/task/get")[0]["body"])
     assert answer["task"]["session"] == reader.session_id
     # Several keep-alives carry its progress; no renewal is sent.
@@ -272,7 +274,7 @@ def test_a_held_task_is_not_renewed_and_comes_back_at_close(make_client, proxies
     assert len(_all_tasks(other, n)) == n
 
 
-def test_a_dead_client_s_task_comes_back_after_its_ttl(make_client, cluster, job, dataset):
+def test_a_dead_client_s_task_comes_back_after_its_ttl(make_client, session_cluster, job, dataset):
     paths, _ = dataset
     other = make_client(session_ttl=0)
     n = _dataset(other, paths)
@@ -283,7 +285,7 @@ def test_a_dead_client_s_task_comes_back_after_its_ttl(make_client, cluster, job
               "sys.stdin.read()\n")
     env = dict(os.environ, PYTHONPATH=os.path.join(REPO, "python"))
     env.pop(_session.SESSION_DIR_ENV, None)
-    proc = subprocess.Popen([sys.executable, "-c", script, ",".join(cluster.addrs), job], env=env,
+    proc = subprocess.Popen([sys.executable, "-c", script, ",".join(session_cluster.addrs), job], env=env,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         task_id, session = (int(v) for v in proc.stdout.readline().split())
@@ -299,7 +301,7 @@ def test_a_dead_client_s_task_comes_back_after_its_ttl(make_client, cluster, job
     assert task_id in _all_tasks(other, n, timeout=60)
 
 
-def test_an_expired_session_raises_and_a_new_one_opens(make_client, store_cluster):
+def test_an_expired_session_raises_and_a_new_one_opens(make_client, session_cluster):
     c, other = make_client(session_ttl=1), make_client(session_ttl=0)
     c._sessions._keep = lambda s: None  # the keep-alives stop
     c.kv_multi_set({"a": b"1"}, attach=True)
@@ -314,7 +316,7 @@ def test_an_expired_session_raises_and_a_new_one_opens(make_client, store_cluste
     assert c.session_id not in (None, first) and other.kv_get("b").found
 
 
-def test_attached_keys_vanish_when_the_session_closes(make_client, store_cluster):
+def test_attached_keys_vanish_when_the_session_closes(make_client, session_cluster):
     c, other = make_client(session_ttl=2), make_client(session_ttl=0)
     c.kv_multi_set({"attached": b"1"}, attach=True)
     c.kv_add("counter", 3, attach=True)
@@ -325,7 +327,7 @@ def test_attached_keys_vanish_when_the_session_closes(make_client, store_cluster
     assert [other.kv_get(k).found for k in ("attached", "counter", "plain")] == [False, False, True]
 
 
-def test_the_agent_closes_its_stopped_workers_sessions(make_client, cluster, job, dataset, monkeypatch):
+def test_the_agent_closes_its_stopped_workers_sessions(make_client, session_cluster, job, dataset, monkeypatch):
     pytest.importorskip("torch")
     from raftmaster.torch_rendezvous import WorkerSessions
     monkeypatch.delenv(_session.SESSION_DIR_ENV, raising=False)
