@@ -239,6 +239,7 @@ class Sessions:
 
     def _keep(self, s: Session) -> None:
         every = s.ttl / 3
+        failing = False
         while not s.ended.wait(every):
             body: Dict[str, Any] = {}
             progress = self.progress(s)
@@ -253,10 +254,15 @@ class Sessions:
                 self.ended(s, e)
                 return
             except errors.RaftmasterError as e:
-                # Keep trying: a new leader gives the session a grace of its TTL.
-                log.warning("session %d: keep-alive failed: %s", s.id, e)
+                # Keep trying: a new leader gives the session a grace of its
+                # TTL. Said once until they are answered again.
+                (log.debug if failing else log.warning)("session %d: keep-alive failed: %s", s.id, e)
+                failing = True
                 every = max(s.ttl / 6, _KEEPALIVE_FLOOR)
                 continue
+            if failing:
+                failing = False
+                log.info("session %d: keep-alives answered again", s.id)
             left = out.get("ttl")
             left_s = parse_duration(left) if isinstance(left, str) and left else s.ttl
             every = max(min(left_s, s.ttl) / 3, _KEEPALIVE_FLOOR)

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTupl
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
 from ._patterns import warn_other_patterns
-from ._session import (DEFAULT_SESSION_TTL, SESSION_FILE_SUFFIX, SESSION_PROTOCOL, Progress, Session, Sessions,
-                       check_ttl, recorded_sessions)
+from ._session import (CLOSE_BUDGET, DEFAULT_SESSION_TTL, SESSION_FILE_SUFFIX, SESSION_PROTOCOL, Progress, Session,
+                       Sessions, check_ttl, recorded_sessions)
 from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_FIRST_CONTACT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call,
                          Transport, normalize_addr)
 
@@ -304,9 +304,12 @@ class Client:
         attached to it are deleted and a save-model lease granted under it
         is released. It returns False when the session had ended already. A
         session of another token raises ForeignClient."""
+        return self._close_session(session_id)
+
+    def _close_session(self, session_id: int, budget: Optional[float] = None) -> bool:
         if isinstance(session_id, bool) or not isinstance(session_id, int) or session_id <= 0:
             raise ValueError("raftmaster client: session id %r is not a positive integer" % (session_id,))
-        out = self._t.do(Call("DELETE", "/v1/sessions/%d" % session_id, write=True)) or {}
+        out = self._t.do(Call("DELETE", "/v1/sessions/%d" % session_id, write=True, budget=budget)) or {}
         if session_id == self._sessions.current_id:
             s = self._sessions._current
             if s is not None:
@@ -763,17 +766,20 @@ def close_recorded_sessions(client: Client, directory: str) -> List[int]:
     files: for a supervisor that stopped the processes that opened them, so
     that their tasks come back at once rather than after the sessions' TTL.
     It returns the ids of those that were still open. A session it cannot
-    close (the cluster cannot be reached, or another token's) is logged,
-    and ends after its TTL."""
-    closed = []
+    close (another token's, or the cluster does not answer within a few
+    seconds, and then it tries no other) is logged, and ends after its
+    TTL."""
+    closed: List[int] = []
+    reached = True
     for sid in recorded_sessions(directory):
         try:
-            if client.close_session(sid):
+            if reached and client._close_session(sid, budget=min(client._t.retry, CLOSE_BUDGET)):
                 closed.append(sid)
         except errors.ClientClosed:
             raise
         except errors.RaftmasterError as e:
             log.warning("cannot close session %d (it ends after its TTL): %s", sid, e)
+            reached = bool(e.code) and not e.retryable
         try:
             os.remove(os.path.join(directory, "%d%s" % (sid, SESSION_FILE_SUFFIX)))
         except OSError:

@@ -348,4 +348,4 @@ def test_the_agent_closes_its_stopped_workers_sessions(make_client, session_clus
         assert t.meta.id in _all_tasks(agent, n, timeout=30)
     finally:
         ws.finish()
-    assert not os.path.exists(ws.directory) and _session.SESSION_DIR_ENV not in os.environ
+    assert not os.path.exists(ws.directory) and os.environ.get(_session.SESSION_DIR_ENV) is None
