@@ -59,7 +59,8 @@ type Client struct {
 	waiting atomic.Bool
 
 	id     uuid.UUID
-	lanes  lanes  // request ids of writes
+	lanes  lanes // request ids of writes without a session
+	sess   sessions
 	probes probes // who leads, when an attempt hangs
 	ep     endpoints
 
@@ -298,6 +299,7 @@ func NewClient(opts ...Option) (*Client, error) {
 	c.logger = c.logger.Named("client")
 	c.ep.addrs = c.addrs
 	c.lanes.base = c.id
+	c.sess.ids.base = uuid.NewSHA1(c.id, []byte("sessions"))
 	c.ch = make(chan record, c.bufSize)
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	if len(c.etcdEndpoints) > 0 {
@@ -315,10 +317,12 @@ func transportOf(hc *http.Client) (*http.Transport, bool) {
 	return t, ok
 }
 
-// Close stops the record reader and the allgather watchers and waits for
-// them. Watchers still waiting receive ErrClientClosed; calls in flight fail
-// with it. Close is idempotent.
+// Close closes the Client's session, so that the tasks it holds go back
+// to the queue at once, then stops the record reader and the allgather
+// watchers and waits for them. Watchers still waiting receive
+// ErrClientClosed; calls in flight fail with it. Close is idempotent.
 func (c *Client) Close() error {
+	c.closeSession()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()

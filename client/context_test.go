@@ -21,7 +21,8 @@ import (
 // localOnly are the exported methods of *client.Client that never talk
 // to the cluster, and so need no context.
 var localOnly = map[string]bool{
-	"Close": true,
+	"Close":   true,
+	"Session": true,
 }
 
 // joinForms are the allgather joins, whose positional settings

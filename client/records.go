@@ -283,16 +283,25 @@ func transient(err error) bool {
 func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logger) {
 	lctx, cancel := context.WithCancel(ctx)
 	renewing := make(chan struct{})
-	go func() {
-		defer close(renewing)
-		c.keepLease(lctx, t, log)
-	}()
+	if t.Session != 0 {
+		// Its session holds it: the keep-alives report how far it is
+		// read, and no renewal is needed.
+		close(renewing)
+		c.trackTask(c.job, t.Meta)
+		defer c.untrackTask(c.job, t.Meta)
+	} else {
+		go func() {
+			defer close(renewing)
+			c.keepLease(lctx, t, log)
+		}()
+	}
 	recs, err := c.readTask(ctx, t)
 	if err == nil {
 		for _, r := range recs {
 			if !c.push(ctx, p, record{data: r}) {
 				break
 			}
+			c.consumed(c.job, t.Meta)
 		}
 	}
 	// Renewals end before the report, which they would race with.

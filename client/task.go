@@ -30,8 +30,12 @@ type Task struct {
 	// before while the cluster finishes it (a task of it came back).
 	Pass int
 	// Lease is how long the lease lasted when the cluster answered; zero
-	// when the server did not say.
+	// when the server did not say, or when the task is held by a session.
 	Lease time.Duration
+	// Session is the Client's session that holds the task, 0 for a lease
+	// that runs out: a held task needs no renewal, and goes back to the
+	// queue as soon as the session ends.
+	Session uint64
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -138,7 +142,7 @@ func (c *Client) GetTaskContext(ctx context.Context, passID int) (Task, error) {
 
 func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	var resp rpc.GetTaskResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet,
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true,
 		body: rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber()}, write: true, out: &resp})
 	if gone := c.read.answered(resp.JobNumber, err); gone {
 		if err == nil {
@@ -157,7 +161,7 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease)}, nil
+	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session}, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:
@@ -275,7 +279,7 @@ func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) err
 // after the cluster had applied it (zero when the cluster did not say).
 func (c *Client) taskReportLease(ctx context.Context, path string, meta TaskMeta) (time.Duration, error) {
 	var resp rpc.TaskResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: path, body: rpc.TaskRequest{Meta: meta}, write: true, out: &resp})
+	err := c.do(ctx, &call{method: http.MethodPost, path: path, body: rpc.TaskRequest{Meta: meta}, write: true, out: &resp, underSession: true})
 	if c.read.reported(err) {
 		return 0, c.jobGone()
 	}
@@ -319,7 +323,7 @@ func (c *Client) RequestSaveModelLease(trainerID string, blockDur time.Duration)
 // RequestSaveModelLeaseContext is RequestSaveModelLease bounded by ctx.
 func (c *Client) RequestSaveModelLeaseContext(ctx context.Context, trainerID string, blockDur time.Duration) (SaveModelGrant, error) {
 	var resp rpc.SaveModelResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel,
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel, underSession: true,
 		body: rpc.SaveModelRequest{TrainerID: trainerID, BlockDur: rpc.Duration(blockDur)}, write: true, out: &resp})
 	return SaveModelGrant{Granted: resp.Granted, Lease: time.Duration(resp.Lease)}, err
 }

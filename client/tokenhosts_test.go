@@ -127,7 +127,7 @@ func TestRetriesRateLimited(t *testing.T) {
 			h.ServeHTTP(w, r)
 		})
 	})
-	c := newClient(t, client.WithAddrs(local.API))
+	c := newClient(t, client.WithAddrs(local.API), client.WithoutSession()) // counts request ids
 	start := time.Now()
 	if ok, err := c.RequestSaveModel("t0", time.Minute); err != nil || !ok {
 		t.Fatalf("after a 429: %v %v", ok, err)

@@ -308,6 +308,15 @@ type call struct {
 	noProbe bool
 	// accept is the Accept header; "" means application/json.
 	accept string
+	// underSession sends a write under the Client's session, opening it
+	// first if need be: the calls whose grants the session holds (the
+	// task calls, the save-model lease).
+	underSession bool
+	// ids, when set, are the identities of the write instead of the
+	// Client's.
+	ids *lanes
+	// session is the session the write goes under (set by do).
+	session uint64
 	// stream, when set, reads a 2xx answer's body instead of out: the
 	// attempt's timeout then covers the wait for the answer's headers
 	// only, and a failure once stream has begun is not retried, as what
@@ -344,10 +353,20 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 	}
 	var reqID string
 	var ln *lane
+	ids := &c.lanes
+	if cl.ids != nil {
+		ids = cl.ids
+	}
+	var sess *session
 	if cl.write {
-		ln = c.lanes.acquire()
-		defer c.lanes.release(ln)
+		if cl.underSession && cl.addr == "" {
+			if sess = c.sessionFor(ctx); sess != nil {
+				ids, cl.session = &sess.lanes, sess.id
+			}
+		}
+		ln = ids.acquire()
 		reqID = ln.next()
+		defer func() { ids.release(ln) }()
 	}
 	budget := cl.budget
 	if budget == 0 {
@@ -398,7 +417,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				// no other attempt of the write was ever sent, so the
 				// write goes again, at once, as the first request of a
 				// new identity.
-				c.lanes.renew(ln)
+				ids.renew(ln)
 				reqID = ln.next()
 				first = false
 				attempt--
@@ -407,6 +426,26 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			// A retry refused so may follow an attempt that was applied
 			// before the cluster forgot the identity.
 			return fmt.Errorf("raftmaster client: %s %s: the write may or may not have applied (an earlier attempt may have, before the cluster forgot this client): %w", cl.method, cl.path, ae.err)
+		}
+		if errors.Is(ae.err, rpc.ErrSessionExpired) && sess != nil {
+			c.dropSession(sess)
+			if first {
+				// The session ended before the write's first attempt,
+				// which the refusal shows was not applied: the write
+				// goes again, at once, under a new session (or none).
+				ids.release(ln)
+				ids, cl.session = &c.lanes, 0
+				if sess = c.sessionFor(ctx); sess != nil {
+					ids, cl.session = &sess.lanes, sess.id
+				}
+				ln = ids.acquire()
+				reqID = ln.next()
+				first = false
+				attempt--
+				continue
+			}
+			return fmt.Errorf("raftmaster client: %s %s: the session ended; the write may or may not have applied before it did, "+
+				"and what the session held went back: %w", cl.method, cl.path, ae.err)
 		}
 		first = false
 		if !ae.retry || cl.addr != "" {
@@ -552,6 +591,9 @@ func (c *Client) attempt(ctx context.Context, base string, cl *call, payload []b
 		c.setToken(req)
 		if reqID != "" {
 			req.Header.Set(rpc.HeaderRequestID, reqID)
+		}
+		if cl.session != 0 {
+			req.Header.Set(rpc.HeaderSession, strconv.FormatUint(cl.session, 10))
 		}
 		if dead := c.ep.unreachable(); dead != "" {
 			req.Header.Set(rpc.HeaderUnreachable, dead)

@@ -52,7 +52,7 @@ func TestRedirect(t *testing.T) {
 	fb.ID = "follower"
 	fts := startServer(t, fb, followerHits.wrap)
 
-	c := newClient(t, client.WithAddrs(deadAddr(t), fts.URL))
+	c := newClient(t, client.WithAddrs(deadAddr(t), fts.URL), client.WithoutSession()) // counts requests
 	ok, err := c.RequestSaveModel("trainer-0", time.Minute)
 	if err != nil || !ok {
 		t.Fatalf("RequestSaveModel through a follower: %v, %v; want granted", ok, err)
@@ -264,7 +264,7 @@ func TestRequestIDs(t *testing.T) {
 		})
 	}
 	ts := startServer(t, apitest.NewLocal(), record)
-	c := newClient(t, client.WithAddr(ts.URL))
+	c := newClient(t, client.WithAddr(ts.URL), client.WithoutSession()) // counts request ids
 	for range 3 {
 		if _, err := c.RequestSaveModel("t", time.Minute); err != nil {
 			t.Fatal(err)

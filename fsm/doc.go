@@ -48,6 +48,8 @@
 // decode, addressed to DefaultJob. Version 3 (Protocol3) adds the request
 // id's owner, 16 bytes after the job; it is written only for a command
 // that carries one, every other command keeping its version 2 bytes.
+// Version 4 (Protocol6) adds the session and the attach flag after the
+// owner, for a command under a session.
 // Each type is registered once, in one ordered table (commands in
 // command.go): its number, its name, its constructor for Decode, its
 // validator of the limits and its apply function. Decode, validation and
@@ -350,6 +352,51 @@
 // The store's reads (FSM.KVMulti, several keys at one point of the log,
 // and FSM.KVCount, the keys under a prefix) are not log entries: the API
 // answers them at the leader after a read barrier, as a KV read.
+// FSM.KVWatchWait reads a key and registers a wait that every write or
+// delete of that key, the deletion of its job and a restore wake (and
+// nothing else): the long poll of the register's watch. The waits are
+// not state.
+//
+// # Sessions
+//
+// From Protocol6 a client process may hold a session (session.go): an
+// OpenSession entry opens it with a TTL (MinSessionTTL to MaxSessionTTL;
+// at most MaxSessions at once) and answers its id, numbered from a
+// cluster counter that starts each era at era<<EraShift. Keep-alives are
+// not in the state: the leader keeps them in memory (internal/sessions)
+// and ends a session that misses them for its TTL with ExpireSessions, so
+// that the state holds no session deadline and no Tick is due for one.
+//
+// A command names its session in Header.Session (command version 4). A
+// request under a session that does not exist (closed, expired, never
+// opened) is refused with ErrSessionExpired before the de-duplication
+// table is read: neither applied nor replayed. A request id's client is
+// bound to the session of its first request (0 for none), and a later
+// request of that client under another session is refused, with
+// ErrSessionExpired when its own has ended, so that no retry of an ended
+// session is applied under another name. A session of another owner is
+// refused with ErrForeignClient.
+//
+// A GetTask under a session leases its task to the session: the task is
+// held (queue "held", no deadline; Task.Session names the session), and
+// neither Tick nor LeaderGrace moves it. TaskFinished and TaskFailed treat
+// it as pending; RenewLease changes nothing and answers the session's
+// TTL. A pass ends only when no task is todo, pending or held. A
+// RequestSaveModel granted under a session, and the keys a register write
+// stores with Header.Attach, belong to the session too, until the lease is
+// granted again or the key written again.
+//
+// CloseSession ends a session at its client's request: its held tasks go
+// back to the end of todo counting no failure, its keys are deleted, its
+// save-model lease released. ExpireSessions, the leader's, ends each
+// session it names the same way, except that each held task counts a
+// failure, as a lease that ran out. Both release everything in the one
+// entry. CheckpointSessions records the leader's keep-alives: each
+// session's Seen becomes the clock. Every command applied under a session
+// moves its Seen too. LeaderGrace keeps the FSM times of the last two
+// graces (SessionGraces), from which a new leader tells the sessions that
+// showed life under the leader before it (a fresh TTL) from those that did
+// not (no second grace).
 //
 // # Idempotency
 //
@@ -464,7 +511,9 @@
 // 7, from Protocol4, each dataset's patterns after its chunks (older
 // versions restore with datasets of no patterns); version 8, from
 // Protocol5, the number of each de-duplication entry of KVAdd, KVAppend,
-// KVDelete and KVDeletePrefix.
+// KVDelete and KVDeletePrefix; version 9, from Protocol6, each
+// de-duplication client's session, the held queue of each job, and the
+// sessions after the jobs.
 // Version 3, written before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes
