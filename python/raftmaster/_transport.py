@@ -16,6 +16,9 @@ and full jitter, honouring Retry-After, until the retry budget is spent; a
 refused connection moves on at once and is named to the next node in
 X-Raftmaster-Unreachable. An attempt that hangs makes the client ask the
 nodes who leads; when another node does, the attempt is abandoned for it.
+A write made under a session (see _session.py) carries its id in
+X-Raftmaster-Session and takes its request ids from the session's own
+lanes, since an identity is bound to the session of its first request.
 """
 
 from __future__ import annotations
