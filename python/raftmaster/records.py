@@ -221,10 +221,11 @@ class PassRecords:
                     self._c._report("/v1/task/finished", t.meta)
                 except errors.SessionExpired:
                     # The session that held it ended, and the task went back
-                    # to the job; its records were all taken: report it under
-                    # the next session (a late finish is accepted unless the
-                    # dataset is strict).
-                    self._c._report("/v1/task/finished", t.meta)
+                    # to the job, where another trainer may hold it now: the
+                    # report of the ended session is not made under the next
+                    # one, so that it never counts against that trainer's.
+                    log.warning("task %d epoch %d: its session ended before it was reported finished; "
+                                "it went back to the job", t.meta.id, t.meta.epoch)
             else:
                 try:
                     self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)
