@@ -173,6 +173,10 @@ func (s *suite) sessions(ctx context.Context, res *Results) error {
 	if err != nil {
 		return err
 	}
+	if err := waitSessionLevel(ctx, c); err != nil {
+		c.Stop()
+		return err
+	}
 	runs := []struct {
 		dst **DeadTrainer
 		run deadRun
@@ -517,6 +521,31 @@ func election(samples [][]statusSample, victim *procs.Proc, sent, until time.Tim
 	return node, measure.Millis(first.Sub(sent))
 }
 
+// waitSessionLevel waits up to a minute until every node of a new cluster
+// has applied the protocol level of sessions: its leader raises the level
+// once every node has registered, and a client that finds the cluster
+// below it writes without a session for a while.
+func waitSessionLevel(ctx context.Context, c *harness.Cluster) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		ok, level := true, uint64(0)
+		for _, p := range c.Procs {
+			st, err := c.Status(ctx, p.APIAddr, time.Second)
+			if err != nil || st.ClusterProtocol < rpc.SessionProtocol {
+				ok, level = false, st.ClusterProtocol
+				break
+			}
+		}
+		if ok {
+			return nil
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("the cluster is at protocol level %d, below sessions' %d", level, rpc.SessionProtocol)
+		}
+	}
+}
+
 // leaderJob asks the leader about job until ok accepts the answer, for up
 // to 30 seconds.
 func (s *suite) leaderJob(ctx context.Context, c *harness.Cluster, job string, ok func(rpc.Job) bool) (rpc.Job, error) {
@@ -699,6 +728,9 @@ func (s *suite) idleTrainers(ctx context.Context) *IdleTrainers {
 		return fail(nil, err)
 	}
 	defer c.Stop()
+	if err := waitSessionLevel(ctx, c); err != nil {
+		return fail(c, err)
+	}
 	if _, err := c.SetDataset(path, hold+time.Minute, 5*time.Minute); err != nil {
 		return fail(c, fmt.Errorf("set dataset: %w", err))
 	}
