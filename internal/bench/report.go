@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -409,6 +410,14 @@ func sessionsReport(p func(string, ...any), ss *SessionsResults) {
 			if id.TTLMillis > 0 {
 				p(" A client sends a keep-alive every third of its TTL (%s), so %d trainers send about %.0f a second.",
 					msText(id.TTLMillis), id.Trainers, float64(id.Trainers)/(id.TTLMillis/3000))
+			}
+			if len(id.Grew) > 0 {
+				var grew []string
+				for k, v := range id.Grew {
+					grew = append(grew, fmt.Sprintf("`%s` +%.0f", k, v))
+				}
+				slices.Sort(grew)
+				p(" The leader's counters that grew during the hold: %s.", strings.Join(grew, ", "))
 			}
 			if id.LeaderChanged {
 				p(" The leader changed during the hold.")

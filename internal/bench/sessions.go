@@ -138,6 +138,10 @@ type IdleTrainers struct {
 	KeepAlivesPerSec    float64 `json:"keep_alives_per_sec"`
 	ClientKeepAlives    int     `json:"client_keep_alives"`
 	ClientKeepAlivesSec float64 `json:"client_keep_alives_per_sec"`
+	// Grew lists the leader's counters of commands and of the session
+	// tracker's work that grew during the hold, by how much: what the
+	// entries while idle were, if any.
+	Grew map[string]float64 `json:"grew,omitempty"`
 	// LeaderChanged says the leader or its term changed during the hold.
 	LeaderChanged bool   `json:"leader_changed,omitempty"`
 	Error         string `json:"error,omitempty"`
@@ -522,28 +526,57 @@ func election(samples [][]statusSample, victim *procs.Proc, sent, until time.Tim
 }
 
 // waitSessionLevel waits up to a minute until every node of a new cluster
-// has applied the protocol level of sessions: its leader raises the level
-// once every node has registered, and a client that finds the cluster
-// below it writes without a session for a while.
+// has applied the protocol level of sessions and is registered with its
+// release: its leader raises the level once every node has registered,
+// a client that finds the cluster below it writes without a session for
+// a while, and each node registers its release again once the level has
+// risen.
 func waitSessionLevel(ctx context.Context, c *harness.Cluster) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
-		ok, level := true, uint64(0)
+		why := ""
 		for _, p := range c.Procs {
 			st, err := c.Status(ctx, p.APIAddr, time.Second)
-			if err != nil || st.ClusterProtocol < rpc.SessionProtocol {
-				ok, level = false, st.ClusterProtocol
+			switch {
+			case err != nil:
+				why = fmt.Sprintf("%s: %v", p.ID, err)
+			case st.ClusterProtocol < rpc.SessionProtocol:
+				why = fmt.Sprintf("the cluster is at protocol level %d, below sessions' %d", st.ClusterProtocol, rpc.SessionProtocol)
+			case !st.Registered:
+				why = p.ID + " is not registered with its release"
+			}
+			if why != "" {
 				break
 			}
 		}
-		if ok {
+		if why == "" {
 			return nil
 		}
 		if !sleepCtx(ctx, 50*time.Millisecond) {
-			return fmt.Errorf("the cluster is at protocol level %d, below sessions' %d", level, rpc.SessionProtocol)
+			return errors.New(why)
 		}
 	}
+}
+
+// quietIndex waits until the leader's applied index has not moved for a
+// second, for up to 30 seconds, and returns the leader and its status.
+func quietIndex(ctx context.Context, c *harness.Cluster) (*procs.Proc, rpc.StatusResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	leader, st, err := c.Leader(ctx)
+	for err == nil {
+		if !sleepCtx(ctx, time.Second) {
+			return leader, st, fmt.Errorf("the leader's applied index kept moving (at %d): %w", st.AppliedIndex, context.Cause(ctx))
+		}
+		var again rpc.StatusResponse
+		var p *procs.Proc
+		if p, again, err = c.Leader(ctx); err == nil && p == leader && again.AppliedIndex == st.AppliedIndex {
+			return leader, again, nil
+		}
+		leader, st = p, again
+	}
+	return leader, st, err
 }
 
 // leaderJob asks the leader about job until ok accepts the answer, for up
@@ -734,7 +767,7 @@ func (s *suite) idleTrainers(ctx context.Context) *IdleTrainers {
 	if _, err := c.SetDataset(path, hold+time.Minute, 5*time.Minute); err != nil {
 		return fail(c, fmt.Errorf("set dataset: %w", err))
 	}
-	leader, st0, err := c.Leader(ctx)
+	leader, st0, err := quietIndex(ctx, c)
 	if err != nil {
 		return fail(c, err)
 	}
@@ -793,7 +826,7 @@ func (s *suite) idleTrainers(ctx context.Context) *IdleTrainers {
 	if err != nil {
 		return fail(c, err)
 	}
-	ka1, err := keepAlivesServed(ctx, leader.APIAddr)
+	m1, err := leaderMetrics(ctx, leader.APIAddr)
 	if err != nil {
 		return fail(c, err)
 	}
@@ -821,10 +854,12 @@ func (s *suite) idleTrainers(ctx context.Context) *IdleTrainers {
 	if err != nil {
 		return fail(c, err)
 	}
-	ka2, err := keepAlivesServed(ctx, leader.APIAddr)
+	m2, err := leaderMetrics(ctx, leader.APIAddr)
 	if err != nil {
 		return fail(c, err)
 	}
+	ka1, ka2 := m1.keepAlives(), m2.keepAlives()
+	out.Grew = m2.grew(m1)
 	_, _, cka2 := counts.snapshot()
 	held := time.Since(t1)
 	out.IndexAfter = st2.AppliedIndex
@@ -837,6 +872,9 @@ func (s *suite) idleTrainers(ctx context.Context) *IdleTrainers {
 	s.logf("sessions idle: %d trainers, %d sessions listed; applied index %d → %d (leased) → %d (after %s); %d opens + %d leases; %d entries while idle; %.1f keep-alives/s served by the leader (%.1f/s sent)",
 		n, out.Sessions, out.IndexBefore, out.IndexLeased, out.IndexAfter, held.Round(time.Second), out.Opened, out.Leased,
 		out.IdleWrites, out.KeepAlivesPerSec, out.ClientKeepAlivesSec)
+	if len(out.Grew) > 0 {
+		s.logf("sessions idle: the leader's counters that grew during the hold: %v", out.Grew)
+	}
 	if out.LeaderChanged {
 		s.logf("sessions idle: the leader changed during the hold")
 	}
@@ -879,29 +917,64 @@ func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) 
 	return resp, err
 }
 
-// keepAlivesServed is the count of keep-alives the node at addr answered
-// 200, from its metrics (raftmaster_http_request_duration_seconds).
-func keepAlivesServed(ctx context.Context, addr string) (float64, error) {
+// metricSamples are the samples of a node's metrics, by series
+// ("name{labels}").
+type metricSamples map[string]float64
+
+// leaderMetrics reads the metrics of the node at addr.
+func leaderMetrics(ctx context.Context, addr string) (metricSamples, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	body, err := harness.GetBody(ctx, &http.Client{}, "http://"+addr+"/metrics")
 	if err != nil {
-		return 0, fmt.Errorf("metrics: %w", err)
+		return nil, fmt.Errorf("metrics: %w", err)
 	}
-	const name = "raftmaster_http_request_duration_seconds_count{"
-	var total float64
+	out := metricSamples{}
 	for _, line := range strings.Split(string(body), "\n") {
-		if !strings.HasPrefix(line, name) || !strings.Contains(line, "keepalive") || !strings.Contains(line, `code="200"`) {
+		if line == "" || line[0] == '#' {
 			continue
 		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err != nil {
-			return 0, fmt.Errorf("metrics: %q: %w", line, err)
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 {
+			continue
 		}
-		total += v
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		if err != nil {
+			continue
+		}
+		out[line[:i]] = v
 	}
-	return total, nil
+	return out, nil
+}
+
+// keepAlives is the count of keep-alives answered 200
+// (raftmaster_http_request_duration_seconds, by route and code).
+func (m metricSamples) keepAlives() float64 {
+	var n float64
+	for k, v := range m {
+		if strings.HasPrefix(k, "raftmaster_http_request_duration_seconds_count{") && strings.Contains(k, "keepalive") && strings.Contains(k, `code="200"`) {
+			n += v
+		}
+	}
+	return n
+}
+
+// grew returns the counters of commands and of the session tracker's work
+// that are higher in m than in before.
+func (m metricSamples) grew(before metricSamples) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if !strings.HasPrefix(k, "raftmaster_commands_total") && !strings.HasPrefix(k, "raftmaster_session") {
+			continue
+		}
+		if !strings.Contains(k, "_total") {
+			continue
+		}
+		if d := v - before[k]; d > 0 {
+			out[k] = d
+		}
+	}
+	return out
 }
 
 // sleepCtx waits for d or until ctx is done; it reports whether d passed.
