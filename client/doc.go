@@ -69,7 +69,8 @@
 // and a finished round's keys), KVAdd (add), KVMultiSet (multi_set),
 // KVAppend (append) and KVCompareValue (compare_set, by value). KVMultiGet
 // (multi_get) and KVNumKeys (num_keys) are linearizable reads, not log
-// entries.
+// entries. KVWatch waits, as a long poll at the leader, for a key to
+// change: the store's get and wait, without polling.
 //
 // # Records
 //

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strconv"
+	"time"
 
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -191,4 +193,46 @@ func (c *Client) KVNumKeys(ctx context.Context, prefix string) (int, error) {
 	var resp rpc.KVNumKeysResponse
 	err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathKVNumKeys, query: q, out: &resp})
 	return resp.Count, err
+}
+
+// KVWatchResult is the outcome of KVWatch.
+type KVWatchResult struct {
+	// KVValue is what the key holds: the change the watch waited for,
+	// or, when TimedOut, the key as it is when the timeout passed.
+	KVValue
+	// TimedOut reports that the timeout passed with the key unchanged:
+	// still at the version given, or still absent for version 0.
+	TimedOut bool
+}
+
+// KVWatch waits until key of the client's job's register differs from
+// version after and returns what it then holds: with after 0, until the
+// key exists; with a version, until the key is written again or deleted
+// (Found false). When timeout passes first, it returns the key as it is,
+// TimedOut set; a timeout of 0 or less looks once. The wait is a long
+// poll, not a loop of reads: the leader answers as soon as the key
+// changes, after a read barrier, so the answer is linearizable as
+// KVGet's. It asks again every 30 s, or sooner when the server's limit
+// is lower, and rides out a change of leader within its timeout. A
+// server of an earlier release, which has no watch, answers an *rpc.Error
+// of code not_found (rpc.CodeNotFound).
+func (c *Client) KVWatch(ctx context.Context, key string, after uint64, timeout time.Duration) (KVWatchResult, error) {
+	deadline := time.Now().Add(max(timeout, 0))
+	q := url.Values{rpc.KVParamKey: {key}, rpc.KVWatchParamAfter: {strconv.FormatUint(after, 10)}}
+	for {
+		left := max(time.Until(deadline), 0)
+		poll := min(left, watchWait)
+		// Whole milliseconds, rounded up: a wait cut to 0 would spin.
+		q.Set(rpc.KVWatchParamWait, ((poll + time.Millisecond - 1) / time.Millisecond * time.Millisecond).String())
+		var resp rpc.KVWatchResponse
+		err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathKVWatch, query: q, out: &resp,
+			timeout: poll + watchSlack, budget: max(c.retry, left)})
+		if err != nil {
+			return KVWatchResult{}, err
+		}
+		res := KVWatchResult{KVValue: KVValue{Found: resp.Found, Value: resp.Value, Version: resp.Version}, TimedOut: resp.TimedOut}
+		if !res.TimedOut || time.Until(deadline) <= 0 {
+			return res, nil
+		}
+	}
 }

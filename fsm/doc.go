@@ -352,6 +352,10 @@
 // The store's reads (FSM.KVMulti, several keys at one point of the log,
 // and FSM.KVCount, the keys under a prefix) are not log entries: the API
 // answers them at the leader after a read barrier, as a KV read.
+// FSM.KVWatchWait reads a key and registers a wait that every write or
+// delete of that key, the deletion of its job and a restore wake (and
+// nothing else): the long poll of the register's watch. The waits are
+// not state.
 //
 // # Sessions
 //

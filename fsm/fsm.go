@@ -24,6 +24,9 @@ type FSM struct {
 	// waits are the allgather long polls waiting, by group (wait.go).
 	// They are not state: no snapshot or hash sees them.
 	waits map[string]*groupWaiters
+	// kvWaits are the register long polls waiting, by job and key
+	// (kvwait.go); not state either.
+	kvWaits map[string]map[string]*kvWaiters
 
 	halted   chan struct{} // closed when the FSM halts
 	haltErr  error         // why; set before halted is closed, under mu
@@ -60,12 +63,12 @@ func (f *FSM) ApplyEntry(index uint64, data []byte) *Result {
 	default:
 		r = f.s.apply(c)
 	}
-	changes := f.s.takeChanges()
+	changes, kvChanges := f.s.takeChanges(), f.s.takeKVChanges()
 	if index > f.applied.Load() {
 		f.applied.Store(index)
 	}
 	f.mu.Unlock()
-	f.notify(changes)
+	f.notify(changes, kvChanges)
 	return r
 }
 
@@ -97,14 +100,17 @@ func (f *FSM) Changed() <-chan struct{} {
 	return f.changed
 }
 
-// notify wakes what waits on the next apply, and the watches of the groups
-// and members in changes.
-func (f *FSM) notify(changes []groupChange) {
+// notify wakes what waits on the next apply, the watches of the groups
+// and members in changes, and those of the register keys in kvChanges.
+func (f *FSM) notify(changes []groupChange, kvChanges []kvChange) {
 	f.notifyMu.Lock()
 	ch := f.changed
 	f.changed = nil
 	for _, c := range changes {
 		f.wakeLocked(c)
+	}
+	for _, c := range kvChanges {
+		f.wakeKVLocked(c)
 	}
 	f.notifyMu.Unlock()
 	if ch != nil {

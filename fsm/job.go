@@ -61,11 +61,13 @@ func (s *state) addJob(j *job) {
 }
 
 // dropJob deletes job j with everything it holds. The watches of its groups
-// are woken: with the job gone they answer ErrClosed.
+// are woken: with the job gone they answer ErrClosed; those of its
+// register's keys find them gone.
 func (s *state) dropJob(j *job) {
 	for _, id := range sortedKeys(j.groups) {
 		j.changedGroup(id)
 	}
+	j.changedKV("")
 	s.stateBytes -= j.jobBytes
 	delete(s.jobs, j.name)
 }

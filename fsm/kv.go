@@ -101,6 +101,7 @@ func (j *job) kvStore(key string, value []byte, delta int64) KVValue {
 	j.cluster.kvVersion++
 	j.kv[key] = kvEntry{value: value, version: j.cluster.kvVersion}
 	j.account(delta)
+	j.changedKV(key)
 	return j.kvValue(key)
 }
 
@@ -108,6 +109,7 @@ func (j *job) kvStore(key string, value []byte, delta int64) KVValue {
 func (j *job) kvRemove(key string, e kvEntry) {
 	delete(j.kv, key)
 	j.account(-kvBytes(key, e.value))
+	j.changedKV(key)
 }
 
 // kvCompareAndSet stores the value when the key's version is the one the
@@ -230,6 +232,7 @@ func (j *job) kvMultiSet(c *KVMultiSet) *Result {
 		j.cluster.kvVersion++
 		j.kv[p.Key] = kvEntry{value: p.Value, version: j.cluster.kvVersion}
 		versions[i] = j.cluster.kvVersion
+		j.changedKV(p.Key)
 	}
 	j.account(delta)
 	return &Result{Versions: versions}

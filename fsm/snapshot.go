@@ -42,7 +42,7 @@ const (
 // in one memcpy each because they hold no pointers.
 func (s *state) clone() *state {
 	c := *s
-	c.changes = nil
+	c.changes, c.kvChanges = nil, nil
 	c.jobs = make(map[string]*job, len(s.jobs))
 	for _, name := range sortedKeys(s.jobs) {
 		c.jobs[name] = s.jobs[name].clone(&c)

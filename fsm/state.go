@@ -57,6 +57,9 @@ type state struct {
 	// for the FSM to wake them (takeChanges). Apply never reads it, and
 	// it is not encoded: it is not part of the replicated state.
 	changes []groupChange
+	// kvChanges lists, in the same way, what it changed for the
+	// register's watches (takeKVChanges).
+	kvChanges []kvChange
 
 	nodes map[string]Registration
 

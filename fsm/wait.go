@@ -110,13 +110,14 @@ func (f *FSM) wakeLocked(c groupChange) {
 	}
 }
 
-// notifyAll wakes every wait, after a restore replaced the whole state.
+// notifyAll wakes every wait, the register's too, after a restore replaced the whole state.
 func (f *FSM) notifyAll() {
 	f.notifyMu.Lock()
 	for _, key := range sortedKeys(f.waits) {
 		close(f.waits[key].ch)
 		delete(f.waits, key)
 	}
+	f.wakeAllKVLocked()
 	f.notifyMu.Unlock()
-	f.notify(nil)
+	f.notify(nil, nil)
 }

@@ -102,6 +102,9 @@ func badCases(f badFiles) []badCase {
 	kvGet := func(name, q string) badCase {
 		return badCase{name: "kv get " + name, method: http.MethodGet, path: rpc.PathKVGet + "?" + q, status: bad, code: invalid}
 	}
+	kvWatch := func(name, q, mention string) badCase {
+		return badCase{name: "kv watch " + name, method: http.MethodGet, path: rpc.PathKVWatch + "?" + q, status: bad, code: invalid, mention: mention}
+	}
 	return []badCase{
 		// Bodies.
 		post("malformed JSON", rpc.PathTaskGet, `{"pass":`, bad, invalid),
@@ -244,6 +247,12 @@ func badCases(f badFiles) []badCase {
 		post("multi-get more keys than a job holds", rpc.PathKVMultiGet, multiGetBody(fsm.DefaultMaxJobKVKeys+1), bad, invalid).naming("max_job_kv_keys (1024)"),
 		post("multi-get unknown field", rpc.PathKVMultiGet, `{"key":"a"}`, bad, invalid).naming("key"),
 		{name: "num-keys bad prefix", method: http.MethodGet, path: rpc.PathKVNumKeys + "?prefix=a+b", status: bad, code: invalid, mention: "printable ASCII"},
+		kvWatch("no key", "after=1", "key of 0 bytes"),
+		kvWatch("bad key", "key=a+b", "printable ASCII"),
+		kvWatch("after not a number", "key=k&after=latest", `after "latest" is not a version`),
+		kvWatch("after negative", "key=k&after=-1", `after "-1"`),
+		kvWatch("wait negative", "key=k&wait=-5s", `wait "-5s" is not a wait`),
+		kvWatch("wait a number", "key=k&wait=5", "a Go duration from 0s"),
 
 		// The limits.
 		post("limits none given", rpc.PathLimitsSet, `{}`, bad, invalid).naming("no limit given"),

@@ -9,6 +9,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/auth"
 	"github.com/raftmaster/raftmaster/internal/quota"
 	"github.com/raftmaster/raftmaster/recordio"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // Defaults of Config; a zero field takes its default.
@@ -77,6 +78,10 @@ type Config struct {
 	// Glob bounds the expansion of a dataset's patterns: the wildcard
 	// levels of a pattern, the directory entries read and the time taken.
 	Glob recordio.GlobLimits
+	// SessionTTL is the TTL of a session whose opening names none (serve
+	// --session-ttl); zero means rpc.DefaultSessionTTL. It is within
+	// fsm.MinSessionTTL and fsm.MaxSessionTTL (Validate).
+	SessionTTL time.Duration
 }
 
 // The default quotas of a cluster that requires tokens, per token. They
@@ -147,6 +152,9 @@ func (c Config) withDefaults() Config {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = rpc.DefaultSessionTTL
+	}
 	return c
 }
 
@@ -158,8 +166,9 @@ func setDefault[T int | int64 | time.Duration](v *T, def, hi T) {
 	*v = min(*v, hi)
 }
 
-// Validate reports dataset defaults that the FSM would refuse, so that a
-// bad flag fails at start-up rather than on the first SetDataset.
+// Validate reports dataset defaults, or a session TTL, that the FSM would
+// refuse, so that a bad flag fails at start-up rather than on the first
+// SetDataset or session.
 func (c Config) Validate() error {
 	d := c.withDefaults()
 	p := d.DatasetDefaults
@@ -171,6 +180,9 @@ func (c Config) Validate() error {
 	}
 	if p.FailureMax > fsm.MaxFailureMax {
 		return fmt.Errorf("failure max %d above %d", p.FailureMax, fsm.MaxFailureMax)
+	}
+	if d.SessionTTL < fsm.MinSessionTTL || d.SessionTTL > fsm.MaxSessionTTL {
+		return fmt.Errorf("session TTL %v out of range [%v, %v]", d.SessionTTL, fsm.MinSessionTTL, fsm.MaxSessionTTL)
 	}
 	return nil
 }

@@ -39,7 +39,7 @@ func TaskMetaFromFSM(m fsm.TaskMeta) rpc.TaskMeta { return rpc.TaskMeta{ID: m.ID
 func StatsFromFSM(s fsm.Stats) rpc.Stats {
 	return rpc.Stats{
 		Clock: FSMTime(s.Clock), HasDataset: s.HasDataset, Pass: s.Pass, Chunks: s.Chunks, Tasks: s.Tasks,
-		Todo: s.Todo, Pending: s.Pending, Done: s.Done, Failed: s.Failed,
+		Todo: s.Todo, Pending: s.Pending, Held: s.Held, Done: s.Done, Failed: s.Failed,
 		Params: rpc.DatasetParams{
 			ChunksPerTask: s.Params.ChunksPerTask, TaskTimeout: rpc.Duration(s.Params.TaskTimeout),
 			FailureMax: s.Params.FailureMax, Strict: s.Params.Strict,
@@ -54,7 +54,7 @@ func StatsFromFSM(s fsm.Stats) rpc.Stats {
 func JobFromFSM(j fsm.JobInfo) rpc.Job {
 	return rpc.Job{
 		Name: j.Name, CreatedAt: FSMTime(j.CreatedAt), LastActivity: FSMTime(j.LastActivity), HasDataset: j.HasDataset,
-		Pass: j.Pass, Tasks: j.Tasks, Todo: j.Todo, Pending: j.Pending, Done: j.Done, Failed: j.Failed,
+		Pass: j.Pass, Tasks: j.Tasks, Todo: j.Todo, Pending: j.Pending, Held: j.Held, Done: j.Done, Failed: j.Failed,
 		Uploads: j.Uploads, Groups: j.Groups, KVKeys: j.KVKeys, SaveHolder: j.SaveHolder, SaveDeadline: FSMTime(j.SaveDeadline),
 		Bytes: j.Bytes, CollectAt: FSMTime(j.CollectAt),
 	}

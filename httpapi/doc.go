@@ -8,4 +8,9 @@
 // allgather watch and /v1/debug/state answer from the local FSM on any
 // node. Bad input is refused with 4xx before anything is proposed. The
 // state machine's types never reach the wire: convert.go translates them.
+//
+// Sessions open and close through the log; their keep-alives are answered
+// by the leader's SessionKeeper (a Backend that is a SessionBackend) and
+// replicate nothing. A write under a session carries it in
+// rpc.HeaderSession, which goes into the command's header.
 package httpapi

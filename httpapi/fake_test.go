@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
+	"time"
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
@@ -25,10 +27,93 @@ type fakeBackend struct {
 	joined      []rpc.AddMemberRequest
 	removed     []string
 	transferred []string
+	// keeper keeps the sessions while the backend leads, unless
+	// noKeeper (a leader that has not taken them over yet).
+	keeper   *fakeKeeper
+	noKeeper bool
 }
 
 func newFake(l *apitest.Local) *fakeBackend {
-	return &fakeBackend{Local: l, leader: rpc.NodeRef{ID: l.ID}, leaderKnown: true}
+	return &fakeBackend{Local: l, leader: rpc.NodeRef{ID: l.ID}, leaderKnown: true, keeper: newFakeKeeper(l.FSM())}
+}
+
+// Sessions implements httpapi.SessionBackend: the keeper, while the
+// backend leads.
+func (f *fakeBackend) Sessions() (httpapi.SessionKeeper, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.leaderKnown || f.leader.ID != f.Local.ID || f.noKeeper {
+		return nil, false
+	}
+	return f.keeper, true
+}
+
+// fakeKeeper is a session keeper whose sessions live while the FSM holds
+// them (the test ends them with ExpireSessions); it records what it is
+// told.
+type fakeKeeper struct {
+	f *fsm.FSM
+
+	mu         sync.Mutex
+	keepAlives map[uint64]int
+	progress   map[uint64][]rpc.SessionProgress
+	touched    map[uint64]int
+	remaining  map[uint64]time.Duration
+}
+
+func newFakeKeeper(f *fsm.FSM) *fakeKeeper {
+	return &fakeKeeper{f: f, keepAlives: map[uint64]int{}, progress: map[uint64][]rpc.SessionProgress{},
+		touched: map[uint64]int{}, remaining: map[uint64]time.Duration{}}
+}
+
+func (k *fakeKeeper) KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionProgress) (time.Duration, error) {
+	ttl, own, open := k.f.SessionOpen(id)
+	if !open {
+		return 0, fmt.Errorf("session %d: %w", id, fsm.ErrSessionExpired)
+	}
+	if own != owner {
+		return 0, fmt.Errorf("session %d: %w", id, fsm.ErrForeignClient)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.keepAlives[id]++
+	k.progress[id] = progress
+	delete(k.remaining, id)
+	return ttl, nil
+}
+
+func (k *fakeKeeper) Touch(id uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.touched[id]++
+}
+
+// Remaining is what the test set with setRemaining, else the TTL.
+func (k *fakeKeeper) Remaining(id uint64) (time.Duration, bool) {
+	ttl, _, open := k.f.SessionOpen(id)
+	if !open {
+		return 0, false
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if d, ok := k.remaining[id]; ok {
+		return d, true
+	}
+	return ttl, true
+}
+
+func (k *fakeKeeper) setRemaining(id uint64, d time.Duration) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.remaining[id] = d
+}
+
+// seen returns the keep-alives and touches of session id, and the last
+// progress it reported.
+func (k *fakeKeeper) seen(id uint64) (keepAlives, touches int, progress []rpc.SessionProgress) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.keepAlives[id], k.touched[id], k.progress[id]
 }
 
 func (f *fakeBackend) failure() error {
@@ -129,7 +214,10 @@ func (f *fakeBackend) Ready() bool {
 	return !f.notReady
 }
 
-var _ httpapi.Backend = (*fakeBackend)(nil)
+var (
+	_ httpapi.Backend        = (*fakeBackend)(nil)
+	_ httpapi.SessionBackend = (*fakeBackend)(nil)
+)
 
 // Short names for newEnv's wrap signature.
 type (

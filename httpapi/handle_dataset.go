@@ -34,6 +34,11 @@ import (
 // fails, the next one tries its own request. Calls of different jobs do
 // not wait for each other.
 func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error {
+	if r.Header.Get(rpc.HeaderSession) != "" {
+		// The dataset's entries carry a request id and no session
+		// (Backend.SetDataset).
+		return invalidf("a dataset is not set under a session: send no %s, and a request id of a client id used outside sessions", rpc.HeaderSession)
+	}
 	var in rpc.SetDatasetRequest
 	req, err := s.readWriteLimit(w, r, &in, s.cfg.Limits.MaxDatasetBodyBytes)
 	if err != nil {

@@ -1,6 +1,7 @@
 package httpapi_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -50,28 +52,66 @@ var samples = map[string]string{
 	rpc.PathKVCompareValue:      `{"key":"k","expected":"","desired":"dg=="}`,
 	rpc.PathKVMultiGet:          `{"keys":["k"]}`,
 	rpc.PathKVNumKeys:           "?prefix=k",
+	rpc.PathKVWatch:             "?key=k&wait=0s",
 	rpc.PathLimits:              "",
 	rpc.PathLimitsSet:           `{"max_jobs":5}`,
+	// A path that several methods serve has a sample per method.
+	http.MethodPost + " " + rpc.PathSessions: `{"ttl":"10s"}`,
+	http.MethodGet + " " + rpc.PathSessions:  "",
+	rpc.PathSessionKeepAlive:                 `{"progress":[{"job":"default","task":1,"epoch":1,"records":5}]}`,
+	rpc.PathSession:                          "",
 }
 
 // samplePath is the path of endpoint ep's sample request: a job route
-// names the default job.
-func samplePath(ep rpc.Endpoint) string {
-	return rpc.JobRoute(ep.Path, rpc.DefaultJob)
+// names the default job, a session route an open session, which it
+// opens when there is none.
+func (e *env) samplePath(ep rpc.Endpoint) string {
+	e.t.Helper()
+	path := rpc.JobRoute(ep.Path, rpc.DefaultJob)
+	if !strings.Contains(path, "{"+rpc.SessionParam+"}") {
+		return path
+	}
+	open := e.local.FSM().Sessions()
+	if len(open) == 0 {
+		res, err := e.local.Apply(context.Background(), &fsm.OpenSession{Header: fsm.Header{Request: fsm.RequestID{Client: uuid.New(), Seq: 1}}, TTL: time.Minute})
+		if err != nil || res.Err() != nil {
+			e.t.Fatalf("opening a session: %v %v", err, res.Err())
+		}
+		open = e.local.FSM().Sessions()
+	}
+	return strings.Replace(path, "{"+rpc.SessionParam+"}", fmt.Sprint(open[0].ID), 1)
 }
 
 // sample sends endpoint ep its sample request with method and the header
 // pairs.
 func (e *env) sample(ep rpc.Endpoint, method string, header ...string) response {
 	e.t.Helper()
-	s, ok := samples[ep.Path]
+	s, ok := samples[ep.Method+" "+ep.Path]
+	if !ok {
+		s, ok = samples[ep.Path]
+	}
 	if !ok {
 		e.t.Fatalf("no sample request for %s %s: add one to samples", ep.Method, ep.Path)
 	}
 	if ep.Method == http.MethodGet {
-		return e.do(method, samplePath(ep)+s, nil, header...)
+		return e.do(method, e.samplePath(ep)+s, nil, header...)
 	}
-	return e.do(method, samplePath(ep), []byte(s), header...)
+	return e.do(method, e.samplePath(ep), []byte(s), header...)
+}
+
+// allowedMethods lists the methods that serve path, HEAD after GET, as a
+// 405's Allow does.
+func allowedMethods(path string) []string {
+	var methods []string
+	for _, ep := range rpc.Endpoints {
+		if ep.Path == path {
+			methods = append(methods, ep.Method)
+			if ep.Method == http.MethodGet {
+				methods = append(methods, http.MethodHead)
+			}
+		}
+	}
+	return methods
 }
 
 // standby is a backend whose followers hold no up-to-date state, as the
@@ -90,6 +130,7 @@ func TestEndpointsRouted(t *testing.T) {
 			if ep.Method == http.MethodGet {
 				methods = append(methods, http.MethodHead)
 			}
+			allow := strings.Join(allowedMethods(ep.Path), ", ")
 			for _, m := range methods {
 				// The router's own answers; an endpoint may answer 404
 				// for what it does not know (unknown_job).
@@ -98,7 +139,6 @@ func TestEndpointsRouted(t *testing.T) {
 					t.Errorf("%s: status %d: %s", m, r.status, r.body)
 				}
 			}
-			allow := strings.Join(methods, ", ")
 			for _, m := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
 				if strings.Contains(allow, m) {
 					continue
@@ -153,7 +193,7 @@ func TestEndpointsRedirect(t *testing.T) {
 				return
 			}
 			wantError(t, r, http.StatusTemporaryRedirect, rpc.CodeNotLeader)
-			if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "http://10.0.0.2:8080"+samplePath(ep)) {
+			if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "http://10.0.0.2:8080"+e.samplePath(ep)) {
 				t.Errorf("Location %q", loc)
 			}
 		})

@@ -85,46 +85,65 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		rpc.PathKVCompareValue:      h.handleKVCompareValue,
 		rpc.PathKVMultiGet:          h.handleKVMultiGet,
 		rpc.PathKVNumKeys:           h.handleKVNumKeys,
+		rpc.PathKVWatch:             h.handleKVWatch,
 		rpc.PathLimits:              h.handleLimits,
 		rpc.PathLimitsSet:           h.handleLimitsSet,
+		// The methods of a path that several serve have a handler each.
+		http.MethodPost + " " + rpc.PathSessions: h.handleOpenSession,
+		http.MethodGet + " " + rpc.PathSessions:  h.handleSessions,
+		rpc.PathSessionKeepAlive:                 h.handleSessionKeepAlive,
+		rpc.PathSession:                          h.handleCloseSession,
 	})
 	return h
 }
 
 // route registers each endpoint's method and path (rpc.Endpoints, which
-// rpc/openapi.json is generated from) with the handler of its path, and
-// answers 404 everywhere else. An endpoint without a handler, or a handler
-// without an endpoint, is a programming error: route panics.
+// rpc/openapi.json is generated from) with the handler of its path, or,
+// on a path that several methods serve, of its "METHOD path"; every other
+// method of the path is answered 405, and every other path 404. An
+// endpoint without a handler, or a handler without an endpoint, is a
+// programming error: route panics.
 func (h *Handler) route(endpoints []rpc.Endpoint, handlers map[string]handlerFunc) {
+	allowed := map[string][]string{} // the methods of each path
+	for _, ep := range endpoints {
+		allowed[ep.Path] = append(allowed[ep.Path], ep.Method)
+	}
 	routed := make(map[string]bool, len(endpoints))
 	for _, ep := range endpoints {
-		if fn, ok := handlers[ep.Path]; ok && strings.Contains(ep.Path, "{"+rpc.JobParam+"}") {
-			handlers[ep.Path] = checkJob(fn)
+		key := ep.Method + " " + ep.Path
+		if _, ok := handlers[key]; !ok {
+			key = ep.Path
 		}
-	}
-	for _, ep := range endpoints {
-		fn, ok := handlers[ep.Path]
+		fn, ok := handlers[key]
 		if !ok {
 			panic("httpapi: no handler for " + ep.Method + " " + ep.Path)
 		}
-		routed[ep.Path] = true
+		if strings.Contains(ep.Path, "{"+rpc.JobParam+"}") {
+			fn = checkJob(fn)
+		}
+		routed[key] = true
 		if ep.Method == http.MethodPost && ep.Redirects {
 			fn = h.leaderFirst(fn)
 		}
 		// "GET /path" serves HEAD too; the bare path, less specific,
 		// catches every other method.
 		fn = h.authorize(ep, fn)
+		first := allowed[ep.Path][0] == ep.Method
 		h.mux.Handle(ep.Method+" "+ep.Path, h.serve(fn))
-		h.mux.Handle(ep.Path, h.serve(methodNotAllowed(ep.Method)))
+		if first {
+			h.mux.Handle(ep.Path, h.serve(methodNotAllowed(allowed[ep.Path])))
+		}
 		if ep.Job {
 			path := rpc.JobPath("{"+rpc.JobParam+"}", ep.Path)
 			h.mux.Handle(ep.Method+" "+path, h.serve(checkJob(fn)))
-			h.mux.Handle(path, h.serve(methodNotAllowed(ep.Method)))
+			if first {
+				h.mux.Handle(path, h.serve(methodNotAllowed(allowed[ep.Path])))
+			}
 		}
 	}
-	for path := range handlers {
-		if !routed[path] {
-			panic("httpapi: a handler for " + path + ", which no endpoint names")
+	for key := range handlers {
+		if !routed[key] {
+			panic("httpapi: a handler for " + key + ", which no endpoint names")
 		}
 	}
 	h.mux.Handle("/", h.serve(func(w http.ResponseWriter, r *http.Request) error {
@@ -147,12 +166,17 @@ func (h *Handler) leaderFirst(fn handlerFunc) handlerFunc {
 	}
 }
 
-// methodNotAllowed answers 405 naming the method a path accepts.
-func methodNotAllowed(method string) handlerFunc {
-	allow := method
-	if method == http.MethodGet {
-		allow += ", " + http.MethodHead
+// methodNotAllowed answers 405 naming the methods a path accepts, HEAD
+// after GET.
+func methodNotAllowed(methods []string) handlerFunc {
+	var names []string
+	for _, m := range methods {
+		names = append(names, m)
+		if m == http.MethodGet {
+			names = append(names, http.MethodHead)
+		}
 	}
+	allow := strings.Join(names, ", ")
 	return func(w http.ResponseWriter, r *http.Request) error {
 		w.Header().Set("Allow", allow)
 		return rpc.Errorf(rpc.CodeMethod, "method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, allow)

@@ -75,6 +75,7 @@ var jobSamples = map[string]string{
 	rpc.PathKVCompareValue:  `{"key":"k","expected":"","desired":"dg=="}`,
 	rpc.PathKVMultiGet:      `{"keys":["k"]}`,
 	rpc.PathKVNumKeys:       "?prefix=k",
+	rpc.PathKVWatch:         "?key=k&wait=0s",
 }
 
 // TestTokenJobScopes: a trainer token scoped to jobs acts on them, and on

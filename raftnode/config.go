@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"github.com/raftmaster/raftmaster/fsm"
+	"github.com/raftmaster/raftmaster/internal/sessions"
 )
 
 // Peer is a member of a bootstrap configuration: in Config.Peers, a node
@@ -126,6 +127,9 @@ type Config struct {
 	// Recorder, when set, is told how long proposals and applies take,
 	// for metrics.
 	Recorder Recorder
+	// SessionObserver, when set, counts what the leader's session tracker
+	// does, for metrics.
+	SessionObserver sessions.Observer
 	// Logger receives all logs; nil discards them.
 	Logger hclog.Logger
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/internal/sessions"
 	"github.com/raftmaster/raftmaster/internal/version"
 )
 
@@ -64,19 +65,32 @@ func (r *leaderRun) stop() {
 }
 
 // leaderLoop takes over as leader, then proposes Tick whenever the FSM's
-// earliest deadline has passed on this node's clock.
+// earliest deadline has passed on this node's clock, and runs the term's
+// session tracker.
 func (n *Node) leaderLoop(ctx context.Context) {
 	if !n.takeOver(ctx) {
 		return
 	}
+	// The term's session keep-alives, from the state as taken over.
+	tracker := sessions.New(sessions.Config{
+		FSM: n.fsm, Now: n.now, Propose: n.propose,
+		VerifyLeader: func(context.Context) error { return mapRaftError(n.raft.VerifyLeader().Error()) },
+		Logger:       n.log.Named("sessions"), Observer: n.cfg.SessionObserver,
+	})
+	n.sessions.Store(tracker)
+	defer n.sessions.CompareAndSwap(tracker, nil)
 	n.leaderReady.Store(true)
 	n.log.Info("leader ready")
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		n.raiseProtocol(ctx)
+	}()
+	go func() {
+		defer wg.Done()
+		tracker.Run(ctx)
 	}()
 	leader.Ticker{
 		FSM:     n.fsm,
@@ -128,6 +142,16 @@ func (n *Node) takeOver(ctx context.Context) bool {
 		}
 	}
 	return true
+}
+
+// Sessions returns the session keep-alive table of this node's term while
+// it leads and has taken over; false otherwise.
+func (n *Node) Sessions() (*sessions.Tracker, bool) {
+	if !n.LeaderReady() {
+		return nil, false
+	}
+	t := n.sessions.Load()
+	return t, t != nil
 }
 
 // registration is this node's registry entry, with its release.

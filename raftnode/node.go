@@ -16,6 +16,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/internal/sessions"
 	"go.etcd.io/bbolt"
 )
 
@@ -67,6 +68,9 @@ type Node struct {
 	leaderChanges atomic.Uint64
 
 	leaderReady atomic.Bool
+	// sessions is the session tracker of the term this node leads, set
+	// from its take-over to its end.
+	sessions atomic.Pointer[sessions.Tracker]
 	// clock stamps proposals while this node leads (see leader.Clock).
 	clock leader.TermClock
 	// halted is closed once the FSM met an entry it cannot apply and Raft

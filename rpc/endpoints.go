@@ -38,8 +38,16 @@ type Endpoint struct {
 	// default job and at JobPath(job, Path) for any job. A trainer token
 	// scoped to jobs may call it only for a job it covers.
 	Job bool
-	// Query lists the query parameters (GET endpoints only).
+	// Query lists the query parameters: a GET's, or those a POST takes
+	// beside its body (ParamAttach).
 	Query []Param
+	// Operation names the endpoint in openapi.json (its operationId) when
+	// the name of its Path constant does not: on a path that several
+	// methods serve.
+	Operation string
+	// NoSession marks a write that is not made under a session: it
+	// refuses the HeaderSession header, which every other write takes.
+	NoSession bool
 	// Stream, when set, is the answer the endpoint streams, instead of
 	// Response's JSON, to a request whose Accept header names
 	// Stream.ContentType.
@@ -107,6 +115,15 @@ var (
 	leaderReadErrors = []string{CodeNoLeader, CodeUnavailable}
 )
 
+// attachParam is the query parameter of the register writes that store
+// keys.
+var attachParam = Param{
+	Name: ParamAttach,
+	Doc: "true to attach the keys the write stores to the session of its " + HeaderSession + " header, which it needs: " +
+		"they are deleted when the session ends, unless written again since.",
+	Type: false,
+}
+
 // codes returns base followed by more, in a new slice.
 func codes(base []string, more ...string) []string {
 	return append(append([]string(nil), base...), more...)
@@ -119,7 +136,7 @@ var Endpoints = []Endpoint{
 		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client. " +
 			"The first dataset counts; later requests are answered with ignored set and change nothing.",
 		Request: SetDatasetRequest{}, Response: SetDatasetResponse{},
-		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
+		Write: true, Redirects: true, Job: true, NoSession: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,
@@ -202,6 +219,7 @@ var Endpoints = []Endpoint{
 			"carries the key's current value and version. This is the compare-and-set of a rendezvous backend such as torchrun's, " +
 			"the version being its fencing token.",
 		Request: KVCompareAndSetRequest{}, Response: KVCompareAndSetResponse{},
+		Query: []Param{attachParam},
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
@@ -227,6 +245,7 @@ var Endpoints = []Endpoint{
 			"or a sum past 64 bits, is invalid and changes nothing. A retry answers the sum the first attempt made. " +
 			"Needs protocol level 5.",
 		Request: KVAddRequest{}, Response: KVAddResponse{},
+		Query: []Param{attachParam},
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
@@ -234,6 +253,7 @@ var Endpoints = []Endpoint{
 		Summary: "Store several keys in one entry, each under a new version: all of them, or, past a limit, none. " +
 			"The keys are distinct, and the values together at most max_kv_value_bytes. Needs protocol level 5.",
 		Request: KVMultiSetRequest{}, Response: KVMultiSetResponse{},
+		Query: []Param{attachParam},
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
@@ -241,6 +261,7 @@ var Endpoints = []Endpoint{
 		Summary: "Append bytes to the value of a key, creating it, under a new version; the value stays within max_kv_value_bytes. " +
 			"Needs protocol level 5.",
 		Request: KVAppendRequest{}, Response: KVAppendResponse{},
+		Query: []Param{attachParam},
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
@@ -248,6 +269,7 @@ var Endpoints = []Endpoint{
 		Summary: "Store a value under a key if the key holds the expected value, or does not exist and the expected value is empty: " +
 			"the compare_set of torch's c10d stores, by value. The answer carries the key afterwards. Needs protocol level 5.",
 		Request: KVCompareValueRequest{}, Response: KVCompareValueResponse{},
+		Query: []Param{attachParam},
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeLimit),
 	},
 	{
@@ -265,6 +287,22 @@ var Endpoints = []Endpoint{
 		Response: KVNumKeysResponse{}, Redirects: true, Job: true,
 		Query: []Param{
 			{Name: KVParamPrefix, Doc: "Count only the keys that start with it; every key when left out.", Type: ""},
+		},
+		Errors: codes(leaderReadErrors, CodeInvalid),
+	},
+	{
+		Method: http.MethodGet, Path: PathKVWatch,
+		Summary: "Long poll for a change of a key of the job's register: answer what the key holds as soon as its version differs " +
+			"from after (after 0: as soon as the key exists; a key deleted answers found false), or, once the timeout passes, " +
+			"the key as it is with timed_out set. The leader answers, after a read barrier, so the answer is linearizable, " +
+			"as a get's; a node that stops leading during the wait redirects the watch to the new leader. " +
+			"A torch c10d store's get and wait block on it instead of polling.",
+		Response: KVWatchResponse{}, Redirects: true, Job: true,
+		Query: []Param{
+			{Name: KVParamKey, Doc: "The key: 1 to 256 bytes of printable ASCII without spaces.", Required: true, Type: ""},
+			{Name: KVWatchParamAfter, Doc: "The version the caller knows the key at; 0, the default, waits until the key exists.", Type: uint64(0)},
+			{Name: KVWatchParamWait, Doc: "How long to wait for a change, a Go duration such as 30s: 0s answers at once; 30s when left out; " +
+				"a longer wait than the server's limit (60s unless configured) waits that limit.", Type: ""},
 		},
 		Errors: codes(leaderReadErrors, CodeInvalid),
 	},
@@ -365,6 +403,45 @@ var Endpoints = []Endpoint{
 			"the limits from its own flags, answers unavailable.",
 		Request: LimitsRequest{}, Response: Limits{},
 		Write: true, Redirects: true, Errors: codes(writeErrors),
+	},
+	{
+		Method: http.MethodPost, Path: PathSessions, Operation: "openSession",
+		Summary: "Open a session for the calling process. The tasks it leases under the session, the save-model lease it is granted " +
+			"under it and the register keys it attaches to it are released in the one log entry that ends the session: when it is closed " +
+			"(" + http.MethodDelete + " " + PathSession + "), or when the leader has had no keep-alive (" + PathSessionKeepAlive + ") " +
+			"and no request under it for its TTL. A TTL of 0 takes the server's default (serve --session-ttl, 5s unless configured); " +
+			"a TTL is 1s to 1h. The writes made under the session carry its id in the " + HeaderSession + " header. " +
+			"Needs protocol level 6: a cluster below it answers unavailable; a server whose backend keeps no sessions answers not_found, " +
+			"as a server of an earlier release does.",
+		Request: OpenSessionRequest{}, Response: OpenSessionResponse{},
+		Write: true, Redirects: true, NoSession: true, Errors: codes(requestErrors, CodeLimit, CodeNotFound),
+	},
+	{
+		Method: http.MethodGet, Path: PathSessions, Operation: "listSessions", Access: AccessOperator,
+		Summary: "List the open sessions in id order: each one's TTL, how long it lives without another keep-alive by the leader's clock, " +
+			"its age, the tasks it holds and how many register keys are attached to it. The leader answers, after a read barrier. " +
+			"Needs protocol level 6: a cluster below it answers unavailable.",
+		Response: SessionsResponse{}, Redirects: true, Errors: codes(leaderReadErrors, CodeNotFound),
+	},
+	{
+		Method: http.MethodPost, Path: PathSessionKeepAlive,
+		Summary: "Keep a session alive for its TTL from now, reporting how far its holder has read each task it holds; " +
+			"the answer is the TTL granted. Send one every third of the TTL. The leader answers from memory and replicates nothing; " +
+			"a follower redirects. A session that has ended is answered session_expired: what it held was released, and the writes " +
+			"made under it are refused from then on; open a new one. The leader hands a held task back once its records have not grown " +
+			"for the job's task timeout. At most 4096 progress entries. " +
+			"Needs protocol level 6: a cluster below it answers unavailable.",
+		Request: KeepAliveRequest{}, Response: KeepAliveResponse{},
+		Redirects: true, Errors: codes(leaderReadErrors, CodeInvalid, CodeTooLarge, CodeSessionExpired, CodeForeignClient, CodeNotFound),
+	},
+	{
+		Method: http.MethodDelete, Path: PathSession, Operation: "closeSession",
+		Summary: "Close a session: the tasks it holds go back to todo without counting a failure, the keys attached to it are deleted " +
+			"and a save-model lease granted under it is released, in one entry; closed is false for a session that had ended already. " +
+			"A token closes its own sessions only (foreign_client), an operator's any. A retry of a close made under the session it " +
+			"closes may be answered session_expired: the session has ended either way. " +
+			"Needs protocol level 6: a cluster below it answers unavailable.",
+		Response: CloseSessionResponse{}, Write: true, Redirects: true, Errors: codes(requestErrors),
 	},
 	{
 		Method: http.MethodGet, Path: PathBackup, Access: AccessOperator,

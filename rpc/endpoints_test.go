@@ -16,23 +16,37 @@ func TestEndpoints(t *testing.T) {
 		known[c.Code] = true
 	}
 	seen := map[string]bool{}
+	operations := map[string]string{}
 	for _, ep := range Endpoints {
 		name := ep.Method + " " + ep.Path
-		if seen[ep.Path] {
-			t.Errorf("%s: the path has two endpoints", name)
+		if seen[name] {
+			t.Errorf("%s: two endpoints", name)
 		}
-		seen[ep.Path] = true
+		seen[name] = true
+		if ep.Operation != "" {
+			if other, ok := operations[ep.Operation]; ok {
+				t.Errorf("%s: operation %q names %s too", name, ep.Operation, other)
+			}
+			operations[ep.Operation] = name
+		}
 		switch ep.Method {
 		case http.MethodGet:
 			if ep.Request != nil || ep.Write {
 				t.Errorf("%s: a GET takes no body and is no write", name)
 			}
 		case http.MethodPost:
-			if ep.Request == nil || len(ep.Query) > 0 {
-				t.Errorf("%s: a POST takes a body and no query", name)
+			if ep.Request == nil {
+				t.Errorf("%s: a POST takes a body", name)
+			}
+		case http.MethodDelete:
+			if ep.Request != nil || len(ep.Query) > 0 {
+				t.Errorf("%s: a DELETE takes no body and no query", name)
 			}
 		default:
-			t.Errorf("%s: method is neither GET nor POST", name)
+			t.Errorf("%s: method is not GET, POST or DELETE", name)
+		}
+		if ep.NoSession && !ep.Write {
+			t.Errorf("%s: NoSession marks a write", name)
 		}
 		if ep.Summary == "" || ep.Response == nil {
 			t.Errorf("%s: no summary or no response type", name)
@@ -81,6 +95,15 @@ func TestEndpoints(t *testing.T) {
 		}
 		if ep.Redirects {
 			need("it needs the leader", CodeNoLeader)
+		}
+	}
+	methods := map[string]int{}
+	for _, ep := range Endpoints {
+		methods[ep.Path]++
+	}
+	for _, ep := range Endpoints {
+		if methods[ep.Path] > 1 && ep.Operation == "" {
+			t.Errorf("%s %s: the path has %d endpoints, and this one no Operation to tell it apart", ep.Method, ep.Path, methods[ep.Path])
 		}
 	}
 }

@@ -57,6 +57,10 @@ func TestOpenAPIDocument(t *testing.T) {
 	if refs == 0 {
 		t.Error("the document has no $ref at all")
 	}
+	methods := map[string]int{}
+	for _, ep := range Endpoints {
+		methods[ep.Path]++
+	}
 	for _, ep := range Endpoints {
 		item, _ := paths[ep.Path].(map[string]any)
 		op, _ := item[strings.ToLower(ep.Method)].(map[string]any)
@@ -64,8 +68,8 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s is not in the document", ep.Method, ep.Path)
 			continue
 		}
-		if len(item) != 1 {
-			t.Errorf("%s has %d operations, want 1", ep.Path, len(item))
+		if len(item) != methods[ep.Path] {
+			t.Errorf("%s has %d operations, want %d", ep.Path, len(item), methods[ep.Path])
 		}
 		responses, _ := op["responses"].(map[string]any)
 		if responses["200"] == nil {
@@ -73,6 +77,9 @@ func TestOpenAPIDocument(t *testing.T) {
 		}
 		if hasRequestID := strings.Contains(fmt.Sprint(op["parameters"]), "/RequestID"); hasRequestID != ep.Write {
 			t.Errorf("%s %s: request id header %v, write %v", ep.Method, ep.Path, hasRequestID, ep.Write)
+		}
+		if hasSession := strings.Contains(fmt.Sprint(op["parameters"]), "/Session"); hasSession != (ep.Write && !ep.NoSession) {
+			t.Errorf("%s %s: session header %v, write %v, no session %v", ep.Method, ep.Path, hasSession, ep.Write, ep.NoSession)
 		}
 	}
 	jobScoped := 0
@@ -88,8 +95,8 @@ func TestOpenAPIDocument(t *testing.T) {
 			t.Errorf("%s %s, the job-scoped route of %s, is not in the document with its job parameter", ep.Method, path, ep.Path)
 		}
 	}
-	if len(paths) != len(Endpoints)+jobScoped {
-		t.Errorf("%d paths, %d endpoints of which %d are also served per job", len(paths), len(Endpoints), jobScoped)
+	if len(paths) != len(methods)+jobScoped {
+		t.Errorf("%d paths, %d paths of endpoints of which %d are also served per job", len(paths), len(methods), jobScoped)
 	}
 }
 

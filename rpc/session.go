@@ -93,8 +93,10 @@ type Session struct {
 	// keep-alive, by the leader's clock.
 	Remaining Duration `json:"remaining"`
 	// Opened is the FSM time of its opening.
-	Opened time.Time     `json:"opened"`
-	Tasks  []SessionTask `json:"tasks,omitempty"`
+	Opened time.Time `json:"opened"`
+	// Age is how long ago it was opened, by the leader's clock.
+	Age   Duration      `json:"age"`
+	Tasks []SessionTask `json:"tasks,omitempty"`
 	// Keys counts the register keys attached to it.
 	Keys int `json:"keys"`
 }

@@ -70,6 +70,7 @@ const (
 	PathKVCompareValue      = "/v1/kv/compare-set"
 	PathKVMultiGet          = "/v1/kv/multi-get"
 	PathKVNumKeys           = "/v1/kv/num-keys"
+	PathKVWatch             = "/v1/kv/watch"
 	PathLimits              = "/v1/limits"
 	PathLimitsSet           = "/v1/limits/set"
 )
@@ -505,6 +506,7 @@ type Stats struct {
 	Tasks      int           `json:"tasks"`
 	Todo       int           `json:"todo"`
 	Pending    int           `json:"pending"`
+	Held       int           `json:"held,omitempty"` // the pending tasks held by sessions, which need no renewal
 	Done       int           `json:"done"`
 	Failed     int           `json:"failed"`
 	Params     DatasetParams `json:"params"`
@@ -536,6 +538,7 @@ type Job struct {
 	Tasks        int       `json:"tasks"`
 	Todo         int       `json:"todo"`
 	Pending      int       `json:"pending"`
+	Held         int       `json:"held,omitempty"` // the pending tasks held by sessions, which need no renewal
 	Done         int       `json:"done"`
 	Failed       int       `json:"failed"`
 	Uploads      int       `json:"uploads"`
@@ -706,6 +709,36 @@ type KVGetResponse struct {
 	// that replaces it. It is never 0 for a key that exists, and no key
 	// of any job is ever given it again.
 	Version uint64 `json:"version"`
+}
+
+// Query parameters of PathKVWatch (GET), besides KVParamKey.
+const (
+	// KVWatchParamAfter is the version the caller knows the key at: the
+	// watch answers once the key's version differs from it. 0 (the
+	// default) waits until the key exists.
+	KVWatchParamAfter = "after"
+	// KVWatchParamWait is how long the watch may wait, a Go duration
+	// such as "30s", as the allgather watch's wait: 0 answers at once,
+	// and more than the server's limit (httpapi.Limits.MaxWatchWait)
+	// waits that limit.
+	KVWatchParamWait = "wait"
+)
+
+// KVWatchResponse is the answer to a watch of a register key: what the
+// key holds, as KVGetResponse says, once its version differs from the
+// one the watch was given (a key deleted is Found false at Version 0), or
+// as it is when the wait ran out with TimedOut set.
+type KVWatchResponse struct {
+	Key   string `json:"key"`
+	Found bool   `json:"found"`
+	// Value is the key's value (base64 in JSON).
+	Value []byte `json:"value"`
+	// Version is the key's version, 0 when it does not exist.
+	Version uint64 `json:"version"`
+	// TimedOut reports that the wait ran out with the key as the watch
+	// was given it: the same version, or still absent. Watch again with
+	// the same version to go on waiting.
+	TimedOut bool `json:"timed_out"`
 }
 
 // KVCompareAndSetRequest stores Value under Key in the job's register if

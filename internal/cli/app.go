@@ -50,6 +50,7 @@ func commands() []*cli.Command {
 		jobCommand(),
 		limitsCommand(),
 		kvCommand(),
+		sessionCommand(),
 		recoverCommand(),
 		backupCommand(),
 		restoreCommand(),

@@ -132,7 +132,7 @@ func TestReadCommandsPrintJSON(t *testing.T) {
 	app := NewApp(nil, nil)
 	for _, path := range [][]string{
 		{"cluster", "inspect"}, {"cluster", "status"}, {"cluster", "member", "list"}, {"job", "list"}, {"job", "inspect"}, {"limits", "get"},
-		{"kv", "get"}, {"health"}, {"backup", "inspect"}, {"recordio", "inspect"},
+		{"kv", "get"}, {"session", "list"}, {"health"}, {"backup", "inspect"}, {"recordio", "inspect"},
 	} {
 		cmds := app.Commands
 		var cmd *cli.Command

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 	"unicode/utf8"
 
 	"github.com/raftmaster/raftmaster/client"
@@ -24,7 +25,8 @@ func kvCommand() *cli.Command {
 			"exist), and the value then gets a new version, which no key is ever given again; this is\n" +
 			"what a torchrun RendezvousBackend needs. Reads go to the leader and are linearizable.\n" +
 			"A delete frees the key (or, with --prefix, every key under a prefix); it needs a cluster\n" +
-			"at protocol level 5. Flags may come before or after KEY.",
+			"at protocol level 5. kv watch waits for a key to change, as a long poll at the leader.\n" +
+			"Flags may come before or after KEY.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "get",
@@ -119,6 +121,20 @@ func kvCommand() *cli.Command {
 				}, outputFlags()...)...),
 				Action: kvDelete,
 			},
+			{
+				Name: "watch",
+				Usage: "wait until a key's version differs from --after (0: until the key exists) and print the key; " +
+					"exit status 2, with the key as it is, when --timeout passes first",
+				UsageText: "raftmaster kv watch [--addr 127.0.0.1:8001] [--job JOB] [--after N] [--timeout D] [--json | --raw] KEY\n" +
+					"raftmaster kv watch --after 7 --timeout 5m rdzv",
+				Flags: clientFlags(append([]cli.Flag{jobFlag(),
+					&cli.Uint64Flag{Name: "after", Usage: "the version the key is known at (the one kv get printed): " +
+						"wait until it is written again or deleted; 0 waits until the key exists"},
+					&cli.DurationFlag{Name: "timeout", Value: time.Minute, Usage: "how long to wait; 0 looks once"},
+					&cli.BoolFlag{Name: "raw", Usage: "print the value's bytes alone, as stored"},
+				}, outputFlags()...)...),
+				Action: kvWatch,
+			},
 		},
 	}
 }
@@ -166,6 +182,50 @@ func kvDelete(c *cli.Context) error {
 		}
 		return cli.Exit(fmt.Sprintf("key %q does not exist in job %s", key, c.String("job")), kvMissExit)
 	})
+}
+
+// kvWatch is the action of kv watch.
+func kvWatch(c *cli.Context) error {
+	key, err := kvKey(c)
+	if err != nil {
+		return err
+	}
+	asJSON, err := wantJSON(c)
+	if err != nil {
+		return err
+	}
+	after, timeout := c.Uint64("after"), c.Duration("timeout")
+	return withClient(c, func(cl *client.Client) error {
+		res, err := cl.KVWatch(c.Context, key, after, timeout)
+		switch {
+		case err != nil:
+			return err
+		case asJSON:
+			err = printJSON(c.App.Writer, kvWatchAnswer{Key: key, Found: res.Found, Value: res.Value, Version: res.Version, TimedOut: res.TimedOut})
+		case c.Bool("raw"):
+			_, err = c.App.Writer.Write(res.Value)
+		case res.Found:
+			printKV(c.App.Writer, key, res.KVValue)
+		case !res.TimedOut:
+			fmt.Fprintf(c.App.Writer, "deleted: %s no longer exists\n", key)
+		}
+		switch {
+		case err != nil || !res.TimedOut:
+			return err
+		case res.Found:
+			return cli.Exit(fmt.Sprintf("timed out after %v: key %q is still at version %d", timeout, key, res.Version), kvMissExit)
+		}
+		return cli.Exit(fmt.Sprintf("timed out after %v: key %q does not exist in job %s", timeout, key, c.String("job")), kvMissExit)
+	})
+}
+
+// kvWatchAnswer is what kv watch --json prints: the wire answer.
+type kvWatchAnswer struct {
+	Key      string `json:"key"`
+	Found    bool   `json:"found"`
+	Value    []byte `json:"value"`
+	Version  uint64 `json:"version"`
+	TimedOut bool   `json:"timed_out"`
 }
 
 // kvDeleteAnswer and kvPrefixAnswer are what kv delete --json prints: the

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
 )
@@ -159,5 +160,58 @@ func TestKVDeleteCommand(t *testing.T) {
 	}
 	if local.FSM().StateHash() != before || !local.FSM().KV("default", "k").Found {
 		t.Fatal("a refused command changed the state")
+	}
+}
+
+// TestKVWatchCommand: kv watch prints the key once its version differs
+// from --after (at once when it already does), says when it was deleted,
+// and exits 2 with the key as it is when --timeout passes first; --json
+// prints the answer.
+func TestKVWatchCommand(t *testing.T) {
+	local, kv := kvServer(t)
+	if code, out, errOut := kv("cas", "rdzv", "--value", "round 1"); code != 0 {
+		t.Fatalf("cas: exit %d, %q, %q", code, out, errOut)
+	}
+	get := "key:     rdzv\nversion: 1\nvalue:   round 1\n"
+	if code, out, errOut := kv("watch", "rdzv"); code != 0 || out != get {
+		t.Fatalf("watch of a key that exists: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, out, errOut := kv("watch", "rdzv", "--after", "1", "--timeout", "0"); code != kvMissExit || out != get || !strings.Contains(errOut, `key "rdzv" is still at version 1`) {
+		t.Fatalf("watch that timed out: exit %d, %q, %q", code, out, errOut)
+	}
+	code, out, errOut := kv("watch", "--timeout", "10ms", "--json", "absent")
+	var ans kvWatchAnswer
+	if code != kvMissExit || json.Unmarshal([]byte(out), &ans) != nil || !ans.TimedOut || ans.Found || !strings.Contains(errOut, `key "absent" does not exist`) {
+		t.Fatalf("watch --json of an absent key: exit %d, %q, %q", code, out, errOut)
+	}
+
+	type result struct {
+		code     int
+		out, err string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, out, errOut := kv("watch", "rdzv", "--after", "1", "--timeout", "1m")
+		done <- result{code, out, errOut}
+	}()
+	// Through the backend: two runs of the command at once would share
+	// the CLI library's global flags.
+	if res, err := local.Apply(t.Context(), &fsm.KVCompareAndSet{Key: "rdzv", Version: 1, Value: []byte("round 2")}); err != nil || !res.Swapped {
+		t.Fatalf("compare-and-set: %+v, %v", res, err)
+	}
+	if r := <-done; r.code != 0 || r.out != "key:     rdzv\nversion: 2\nvalue:   round 2\n" {
+		t.Fatalf("watch of a key written: exit %d, %q, %q", r.code, r.out, r.err)
+	}
+	if code, out, errOut := kv("delete", "rdzv"); code != 0 {
+		t.Fatalf("delete: exit %d, %q, %q", code, out, errOut)
+	}
+	if code, out, errOut := kv("watch", "rdzv", "--after", "2"); code != 0 || out != "deleted: rdzv no longer exists\n" {
+		t.Fatalf("watch of a deleted key: exit %d, %q, %q", code, out, errOut)
+	}
+
+	for _, args := range [][]string{{"watch"}, {"watch", "a", "b"}, {"watch", "bad key"}, {"watch", "k", "--after", "-1"}} {
+		if code, _, errOut := kv(args...); code != 1 || errOut == "" {
+			t.Errorf("%q: exit %d, %q; want 1 with a message", args, code, errOut)
+		}
 	}
 }

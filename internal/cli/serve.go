@@ -22,6 +22,7 @@ import (
 	"github.com/raftmaster/raftmaster/internal/quota"
 	"github.com/raftmaster/raftmaster/internal/replica"
 	"github.com/raftmaster/raftmaster/raftnode"
+	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
 	"github.com/raftmaster/raftmaster/store/etcdkeys"
 	"github.com/urfave/cli/v2"
@@ -94,6 +95,7 @@ func serveCommand() *cli.Command {
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
 			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: httpapi.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
+			&cli.DurationFlag{Name: "session-ttl", Usage: "TTL of a session whose client names none: how long the leader keeps a client's session, and the tasks and keys it holds, after its last keep-alive (1s to 1h)", Value: rpc.DefaultSessionTTL, EnvVars: env("session-ttl")},
 			&cli.DurationFlag{Name: "heartbeat-timeout", Usage: "Raft heartbeat timeout: a follower notices a dead leader after 1 to 2 of these; raise it on slow or lossy networks, where spurious elections waste work", Value: raftnode.DefaultHeartbeatTimeout, EnvVars: env("heartbeat-timeout")},
 			&cli.DurationFlag{Name: "election-timeout", Usage: "Raft election timeout (>= heartbeat timeout): how long a candidate waits before it tries again", Value: raftnode.DefaultElectionTimeout, EnvVars: env("election-timeout")},
 			&cli.DurationFlag{Name: "leader-lease-timeout", Usage: "Raft leader lease (<= heartbeat timeout): a leader cut off from a quorum steps down after this long", Value: raftnode.DefaultLeaderLeaseTimeout, EnvVars: env("leader-lease-timeout")},
@@ -219,7 +221,10 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 		root = abs
 	}
 	warnDatasetRoot(logger, c.String("http-addr"), root)
-	api := httpapi.Config{DatasetDefaults: params, DatasetRoot: root}
+	api := httpapi.Config{DatasetDefaults: params, DatasetRoot: root, SessionTTL: c.Duration("session-ttl")}
+	if ttl := api.SessionTTL; ttl < fsm.MinSessionTTL || ttl > fsm.MaxSessionTTL {
+		return replica.Config{}, fmt.Errorf("--session-ttl %v: want %v to %v", ttl, fsm.MinSessionTTL, fsm.MaxSessionTTL)
+	}
 	limits, err := httpLimits(c)
 	if err != nil {
 		return replica.Config{}, err

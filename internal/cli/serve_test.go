@@ -13,6 +13,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/replica"
+	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/urfave/cli/v2"
 )
 
@@ -30,6 +31,7 @@ func TestServeBadFlags(t *testing.T) {
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--etcd-ttl", "1500ms"}, "--etcd-ttl 1.5s: want whole seconds"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--chunks-per-task", "0"}, "--chunks-per-task must be >= 1"},
 		{[]string{"--node-id", "n1", "--backend", "etcd", "--etcd-endpoints", "127.0.0.1:1", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"--node-id", "n1", "--data-dir", "d", "--session-ttl", "500ms"}, "--session-ttl 500ms: want 1s to 1h0m0s"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "3", "--members", "a:8000,b:8000"}, "--bootstrap-expect 3 needs the founding members' API addresses first in --members; it has 2"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "3", "--join", "a:8000,b:8000"}, "--bootstrap-expect 3 needs the founding members' API addresses first in --members; it has 2"},
 		{[]string{"--node-id", "n1", "--data-dir", "d", "--bootstrap-expect", "-1", "--join", "a:8000"}, "--bootstrap-expect -1: want 0 (off)"},
@@ -103,7 +105,7 @@ func TestKeygen(t *testing.T) {
 // httpapi.DefaultDatasetParams. Both backends read them through
 // datasetDefaults; nothing is started.
 func TestServeDatasetDefaults(t *testing.T) {
-	for _, flag := range []string{"chunks-per-task", "task-timeout", "failure-max"} {
+	for _, flag := range []string{"chunks-per-task", "task-timeout", "failure-max", "session-ttl"} {
 		// The environment must not supply the flags; t.Setenv restores it.
 		name := env(flag)[0]
 		t.Setenv(name, "")
@@ -123,6 +125,9 @@ func TestServeDatasetDefaults(t *testing.T) {
 	want := fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
 	if p := got.API.DatasetDefaults; p != want || p != httpapi.DefaultDatasetParams {
 		t.Fatalf("serve's dataset defaults %+v, want %+v (httpapi.DefaultDatasetParams %+v)", p, want, httpapi.DefaultDatasetParams)
+	}
+	if got.API.SessionTTL != rpc.DefaultSessionTTL {
+		t.Fatalf("serve's session TTL %v, want rpc.DefaultSessionTTL %v", got.API.SessionTTL, rpc.DefaultSessionTTL)
 	}
 }
 

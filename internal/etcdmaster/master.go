@@ -40,6 +40,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/internal/leader"
+	"github.com/raftmaster/raftmaster/internal/sessions"
 	"github.com/raftmaster/raftmaster/internal/version"
 	"github.com/raftmaster/raftmaster/rpc"
 	"github.com/raftmaster/raftmaster/store"
@@ -71,6 +72,9 @@ type Config struct {
 	Clock func() time.Time
 	// Logger receives the master's logs.
 	Logger hclog.Logger
+	// SessionObserver, when set, counts what the active master's session
+	// tracker does, for metrics.
+	SessionObserver sessions.Observer
 }
 
 // Master is one master process of the etcd backend. It implements
@@ -87,13 +91,18 @@ type Master struct {
 	clock  leader.TermClock // stamps commands while active
 	active atomic.Bool
 	master atomic.Pointer[rpc.NodeRef] // the active master, from etcd
+	// sessions is the session tracker while this master serves.
+	sessions atomic.Pointer[sessions.Tracker]
 
 	stepDown chan struct{}
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 }
 
-var _ httpapi.Backend = (*Master)(nil)
+var (
+	_ httpapi.Backend        = (*Master)(nil)
+	_ httpapi.SessionBackend = (*Master)(nil)
+)
 
 // Start connects to etcd, lists this master and starts campaigning for the
 // lock in the background.
@@ -242,16 +251,27 @@ func (m *Master) takeOver(ctx context.Context) error {
 			return err
 		}
 	}
+	// The term's session keep-alives, which serve runs. The state in etcd
+	// is this master's own while it holds the lock, and every save checks
+	// that it does: confirming leadership is asking etcd (ReadBarrier).
+	m.sessions.Store(sessions.New(sessions.Config{
+		FSM: m.fsm, Now: m.now, Propose: m.Apply, VerifyLeader: m.ReadBarrier,
+		Logger: m.log.Named("sessions"), Observer: m.cfg.SessionObserver,
+	}))
 	m.drainStepDown()
 	m.active.Store(true)
 	return nil
 }
+
+// now is the active master's clock.
+func (m *Master) now() int64 { return m.clock.Now(m.fsm.Clock()) }
 
 // release stops serving and gives the lock up, unless the session is gone
 // and with it the lock.
 func (m *Master) release() {
 	m.mu.Lock()
 	m.active.Store(false)
+	m.sessions.Store(nil)
 	m.clock.Stop()
 	m.mu.Unlock()
 	if m.sessionLost() {
@@ -282,11 +302,21 @@ func (m *Master) requestStepDown() {
 // in etcd, so it is coarser than the Raft backend's.
 const clockSync = 5 * time.Second
 
-// serve proposes ticks when the FSM's earliest deadline passes, until ctx
-// ends, the session is lost or the master steps down.
+// serve proposes ticks when the FSM's earliest deadline passes and runs
+// the session tracker, until ctx ends, the session is lost or the master
+// steps down.
 func (m *Master) serve(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if tracker := m.sessions.Load(); tracker != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tracker.Run(ctx)
+		}()
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -298,7 +328,7 @@ func (m *Master) serve(ctx context.Context) {
 	}()
 	leader.Ticker{
 		FSM:     m.fsm,
-		Now:     func() int64 { return m.clock.Now(m.fsm.Clock()) },
+		Now:     m.now,
 		Propose: m.Apply,
 		Logger:  m.log,
 		Sync:    clockSync,
@@ -367,7 +397,8 @@ const StateHeadroom = 64 << 10
 // internalCommand reports whether c is one of the master's own commands.
 func internalCommand(c fsm.Command) bool {
 	switch c.(type) {
-	case *fsm.Tick, *fsm.LeaderGrace, *fsm.RegisterNode, *fsm.SetProtocol:
+	case *fsm.Tick, *fsm.LeaderGrace, *fsm.RegisterNode, *fsm.SetProtocol,
+		*fsm.ExpireSessions, *fsm.CheckpointSessions:
 		return true
 	}
 	return false
@@ -538,6 +569,32 @@ func (m *Master) Transfer(_ context.Context, id string) error {
 	m.requestStepDown()
 	return nil
 }
+
+// Sessions implements httpapi.SessionBackend: the session keep-alive table
+// while this master serves.
+func (m *Master) Sessions() (httpapi.SessionKeeper, bool) {
+	t := m.sessions.Load()
+	if t == nil || !m.active.Load() {
+		return nil, false
+	}
+	return sessionKeeper{t}, true
+}
+
+// sessionKeeper is a term's tracker in the API's terms: once the term has
+// ended, it answers httpapi.ErrNotLeader.
+type sessionKeeper struct{ t *sessions.Tracker }
+
+func (k sessionKeeper) KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionProgress) (time.Duration, error) {
+	d, err := k.t.KeepAlive(id, owner, progress)
+	if errors.Is(err, sessions.ErrStopped) {
+		err = fmt.Errorf("%w: %v", httpapi.ErrNotLeader, err)
+	}
+	return d, err
+}
+
+func (k sessionKeeper) Touch(id uint64) { k.t.Touch(id) }
+
+func (k sessionKeeper) Remaining(id uint64) (time.Duration, bool) { return k.t.Remaining(id) }
 
 // ServesFollowerReads reports false: a standby holds no up-to-date copy of
 // the state, so watches go to the active master.

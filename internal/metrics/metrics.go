@@ -67,9 +67,11 @@ type Metrics struct {
 	redirects prometheus.Counter
 	commands  *prometheus.CounterVec
 	dedupHits prometheus.Counter
-	commit    prometheus.Histogram
-	fsmApply  prometheus.Histogram
-	f         func() *fsm.FSM
+	// What the leader's session tracker did (sessions.Observer).
+	sessionsExpired, sessionTasksRevoked, sessionCheckpoints prometheus.Counter
+	commit                                                   prometheus.Histogram
+	fsmApply                                                 prometheus.Histogram
+	f                                                        func() *fsm.FSM
 
 	// jobsMu guards jobs, the jobs that have series in commands.
 	jobsMu sync.Mutex
@@ -124,6 +126,18 @@ func New(cfg Config) (*Metrics, error) {
 			Name: "raftmaster_dedup_hits_total",
 			Help: "Retried writes answered with their first outcome.",
 		}),
+		sessionsExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmaster_sessions_expired_total",
+			Help: "Sessions this replica, as leader, ended because their keep-alives stopped for their TTL.",
+		}),
+		sessionTasksRevoked: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmaster_session_tasks_revoked_total",
+			Help: "Tasks held by sessions that this replica, as leader, revoked because their reader reported no progress for the job's task timeout.",
+		}),
+		sessionCheckpoints: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "raftmaster_session_checkpoints_total",
+			Help: "Sessions this replica, as leader, checkpointed: the first keep-alive of a session in a leader's term writes one log entry for it.",
+		}),
 	}
 	raftSinkOnce.Do(func() {
 		raftSink, raftSinkErr = gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Hour, Registerer: prometheus.NewRegistry()})
@@ -140,6 +154,7 @@ func New(cfg Config) (*Metrics, error) {
 	for _, c := range []prometheus.Collector{
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.requests, m.redirects, commandsCollector{m}, m.dedupHits, m.commit, m.fsmApply,
+		m.sessionsExpired, m.sessionTasksRevoked, m.sessionCheckpoints,
 		raftSink, &stateCollector{f: f}, leadershipCollector{cfg.Leadership},
 	} {
 		if err := reg.Register(c); err != nil {
@@ -160,6 +175,18 @@ func (m *Metrics) Committed(d time.Duration) { m.commit.Observe(d.Seconds()) }
 
 // FSMApplied records the time the state machine took to apply an entry.
 func (m *Metrics) FSMApplied(d time.Duration) { m.fsmApply.Observe(d.Seconds()) }
+
+// SessionsExpired counts sessions the leader ended for missing their
+// keep-alives (sessions.Observer).
+func (m *Metrics) SessionsExpired(n int) { m.sessionsExpired.Add(float64(n)) }
+
+// SessionTasksRevoked counts held tasks the leader revoked for lack of
+// progress (sessions.Observer).
+func (m *Metrics) SessionTasksRevoked(n int) { m.sessionTasksRevoked.Add(float64(n)) }
+
+// SessionsCheckpointed counts sessions the leader checkpointed
+// (sessions.Observer).
+func (m *Metrics) SessionsCheckpointed(n int) { m.sessionCheckpoints.Add(float64(n)) }
 
 // Redirect records a 307 to the leader.
 func (m *Metrics) Redirect() { m.redirects.Inc() }
@@ -229,21 +256,22 @@ func (c commandsCollector) Collect(ch chan<- prometheus.Metric) {
 type stateCollector struct{ f func() *fsm.FSM }
 
 var (
-	descTasks   = prometheus.NewDesc("raftmaster_job_tasks", "Tasks of a job's current pass, by state: todo, pending (leased), done and failed (set aside after too many failures).", []string{JobLabel, "state"}, nil)
-	descPass    = prometheus.NewDesc("raftmaster_job_pass", "A job's current pass.", []string{JobLabel}, nil)
-	descGroups  = prometheus.NewDesc("raftmaster_job_allgather_groups", "A job's allgather groups.", []string{JobLabel}, nil)
-	descMembers = prometheus.NewDesc("raftmaster_job_allgather_members", "Members of a job's allgather groups.", []string{JobLabel}, nil)
-	descSave    = prometheus.NewDesc("raftmaster_job_save_lease_held", "1 while a trainer holds the job's save-model lease.", []string{JobLabel}, nil)
-	descBytes   = prometheus.NewDesc("raftmaster_job_state_bytes", "A job's share of the state's size estimate.", []string{JobLabel}, nil)
-	descExpired = prometheus.NewDesc("raftmaster_job_leases_expired_total", "Task leases of a job that ran out (the trainer neither finished nor renewed), counted by this replica since it started.", []string{JobLabel}, nil)
-	descJobs    = prometheus.NewDesc("raftmaster_jobs", "Jobs in the state.", nil, nil)
-	descState   = prometheus.NewDesc("raftmaster_state_bytes", "The state's size estimate, which --max-state-bytes bounds.", nil, nil)
-	descApplied = prometheus.NewDesc("raftmaster_applied_index", "The last log index applied to the local state.", nil, nil)
+	descTasks    = prometheus.NewDesc("raftmaster_job_tasks", "Tasks of a job's current pass, by state: todo, pending (leased), done and failed (set aside after too many failures).", []string{JobLabel, "state"}, nil)
+	descPass     = prometheus.NewDesc("raftmaster_job_pass", "A job's current pass.", []string{JobLabel}, nil)
+	descGroups   = prometheus.NewDesc("raftmaster_job_allgather_groups", "A job's allgather groups.", []string{JobLabel}, nil)
+	descMembers  = prometheus.NewDesc("raftmaster_job_allgather_members", "Members of a job's allgather groups.", []string{JobLabel}, nil)
+	descSave     = prometheus.NewDesc("raftmaster_job_save_lease_held", "1 while a trainer holds the job's save-model lease.", []string{JobLabel}, nil)
+	descBytes    = prometheus.NewDesc("raftmaster_job_state_bytes", "A job's share of the state's size estimate.", []string{JobLabel}, nil)
+	descExpired  = prometheus.NewDesc("raftmaster_job_leases_expired_total", "Task leases of a job that ran out (the trainer neither finished nor renewed), counted by this replica since it started.", []string{JobLabel}, nil)
+	descJobs     = prometheus.NewDesc("raftmaster_jobs", "Jobs in the state.", nil, nil)
+	descState    = prometheus.NewDesc("raftmaster_state_bytes", "The state's size estimate, which --max-state-bytes bounds.", nil, nil)
+	descApplied  = prometheus.NewDesc("raftmaster_applied_index", "The last log index applied to the local state.", nil, nil)
+	descSessions = prometheus.NewDesc("raftmaster_sessions", "Sessions open in the state.", nil, nil)
 )
 
 // Describe sends the descriptors.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descExpired, descJobs, descState, descApplied} {
+	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descExpired, descJobs, descState, descApplied, descSessions} {
 		ch <- d
 	}
 }
@@ -280,6 +308,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(jobs)))
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, float64(f.Stats(fsm.DefaultJob).StateBytes))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(f.AppliedIndex()))
+	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(len(f.Sessions())))
 }
 
 // leadershipCollector reads the replica's view of leadership at each

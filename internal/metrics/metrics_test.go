@@ -27,6 +27,7 @@ var ownMetrics = []string{
 	"raftmaster_jobs", "raftmaster_state_bytes", "raftmaster_applied_index",
 	"raftmaster_has_leader", "raftmaster_is_leader", "raftmaster_term", "raftmaster_leader_changes_total",
 	"raftmaster_is_voter", "raftmaster_voters",
+	"raftmaster_sessions", "raftmaster_sessions_expired_total", "raftmaster_session_tasks_revoked_total", "raftmaster_session_checkpoints_total",
 }
 
 // newFSM returns a state machine with job "train": a dataset of 4 tasks,
@@ -131,6 +132,9 @@ func TestRaftReplica(t *testing.T) {
 	m.FSMApplied(20 * time.Microsecond)
 	m.Request("POST /v1/jobs/{job}/task/get", 200, time.Millisecond)
 	m.Applied(&fsm.GetTask{Header: fsm.Header{Job: "train"}}, &fsm.Result{Code: fsm.CodeOK})
+	m.SessionsExpired(2)
+	m.SessionTasksRevoked(1)
+	m.SessionsCheckpointed(3)
 
 	problems, err := testutil.GatherAndLint(m.Registry, ownMetrics...)
 	if err != nil {
@@ -169,6 +173,10 @@ func TestRaftReplica(t *testing.T) {
 		{"raftmaster_job_tasks", []string{"raftmaster_job=train", "state=done"}, 1},
 		{"raftmaster_job_tasks", []string{"raftmaster_job=train", "state=failed"}, 0},
 		{"raftmaster_jobs", nil, 1},
+		{"raftmaster_sessions", nil, 0},
+		{"raftmaster_sessions_expired_total", nil, 2},
+		{"raftmaster_session_tasks_revoked_total", nil, 1},
+		{"raftmaster_session_checkpoints_total", nil, 3},
 	} {
 		if v := value(t, got, c.name, c.labels...); v != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)

@@ -235,6 +235,7 @@ func StartRaft(cfg Config, rc Raft) (*Replica, error) {
 	})
 	if m != nil {
 		rc.Node.Recorder = m
+		rc.Node.SessionObserver = m
 	}
 	node, err := raftnode.New(rc.Node)
 	if err != nil {
@@ -283,11 +284,34 @@ func StartEtcd(cfg Config, ec Etcd) (*Replica, error) {
 	if ec.Master.Logger == nil {
 		ec.Master.Logger = cfg.Logger
 	}
+	// The metrics come first, to count what the master's session tracker
+	// does from its first term; they read the master once it exists.
+	var started atomic.Pointer[etcdmaster.Master]
+	mc := newMetrics(cfg.Logger, metrics.Config{
+		FSM: func() *fsm.FSM {
+			if m := started.Load(); m != nil {
+				return m.FSM()
+			}
+			return nil
+		},
+		Leadership: func() metrics.Leadership {
+			m := started.Load()
+			if m == nil {
+				return metrics.Leadership{}
+			}
+			_, known := m.Leader()
+			return metrics.Leadership{HasLeader: known, IsLeader: m.Active()}
+		},
+	})
+	if mc != nil {
+		ec.Master.SessionObserver = mc
+	}
 	m, err := etcdmaster.Start(ec.Master)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
+	started.Store(m)
 	r := &Replica{
 		log: cfg.Logger, apiAddr: apiAddr, ln: ln, cancel: func() {},
 		stopState: m.Shutdown, stopped: m.Lost(),
@@ -295,13 +319,7 @@ func StartEtcd(cfg Config, ec Etcd) (*Replica, error) {
 			return errors.New("lost the etcd session: this master can no longer prove it holds the lock")
 		},
 	}
-	r.serve(cfg, m, newMetrics(cfg.Logger, metrics.Config{
-		FSM: m.FSM,
-		Leadership: func() metrics.Leadership {
-			_, known := m.Leader()
-			return metrics.Leadership{HasLeader: known, IsLeader: m.Active()}
-		},
-	}))
+	r.serve(cfg, m, mc)
 	r.log.Info("raftmaster etcd-backend master started", "id", ec.Master.ID, "api", apiAddr,
 		"etcd", strings.Join(ec.Master.Store.Endpoints, ","))
 	return r, nil

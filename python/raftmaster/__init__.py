@@ -17,8 +17,8 @@ raftmaster.torchrun``); those two import torch, and only when used.
             train(rec)
 """
 
-from .client import (DEFAULT_TIMEOUT, KV_STORE_PROTOCOL, AllgatherResult, Chunk, Client, DatasetResult,
-                     KVDeleteResult, KVResult, KVValue, SaveModelGrant, Task, TaskMeta)
+from .client import (DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_TIMEOUT, KV_STORE_PROTOCOL, AllgatherResult, Chunk, Client,
+                     DatasetResult, KVDeleteResult, KVResult, KVValue, KVWatchResult, SaveModelGrant, Task, TaskMeta)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
                      ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoContact,
                      NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
@@ -30,8 +30,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue", "KVResult",
-    "KVDeleteResult", "PassRecords",
-    "DEFAULT_TIMEOUT", "KV_STORE_PROTOCOL",
+    "KVDeleteResult", "KVWatchResult", "PassRecords",
+    "DEFAULT_TIMEOUT", "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",

@@ -79,7 +79,7 @@ JOB_SCOPED = frozenset({
     "/v1/dataset", "/v1/task/get", "/v1/task/finished", "/v1/task/failed", "/v1/task/renew",
     "/v1/savemodel", "/v1/allgather/join", "/v1/allgather/leave", "/v1/allgather/watch",
     "/v1/kv/get", "/v1/kv/cas", "/v1/kv/delete", "/v1/kv/delete-prefix", "/v1/kv/add", "/v1/kv/multi-set",
-    "/v1/kv/append", "/v1/kv/compare-set", "/v1/kv/multi-get", "/v1/kv/num-keys",
+    "/v1/kv/append", "/v1/kv/compare-set", "/v1/kv/multi-get", "/v1/kv/num-keys", "/v1/kv/watch",
 })
 
 #: The job of the plain routes.

@@ -7,8 +7,10 @@ import base64
 import binascii
 import json
 import logging
+import math
 import ssl
 import threading
+import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
@@ -114,6 +116,15 @@ class KVValue:
 
 
 @dataclass(frozen=True)
+class KVWatchResult(KVValue):
+    """The outcome of kv_watch: what the key holds, the change waited for,
+    or, when ``timed_out``, the key as it is when the timeout passed."""
+    #: Whether the timeout passed with the key unchanged: still at the
+    #: version given, or still absent for version 0.
+    timed_out: bool = False
+
+
+@dataclass(frozen=True)
 class KVResult:
     """The outcome of kv_cas: whether the value was stored, and the key
     afterwards: the value stored and its new version when it was, else the
@@ -133,6 +144,9 @@ class KVDeleteResult:
     found: bool
     version: int
 
+
+#: How long kv_watch waits when given no timeout, in seconds.
+DEFAULT_KV_WATCH_TIMEOUT = 60.0
 
 #: The protocol level from which the cluster has the register's store
 #: calls (kv_delete, kv_delete_prefix, kv_add, kv_multi_set, kv_append,
@@ -494,6 +508,33 @@ class Client:
         out = self._do(Call("POST", "/v1/kv/cas", body=body, write=True)) or {}
         v = _kv_value(out)
         return KVResult(bool(out.get("swapped")), v.found, v.value, v.version)
+
+    def kv_watch(self, key: str, after: int = 0, timeout: Seconds = DEFAULT_KV_WATCH_TIMEOUT) -> KVWatchResult:
+        """Wait until key of the job's register differs from version after
+        and return what it then holds: with after 0, until the key exists;
+        with a version, until the key is written again or deleted (found
+        False). When ``timeout`` (seconds, or a timedelta) passes first, it
+        returns the key as it is, timed_out set; 0 looks once. The wait is a
+        long poll, not a loop of reads: the leader answers as soon as the
+        key changes, after a read barrier, so the answer is linearizable, as
+        kv_get's. It asks again every 30 seconds, or sooner when the
+        server's limit is lower, and rides out a change of leader within
+        its timeout. A server of an earlier release, which has no watch,
+        raises NotFound."""
+        _check_version("kv_watch", after)
+        deadline = time.monotonic() + max(to_nanoseconds(timeout) / 1e9, 0.0)
+        query = {"key": key, "after": str(after)}
+        while True:
+            left = max(deadline - time.monotonic(), 0.0)
+            poll = min(left, _WATCH_WAIT)
+            # Whole milliseconds, rounded up: a wait cut to 0 would spin.
+            query["wait"] = "%dms" % math.ceil(poll * 1000)
+            out = self._do(Call("GET", "/v1/kv/watch", query=dict(query), timeout=poll + _WATCH_SLACK,
+                                budget=max(self._t.retry, left))) or {}
+            v = _kv_value(out)
+            res = KVWatchResult(v.found, v.value, v.version, bool(out.get("timed_out")))
+            if not res.timed_out or deadline - time.monotonic() <= 0:
+                return res
 
     # The register's store calls, of protocol level 5 (KV_STORE_PROTOCOL):
     # a cluster below it answers Unavailable, which is retried for the

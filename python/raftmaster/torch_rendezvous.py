@@ -126,7 +126,8 @@ _MAX_KEY = 256  # fsm.MaxKVKeyLen
 _KEY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
 _JOB_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
 
-# How often a store read polls for a key that is not there yet.
+# How often a store read polls for a key that is not there yet, on a
+# cluster without the register's watch.
 _POLL_MIN = 0.02
 _POLL_MAX = 0.5
 
@@ -324,7 +325,12 @@ class RaftmasterStore(Store):
     store asks the cluster's level once, and again every half minute while
     it is below.
 
-    A read that waits longer than the store's timeout raises LookupError.
+    A get, multi_get or wait that finds a key missing blocks on the
+    register's watch (:meth:`Client.kv_watch`, a long poll at the leader)
+    until the key is set, rather than polling; a cluster whose release has
+    no watch is polled instead, and asked again for the watch every half
+    minute. A read that waits longer than the store's timeout raises
+    LookupError.
 
     The run's keys are bounded: :class:`RaftmasterRendezvousHandler`
     deletes a round's keys once the next round is complete
@@ -342,6 +348,7 @@ class RaftmasterStore(Store):
         self._lock = threading.Lock()
         self._native_level = False  # the cluster was seen at KV_STORE_PROTOCOL
         self._next_probe = 0.0
+        self._watch_from = 0.0  # when to try the watch again after a cluster without it
         self._exited = False
         if timeout is not None:
             self.set_timeout(timeout)
@@ -529,12 +536,38 @@ class RaftmasterStore(Store):
             if len(values) == len(names):
                 return [values[i] for i in range(len(names))]
             left = deadline - time.monotonic()
+            first = next(i for i in range(len(names)) if i not in values)
             if left <= 0:
-                first = next(i for i in range(len(names)) if i not in values)
                 raise LookupError("raftmaster store: key %r of run %r not set within %s"
                                   % (keys[first], self._run_id, timeout))
+            if self._watches():
+                # Block until the first missing key is set, then read the
+                # others again: they may be there already.
+                try:
+                    v = self._client.kv_watch(names[first], 0, left)
+                except errors.NotFound:
+                    self._no_watch()
+                    continue
+                except errors.RaftmasterError as e:
+                    raise RuntimeError("raftmaster store: waiting for %s: %s" % (names[first], e)) from e
+                if v.found:
+                    values[first] = v.value or b""
+                continue
             time.sleep(min(random.uniform(pause / 2, pause), left))
             pause = min(pause * 2, _POLL_MAX)
+
+    def _watches(self) -> bool:
+        """Whether to wait with the register's watch: unless the cluster
+        answered that it has none less than _PROBE_EVERY seconds ago."""
+        with self._lock:
+            return time.monotonic() >= self._watch_from
+
+    def _no_watch(self) -> None:
+        """Record that the cluster has no watch (a release before it): poll
+        until a rolling upgrade may have brought it."""
+        log.info("raftmaster store: the cluster has no register watch (an earlier release); polling for keys instead")
+        with self._lock:
+            self._watch_from = time.monotonic() + _PROBE_EVERY
 
     def _round_prefix(self, round_: int) -> Optional[str]:
         """The register prefix of the keys that torch's agents write in a

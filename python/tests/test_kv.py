@@ -2,13 +2,16 @@
 a proxy that loses answers."""
 
 import base64
+import datetime
 import json
+import threading
 import uuid
 
 import pytest
 
 import raftmaster
 from raftmaster import _transport
+from cluster import wait_until
 
 
 def test_compare_and_set_and_read(client, make_client):
@@ -183,3 +186,45 @@ def test_a_delete_and_an_add_whose_answers_are_lost_are_applied_once(store_clust
     p.drop("/kv/add")
     assert c.kv_add("n", 1) == 11  # the retry answers the sum the first attempt made
     assert c.kv_get("n").value == b"11"
+
+
+def test_watch(store_cluster, make_client, proxies):
+    """kv_watch blocks at the leader until the key changes: a watch of an
+    absent key returns it once another client writes it, one at the key's
+    version once it is written again or deleted, and one that times out
+    returns the key as it is, timed_out set."""
+    p = proxies(store_cluster.leader())
+    c = make_client([p.addr])
+    other = make_client()
+    got = []
+    watcher = threading.Thread(target=lambda: got.append(c.kv_watch("k", timeout=30)))
+    watcher.start()
+    wait_until(lambda: p.seen("/kv/watch"), "the watch at the leader")
+    first = other.kv_cas("k", 0, b"one")
+    watcher.join(60)
+    assert got == [raftmaster.KVWatchResult(True, b"one", first.version, timed_out=False)]
+    assert len(p.seen("/kv/watch")) == 1, "the watch asked more than once"
+
+    # Timed out: the key as it is.
+    for timeout in (0, 0.05, datetime.timedelta(milliseconds=50)):
+        assert c.kv_watch("k", first.version, timeout) == raftmaster.KVWatchResult(True, b"one", first.version, True)
+    assert c.kv_watch("absent", timeout=0) == raftmaster.KVWatchResult(False, None, 0, True)
+    # A key that already differs answers at once.
+    assert c.kv_watch("k", first.version + 1000, timeout=30).value == b"one"
+
+    got.clear()
+    watcher = threading.Thread(target=lambda: got.append(c.kv_watch("k", first.version, timeout=30)))
+    before = len(p.seen("/kv/watch"))
+    watcher.start()
+    wait_until(lambda: len(p.seen("/kv/watch")) > before, "the second watch at the leader")
+    second = other.kv_cas("k", first.version, b"two")
+    watcher.join(60)
+    assert got == [raftmaster.KVWatchResult(True, b"two", second.version, False)]
+
+    other.kv_delete("k")
+    assert c.kv_watch("k", second.version, timeout=30) == raftmaster.KVWatchResult(False, None, 0, False)
+
+    with pytest.raises(raftmaster.Invalid):
+        c.kv_watch("two words", timeout=0)
+    with pytest.raises(ValueError):
+        c.kv_watch("k", -1)

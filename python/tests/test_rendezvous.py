@@ -14,7 +14,7 @@ import pytest
 
 import raftmaster
 from raftmaster import _transport
-from cluster import Cluster, binary, free_ports
+from cluster import Cluster, binary, free_ports, wait_until
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (apt-get install python3-torch)")
 from torch.distributed import PrefixStore  # noqa: E402
@@ -327,6 +327,55 @@ def test_the_store_calls_are_native(store_cluster, proxies, job):
     _, other = tr.create_backend(params(store_cluster.addrs, job + "-2", job=job))
     other.set("a", b"x")
     assert other.num_keys() == 1 and store.num_keys() == 5
+
+
+def test_get_and_wait_block_on_the_watch(store_cluster, proxies, job):
+    """A get or a wait that finds a key missing blocks on the register's
+    watch until another agent sets it: one read, then one watch, and no
+    polling reads."""
+    store, p = through_proxy(proxies, store_cluster, job)
+    _, peer = tr.create_backend(params(store_cluster.addrs, job))
+    peer.set("there", b"x")
+    calls = [(lambda: store.get("late"), "late"), (lambda: store.wait(["there", "late2"]), "late2")]
+    results = []
+    for n, (call, key) in enumerate(calls, start=1):
+        got = []
+        reader = threading.Thread(target=lambda: got.append(call()))
+        reader.start()
+        wait_until(lambda: len(p.seen("/kv/watch")) == n, "the store's watch of %s" % key)
+        peer.set(key, b"here")
+        reader.join(60)
+        assert len(got) == 1 and not reader.is_alive()
+        results += got
+    assert results == [b"here", None] and store.get("late") == b"here"
+    assert len(p.seen("/kv/multi-get")) == 3, "a read polled instead of watching"
+    # A timeout still raises LookupError.
+    store.set_timeout(datetime.timedelta(milliseconds=200))
+    with pytest.raises(LookupError, match="never"):
+        store.get("never")
+
+
+def test_the_store_polls_a_cluster_without_the_watch(store_cluster, job, monkeypatch):
+    """Against a release without the register's watch (its route answers
+    not_found), a read polls as it did before, and asks for the watch
+    again only after a while."""
+    _, store = tr.create_backend(params(store_cluster.addrs, job))
+    _, peer = tr.create_backend(params(store_cluster.addrs, job))
+    watches = []
+
+    def no_watch(*args, **kw):
+        watches.append(args)
+        raise raftmaster.NotFound("no endpoint /v1/kv/watch")
+    monkeypatch.setattr(store._client, "kv_watch", no_watch)
+    setter = threading.Timer(0.3, lambda: peer.set("late", b"here"))
+    setter.start()
+    assert store.get("late") == b"here"
+    setter.join()
+    assert len(watches) == 1
+    store.set_timeout(datetime.timedelta(milliseconds=200))
+    with pytest.raises(LookupError):
+        store.get("never")
+    assert len(watches) == 1, "the store asked again at once for a watch the cluster does not have"
 
 
 def test_the_store_below_protocol_level_5(store_cluster, proxies, job, monkeypatch):

@@ -287,6 +287,7 @@ CODES = {
     "unauthorized": (401, raftmaster.Unauthorized),
     "forbidden": (403, raftmaster.Forbidden),
     "foreign_client": (403, raftmaster.ForeignClient),
+    "session_expired": (410, errors.SessionExpired),
     "rate_limited": (429, raftmaster.RateLimited),
 }
 

@@ -43,6 +43,11 @@ var openAPIDescription = strings.Join([]string{
 		"while the cluster remembers as many client ids used within the window as it holds: retry with the same id.",
 	"- **FSM time.** Times in answers (applied_at, clock, deadlines) are FSM time, the cluster's own clock, " +
 		"written as RFC 3339 with nanoseconds: compare them with each other, not with a wall clock.",
+	"- **Sessions** (protocol level 6). A client process may open a session (POST " + rpc.PathSessions + ") and keep it alive " +
+		"(POST " + rpc.PathSessionKeepAlive + "); the writes it makes under the session carry its id in the " + rpc.HeaderSession +
+		" header. The tasks it leases under it need no renewal, and with `" + rpc.ParamAttach + "=true` the register keys it stores are " +
+		"attached to it: all are released in one entry when the session is closed or expires. A write under an ended session is " +
+		"answered 410 `session_expired`.",
 	"- **Durations** are Go duration strings such as `30s` or `1m30s`.",
 	"- **Bodies** are one JSON object with snake_case keys; a request body with an unknown key is refused (400 `invalid`). " +
 		"Errors are JSON objects with a stable code and a message for people.",
@@ -132,14 +137,30 @@ type generator struct {
 
 func (g *generator) document() *object {
 	paths := obj()
+	ids := map[string]bool{}
+	// add sets the operation of ep at path, beside those of the other
+	// methods that serve the path.
+	add := func(ep rpc.Endpoint, path string) {
+		item, ok := paths.vals[path].(*object)
+		if !ok {
+			item = obj()
+			paths.set(path, item)
+		}
+		op := g.operation(ep, path)
+		if id := op.vals["operationId"].(string); ids[id] {
+			failf("%s %s: operationId %q names another operation too: give the endpoint an Operation", ep.Method, path, id)
+		} else {
+			ids[id] = true
+		}
+		item.set(strings.ToLower(ep.Method), op)
+	}
 	for _, ep := range rpc.Endpoints {
-		paths.set(ep.Path, obj(strings.ToLower(ep.Method), g.operation(ep, ep.Path)))
+		add(ep, ep.Path)
 	}
 	// The job-scoped endpoints again, under each job's prefix.
 	for _, ep := range rpc.Endpoints {
 		if ep.Job {
-			path := rpc.JobPath("{"+rpc.JobParam+"}", ep.Path)
-			paths.set(path, obj(strings.ToLower(ep.Method), g.operation(ep, path)))
+			add(ep, rpc.JobPath("{"+rpc.JobParam+"}", ep.Path))
 		}
 	}
 	errorRef := g.schema(errorType)
@@ -154,6 +175,17 @@ func (g *generator) document() *object {
 				"first outcome and changes nothing. Without it the write is not de-duplicated.",
 			"schema", obj("type", "string", "pattern", requestIDPattern),
 			"example", "6f1c2f4e-8a77-4c1e-9d43-2b0a6a9e5c11/42",
+		), "Session", obj(
+			"name", rpc.HeaderSession,
+			"in", "header",
+			"required", false,
+			"description", "The id of the session the write is made under (POST "+rpc.PathSessions+"), in decimal. "+
+				"The write needs a request id too, whose client id is bound to the session of its first request: "+
+				"send the writes of one session under client ids of its own. A write under a session that has ended is "+
+				"answered 410 `session_expired` and changes nothing; every write under it counts as a keep-alive. "+
+				"Needs protocol level 6: a cluster below it answers unavailable.",
+			"schema", obj("type", "integer", "format", "uint64", "minimum", 1),
+			"example", 42,
 		)),
 		"headers", obj("RetryAfter", obj(
 			"description", "Seconds to wait before retrying.",
@@ -223,6 +255,15 @@ func (g *generator) operation(ep rpc.Endpoint, path string) *object {
 	} else if ep.Job {
 		notes = append(notes, "Serves the job named "+rpc.DefaultJob+"; "+rpc.JobPath("{"+rpc.JobParam+"}", ep.Path)+" serves any job.")
 	}
+	if strings.Contains(path, "{"+rpc.SessionParam+"}") {
+		params = append(params, obj(
+			"name", rpc.SessionParam,
+			"in", "path",
+			"required", true,
+			"description", "The session, by the id its opening answered.",
+			"schema", obj("type", "integer", "format", "uint64", "minimum", 1),
+		))
+	}
 	for _, p := range ep.Query {
 		params = append(params, obj(
 			"name", p.Name,
@@ -234,9 +275,12 @@ func (g *generator) operation(ep rpc.Endpoint, path string) *object {
 	}
 	if ep.Write {
 		params = append(params, obj("$ref", "#/components/parameters/RequestID"))
+		if !ep.NoSession {
+			params = append(params, obj("$ref", "#/components/parameters/Session"))
+		}
 	}
 	op := obj(
-		"operationId", g.operationID(ep.Path, path != ep.Path),
+		"operationId", g.operationID(ep, path != ep.Path),
 		"summary", summary,
 		"description", strings.Join(notes, "\n\n"),
 		"parameters", params,
@@ -304,11 +348,18 @@ func (g *generator) okResponse(ep rpc.Endpoint) *object {
 	return obj("description", desc, "headers", fields(st.Headers), "content", content, "x-trailers", fields(st.Trailers))
 }
 
-// operationID is the name of path's constant without "Path", such as
-// "taskGet" for PathTaskGet, or "jobTaskGet" for its job-scoped route.
-func (g *generator) operationID(path string, jobScoped bool) string {
+// operationID is ep's Operation, or else the name of its path's constant
+// without "Path", such as "taskGet" for PathTaskGet; "jobTaskGet" for its
+// job-scoped route.
+func (g *generator) operationID(ep rpc.Endpoint, jobScoped bool) string {
+	if ep.Operation != "" {
+		if jobScoped {
+			return "job" + strings.ToUpper(ep.Operation[:1]) + ep.Operation[1:]
+		}
+		return ep.Operation
+	}
 	for _, c := range g.docs.consts {
-		if c.value == path && strings.HasPrefix(c.name, "Path") {
+		if c.value == ep.Path && strings.HasPrefix(c.name, "Path") {
 			id := strings.TrimPrefix(c.name, "Path")
 			if jobScoped {
 				return "job" + id
@@ -316,7 +367,7 @@ func (g *generator) operationID(path string, jobScoped bool) string {
 			return lowerInitial(id)
 		}
 	}
-	failf("no Path constant is %q", path)
+	failf("no Path constant is %q", ep.Path)
 	return ""
 }
 
