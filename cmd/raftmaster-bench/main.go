@@ -47,9 +47,10 @@ func app() *cli.App {
 		Name:  "raftmaster-bench",
 		Usage: "compare raftmaster with etcd, raw hashicorp/raft and its own etcd backend, side by side",
 		UsageText: "raftmaster-bench [--short] [--out DIR] [--parts dispatch,growth,...] [flags]\n" +
-			"raftmaster-bench --out docs/bench                 # the full run (about 20 minutes on 2 cores)\n" +
+			"raftmaster-bench --out docs/bench                 # the full run (about 30 minutes on 2 cores)\n" +
 			"raftmaster-bench --short                          # every figure and ratio in a few minutes\n" +
-			"raftmaster-bench --parts failover --kills 50      # one part, larger",
+			"raftmaster-bench --parts failover --kills 50      # one part, larger\n" +
+			"raftmaster-bench --short --parts sessions         # dead and idle trainers with sessions, short",
 		Description: "Starts every system it measures itself, on 127.0.0.1, in a temporary directory, with fsync on:\n" +
 			"  raftmaster    3 `raftmaster serve` processes (Raft backend, default flags)\n" +
 			"  etcd Put      3 etcd members (etcd's embedded server, in child processes of this binary)\n" +
@@ -62,7 +63,11 @@ func app() *cli.App {
 			"  growth     dispatch throughput with datasets of --sizes tasks, Raft and etcd backends\n" +
 			"  failover   --kills leader SIGKILLs under --trainers trainers, per backend; kill → next write, in phases\n" +
 			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result\n" +
-			"  footprint  RSS, snapshot and raft.db sizes with --footprint-tasks tasks half leased; follower catch-up\n\n" +
+			"  footprint  RSS, snapshot and raft.db sizes with --footprint-tasks tasks half leased; follower catch-up\n" +
+			"  sessions   --session-kills SIGKILLs of a trainer process holding a task under its session (default flags,\n" +
+			"             TTL 5s): kill → the task leased to a waiting trainer; the same with the leader killed 1s later;\n" +
+			"             --baseline-kills without a session (task timeout --baseline-task-timeout); exactly-once per pass;\n" +
+			"             then --idle-trainers trainers holding a task for --idle-hold: log entries and keep-alives/s\n\n" +
 			"Progress goes to stderr. The report goes to stdout and, with results.json and PNG charts, to --out.\n" +
 			"The raftmaster binary is --raftmaster, else the raftmaster next to this binary, else bin/raftmaster,\n" +
 			"else one built from the module around the working directory. Figures are medians of --runs runs\n" +
@@ -72,8 +77,8 @@ func app() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Value: def.Out, Usage: "directory for results.md, results.json and the charts"},
 			&cli.StringFlag{Name: "raftmaster", Usage: "the raftmaster binary to measure (default: found or built, see above)"},
-			&cli.BoolFlag{Name: "short", Usage: fmt.Sprintf("the short preset: %s windows, sizes up to 1e5, %d kills, allgather 64 and 1024, footprint of 1e5 tasks",
-				short.Window, short.Kills)},
+			&cli.BoolFlag{Name: "short", Usage: fmt.Sprintf("the short preset: %s windows, sizes up to 1e5, %d kills, allgather 64 and 1024, footprint of 1e5 tasks, %d trainer kills per session run, %d idle trainers for %s",
+				short.Window, short.Kills, short.SessionKills, short.IdleTrainers, short.IdleHold)},
 			&cli.StringFlag{Name: "parts", Value: strings.Join(def.Parts, ","), Usage: "parts to run, comma separated"},
 			&cli.IntFlag{Name: "runs", Value: def.Runs, Usage: "runs of every figure (median, min, max)"},
 			&cli.DurationFlag{Name: "window", Value: def.Window, Usage: "length of one throughput measurement"},
@@ -88,6 +93,11 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "peers", Value: ints(def.Peers), Usage: "allgather group sizes (at most 4096)"},
 			&cli.StringFlag{Name: "footprint-tasks", Value: fmt.Sprint(def.FootprintTasks), Usage: "dataset size of the footprint part"},
 			&cli.DurationFlag{Name: "etcd-compaction", Value: def.EtcdCompaction, Usage: "etcd's periodic auto-compaction retention (0: none)"},
+			&cli.IntFlag{Name: "session-kills", Value: def.SessionKills, Usage: fmt.Sprintf("SIGKILLs of a trainer holding a task under its session, per run (short: %d)", short.SessionKills)},
+			&cli.IntFlag{Name: "baseline-kills", Value: def.BaselineKills, Usage: fmt.Sprintf("SIGKILLs of a trainer holding a task without a session (0: none; short: %d)", short.BaselineKills)},
+			&cli.DurationFlag{Name: "baseline-task-timeout", Value: def.BaselineTaskTimeout, Usage: "task timeout of the no-session baseline's job (serve's default is 1m)"},
+			&cli.IntFlag{Name: "idle-trainers", Value: def.IdleTrainers, Usage: fmt.Sprintf("trainers holding a task each under their session, writing nothing (short: %d)", short.IdleTrainers)},
+			&cli.DurationFlag{Name: "idle-hold", Value: def.IdleHold, Usage: fmt.Sprintf("how long the idle trainers hold their tasks (short: %s)", short.IdleHold)},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the clients and load generators) to `FILE`; serve's --pprof-addr profiles the servers", TakesFile: true},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
 			&cli.StringFlag{Name: "replot", Usage: "measure nothing: redraw the charts and results.md of DIR/results.json", TakesFile: true},
@@ -148,12 +158,14 @@ func run(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	for name, dst := range map[string]*int{"runs": &cfg.Runs, "growth-concurrency": &cfg.GrowthConcurrency, "kills": &cfg.Kills, "trainers": &cfg.Trainers} {
+	for name, dst := range map[string]*int{"runs": &cfg.Runs, "growth-concurrency": &cfg.GrowthConcurrency, "kills": &cfg.Kills, "trainers": &cfg.Trainers,
+		"session-kills": &cfg.SessionKills, "baseline-kills": &cfg.BaselineKills, "idle-trainers": &cfg.IdleTrainers} {
 		if c.IsSet(name) {
 			*dst = c.Int(name)
 		}
 	}
-	for name, dst := range map[string]*time.Duration{"window": &cfg.Window, "warmup": &cfg.Warmup, "etcd-ttl": &cfg.EtcdTTL, "etcd-compaction": &cfg.EtcdCompaction} {
+	for name, dst := range map[string]*time.Duration{"window": &cfg.Window, "warmup": &cfg.Warmup, "etcd-ttl": &cfg.EtcdTTL, "etcd-compaction": &cfg.EtcdCompaction,
+		"baseline-task-timeout": &cfg.BaselineTaskTimeout, "idle-hold": &cfg.IdleHold} {
 		if c.IsSet(name) {
 			*dst = c.Duration(name)
 		}

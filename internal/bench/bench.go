@@ -13,8 +13,12 @@
 //
 // It measures task dispatch against etcd Put and raw Raft Apply at several
 // concurrencies, dispatch throughput as the dataset grows, fail-over after
-// SIGKILL of the leader, allgather completion, and the footprint of a large
-// dataset, and writes a Markdown table, a JSON file and charts. Every
+// SIGKILL of the leader, allgather completion, the footprint of a large
+// dataset, and what sessions do: how soon the task of a trainer killed
+// while holding it goes to another trainer, with and without a session and
+// with the leader killed too, and the log entries and keep-alives of
+// trainers that only hold their tasks; and writes a Markdown table, a JSON
+// file and charts. Every
 // figure is a median of several runs with its minimum and maximum, or a
 // distribution of events; nothing is asserted.
 //
@@ -46,10 +50,11 @@ const (
 	PartFailover  = "failover"
 	PartAllgather = "allgather"
 	PartFootprint = "footprint"
+	PartSessions  = "sessions"
 )
 
 // AllParts lists every part in the order they run.
-var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint}
+var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint, PartSessions}
 
 // etcdPrefix is where the etcd backend's masters of the suite keep their
 // keys (serve --etcd-prefix).
@@ -94,6 +99,19 @@ type Config struct {
 	// EtcdCompaction is the etcd members' periodic auto-compaction
 	// retention (0 disables it).
 	EtcdCompaction time.Duration `json:"etcd_compaction"`
+	// SessionKills is the number of SIGKILLs of a trainer holding a task
+	// under its session, in each of the two session runs (the trainer
+	// alone; the trainer, then the leader).
+	SessionKills int `json:"session_kills"`
+	// BaselineKills is the number of SIGKILLs of a trainer holding a task
+	// without a session (0: none), on a job whose task timeout is
+	// BaselineTaskTimeout.
+	BaselineKills       int           `json:"baseline_kills"`
+	BaselineTaskTimeout time.Duration `json:"baseline_task_timeout"`
+	// IdleTrainers trainers hold a task each under their session for
+	// IdleHold, writing nothing.
+	IdleTrainers int           `json:"idle_trainers"`
+	IdleHold     time.Duration `json:"idle_hold"`
 	// Keep keeps the temporary directory with every log and data dir.
 	Keep bool `json:"-"`
 	// Short records that the short preset was chosen.
@@ -101,24 +119,29 @@ type Config struct {
 }
 
 // Defaults is the full run that produces the figures of
-// docs/performance.md (about 20 minutes on a 2-core machine).
+// docs/performance.md (about 30 minutes on a 2-core machine).
 func Defaults() Config {
 	return Config{
-		Out:               "bench-out",
-		Parts:             slices.Clone(AllParts),
-		Runs:              3,
-		Warmup:            time.Second,
-		Window:            10 * time.Second,
-		Concurrency:       []int{1, 8, 64},
-		DispatchTasks:     10_000,
-		Sizes:             []int{1_000, 10_000, 100_000, 1_000_000},
-		GrowthConcurrency: 8,
-		Kills:             20,
-		Trainers:          4,
-		Peers:             []int{64, 1024, 4096},
-		FootprintTasks:    1_000_000,
-		EtcdTTL:           10 * time.Second,
-		EtcdCompaction:    30 * time.Second,
+		Out:                 "bench-out",
+		Parts:               slices.Clone(AllParts),
+		Runs:                3,
+		Warmup:              time.Second,
+		Window:              10 * time.Second,
+		Concurrency:         []int{1, 8, 64},
+		DispatchTasks:       10_000,
+		Sizes:               []int{1_000, 10_000, 100_000, 1_000_000},
+		GrowthConcurrency:   8,
+		Kills:               20,
+		Trainers:            4,
+		Peers:               []int{64, 1024, 4096},
+		FootprintTasks:      1_000_000,
+		EtcdTTL:             10 * time.Second,
+		EtcdCompaction:      30 * time.Second,
+		SessionKills:        20,
+		BaselineKills:       5,
+		BaselineTaskTimeout: 10 * time.Second,
+		IdleTrainers:        100,
+		IdleHold:            time.Minute,
 	}
 }
 
@@ -132,6 +155,10 @@ func Short() Config {
 	c.Kills = 5
 	c.Peers = []int{64, 1024}
 	c.FootprintTasks = 100_000
+	c.SessionKills = 3
+	c.BaselineKills = 2
+	c.IdleTrainers = 20
+	c.IdleHold = 15 * time.Second
 	return c
 }
 
@@ -154,6 +181,16 @@ func (c Config) Check() error {
 		positive("runs", c.Runs), positive("concurrency", c.Concurrency...), positive("dispatch tasks", c.DispatchTasks),
 		positive("sizes", c.Sizes...), positive("growth concurrency", c.GrowthConcurrency), positive("kills", c.Kills),
 		positive("trainers", c.Trainers), positive("peers", c.Peers...), positive("footprint tasks", c.FootprintTasks),
+		positive("session kills", c.SessionKills), positive("idle trainers", c.IdleTrainers),
+		func() error {
+			if c.BaselineKills < 0 {
+				return errors.New("baseline kills must not be negative")
+			}
+			if c.BaselineTaskTimeout < time.Second || c.IdleHold <= 0 {
+				return errors.New("the baseline's task timeout must be at least 1s and the idle hold positive")
+			}
+			return nil
+		}(),
 		func() error {
 			if c.Window <= 0 || c.Warmup < 0 {
 				return errors.New("the window must be positive and the warm-up not negative")
@@ -182,6 +219,7 @@ type Results struct {
 	Failover  *FailoverResults  `json:"failover,omitempty"`
 	Allgather *AllgatherResults `json:"allgather,omitempty"`
 	Footprint *FootprintResults `json:"footprint,omitempty"`
+	Sessions  *SessionsResults  `json:"sessions,omitempty"`
 	Errors    map[string]string `json:"errors,omitempty"`
 	Charts    []string          `json:"charts,omitempty"`
 }
@@ -260,6 +298,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Results, e
 		{PartFailover, s.failover},
 		{PartAllgather, s.allgather},
 		{PartFootprint, s.footprint},
+		{PartSessions, s.sessions},
 	}
 	for _, p := range parts {
 		if !cfg.has(p.name) || ctx.Err() != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/raftmaster/raftmaster/internal/bench/measure"
 )
 
 // TestMain lets the test binary stand in for raftmaster-bench when the
@@ -58,5 +60,68 @@ func TestSmoke(t *testing.T) {
 	}
 	if _, err := Replot(cfg.Out); err != nil {
 		t.Errorf("replot: %v", err)
+	}
+}
+
+// TestSessionsReport renders a sessions part: every run and the idle
+// trainers have their row.
+func TestSessionsReport(t *testing.T) {
+	kill := TrainerKill{Pass: 0, Task: 2, Session: 7, HeldMs: 900, ReturnedMs: 4800}
+	run := func(session, leader bool) *DeadTrainer {
+		d := &DeadTrainer{Job: "j", Session: session, KillsLeader: leader, TTLMillis: 5000, TaskTimeoutMillis: 60000,
+			Kills: []TrainerKill{kill}, Returned: measure.Distribute([]float64{4800}), Passes: 1, ExactlyOnce: 1}
+		if leader {
+			d.Kills[0].Leader, d.Kills[0].NewLeader, d.Kills[0].ElectionMs, d.Kills[0].BoundMs = "n1", "n2", 700, 10700
+			d.Election, d.Bound, d.Within = measure.Distribute([]float64{700}), measure.Distribute([]float64{10700}), 1
+		}
+		if !session {
+			d.TTLMillis, d.TaskTimeoutMillis = 0, 10000
+		}
+		return d
+	}
+	r := &Results{Sessions: &SessionsResults{Tasks: 4, PollMillis: 20, LeaderKillDelayMillis: 1000,
+		Session: run(true, false), Leader: run(true, true), NoSession: run(false, false),
+		Idle: &IdleTrainers{Trainers: 100, HoldSeconds: 60, TaskTimeoutMillis: 120000, TTLMillis: 5000, Sessions: 100,
+			IndexBefore: 10, IndexLeased: 210, IndexAfter: 210, Opened: 100, Leased: 100, KeepAlivesPerSec: 60, ClientKeepAlivesSec: 60}}}
+	md := Markdown(r)
+	for _, want := range []string{"## 6. Sessions", "**trainer SIGKILL, session**", "leader SIGKILL 1s later", "within it: 1 of 1",
+		"task timeout 10s", "| 100 | 100 | 1m0s | 10 → 210 → 210 | 100 + 100 | **0** |", "1 of 1 |"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+// TestSessionsSmoke runs the sessions part at its smallest: one kill per
+// run and a few idle trainers for a few seconds, and checks that every run
+// completed, each pass exactly once. It asserts no figure.
+func TestSessionsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six processes and kills some")
+	}
+	cfg := Defaults()
+	cfg.Out = t.TempDir()
+	cfg.Raftmaster = os.Getenv("RAFTMASTER_BIN")
+	cfg.Parts = []string{PartSessions}
+	cfg.SessionKills, cfg.BaselineKills, cfg.BaselineTaskTimeout = 1, 1, 2*time.Second
+	cfg.IdleTrainers, cfg.IdleHold = 3, 3*time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	res, err := Run(ctx, cfg, io.Discard, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	ss := res.Sessions
+	if len(res.Errors) > 0 || ss == nil || ss.Idle == nil {
+		t.Fatalf("errors %v, sessions %+v\n%s", res.Errors, ss, progress.String())
+	}
+	for name, d := range map[string]*DeadTrainer{"session": ss.Session, "session and leader": ss.Leader, "no session": ss.NoSession} {
+		if d == nil || d.Error != "" || d.Failed > 0 || len(d.Kills) != 1 || d.Passes != 1 || d.ExactlyOnce != 1 {
+			t.Errorf("%s: %+v\n%s", name, d, progress.String())
+		}
+	}
+	if id := ss.Idle; id.Error != "" || id.Sessions != cfg.IdleTrainers || id.Opened != cfg.IdleTrainers || id.Leased != cfg.IdleTrainers {
+		t.Errorf("idle trainers: %+v\n%s", id, progress.String())
 	}
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -202,6 +203,10 @@ func Markdown(r *Results) string {
 		p("\n")
 	}
 
+	if ss := r.Sessions; ss != nil {
+		sessionsReport(p, ss)
+	}
+
 	if len(r.Errors) > 0 {
 		p("## Errors\n\n")
 		for part, e := range r.Errors {
@@ -296,3 +301,139 @@ func count(n int) string {
 
 // esc keeps a message from breaking a table row.
 func esc(s string) string { return strings.ReplaceAll(firstLine(s), "|", "\\|") }
+
+// sessionsReport renders the sessions part.
+func sessionsReport(p func(string, ...any), ss *SessionsResults) {
+	p("## 6. Sessions: a trainer that dies holding a task, and idle trainers\n\n")
+	ttl := 0.0
+	timeout := 0.0
+	for _, d := range []*DeadTrainer{ss.Session, ss.Leader} {
+		if d != nil && d.TTLMillis > 0 {
+			ttl = d.TTLMillis
+		}
+		if d != nil && d.TaskTimeoutMillis > 0 {
+			timeout = d.TaskTimeoutMillis
+		}
+	}
+	p("A trainer process (the bench binary as a child, with the Go client) leases a task of a %d-task pass and holds it; "+
+		"another trainer finishes the rest of the pass and then asks for a task every %.0f ms. "+
+		"The holder is SIGKILLed at a random moment of its keep-alive period (with no session, of its lease renewal, every third of the lease, as the reader renews); "+
+		"the figure is the SIGKILL → the held task leased to the waiting trainer. "+
+		"3 `raftmaster serve` nodes with default flags: session TTL %s, task timeout %s. "+
+		"One pass per kill; *exactly once* counts the passes in which each task was finished once, the last of them by the waiting trainer, "+
+		"and the cluster went on to the next pass with no task set aside as failed.\n\n",
+		ss.Tasks, ss.PollMillis, msText(ttl), msText(timeout))
+	p("| run | kills | p50 ms | p95 ms | max ms | min ms | compare with | exactly once |\n| --- | ---: | ---: | ---: | ---: | ---: | --- | ---: |\n")
+	for _, row := range []struct {
+		name string
+		d    *DeadTrainer
+	}{
+		{"**trainer SIGKILL, session**", ss.Session},
+		{fmt.Sprintf("**trainer SIGKILL, session; leader SIGKILL %s later**", msText(ss.LeaderKillDelayMillis)), ss.Leader},
+		{"trainer SIGKILL, no session (`WithoutSession`)", ss.NoSession},
+	} {
+		d := row.d
+		if d == nil {
+			continue
+		}
+		if d.Error != "" && len(d.Kills) == 0 {
+			p("| %s | 0 | failed: %s | | | | | |\n", row.name, esc(d.Error))
+			continue
+		}
+		kills := fmt.Sprint(len(d.Kills))
+		if d.Failed > 0 {
+			kills += fmt.Sprintf(" (%d without the task back in time)", d.Failed)
+		}
+		ref := "TTL " + msText(d.TTLMillis)
+		switch {
+		case d.KillsLeader:
+			ref = fmt.Sprintf("2×TTL + election: p50 %s, max %s; within it: %d of %d", num(d.Bound.P50, 0), num(d.Bound.Max, 0), d.Within, d.Returned.N)
+		case !d.Session:
+			ref = "task timeout " + msText(d.TaskTimeoutMillis)
+		}
+		p("| %s | %s | %s | %s | %s | %s | %s | %d of %d |\n", row.name, kills, num(d.Returned.P50, 0), num(d.Returned.P95, 0),
+			num(d.Returned.Max, 0), num(d.Returned.Min, 0), ref, d.ExactlyOnce, d.Passes)
+		if d.KillsLeader && d.Election.N > 0 {
+			p("| &nbsp;&nbsp;leader SIGKILL → a new leader ready | | %s | %s | %s | %s | | |\n",
+				num(d.Election.P50, 0), num(d.Election.P95, 0), num(d.Election.Max, 0), num(d.Election.Min, 0))
+		}
+		if d.Error != "" {
+			p("| %s | | stopped early: %s | | | | | |\n", row.name, esc(d.Error))
+		}
+		if d.Violation != "" {
+			p("| %s | | not exactly once: %s | | | | | |\n", row.name, esc(d.Violation))
+		}
+	}
+	if ss.NoSession != nil {
+		p("\nThe no-session run's job has a task timeout of %s (serve's default is 1m): without a session the task comes back when its lease, "+
+			"last renewed up to a third of it before the kill, runs out.\n", msText(ss.NoSession.TaskTimeoutMillis))
+	}
+	p("\n<details><summary>Every kill</summary>\n\n| run | pass | task | held ms | back after ms | leader killed | new leader | election ms | 2×TTL + election ms |\n" +
+		"| --- | ---: | ---: | ---: | ---: | --- | --- | ---: | ---: |\n")
+	for _, row := range []struct {
+		name string
+		d    *DeadTrainer
+	}{{"session", ss.Session}, {"session + leader", ss.Leader}, {"no session", ss.NoSession}} {
+		if row.d == nil {
+			continue
+		}
+		for _, k := range row.d.Kills {
+			if k.Error != "" {
+				p("| %s | %d | %d | %.0f | %s | %s | | | |\n", row.name, k.Pass, k.Task, k.HeldMs, esc(k.Error), k.Leader)
+				continue
+			}
+			if k.Leader == "" {
+				p("| %s | %d | %d | %.0f | %.0f | | | | |\n", row.name, k.Pass, k.Task, k.HeldMs, k.ReturnedMs)
+				continue
+			}
+			p("| %s | %d | %d | %.0f | %.0f | %s | %s | %.0f | %.0f |\n", row.name, k.Pass, k.Task, k.HeldMs, k.ReturnedMs,
+				k.Leader, k.NewLeader, k.ElectionMs, k.BoundMs)
+		}
+	}
+	p("\n</details>\n\n")
+
+	if id := ss.Idle; id != nil {
+		p("**Idle trainers.** %d trainers, each its own Go client with a session, lease a task each and hold it for %s, reading nothing "+
+			"(the job's task timeout, %s, is longer than the hold: the leader revokes a held task whose trainer reports no progress for that long). "+
+			"The leader's applied index is read before they start, once every one holds its task, and at the end of the hold; "+
+			"the writes that opened their sessions and leased their tasks are counted by their clients.\n\n",
+			id.Trainers, secs(id.HoldSeconds), msText(id.TaskTimeoutMillis))
+		if id.Error != "" {
+			p("Failed: %s\n\n", esc(id.Error))
+		}
+		if id.IndexAfter > 0 {
+			p("| trainers | sessions listed | hold | applied index: before → leased → after | opened + leased | **entries while only keeping alive** | keep-alives/s served by the leader | sent by the trainers |\n")
+			p("| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: |\n")
+			p("| %d | %d | %s | %d → %d → %d | %d + %d | **%d** | %.1f | %.1f |\n", id.Trainers, id.Sessions, secs(id.HoldSeconds),
+				id.IndexBefore, id.IndexLeased, id.IndexAfter, id.Opened, id.Leased, id.IdleWrites, id.KeepAlivesPerSec, id.ClientKeepAlivesSec)
+			p("\nEntries while only keeping alive = (after − before) − opened − leased.")
+			if id.TTLMillis > 0 {
+				p(" A client sends a keep-alive every third of its TTL (%s), so %d trainers send about %.0f a second.",
+					msText(id.TTLMillis), id.Trainers, float64(id.Trainers)/(id.TTLMillis/3000))
+			}
+			if len(id.Grew) > 0 {
+				var grew []string
+				for k, v := range id.Grew {
+					grew = append(grew, fmt.Sprintf("`%s` +%.0f", k, v))
+				}
+				slices.Sort(grew)
+				p(" The leader's counters that grew during the hold: %s.", strings.Join(grew, ", "))
+			}
+			if id.LeaderChanged {
+				p(" The leader changed during the hold.")
+			}
+			p("\n\n")
+		}
+	}
+	if ss.Error != "" {
+		p("Stopped early: %s\n\n", esc(ss.Error))
+	}
+}
+
+// msText writes milliseconds as a duration, "–" for none.
+func msText(ms float64) string {
+	if ms <= 0 {
+		return "–"
+	}
+	return (time.Duration(ms * float64(time.Millisecond))).Round(time.Millisecond).String()
+}

@@ -164,6 +164,7 @@ func Runs(runs []Run, field func(Run) float64) Summary {
 type Distribution struct {
 	N   int     `json:"n"`
 	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
 	P99 float64 `json:"p99"`
 	Min float64 `json:"min"`
 	Max float64 `json:"max"`
@@ -180,5 +181,5 @@ func Distribute(samples []float64) Distribution {
 		i := int(math.Ceil(q*float64(len(s)))) - 1
 		return s[min(max(i, 0), len(s)-1)]
 	}
-	return Distribution{N: len(s), P50: at(0.5), P99: at(0.99), Min: s[0], Max: s[len(s)-1]}
+	return Distribution{N: len(s), P50: at(0.5), P95: at(0.95), P99: at(0.99), Min: s[0], Max: s[len(s)-1]}
 }

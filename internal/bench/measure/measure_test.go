@@ -20,8 +20,15 @@ func TestPercentileAndSummary(t *testing.T) {
 	if got := Of([]float64{3, 1, 2, 10}); got != (Summary{Median: 2.5, Min: 1, Max: 10, N: 4}) {
 		t.Errorf("summary %+v", got)
 	}
-	if got := Distribute([]float64{5, 1, 3}); got.P50 != 3 || got.P99 != 5 || got.Min != 1 || got.N != 3 {
+	if got := Distribute([]float64{5, 1, 3}); got.P50 != 3 || got.P95 != 5 || got.P99 != 5 || got.Min != 1 || got.N != 3 {
 		t.Errorf("distribution %+v", got)
+	}
+	var twenty []float64
+	for i := 20; i >= 1; i-- {
+		twenty = append(twenty, float64(i))
+	}
+	if got := Distribute(twenty); got.P50 != 10 || got.P95 != 19 || got.Max != 20 {
+		t.Errorf("distribution of 1..20: %+v", got)
 	}
 }
 
