@@ -73,7 +73,8 @@ type SessionKeeper interface {
 	// KeepAlive restarts session id's TTL and records the progress of the
 	// tasks it holds; it answers how long the session lives from now. A
 	// session that has ended answers fsm.ErrSessionExpired, one of another
-	// owner fsm.ErrForeignClient.
+	// owner fsm.ErrForeignClient, and a keeper whose leader's term has
+	// ended sessions.ErrStopped (the client is sent to the leader).
 	KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionProgress) (time.Duration, error)
 	// Touch counts a request made under session id as a keep-alive.
 	Touch(id uint64)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/auth"
+	"github.com/raftmaster/raftmaster/internal/sessions"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -130,6 +131,9 @@ func sessionError(id uint64, err error) error {
 		return rpc.Errorf(rpc.CodeSessionExpired, "session %d: %v; open a new one", id, rpc.ErrSessionExpired)
 	case errors.Is(err, fsm.ErrForeignClient):
 		return rpc.Errorf(rpc.CodeForeignClient, "session %d: %v", id, rpc.ErrForeignClient)
+	case errors.Is(err, sessions.ErrStopped):
+		// The keeper's term ended: another node leads, or will.
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
 	}
 	return err
 }

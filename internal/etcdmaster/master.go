@@ -577,24 +577,8 @@ func (m *Master) Sessions() (httpapi.SessionKeeper, bool) {
 	if t == nil || !m.active.Load() {
 		return nil, false
 	}
-	return sessionKeeper{t}, true
+	return t, true
 }
-
-// sessionKeeper is a term's tracker in the API's terms: once the term has
-// ended, it answers httpapi.ErrNotLeader.
-type sessionKeeper struct{ t *sessions.Tracker }
-
-func (k sessionKeeper) KeepAlive(id uint64, owner [16]byte, progress []rpc.SessionProgress) (time.Duration, error) {
-	d, err := k.t.KeepAlive(id, owner, progress)
-	if errors.Is(err, sessions.ErrStopped) {
-		err = fmt.Errorf("%w: %v", httpapi.ErrNotLeader, err)
-	}
-	return d, err
-}
-
-func (k sessionKeeper) Touch(id uint64) { k.t.Touch(id) }
-
-func (k sessionKeeper) Remaining(id uint64) (time.Duration, bool) { return k.t.Remaining(id) }
 
 // ServesFollowerReads reports false: a standby holds no up-to-date copy of
 // the state, so watches go to the active master.
