@@ -10,3 +10,17 @@ import "context"
 func (c *Client) Call(ctx context.Context, path string, in, out any) error {
 	return c.do(ctx, &call{method: "POST", path: path, body: in, write: true, out: out})
 }
+
+// CallSession is Call for a write that goes under the Client's session,
+// as the task calls and RequestSaveModel do: the session opens first if
+// the Client has none, and a write whose session had ended before its
+// first attempt goes again, at once, under a new one. It returns the
+// session the write went under in the end, 0 for none (WithoutSession, or
+// a cluster below the protocol level of sessions). An error
+// ErrSessionExpired means that a retry found the session ended: the write
+// may have applied before it ended, never after.
+func (c *Client) CallSession(ctx context.Context, path string, in, out any) (uint64, error) {
+	cl := &call{method: "POST", path: path, body: in, write: true, out: out, underSession: true}
+	err := c.do(ctx, cl)
+	return cl.session, err
+}
