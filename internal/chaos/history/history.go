@@ -29,7 +29,27 @@ const (
 	Leave        Kind = "leave"
 	KVGet        Kind = "kv_get" // read a key of the job's register
 	KVCAS        Kind = "kv_cas" // compare-and-set a key of the job's register
+
+	// The client's own session traffic, which the harness sees on the
+	// wire (Session names the session), and the harness's stalls of an
+	// actor. See Background.
+	OpenSession    Kind = "open_session"    // an answer opening a session, applied at AppliedAt
+	KeepAlive      Kind = "keep_alive"      // a keep-alive answered: Code "" or session_expired
+	SessionRefused Kind = "session_refused" // an attempt of a write under the session refused with session_expired
+	Stall          Kind = "stall"           // the actor was paused or cut off (Data) from Invoke to Return
 )
+
+// Background reports whether operations of kind k are not calls of the
+// workload but what its clients did by themselves (opening sessions and
+// keeping them alive, attempts they went past) or what the harness did to
+// them: they show neither availability nor progress.
+func (k Kind) Background() bool {
+	switch k {
+	case OpenSession, KeepAlive, SessionRefused, Stall:
+		return true
+	}
+	return false
+}
 
 // Never is the return time of an operation whose outcome is unknown: the
 // checkers assume it may have taken effect at any time after its invoke.
@@ -57,10 +77,18 @@ type Op struct {
 	Key      string        `json:"key,omitempty"`    // KVGet, KVCAS
 	Expect   uint64        `json:"expect,omitempty"` // KVCAS: the version expected, 0 for absent
 	Value    string        `json:"value,omitempty"`  // KVCAS: the value to store
+	// Session is the session the operation was made under, 0 for none:
+	// for a task or save-model call, the one its last attempt named (a
+	// call whose session had ended before its first attempt goes again
+	// under a new one); for the session kinds, the session concerned.
+	Session uint64 `json:"session,omitempty"`
+	// Path is the endpoint of a write, for SessionRefused.
+	Path string `json:"path,omitempty"`
 
 	// Outputs. Code is "" for success or the wire error code.
 	Code       string       `json:"code,omitempty"`
 	Task       fsm.TaskMeta `json:"task,omitzero"`     // GetTask: the leased task
+	Holder     uint64       `json:"holder,omitempty"`  // GetTask: the session the answer says holds the task, 0 for a lease
 	Chunks     []string     `json:"chunks,omitempty"`  // GetTask: the files of the task's chunks
 	Ignored    bool         `json:"ignored,omitempty"` // finished/failed had no effect
 	Granted    bool         `json:"granted,omitempty"` // SaveModel
