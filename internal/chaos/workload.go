@@ -29,6 +29,9 @@ type workload struct {
 	mu      sync.Mutex
 	clients []*client.Client
 	nextID  int
+	// wg counts the goroutines actors start besides their own (the ends
+	// of their stalls).
+	wg sync.WaitGroup
 }
 
 // actor is one sequential client of one job: its own Client (so its own
@@ -40,25 +43,49 @@ type actor struct {
 	job string
 	cl  *client.Client
 	rng *rand.Rand
+	// gate stalls the actor's requests (see stall).
+	gate *gate
+	// nextStall is when a trainer under a session may stall next.
+	nextStall time.Time
 }
 
-// newActor returns an actor of job. The client of the default job names
-// it, as a client of another job does, but its calls go to the plain
-// paths (see client.WithJob); the other jobs' go to rpc.JobPath.
+// newActor returns an actor of job, whose client opens no session. The
+// client of the default job names it, as a client of another job does,
+// but its calls go to the plain paths (see client.WithJob); the other
+// jobs' go to rpc.JobPath.
 func (w *workload) newActor(job string) (*actor, error) {
+	return w.newSessionActor(job, false)
+}
+
+// newSessionActor returns an actor of job whose client leases tasks under
+// a session of sessionTTL when sessions is set. Its requests go through
+// its gate (see stall), the recorder of what the cluster answers of its
+// sessions (sessionWire), and the loss of answers (answerLoss), in that
+// order.
+func (w *workload) newSessionActor(job string, sessions bool) (*actor, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 16
+	g := &gate{}
+	w.mu.Lock()
+	id := w.nextID
+	w.nextID++
+	w.mu.Unlock()
+	var rt http.RoundTripper = sessionWire{base: t, rec: w.rec, client: id, job: job}
+	rt = gatedTransport{base: w.loss.transport(rt), g: g}
+	sess := client.WithoutSession()
+	if sessions {
+		sess = client.WithSessionTTL(sessionTTL)
+	}
 	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second), client.WithJob(job),
-		client.WithHTTPClient(&http.Client{Transport: w.loss.transport(t)}))
+		client.WithHTTPClient(&http.Client{Transport: rt}), sess)
 	if err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	id := w.nextID
-	w.nextID++
 	w.clients = append(w.clients, cl)
-	return &actor{w: w, id: id, job: job, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1))}, nil
+	a := &actor{w: w, id: id, job: job, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1)), gate: g}
+	return a, nil
 }
 
 func (w *workload) close() {
@@ -96,12 +123,14 @@ func outcome(err error) (code string, appliedAt int64, unknown bool) {
 }
 
 // call runs one write and records it; ok fills in the outputs of a
-// success from out.
+// success from out. The write goes under the actor's session, if its
+// client has sessions (client.CallSession).
 func (a *actor) call(ctx context.Context, op history.Op, path string, in, out any, ok func(*history.Op)) (history.Op, error) {
 	op.Client, op.Job = a.id, a.job
 	op.Invoke = a.w.rec.Now()
-	err := a.cl.Call(ctx, path, in, out)
+	session, err := a.cl.CallSession(ctx, path, in, out)
 	op.Return = a.w.rec.Now()
+	op.Session = session
 	code, at, unknown := outcome(err)
 	if op.Kind == history.GetTask && code == fsm.CodeStaleEpoch.String() {
 		// A retried GetTask whose lease has ended since: it leased a task
@@ -122,7 +151,9 @@ func (a *actor) call(ctx context.Context, op history.Op, path string, in, out an
 
 // trainer leases tasks pass after pass. It finishes most tasks, reports some
 // failed, and abandons a few, as a trainer that dies mid-task, so that
-// their leases expire.
+// their leases expire (or, under a session, the leader revokes them). A
+// trainer under a session stalls now and then, holding a task (see
+// sessionTTL).
 func (a *actor) trainer(ctx context.Context) {
 	pass := 0
 	for ctx.Err() == nil {
@@ -132,6 +163,7 @@ func (a *actor) trainer(ctx context.Context) {
 				// A trainer waiting on the next pass may be given a task
 				// of the current one: record the pass it belongs to.
 				op.Task, op.AppliedAt, op.Pass = fsm.TaskMeta(resp.Task.Meta), fsmTime(resp.AppliedAt), resp.Task.Pass
+				op.Holder = resp.Task.Session
 				// The files, so that a task of another job's dataset shows.
 				for _, c := range resp.Task.Chunks {
 					op.Chunks = append(op.Chunks, c.Path)
@@ -153,6 +185,20 @@ func (a *actor) trainer(ctx context.Context) {
 		default:
 			sleep(ctx, 50*time.Millisecond)
 			continue
+		}
+		if op.Session != 0 && time.Now().After(a.nextStall) {
+			if a.nextStall.IsZero() {
+				// Not at once: the first stall comes after a first gap.
+				a.nextStall = time.Now().Add(randDuration(a.rng, stallGapMin, stallGapMax))
+			} else {
+				mode := stallPause
+				if a.rng.IntN(2) == 0 {
+					mode = stallCut
+				}
+				d := randDuration(a.rng, stallMin, stallMax)
+				a.stall(ctx, mode, d)
+				a.nextStall = time.Now().Add(d + randDuration(a.rng, stallGapMin, stallGapMax))
+			}
 		}
 		sleep(ctx, time.Duration(a.rng.IntN(40))*time.Millisecond) // "training"
 		meta := resp.Task.Meta
@@ -351,6 +397,11 @@ func sentinelCode(err error) string {
 		return fsm.CodeAllGatherTimeout.String()
 	}
 	return ""
+}
+
+// randDuration draws a duration in [lo, hi).
+func randDuration(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
 func sleep(ctx context.Context, d time.Duration) {
