@@ -83,18 +83,30 @@ type JobReport struct {
 
 // RegisterReport counts one job's register operations: reads and
 // compare-and-sets, the compare-and-sets known to have swapped, and those
-// whose outcome is unknown.
+// whose outcome is unknown; and the store's other writes (deletes, prefix
+// deletes, adds, sets, appends, compare-values), and those of them whose
+// outcome is unknown.
 type RegisterReport struct {
-	Reads   int `json:"reads"`
-	CASes   int `json:"cases"`
-	Swapped int `json:"swapped"`
-	Unknown int `json:"unknown"`
+	Reads         int `json:"reads"`
+	CASes         int `json:"cases"`
+	Swapped       int `json:"swapped"`
+	Unknown       int `json:"unknown"`
+	Writes        int `json:"writes"`
+	WritesUnknown int `json:"writes_unknown"`
 }
 
 // registerReport counts the register operations of ops.
 func registerReport(ops []history.Op) RegisterReport {
 	var r RegisterReport
 	for _, op := range ops {
+		switch op.Kind {
+		case history.KVDelete, history.KVDeletePrefix, history.KVAdd, history.KVMultiSet, history.KVAppend, history.KVCompareValue:
+			r.Writes++
+			if op.Unknown() {
+				r.WritesUnknown++
+			}
+			continue
+		}
 		switch {
 		case op.Kind == history.KVGet:
 			r.Reads++

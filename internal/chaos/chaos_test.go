@@ -27,8 +27,8 @@ func report(t *testing.T, rep Report) {
 		rep.Seed, rep.Ops, len(rep.Faults), rep.Passes, rep.Checked.Round(time.Millisecond), rep.HistoryPath)
 	for _, j := range rep.Jobs {
 		r := j.Register
-		t.Logf("  job %-8s %d ops, pass %d; register: %d reads, %d compare-and-sets (%d swapped, %d unknown)",
-			j.Name, j.Ops, j.Passes, r.Reads, r.CASes, r.Swapped, r.Unknown)
+		t.Logf("  job %-8s %d ops, pass %d; register: %d reads, %d compare-and-sets (%d swapped, %d unknown), %d other writes (%d unknown)",
+			j.Name, j.Ops, j.Passes, r.Reads, r.CASes, r.Swapped, r.Unknown, r.Writes, r.WritesUnknown)
 		s := j.Sessions
 		t.Logf("  job %-8s sessions: %d opened, %d ended; %d keep-alives (%d expired), %d writes refused; %d stalls; task ops %d under sessions, %d without",
 			j.Name, s.Opened, s.Ended, s.KeepAlives, s.KeepAlivesExpired, s.Refused, s.Stalls, s.TaskOps, s.LeaseOps)

@@ -141,6 +141,18 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, " %q", op.Key)
 	case history.KVCAS:
 		fmt.Fprintf(&b, " %q version %d value %q", op.Key, op.Expect, op.Value)
+	case history.KVCompareValue:
+		fmt.Fprintf(&b, " %q expecting %q value %q", op.Key, op.ExpectValue, op.Value)
+	case history.KVDelete:
+		fmt.Fprintf(&b, " %q version %d", op.Key, op.Expect)
+	case history.KVDeletePrefix:
+		fmt.Fprintf(&b, " prefix %q", op.Key)
+	case history.KVAdd:
+		fmt.Fprintf(&b, " %q amount %d", op.Key, op.Amount)
+	case history.KVAppend:
+		fmt.Fprintf(&b, " %q value %q", op.Key, op.Value)
+	case history.KVMultiSet:
+		fmt.Fprintf(&b, " %q = %q", op.Keys, op.Values)
 	case history.SessionRefused:
 		fmt.Fprintf(&b, " %s", op.Path)
 	}
@@ -167,8 +179,18 @@ func describe(i int, op history.Op) string {
 		b.WriteString(" -> ignored")
 	case op.Kind == history.Watch:
 		fmt.Fprintf(&b, " -> rank %d of %d", op.Rank, len(op.Result))
-	case op.Kind == history.KVGet || op.Kind == history.KVCAS:
+	case op.Kind == history.KVGet || op.Kind == history.KVCAS || op.Kind == history.KVCompareValue:
 		fmt.Fprintf(&b, " -> swapped=%v found=%v %q at version %d", op.Swapped, op.Found, op.Read, op.Version)
+	case op.Kind == history.KVDelete:
+		fmt.Fprintf(&b, " -> deleted=%v found=%v at version %d", op.Number == 1, op.Found, op.Version)
+	case op.Kind == history.KVDeletePrefix:
+		fmt.Fprintf(&b, " -> %d deleted", op.Number)
+	case op.Kind == history.KVAdd:
+		fmt.Fprintf(&b, " -> sum %d at version %d", op.Number, op.Version)
+	case op.Kind == history.KVAppend:
+		fmt.Fprintf(&b, " -> length %d at version %d", op.Number, op.Version)
+	case op.Kind == history.KVMultiSet:
+		fmt.Fprintf(&b, " -> versions %v", op.Versions)
 	default:
 		b.WriteString(" -> ok")
 	}
