@@ -155,8 +155,11 @@ func (t sessionWire) RoundTrip(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	ret := t.rec.Now()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusGone {
+	switch {
+	case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusGone:
 		return resp, nil // redirects, unavailability: nothing decided
+	case resp.StatusCode == http.StatusOK && kind == history.SessionRefused:
+		return resp, nil // a write applied: its operation records it
 	}
 	body, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
@@ -187,9 +190,6 @@ func (t sessionWire) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		op.Session, op.AppliedAt = out.Session, fsmTime(out.AppliedAt)
-	case history.KeepAlive:
-	default:
-		return resp, nil // a write applied: its operation records it
 	}
 	t.rec.Add(op)
 	return resp, nil
