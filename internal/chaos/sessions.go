@@ -114,7 +114,11 @@ func (t gatedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 // (history.OpenSession), each keep-alive answered alive or
 // session_expired (history.KeepAlive), and each attempt of a write under
 // a session refused session_expired (history.SessionRefused), which
-// includes the attempts the client went past, opening a new session.
+// includes the attempts the client went past, opening a new session. The
+// cluster also refuses so a request whose de-duplication identity is bound
+// to another session that has ended, with the same answer; the client
+// never sends one, as the writes under a session use identities of that
+// session alone, so a refusal is of the session the request named.
 type sessionWire struct {
 	base   http.RoundTripper
 	rec    *history.Recorder
