@@ -54,6 +54,8 @@ func startServerWith(t *testing.T, b httpapi.Backend, cfg httpapi.Config, wrap f
 	switch b := b.(type) {
 	case *apitest.Local:
 		l = b
+	case *apitest.SessionLocal:
+		l = b.Local
 	case *follower:
 		l = b.Local
 	case *admin:

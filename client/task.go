@@ -142,7 +142,7 @@ func (c *Client) GetTaskContext(ctx context.Context, passID int) (Task, error) {
 
 func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	var resp rpc.GetTaskResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true,
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true, grants: true,
 		body: rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber()}, write: true, out: &resp})
 	if gone := c.read.answered(resp.JobNumber, err); gone {
 		if err == nil {
@@ -323,7 +323,7 @@ func (c *Client) RequestSaveModelLease(trainerID string, blockDur time.Duration)
 // RequestSaveModelLeaseContext is RequestSaveModelLease bounded by ctx.
 func (c *Client) RequestSaveModelLeaseContext(ctx context.Context, trainerID string, blockDur time.Duration) (SaveModelGrant, error) {
 	var resp rpc.SaveModelResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel, underSession: true,
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathSaveModel, underSession: true, grants: true,
 		body: rpc.SaveModelRequest{TrainerID: trainerID, BlockDur: rpc.Duration(blockDur)}, write: true, out: &resp})
 	return SaveModelGrant{Granted: resp.Granted, Lease: time.Duration(resp.Lease)}, err
 }

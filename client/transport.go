@@ -312,6 +312,12 @@ type call struct {
 	// first if need be: the calls whose grants the session holds (the
 	// task calls, the save-model lease).
 	underSession bool
+	// grants marks a write that asks for a grant (GetTask, the
+	// save-model lease) rather than reporting on one: refused because its
+	// session ended before its first attempt, it is sent again under a
+	// new session. A report on what the ended session held is not: that
+	// went back to the queue with it.
+	grants bool
 	// ids, when set, are the identities of the write instead of the
 	// Client's.
 	ids *lanes
@@ -429,7 +435,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 		}
 		if errors.Is(ae.err, rpc.ErrSessionExpired) && sess != nil {
 			c.dropSession(sess)
-			if first {
+			if first && cl.grants {
 				// The session ended before the write's first attempt,
 				// which the refusal shows was not applied: the write
 				// goes again, at once, under a new session (or none).
@@ -443,6 +449,10 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				first = false
 				attempt--
 				continue
+			}
+			if first {
+				return fmt.Errorf("raftmaster client: %s %s: the session it was made under ended, and what it held went back to the queue; "+
+					"nothing was applied: %w", cl.method, cl.path, ae.err)
 			}
 			return fmt.Errorf("raftmaster client: %s %s: the session ended; the write may or may not have applied before it did, "+
 				"and what the session held went back: %w", cl.method, cl.path, ae.err)

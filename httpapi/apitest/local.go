@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi"
+	"github.com/raftmaster/raftmaster/internal/sessions"
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
@@ -103,3 +104,36 @@ func (l *Local) Transfer(context.Context, string) error { return httpapi.ErrNoLe
 func (l *Local) Ready() bool { return true }
 
 var _ httpapi.Backend = (*Local)(nil)
+
+// SessionLocal is a Local backend that keeps sessions
+// (httpapi.SessionBackend), as a Raft leader does once it has taken over.
+type SessionLocal struct {
+	*Local
+	tracker *sessions.Tracker
+}
+
+// Sessions implements httpapi.SessionBackend.
+func (l *SessionLocal) Sessions() (httpapi.SessionKeeper, bool) { return l.tracker, true }
+
+// WithSessions returns l as a backend that keeps sessions: it runs the
+// leader's keep-alive table until stop is called (stop waits for it to
+// end). l itself keeps none: its session endpoints answer not_found, as a
+// server's from before sessions.
+func (l *Local) WithSessions() (b *SessionLocal, stop func()) {
+	t := sessions.New(sessions.Config{
+		FSM:          l.fsm,
+		Now:          func() int64 { return l.Now().UnixNano() },
+		Propose:      l.Apply,
+		VerifyLeader: func(ctx context.Context) error { return ctx.Err() },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t.Run(ctx)
+	}()
+	return &SessionLocal{Local: l, tracker: t}, func() {
+		cancel()
+		<-done
+	}
+}

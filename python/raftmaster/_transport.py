@@ -16,6 +16,9 @@ and full jitter, honouring Retry-After, until the retry budget is spent; a
 refused connection moves on at once and is named to the next node in
 X-Raftmaster-Unreachable. An attempt that hangs makes the client ask the
 nodes who leads; when another node does, the attempt is abandoned for it.
+A write made under a session (see _session.py) carries its id in
+X-Raftmaster-Session and takes its request ids from the session's own
+lanes, since an identity is bound to the session of its first request.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ import threading
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 from urllib.parse import quote, urlencode, urljoin, urlsplit
 
 from . import errors
@@ -44,6 +47,8 @@ HEADER_REQUEST_ID = "X-Raftmaster-Request-Id"
 HEADER_NODE = "X-Raftmaster-Node"
 HEADER_UNREACHABLE = "X-Raftmaster-Unreachable"
 HEADER_AUTHORIZATION = "Authorization"
+# The session a write is made under (rpc/session.go).
+HEADER_SESSION = "X-Raftmaster-Session"
 
 # Transport limits (client/transport.go).
 MAX_REDIRECTS = 5
@@ -249,14 +254,29 @@ class Lanes:
             lane.id, lane.seq = self._mint(), 0
 
 
+class Bound:
+    """A session that writes are made under: its id, sent in
+    X-Raftmaster-Session, and the de-duplication lanes of its writes. An
+    identity is bound to the session of its first request, so each session
+    has identities of its own."""
+
+    def __init__(self, session_id: int, lanes: Lanes) -> None:
+        self.id = session_id
+        self.lanes = lanes
+
+
 class Call:
     """One API call."""
 
-    __slots__ = ("method", "path", "query", "body", "write", "timeout", "budget", "addr", "no_probe", "cancel")
+    __slots__ = ("method", "path", "query", "body", "write", "timeout", "budget", "addr", "no_probe", "cancel",
+                 "session", "final", "lanes")
 
     def __init__(self, method: str, path: str, *, query: Optional[Dict[str, str]] = None, body: Any = None,
                  write: bool = False, timeout: float = 0.0, budget: Optional[float] = None,
-                 addr: str = "", no_probe: bool = False, cancel: Optional[threading.Event] = None) -> None:
+                 addr: str = "", no_probe: bool = False, cancel: Optional[threading.Event] = None,
+                 session: Optional[Bound] = None,
+                 final: Optional[Callable[[errors.RaftmasterError], bool]] = None,
+                 lanes: Optional[Lanes] = None) -> None:
         self.method = method
         self.path = path
         self.query = query or {}
@@ -267,6 +287,9 @@ class Call:
         self.addr = addr            # one node only: no rotation, redirect or retry
         self.no_probe = no_probe    # keep the attempt on its node however long it waits
         self.cancel = cancel        # set to stop retrying (Cancelled); the client's close also stops it
+        self.session = session      # a write's session: its header and lanes; None: the client's own lanes
+        self.final = final          # an error it holds for is raised at once, though retryable
+        self.lanes = lanes          # a write's identities, when neither the session's nor the client's
 
 
 class Cancelled(errors.RaftmasterError):
@@ -368,16 +391,18 @@ class Transport:
             payload = json.dumps(call.body, separators=(",", ":")).encode()
         lane = None
         req_id = ""
+        # A write under a session uses the session's identities.
+        lanes = call.lanes or (call.session.lanes if call.session is not None else self.lanes)
         if call.write:
-            lane = self.lanes.acquire()
+            lane = lanes.acquire()
             req_id = lane.next()
         try:
-            return self._do(call, payload, lane, req_id)
+            return self._do(call, payload, lanes, lane, req_id)
         finally:
             if lane is not None:
-                self.lanes.release(lane)
+                lanes.release(lane)
 
-    def _do(self, call: Call, payload: Optional[bytes], lane: Optional[Lane], req_id: str) -> Any:
+    def _do(self, call: Call, payload: Optional[bytes], lanes: Lanes, lane: Optional[Lane], req_id: str) -> Any:
         budget = self.retry if call.budget is None else call.budget
         if call.write:
             # Every attempt of a write must reach the cluster well within
@@ -414,7 +439,7 @@ class Transport:
                     # no other attempt of the write was ever sent, so the
                     # write goes again, at once, as the first request of a
                     # new identity.
-                    self.lanes.renew(lane)
+                    lanes.renew(lane)
                     req_id = lane.next()
                     first = False
                     continue
@@ -425,7 +450,7 @@ class Transport:
                                   % (call.method, call.path))
                 raise ae.err
             first = False
-            if not ae.retry or call.addr:
+            if not ae.retry or call.addr or (call.final is not None and call.final(ae.err)):
                 raise ae.err
             if not ae.moved:
                 self.ep.failed(base)
@@ -476,6 +501,8 @@ class Transport:
                     headers[HEADER_AUTHORIZATION] = "Bearer " + self.token
                 if req_id:
                     headers[HEADER_REQUEST_ID] = req_id
+                if call.session is not None:
+                    headers[HEADER_SESSION] = str(call.session.id)
                 dead = self.ep.unreachable()
                 if dead:
                     headers[HEADER_UNREACHABLE] = dead

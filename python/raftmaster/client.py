@@ -8,6 +8,7 @@ import binascii
 import json
 import logging
 import math
+import os
 import ssl
 import threading
 import time
@@ -19,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTupl
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
 from ._patterns import warn_other_patterns
+from ._session import (CLOSE_BUDGET, DEFAULT_SESSION_TTL, SESSION_FILE_SUFFIX, SESSION_PROTOCOL, Progress, Session,
+                       Sessions, check_ttl, recorded_sessions)
 from ._transport import (DEFAULT_ATTEMPT_TIMEOUT, DEFAULT_FIRST_CONTACT_TIMEOUT, DEFAULT_JOB, DEFAULT_RETRY, Call,
                          Transport, normalize_addr)
 
@@ -54,7 +57,8 @@ class Chunk:
 @dataclass(frozen=True)
 class Task:
     """A leased task: read its chunks, then report it finished or failed,
-    and renew the lease well before it runs out."""
+    and renew the lease well before it runs out (a task held by the
+    client's session needs no renewal: report its progress instead)."""
     meta: TaskMeta
     chunks: List[Chunk] = field(default_factory=list)
     #: The pass the task belongs to: the one asked for, or the one before
@@ -66,6 +70,11 @@ class Task:
     #: The FSM time the lease was granted at (RFC 3339); a retried request
     #: gets the first answer's.
     applied_at: str = ""
+    #: The id of the client's session that holds the task, or 0 when the
+    #: task was leased with a deadline. A held task needs no renewal: it
+    #: comes back when the session ends, or when its progress
+    #: (Client.report_progress) stalls for the job's task timeout.
+    session: int = 0
 
 
 @dataclass(frozen=True)
@@ -186,14 +195,34 @@ class Client:
     RecordIO files here, and send the chunk list, for clusters that cannot
     see the data.
 
-    Close it (or use it as a context manager) to stop its record iterators
-    and fail the calls in flight with ClientClosed.
+    ``session_ttl`` is the TTL of the client's session, in seconds (or a
+    timedelta), from 1 s to 1 h: five seconds by default; None takes the
+    cluster's default (``serve --session-ttl``); 0 or False opens no
+    session. The session is opened at the client's first write, on a
+    cluster at protocol level 6 (one below it has none: the client works
+    without, and asks again a minute later), and a daemon thread keeps it
+    alive every third of its TTL, with the progress of the tasks it holds.
+    Every write but set_dataset is made under it. The tasks that get_task leases under it
+    are held (``Task.session``): they need no renewal, and come back to the
+    job at once when the session is closed, or after its TTL when the
+    keep-alives stop (the process died or hangs). A call made under a
+    session that has ended raises SessionExpired; the next call opens a
+    new session. ``session_dir`` is a directory where the open session is
+    recorded, as the file "<id>.session", so that a supervisor can close
+    the sessions of the processes it stopped (:func:`close_recorded_sessions`;
+    torchrun's agent does so with the raftmaster rendezvous): by default
+    the environment's RAFTMASTER_SESSION_DIR, "" for none.
+
+    Close it (or use it as a context manager) to close its session, stop
+    its record iterators and fail the calls in flight with ClientClosed.
     """
 
     def __init__(self, addrs: Addrs, job: Optional[str] = None, token: Optional[str] = None, *,
                  ssl_context: Optional[ssl.SSLContext] = None, retry: Seconds = DEFAULT_RETRY,
                  client_indexing: bool = False,
-                 first_contact_timeout: Seconds = DEFAULT_FIRST_CONTACT_TIMEOUT) -> None:
+                 first_contact_timeout: Seconds = DEFAULT_FIRST_CONTACT_TIMEOUT,
+                 session_ttl: Union[Seconds, None, bool] = DEFAULT_SESSION_TTL,
+                 session_dir: Optional[str] = None) -> None:
         if isinstance(addrs, str):
             addrs = [a for a in addrs.split(",") if a.strip()]
         bases = [normalize_addr(a, tls=ssl_context is not None) for a in addrs]
@@ -211,10 +240,12 @@ class Client:
         first_contact_s = to_nanoseconds(first_contact_timeout) / 1e9
         if first_contact_s < 0:
             raise ValueError("raftmaster client: negative first-contact timeout %r" % (first_contact_timeout,))
+        sessions, ttl_s = check_ttl(session_ttl)
         self.job = job
         self.client_indexing = client_indexing
         self._t = Transport(bases, token=token, job=job, ssl_context=ssl_context, retry=retry_s,
                             first_contact=first_contact_s)
+        self._sessions = Sessions(self._t, ttl_s, sessions, session_dir, job or DEFAULT_JOB, self._held_progress)
         self._readers: "weakref.WeakSet[Any]" = weakref.WeakSet()
         self._shown: Dict[tuple, bool] = {}
         self._shown_lock = threading.Lock()
@@ -222,8 +253,17 @@ class Client:
 
     @property
     def id(self) -> uuid.UUID:
-        """The client's random id: the first part of its request ids."""
+        """The client's random id: the first part of the request ids of its
+        writes made outside a session (those under session N use the
+        identities of the name-based UUID of "session/N" in its namespace)."""
         return self._t.id
+
+    @property
+    def session_id(self) -> Optional[int]:
+        """The id of the client's open session, or None when it has none
+        (before its first write, after the session ended until the next
+        call, with sessions off, or on a cluster without them)."""
+        return self._sessions.current_id
 
     @property
     def addrs(self) -> List[str]:
@@ -236,11 +276,14 @@ class Client:
         return self._t.ep.leader
 
     def close(self) -> None:
-        """Stop the record iterators and fail the calls in flight with
-        ClientClosed. Calling it again does nothing."""
+        """Close the client's session at once, so that the tasks it holds
+        come back to their jobs and the keys attached to it go, stop the
+        keep-alives and the record iterators, and fail the calls in flight
+        with ClientClosed. Calling it again does nothing."""
         if self._t.closed.is_set():
             return
         readers = list(self._readers)
+        self._sessions.close()
         self._t.close()
         for r in readers:
             r.close()
@@ -251,8 +294,72 @@ class Client:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _do(self, call: Call) -> Any:
-        return self._t.do(call)
+    def _do(self, call: Call, session: bool = True) -> Any:
+        """Perform call; a write goes under the client's session, unless
+        session is False."""
+        if call.write and call.session is None and session:
+            call.session = self._sessions.get()
+            if call.session is None:
+                # Keys attach to a session only: without one they are plain.
+                call.query.pop("attach", None)
+        try:
+            return self._t.do(call)
+        except errors.SessionExpired as e:
+            if isinstance(call.session, Session):
+                self._sessions.ended(call.session, e)
+            raise
+
+    # Sessions.
+
+    def close_session(self, session_id: int) -> bool:
+        """Close session session_id, of this client or of another process
+        with the same token (a supervisor closing its stopped workers'):
+        the tasks it holds come back to their jobs at once, the keys
+        attached to it are deleted and a save-model lease granted under it
+        is released. It returns False when the session had ended already. A
+        session of another token raises ForeignClient."""
+        return self._close_session(session_id)
+
+    def _close_session(self, session_id: int, budget: Optional[float] = None) -> bool:
+        if isinstance(session_id, bool) or not isinstance(session_id, int) or session_id <= 0:
+            raise ValueError("raftmaster client: session id %r is not a positive integer" % (session_id,))
+        out = self._t.do(Call("DELETE", "/v1/sessions/%d" % session_id, write=True, budget=budget)) or {}
+        if session_id == self._sessions.current_id:
+            s = self._sessions._current
+            if s is not None:
+                self._sessions.ended(s, "closed")
+        return bool(out.get("closed"))
+
+    def sessions(self) -> List[Dict[str, Any]]:
+        """The cluster's open sessions, as its leader sees them (the JSON of
+        GET /v1/sessions: id, TTL, remaining time, held tasks, attached
+        keys), in id order: an operator read."""
+        out = self._do(Call("GET", "/v1/sessions")) or {}
+        return list(out.get("sessions") or [])
+
+    def report_progress(self, meta: Union[TaskMeta, "Task"], records: int) -> None:
+        """Record that records (a count) of the records of a task held under
+        the client's session have been consumed: the next keep-alive sends
+        it. The leader takes a held task back when its records have not
+        grown for the job's task timeout, so a trainer that leases tasks
+        with get_task (records() does this itself) reports its progress
+        from time to time. For a task not held under the session it does
+        nothing."""
+        sid = meta.session if isinstance(meta, Task) else self._sessions.current_id
+        if isinstance(meta, Task):
+            meta = meta.meta
+        if sid:
+            self._sessions.report(sid, self.job or DEFAULT_JOB, meta.id, meta.epoch, int(records))
+
+    def _held_progress(self, session_id: int) -> Progress:
+        """The progress of the tasks the record iterators hold under session_id."""
+        out: Progress = {}
+        job = self.job or DEFAULT_JOB
+        for r in list(self._readers):
+            p = r._held()
+            if p is not None and p[0].session == session_id:
+                out[(job, p[0].meta.id, p[0].meta.epoch)] = p[1]
+        return out
 
     # Data dispatch.
 
@@ -287,8 +394,9 @@ class Client:
             body["strict"] = True
         # Indexing a large dataset on the leader takes a while: let an
         # attempt use the whole budget.
+        # A dataset is not set under a session: the cluster refuses it.
         out = self._do(Call("POST", "/v1/dataset", body=body, write=True,
-                            timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT))) or {}
+                            timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT)), session=False) or {}
         result = DatasetResult(bool(out.get("ignored")), int(out.get("files", 0)), int(out.get("chunks", 0)),
                                int(out.get("tasks", 0)), tuple(out.get("current_patterns") or ()))
         warn_other_patterns(log, self.job or DEFAULT_JOB, globs, result.ignored, result.current_patterns)
@@ -352,6 +460,10 @@ class Client:
         the answer to a renewal gives (0 otherwise)."""
         if isinstance(meta, Task):
             meta = meta.meta
+        if path != "/v1/task/renew":
+            sid = self._sessions.current_id
+            if sid:
+                self._sessions.forget(sid, self.job or DEFAULT_JOB, meta.id, meta.epoch)
         try:
             out = self._do(Call("POST", path, body={"meta": {"id": meta.id, "epoch": meta.epoch}}, write=True,
                                 budget=budget, cancel=cancel)) or {}
@@ -383,7 +495,9 @@ class Client:
         """Iterate over this trainer's share of the records of pass pass_id.
 
         The iterator leases one task at a time, renews its lease in the
-        background while the task's records are consumed, reads and verifies
+        background while the task's records are consumed (a task held by
+        the client's session needs no renewal: the session's keep-alives
+        carry how many of its records were taken), reads and verifies
         all of a task's chunks before it yields any record, and reports the
         task finished when the record after its last one is asked for (or
         at close, once its last record was taken). It waits while the pass
@@ -494,7 +608,7 @@ class Client:
         out = self._do(Call("GET", "/v1/kv/get", query={"key": key})) or {}
         return _kv_value(out)
 
-    def kv_cas(self, key: str, version: int, value: bytes) -> KVResult:
+    def kv_cas(self, key: str, version: int, value: bytes, *, attach: bool = False) -> KVResult:
         """Store value under key of the job's register if the key is at
         version, 0 meaning that the key must not exist. Otherwise nothing
         changes, and the result carries the key's current value and version,
@@ -502,10 +616,10 @@ class Client:
         request id, so it is applied at most once; a retry of one that did
         not swap reports the key as it is then. A value over the cluster's
         limit (1 MiB unless configured), or a new key past the job's key
-        limit, raises LimitExceeded."""
+        limit, raises LimitExceeded. ``attach``: see kv_multi_set."""
         _check_version("kv_cas", version)
         body = {"key": key, "version": version, "value": _b64("kv_cas", value)}
-        out = self._do(Call("POST", "/v1/kv/cas", body=body, write=True)) or {}
+        out = self._do(Call("POST", "/v1/kv/cas", body=body, write=True, query=_attach(attach))) or {}
         v = _kv_value(out)
         return KVResult(bool(out.get("swapped")), v.found, v.value, v.version)
 
@@ -560,44 +674,55 @@ class Client:
         out = self._do(Call("POST", "/v1/kv/delete-prefix", body={"prefix": prefix}, write=True)) or {}
         return int(out.get("deleted") or 0)
 
-    def kv_add(self, key: str, amount: int) -> int:
+    def kv_add(self, key: str, amount: int, *, attach: bool = False) -> int:
         """Add amount to the integer key holds in decimal ASCII (0 when it
         does not exist) and return the sum, as torch's Store.add. A value
         that is not a decimal integer, or a sum past 64 bits, raises
         Invalid and changes nothing. A retry answers the sum its first
-        attempt made."""
+        attempt made. ``attach``: see kv_multi_set."""
         if isinstance(amount, bool) or not isinstance(amount, int):
             raise TypeError("raftmaster client: kv_add: amount %r is not an integer" % (amount,))
-        out = self._do(Call("POST", "/v1/kv/add", body={"key": key, "amount": amount}, write=True)) or {}
+        out = self._do(Call("POST", "/v1/kv/add", body={"key": key, "amount": amount}, write=True,
+                            query=_attach(attach))) or {}
         return int(out.get("value") or 0)
 
-    def kv_multi_set(self, pairs: Union[Dict[str, bytes], Iterable[Tuple[str, bytes]]]) -> List[int]:
+    def kv_multi_set(self, pairs: Union[Dict[str, bytes], Iterable[Tuple[str, bytes]]], *,
+                     attach: bool = False) -> List[int]:
         """Store each value under its key in one log entry, all of them or,
         past a limit, none (LimitExceeded), and return the version each key
         was given, in order. The keys are distinct; the values together are
-        at most the cluster's value limit."""
+        at most the cluster's value limit.
+
+        With ``attach`` the keys stored are attached to the client's
+        session, which deletes them in the entry that ends it (closed, or
+        expired after its TTL without keep-alives): keys that should vanish
+        with the process that wrote them. Without a session (sessions off,
+        or a cluster below protocol level 6) they are stored as plain
+        keys."""
         items = list(pairs.items()) if isinstance(pairs, dict) else list(pairs)
         body = {"pairs": [{"key": k, "value": _b64("kv_multi_set", v)} for k, v in items]}
-        out = self._do(Call("POST", "/v1/kv/multi-set", body=body, write=True)) or {}
+        out = self._do(Call("POST", "/v1/kv/multi-set", body=body, write=True, query=_attach(attach))) or {}
         return [int(v) for v in out.get("versions") or []]
 
-    def kv_append(self, key: str, value: bytes) -> int:
+    def kv_append(self, key: str, value: bytes, *, attach: bool = False) -> int:
         """Append value to key's value, creating the key, and return the
         value's new length; the value stays within the cluster's value
-        limit (LimitExceeded). A retry appends nothing more."""
+        limit (LimitExceeded). A retry appends nothing more. ``attach``:
+        see kv_multi_set."""
         out = self._do(Call("POST", "/v1/kv/append", body={"key": key, "value": _b64("kv_append", value)},
-                            write=True)) or {}
+                            write=True, query=_attach(attach))) or {}
         return int(out.get("length") or 0)
 
-    def kv_compare_value(self, key: str, expected: bytes, desired: bytes) -> KVResult:
+    def kv_compare_value(self, key: str, expected: bytes, desired: bytes, *, attach: bool = False) -> KVResult:
         """Store desired under key if the key holds expected, or if it does
         not exist and expected is empty: torch's compare_set, by value. The
         result carries the key afterwards (compare_set returns its value
         when found, else expected). A retry that swapped answers the same;
-        one that did not reports the key as it is then."""
+        one that did not reports the key as it is then. ``attach``: see
+        kv_multi_set."""
         body = {"key": key, "expected": _b64("kv_compare_value", expected),
                 "desired": _b64("kv_compare_value", desired)}
-        out = self._do(Call("POST", "/v1/kv/compare-set", body=body, write=True)) or {}
+        out = self._do(Call("POST", "/v1/kv/compare-set", body=body, write=True, query=_attach(attach))) or {}
         v = _kv_value(out)
         return KVResult(bool(out.get("swapped")), v.found, v.value, v.version)
 
@@ -662,7 +787,7 @@ class Client:
         """Send a write to path (such as "/v1/task/get") with body as JSON and
         return the decoded answer, with redirects and retries like every
         other call: for fields the typed calls do not return."""
-        return self._do(Call("POST", path, body=body, write=True))
+        return self._do(Call("POST", path, body=body, write=True), session=path != "/v1/dataset")
 
     def create_job(self, name: str) -> bool:
         """Create the job named name, empty (an operator call). It returns
@@ -674,6 +799,33 @@ class Client:
         """Delete the job named name with everything it holds (an operator
         call); UnknownJob when there is no such job."""
         self._do(Call("POST", "/v1/jobs/%s/delete" % _quote(name), body={}, write=True))
+
+
+def close_recorded_sessions(client: Client, directory: str) -> List[int]:
+    """Close the sessions recorded in directory (a client's
+    ``session_dir``, RAFTMASTER_SESSION_DIR) with client, and remove their
+    files: for a supervisor that stopped the processes that opened them, so
+    that their tasks come back at once rather than after the sessions' TTL.
+    It returns the ids of those that were still open. A session it cannot
+    close (another token's, or the cluster does not answer within a few
+    seconds, and then it tries no other) is logged, and ends after its
+    TTL."""
+    closed: List[int] = []
+    reached = True
+    for sid in recorded_sessions(directory):
+        try:
+            if reached and client._close_session(sid, budget=min(client._t.retry, CLOSE_BUDGET)):
+                closed.append(sid)
+        except errors.ClientClosed:
+            raise
+        except errors.RaftmasterError as e:
+            log.warning("cannot close session %d (it ends after its TTL): %s", sid, e)
+            reached = bool(e.code) and not e.retryable
+        try:
+            os.remove(os.path.join(directory, "%d%s" % (sid, SESSION_FILE_SUFFIX)))
+        except OSError:
+            pass
+    return closed
 
 
 class _ReadJob:
@@ -745,6 +897,11 @@ def _member(member: Union[uuid.UUID, str]) -> uuid.UUID:
         raise errors.Invalid("member %r is not a UUID" % (member,)) from None
 
 
+def _attach(attach: bool) -> Optional[Dict[str, str]]:
+    """The query of a register write that attaches its keys to the session."""
+    return {"attach": "true"} if attach else None
+
+
 def _check_version(call: str, version: int) -> None:
     if isinstance(version, bool) or not isinstance(version, int) or version < 0:
         raise ValueError("raftmaster client: %s: version %r is not a non-negative integer" % (call, version))
@@ -779,8 +936,9 @@ def _task(out: Dict[str, Any]) -> Task:
         pass_id=int(t.get("pass", 0)),
         lease=parse_duration(lease) if isinstance(lease, str) and lease else 0.0,
         applied_at=str(out.get("applied_at") or ""),
+        session=int(t.get("session") or 0),
     )
 
 
 __all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
-           "KVResult", "DEFAULT_TIMEOUT"]
+           "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL", "close_recorded_sessions"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import TYPE_CHECKING, List, Optional
+from typing import TYPE_CHECKING, List, Optional, Tuple
 
 from . import errors, recordio
 from ._transport import Cancelled
@@ -132,6 +132,12 @@ class PassRecords:
                 # back in the queue, and a new request may lease it.
                 log.debug("lease of a retried get_task ended; asking again: %s", e)
                 continue
+            except errors.SessionExpired as e:
+                # The client's session ended (its keep-alives stopped for its
+                # TTL): nothing was leased, and the next request opens a new
+                # session.
+                log.debug("pass %d: asking again under a new session: %s", self.pass_id, e)
+                continue
             except errors.ClientClosed as e:
                 self._end(e)
                 raise
@@ -156,11 +162,14 @@ class PassRecords:
                 raise
             self._wait = PASS_WAIT_MIN
             self.tasks += 1
-            renewer = _Renewer(c, t)
+            # A task held by the client's session needs no renewal: the
+            # session's keep-alives carry its progress instead.
+            renewer = _Renewer(c, t) if not t.session else None
             try:
                 recs = _read_task(t)
             except errors.ChunkError as e:
-                renewer.stop()
+                if renewer is not None:
+                    renewer.stop()
                 log.error("task %d epoch %d: cannot read the task: %s", t.meta.id, t.meta.epoch, e)
                 try:
                     c._report("/v1/task/failed", t.meta)
@@ -178,6 +187,15 @@ class PassRecords:
             with self._lock:
                 self._task, self._renewer, self._recs, self._pos = t, renewer, recs, 0
             return
+
+    def _held(self) -> Optional[Tuple["Task", int]]:
+        """The task being read, if the client's session holds it, and how
+        many of its records were taken: its progress, for the keep-alives."""
+        with self._lock:
+            t, pos = self._task, self._pos
+        if t is None or not t.session:
+            return None
+        return t, pos
 
     def _end(self, e: errors.RaftmasterError) -> None:
         self.end = e
@@ -199,9 +217,20 @@ class PassRecords:
             if finished:
                 # Not exactly when its records were used, but close enough,
                 # as in the original.
-                self._c._report("/v1/task/finished", t.meta)
+                try:
+                    self._c._report("/v1/task/finished", t.meta)
+                except errors.SessionExpired:
+                    # The session that held it ended, and the task went back
+                    # to the job, where another trainer may hold it now: the
+                    # report of the ended session is not made under the next
+                    # one, so that it never counts against that trainer's.
+                    log.warning("task %d epoch %d: its session ended before it was reported finished; "
+                                "it went back to the job", t.meta.id, t.meta.epoch)
             else:
-                self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)
+                try:
+                    self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)
+                except errors.SessionExpired:
+                    pass  # the session that held it ended: the task is back already
         except errors.RaftmasterError as e:
             log.warning("task %d epoch %d: cannot report the task %s: %s", t.meta.id, t.meta.epoch,
                         "finished" if finished else "handed back", e)

@@ -3,7 +3,8 @@
 :class:`RecordDataset` is an ``IterableDataset``: one iteration reads one
 pass of the job's dataset. Every process that iterates it (the main process,
 or each DataLoader worker) is a trainer of its own, with a Client of its
-own made there on first use, and the cluster leases each task of a pass to
+own made there on first use (and so a session of its own, which holds its
+tasks while it lives), and the cluster leases each task of a pass to
 one trainer only, so the workers of every rank together read each record of
 the pass exactly once::
 
@@ -44,7 +45,8 @@ class RecordDataset(_data.IterableDataset):
     """The records of one pass of a job, as an ``IterableDataset``.
 
     ``addrs``, ``job`` and ``token``, and any other keyword the Client takes
-    (``ssl_context``, ``retry``, ``client_indexing``) in ``client_options``,
+    (``ssl_context``, ``retry``, ``client_indexing``, ``session_ttl``) in
+    ``client_options``,
     say how to reach the cluster. ``paths`` are glob patterns of the RecordIO
     files, set as the job's dataset by every trainer (the first one counts)
     with ``dataset_options`` (``chunks_per_task``, ``task_timeout``,

@@ -66,11 +66,29 @@ closed state alone at the end (:class:`RaftmasterRendezvousHandler`). That
 needs a cluster at protocol level 5; below it the keys stay, counted
 against ``--max-job-kv-keys``, and ``delete_key`` and ``num_keys`` raise.
 
+The workers' sessions are closed when they stop. The agent makes a
+directory of its own and names it to its workers in
+``RAFTMASTER_SESSION_DIR``; each raftmaster Client of a worker (and of its
+DataLoader workers) records its session there while it is open. Whenever
+the agent goes to a new round, which it does only once its workers have
+stopped (one of them failed, or the round's membership changed), and when
+it shuts down or exits, it closes every session recorded there, so that the
+tasks those workers held come back to their jobs at once rather than after
+the sessions' TTL (five seconds by default). A node dropped from a round
+whose agent is alive does the same; the sessions of a node that died
+entirely end after their TTL. The workers' clients must use the token of
+the rendezvous (or no token): the sessions of another token cannot be
+closed. The rendezvous itself writes no key attached to a session: its
+state and the store's keys are shared by the agents of a round and outlive
+any one of them (they are bounded as above), and torch keeps the agents'
+heartbeats in the state; so the agents' own client opens no session.
+
 This module needs PyTorch; ``import raftmaster`` does not import it.
 """
 
 from __future__ import annotations
 
+import atexit
 import datetime
 import hashlib
 import hmac
@@ -78,7 +96,9 @@ import logging
 import os
 import random
 import re
+import shutil
 import ssl
+import tempfile
 import threading
 import time
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple, Union
@@ -97,9 +117,11 @@ except ImportError as e:  # pragma: no cover - depends on the machine
                       "or pip install torch") from e
 
 from . import errors
-from .client import KV_STORE_PROTOCOL, Client
+from ._session import SESSION_DIR_ENV
+from .client import KV_STORE_PROTOCOL, Client, close_recorded_sessions
 
 __all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterRendezvousHandler", "RaftmasterStore",
+           "WorkerSessions",
            "create_backend", "create_rdzv_handler", "handler_creator", "register", "state_key", "store_key",
            "store_prefix", "signing_key", "SECRET_ENV"]
 
@@ -640,12 +662,21 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
     So a run holds the keys of one or two rounds while it runs and, once
     closed, only its rendezvous state (closed, which keeps late agents
     out). ``raftmaster job delete`` of the job frees everything.
+
+    It also closes the sessions of the agent's stopped workers, recorded in
+    the directory it names to them in RAFTMASTER_SESSION_DIR, before each
+    round and when it shuts down (see the module's doc).
     """
 
     _raftmaster_store: RaftmasterStore
+    _raftmaster_sessions: Optional["WorkerSessions"] = None
 
     def next_rendezvous(self) -> Any:
         """See base class."""
+        # The agent goes to a round once its workers have stopped (or
+        # before it starts any): their sessions are over.
+        if self._raftmaster_sessions is not None:
+            self._raftmaster_sessions.close_all()
         result = super().next_rendezvous()
         state = self._raftmaster_state()
         if state is not None and getattr(state, "round", 0) > 0:
@@ -655,6 +686,8 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
     def shutdown(self) -> bool:
         """See base class."""
         closed = super().shutdown()
+        if self._raftmaster_sessions is not None:
+            self._raftmaster_sessions.finish()
         state = self._raftmaster_state()
         node = getattr(self, "_this_node", None)
         if (closed and state is not None and getattr(state, "closed", False) and getattr(state, "complete", False)
@@ -666,6 +699,74 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
         """The rendezvous state as this node last synced it, or None when
         this torch keeps it elsewhere (then the keys stay)."""
         return getattr(getattr(self, "_state_holder", None), "state", None)
+
+
+# The agents' session directories of this process, in the order made, and
+# what the environment named before the first.
+_live_dirs: List["WorkerSessions"] = []
+_outside_dir: Optional[str] = None
+_dirs_lock = threading.Lock()
+
+
+class WorkerSessions:
+    """The sessions of an agent's workers: a directory of the agent's own,
+    named to the workers (whose environment is the agent's) in
+    RAFTMASTER_SESSION_DIR, where each of their clients records its open
+    session; the agent closes them with its client once the workers have
+    stopped."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+        self.directory = tempfile.mkdtemp(prefix="raftmaster-sessions-")
+        global _outside_dir
+        with _dirs_lock:
+            if not _live_dirs:
+                _outside_dir = os.environ.get(SESSION_DIR_ENV)
+            _live_dirs.append(self)
+            os.environ[SESSION_DIR_ENV] = self.directory
+        self._finished = False
+        # torchrun does not shut the rendezvous down when the agent dies of
+        # a signal; it still exits, once it has stopped its workers.
+        atexit.register(self.finish)
+
+    def close_all(self) -> List[int]:
+        """Close every session recorded in the directory; return the ids of
+        those that were open."""
+        with self._lock:
+            if self._finished:
+                return []
+            try:
+                closed = close_recorded_sessions(self._client, self.directory)
+            except errors.RaftmasterError as e:  # the agent's client was closed
+                log.warning("raftmaster rendezvous: cannot close the workers' sessions: %s", e)
+                return []
+        if closed:
+            log.info("raftmaster rendezvous: closed the sessions of stopped workers: %s",
+                     ", ".join(str(i) for i in closed))
+        return closed
+
+    def finish(self) -> None:
+        """Close the sessions left, remove the directory and stop naming it
+        to new processes (once; the agent's workers have stopped)."""
+        self.close_all()
+        with self._lock:
+            if self._finished:
+                return
+            self._finished = True
+        with _dirs_lock:
+            if self in _live_dirs:
+                _live_dirs.remove(self)
+            if os.environ.get(SESSION_DIR_ENV) == self.directory:
+                # Name the directory of the agent made last that goes on,
+                # else what the environment named before.
+                name = _live_dirs[-1].directory if _live_dirs else _outside_dir
+                if name is None:
+                    os.environ.pop(SESSION_DIR_ENV, None)
+                else:
+                    os.environ[SESSION_DIR_ENV] = name
+        shutil.rmtree(self.directory, ignore_errors=True)
+        atexit.unregister(self.finish)
 
 
 def _job(params: RendezvousParameters) -> str:
@@ -720,8 +821,11 @@ def create_client(params: RendezvousParameters) -> Client:
             context = ssl.create_default_context(cafile=ca)
         except (OSError, ssl.SSLError) as e:
             raise ValueError("raftmaster rendezvous: tls_ca %s: %s" % (ca, e)) from e
+    # The rendezvous attaches no key to a session (see the module's doc),
+    # and a session that expired would fail its calls for nothing: the
+    # agents' client opens none.
     return Client(_addresses(params.endpoint, context is not None), job=_job(params), token=token,
-                  ssl_context=context, retry=read_timeout)
+                  ssl_context=context, retry=read_timeout, session_ttl=0, session_dir="")
 
 
 def create_backend(params: RendezvousParameters) -> Tuple[RaftmasterRendezvousBackend, RaftmasterStore]:
@@ -743,6 +847,7 @@ def create_rdzv_handler(params: RendezvousParameters) -> RaftmasterRendezvousHan
     handler.__class__ = RaftmasterRendezvousHandler
     assert isinstance(handler, RaftmasterRendezvousHandler)
     handler._raftmaster_store = store
+    handler._raftmaster_sessions = WorkerSessions(store._client)
     return handler
 
 

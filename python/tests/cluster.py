@@ -237,7 +237,7 @@ class Proxy:
                 self.end_headers()
                 self.wfile.write(data)
 
-            do_GET = do_POST = _forward
+            do_GET = do_POST = do_DELETE = _forward
 
         self.server = _Server(("127.0.0.1", 0), Handler)
         if ssl_context is not None:

@@ -32,6 +32,16 @@ def store_cluster(cluster):
     return cluster
 
 
+@pytest.fixture(scope="session")
+def session_cluster(cluster):
+    """The shared cluster once it has raised its protocol level to
+    sessions'."""
+    with raftmaster.Client(cluster.addrs, retry=30, session_ttl=0) as c:
+        wait_until(lambda: c.protocol() >= raftmaster.SESSION_PROTOCOL, "protocol level %d"
+                   % raftmaster.SESSION_PROTOCOL)
+    return cluster
+
+
 @pytest.fixture
 def job():
     """A job name of this test's own."""

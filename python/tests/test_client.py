@@ -74,10 +74,11 @@ def test_set_dataset_with_client_indexing(make_client, dataset):
     assert sum(ch.records for ch in task.chunks) == len(recs)
 
 
-def test_get_task_leases_each_task_once_per_pass(client, make_client, dataset):
+def test_get_task_leases_each_task_once_per_pass(make_client, dataset):
     paths, _ = dataset
+    # Without sessions, which hold the tasks they lease with no deadline.
+    client, other = make_client(session_ttl=0), make_client(session_ttl=0)
     client.set_dataset(paths, chunks_per_task=10)
-    other = make_client()
     leased = [client.get_task(0), other.get_task(0), client.get_task(0), other.get_task(0)]
     assert sorted(t.meta.id for t in leased) == [1, 2, 3, 4]
     assert all(t.meta.epoch == 1 and t.pass_id == 0 and t.lease == 60.0 for t in leased)
@@ -92,8 +93,9 @@ def test_get_task_leases_each_task_once_per_pass(client, make_client, dataset):
     assert client.get_task(1).pass_id == 1
 
 
-def test_task_failed_dispatches_again_with_a_new_epoch(client, dataset):
+def test_task_failed_dispatches_again_with_a_new_epoch(make_client, dataset):
     paths, _ = dataset
+    client = make_client(session_ttl=0)  # leases with a deadline, renewed
     client.set_dataset(paths, chunks_per_task=40)
     first = client.get_task(0)
     assert client.renew_lease(first) == first.lease > 0
@@ -147,7 +149,7 @@ def test_a_retried_grant_says_what_remains_of_the_lease(make_client, proxies, cl
     retried with its request id: the retry's answer says how much of the
     lease remains then, not the length the first answer gave."""
     p = proxies(cluster.leader())
-    c = make_client([p.addr])
+    c = make_client([p.addr], session_ttl=0)  # a task lease with a deadline, renewed
     p.drop("/savemodel")
     grant = c.request_save_model_lease("trainer-a", 30)
     assert len(p.seen("/savemodel")) == 2 and len(p.dropped) == 1

@@ -83,7 +83,9 @@ def test_a_compare_and_set_whose_answer_is_lost_is_applied_once(make_client, pro
     sent = p.seen("/kv/cas")
     assert len(sent) == 2 and len(p.dropped) == 1
     ids = [r["headers"][_transport.HEADER_REQUEST_ID] for r in sent]
-    assert ids[0] == ids[1] and ids[0].startswith(str(c.id) + "/")
+    # The client's own identity, or its session's.
+    lane = uuid.uuid5(c.id, "session/%d" % c.session_id) if c.session_id else c.id
+    assert ids[0] == ids[1] and ids[0].startswith(str(lane) + "/")
     # The retry got the outcome of the lost first attempt, which swapped,
     # with the version the first answer carried: it was not applied again,
     # which would have found the key existing and not swapped.

@@ -76,7 +76,8 @@ def wait_for_plain_leases(c, timeout):
 def test_the_lease_is_renewed_while_a_task_is_read(make_client, proxies, cluster, dataset):
     paths, recs = dataset
     p = proxies(cluster.leader())
-    reader, other = make_client([p.addr]), make_client()
+    # Without a session, which would hold the task without renewals.
+    reader, other = make_client([p.addr], session_ttl=0), make_client()
     reader.set_dataset(paths, chunks_per_task=40, task_timeout=0.6, failure_max=1000)
     wait_for_plain_leases(other, 0.6)
     it = reader.records(0)

@@ -266,6 +266,7 @@ def test_a_forged_state_is_never_unpickled(cluster, job, tmp_path):
     handler = registry.get_rendezvous_handler(params(cluster.addrs, run, 1, 1, join_timeout="10"))
     with pytest.raises(Exception) as e:
         handler.next_rendezvous()
+    handler._raftmaster_sessions.finish()  # it never shuts down
     assert not marker.exists(), "the forged state was unpickled: it created %s" % marker
     assert "not signed" in str(e.value), e.value
     backend, _ = tr.create_backend(params(cluster.addrs, run))

@@ -2,7 +2,6 @@
 
 import collections
 import pickle
-import uuid
 
 import pytest
 
@@ -18,9 +17,9 @@ def decode(rec):
     return rec.decode()
 
 
-def test_two_workers_read_each_record_of_every_pass_once(proxies, cluster, job, dataset):
+def test_two_workers_read_each_record_of_every_pass_once(proxies, session_cluster, job, dataset):
     paths, recs = dataset
-    p = proxies(cluster.leader())
+    p = proxies(session_cluster.leader())
     ds = RecordDataset([p.addr], job=job, paths=paths, dataset_options={"chunks_per_task": 2},
                        transform=decode)
     loader = DataLoader(ds, batch_size=None, num_workers=2)
@@ -30,14 +29,10 @@ def test_two_workers_read_each_record_of_every_pass_once(proxies, cluster, job, 
         ds.set_epoch(epoch)
         got = collections.Counter(loader)
         assert got == want, "epoch %d" % epoch
-        # Each worker was a trainer of its own: two clients asked for tasks.
-        # A client's first write goes out under its own id (a random,
-        # version 4 UUID); writes while another is in flight, a renewal say,
-        # go out under its lanes' ids, derived from it (version 5).
-        ids = {uuid.UUID(r["headers"][_transport.HEADER_REQUEST_ID].split("/")[0])
-               for r in p.seen("/task/get")[before:]}
-        clients = {i for i in ids if i.version == 4}
-        assert len(clients) == 2, ids
+        # Each worker was a trainer of its own: two clients asked for tasks,
+        # each under a session of its own.
+        sessions = {r["headers"].get(_transport.HEADER_SESSION) for r in p.seen("/task/get")[before:]}
+        assert len(sessions) == 2 and None not in sessions, sessions
     assert ds._client is None  # the main process made none
 
 

@@ -32,12 +32,16 @@ dist.destroy_process_group()
 
 
 class Launcher:
-    """One "python -m raftmaster.torchrun" process (an agent and its worker)."""
+    """One "python -m raftmaster.torchrun" process (an agent and its worker),
+    running all_reduce.py, or another script with its arguments, with more
+    options of torchrun's."""
 
-    def __init__(self, tmp_path, name, endpoints, run_id, nnodes):
-        script = tmp_path / "all_reduce.py"
+    def __init__(self, tmp_path, name, endpoints, run_id, nnodes, script=("all_reduce.py", ALL_REDUCE),
+                 script_args=(), options=()):
+        script_name, text = script
+        script = tmp_path / script_name
         if not script.exists():
-            script.write_text(ALL_REDUCE)
+            script.write_text(text)
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([os.path.join(REPO, "python")] + (
             [env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
@@ -47,7 +51,7 @@ class Launcher:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "raftmaster.torchrun", "--nnodes", str(nnodes), "--nproc-per-node", "1",
                  "--rdzv-backend", "raftmaster", "--rdzv-endpoint", ",".join(endpoints), "--rdzv-id", run_id,
-                 "--monitor-interval", "0.5", str(script)],
+                 "--monitor-interval", "0.5"] + list(options) + [str(script)] + list(script_args),
                 stdout=out, stderr=err, env=env, cwd=str(tmp_path), start_new_session=True)
 
     def result(self, timeout=120.0):
@@ -138,6 +142,49 @@ def test_the_rendezvous_survives_the_leaders_sigkill(tmp_path, launchers):
     finally:
         client.close()
         c3.stop()
+
+
+DIES_HOLDING_A_TASK = """
+import os, sys
+import raftmaster
+
+addrs, job, out = sys.argv[1].split(","), sys.argv[2], sys.argv[3]
+c = raftmaster.Client(addrs, job=job, retry=30, session_ttl=60)
+if os.environ["TORCHELASTIC_RESTART_COUNT"] == "0":
+    t = c.get_task(0)
+    with open(out + ".0", "w") as f:
+        f.write("%d %d" % (t.meta.id, t.session))
+    os._exit(1)  # dies holding the task: its session would live a minute
+ids = []
+while True:
+    try:
+        ids.append(c.get_task(0).meta.id)
+    except raftmaster.NoMoreAvailable:
+        break
+with open(out + ".1", "w") as f:
+    f.write(" ".join(str(i) for i in ids))
+c.close()
+"""
+
+
+def test_the_agent_closes_the_sessions_of_a_worker_that_died(session_cluster, job, tmp_path, launchers, dataset):
+    """A worker dies holding a task under a session of a minute's TTL; the
+    agent, restarting its workers, closes the session, so that the next
+    worker leases that task at once."""
+    cluster = session_cluster
+    with raftmaster.Client(cluster.addrs, job=job, retry=30, session_ttl=0) as c:
+        tasks = c.set_dataset(dataset[0], chunks_per_task=10, task_timeout=600).tasks
+    out = str(tmp_path / "leased")
+    launchers.append(Launcher(tmp_path, "agent", cluster.addrs, job, 1,
+                              script=("dies_holding_a_task.py", DIES_HOLDING_A_TASK),
+                              script_args=[",".join(cluster.addrs), job, out], options=["--max-restarts", "1"]))
+    launchers[0].result()
+    with open(out + ".0") as f:
+        held, session = (int(v) for v in f.read().split())
+    with open(out + ".1") as f:
+        again = [int(v) for v in f.read().split()]
+    assert session > 0
+    assert sorted(again) == list(range(1, tasks + 1)) and held in again
 
 
 def test_torchruns_options_may_be_spelt_with_hyphens():

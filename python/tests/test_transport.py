@@ -27,7 +27,9 @@ def test_a_lost_answer_is_retried_with_the_same_request_id_and_gets_the_first_ou
     sent = p.seen("/task/get")
     assert len(sent) == 2 and len(p.dropped) == 1
     ids = [r["headers"][_transport.HEADER_REQUEST_ID] for r in sent]
-    assert ids[0] == ids[1] and ids[0].startswith(str(c.id) + "/")
+    # The client's own identity, or its session's.
+    lane = str(uuid.uuid5(c.id, "session/%d" % c.session_id) if c.session_id else c.id)
+    assert ids[0] == ids[1] and ids[0].startswith(lane + "/")
     # The first, lost answer is the one the retry got: the same lease, not a second one.
     first = json.loads(p.dropped[0]["body"])
     assert sent[0]["status"] == sent[1]["status"] == 200
@@ -44,7 +46,7 @@ def test_a_lost_answer_is_retried_with_the_same_request_id_and_gets_the_first_ou
         _transport.HEADER_REQUEST_ID]
     # A new write gets the next sequence number.
     seqs = [int(r["headers"][_transport.HEADER_REQUEST_ID].split("/")[1]) for r in p.requests
-            if _transport.HEADER_REQUEST_ID in r["headers"]]
+            if r["headers"].get(_transport.HEADER_REQUEST_ID, "").startswith(lane + "/")]
     assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs) - 2
 
 
@@ -63,7 +65,8 @@ def test_a_follower_redirects_to_the_leader(make_client, proxies, cluster, datas
 
 def test_a_follower_s_redirect_to_the_leader_it_reports_takes_the_token(make_client, proxies, cluster, dataset):
     p = proxies(cluster.follower())
-    c = make_client([p.addr], token="a-token-of-the-client-0123")
+    # No session: its opening would be the first write redirected.
+    c = make_client([p.addr], token="a-token-of-the-client-0123", session_ttl=0)
     paths, _ = dataset
     c.set_dataset(paths)
     assert c.leader == "http://" + cluster.leader()
@@ -132,12 +135,20 @@ def test_a_killed_leader_is_replaced(tmp_path, dataset):
         c3.stop()
 
 
-class FakeServer:
-    """An HTTP server answering from a list of (status, headers, body); the last one repeats."""
+NO_SESSIONS = (404, {}, {"code": "not_found", "message": "404 page not found"})
 
-    def __init__(self, answers):
+
+class FakeServer:
+    """An HTTP server answering from a list of (status, headers, body); the
+    last one repeats. The session calls (/v1/sessions...) are answered
+    apart, by sessions(method, path) -> (status, headers, body), as a
+    release without sessions by default, and recorded in session_requests."""
+
+    def __init__(self, answers, sessions=None):
         self.answers = list(answers)
         self.requests = []
+        self.session_requests = []
+        self.sessions = sessions or (lambda method, path: NO_SESSIONS)
         fake = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -149,8 +160,13 @@ class FakeServer:
             def do_POST(self):
                 n = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(n)
-                fake.requests.append({"path": self.path, "headers": dict(self.headers), "body": body})
-                status, headers, out = fake.answers.pop(0) if len(fake.answers) > 1 else fake.answers[0]
+                entry = {"method": self.command, "path": self.path, "headers": dict(self.headers), "body": body}
+                if self.path.startswith("/v1/sessions"):
+                    fake.session_requests.append(entry)
+                    status, headers, out = fake.sessions(self.command, self.path)
+                else:
+                    fake.requests.append(entry)
+                    status, headers, out = fake.answers.pop(0) if len(fake.answers) > 1 else fake.answers[0]
                 out = out if isinstance(out, bytes) else json.dumps(out).encode()
                 self.send_response(status)
                 for k, v in headers.items():
@@ -159,7 +175,7 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(out)
 
-            do_GET = do_POST
+            do_GET = do_DELETE = do_POST
 
         class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
             daemon_threads = True
@@ -177,8 +193,8 @@ class FakeServer:
 def fake():
     made = []
 
-    def make(answers):
-        s = FakeServer(answers)
+    def make(answers, sessions=None):
+        s = FakeServer(answers, sessions)
         made.append(s)
         return s
     yield make
@@ -389,7 +405,7 @@ def test_an_idle_lane_sends_its_write_again_under_a_new_identity(fake):
     # write's first attempt is refused, and, since nothing of it was
     # applied, goes again at once as sequence 1 of a new identity.
     s = fake([(200, {}, TASK), UNKNOWN_CLIENT, (200, {}, TASK)])
-    c = raftmaster.Client([s.addr], retry=60)
+    c = raftmaster.Client([s.addr], retry=60, session_ttl=0)
     waits = recording_waits(c)
     c.get_task(0)
     assert c.get_task(0).meta == raftmaster.TaskMeta(3, 1)
@@ -405,7 +421,7 @@ def test_a_retry_refused_as_unknown_client_raises_with_an_unknown_outcome(fake):
     # cluster does not hold the identity. The first attempt may have been
     # applied before the cluster forgot it: never sent again.
     s = fake([(200, {}, TASK), (503, {}, {"code": "unknown_outcome", "message": "lost"}), UNKNOWN_CLIENT])
-    c = raftmaster.Client([s.addr], retry=60)
+    c = raftmaster.Client([s.addr], retry=60, session_ttl=0)
     recording_waits(c)
     c.get_task(0)
     with pytest.raises(raftmaster.UnknownClient) as e:
