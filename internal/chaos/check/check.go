@@ -82,7 +82,7 @@ func All(ops []history.Op, cfg Config) []error {
 // returned an error that is not an FSM outcome (the command may still have
 // been applied, even after the client gave up), or a refusal of the
 // de-duplication table, which says nothing of an earlier attempt. A
-// session_expired answer is one too: the refusal of a retry, whose earlier
+// session_expired answer is one too: it may refuse a retry, whose earlier
 // attempt may have been applied before the session ended (see
 // expiredRefusal).
 func unknown(op history.Op) bool {

@@ -30,11 +30,12 @@
 // or replays anything, and gives the refusal no FSM time; a session never
 // opens again. So every answer with an FSM time to a call under a session
 // shows the session open at that time, and a session_expired answer shows
-// it ended before the answer. Such an answer is the refusal of a retry
-// (the client sends a call whose first attempt was refused again under a
-// new session): an earlier attempt may have been applied, before the end,
-// or never. The checkers take it as an unknown outcome that returned when
-// the refusal did. A keep-alive answered session_expired proves no end:
+// it ended before the answer. Such an answer refused the call's first
+// attempt (nothing applied; the client sends a call that asks for a grant
+// again under a new session, and fails a report), or a retry, whose
+// earlier attempt may have been applied before the end. The checkers
+// take it as an unknown outcome that returned when the refusal did. A
+// keep-alive answered session_expired proves no end:
 // the leader answers so while the entry that ends the session is in
 // flight, and that entry may fail.
 //
