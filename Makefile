@@ -142,6 +142,8 @@ chaos-variants: ## prove the fault-injection checks catch deliberately broken bu
 	CHAOS_EXPECT_VIOLATION=1 RAFTMASTER_BUILD_TAGS=chaos_broken_fsm $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION='one leader per term' CHAOS_FAULTS=pause-leader,isolate-leader CHAOS_ONCE=crash-all \
 		RAFTMASTER_BUILD_TAGS=chaos_broken_votes $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
+	CHAOS_EXPECT_VIOLATION='sessions hold tasks alone' RAFTMASTER_BUILD_TAGS=chaos_broken_sessions \
+		$(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 
 version: ## print the version make stamps into the binary and tags the image with
 	@echo $(VERSION)

@@ -29,7 +29,7 @@ func TestDependencies(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go command not found: %v", err)
 	}
-	for _, tags := range []string{"", "chaos_broken_fsm"} {
+	for _, tags := range []string{"", "chaos_broken_fsm", "chaos_broken_sessions"} {
 		out, err := exec.Command(goCmd, "list", "-deps", "-tags="+tags, "-f", depsFormat, ".").Output()
 		if err != nil {
 			var stderr []byte

@@ -280,6 +280,9 @@ func (s *state) checkSession(h *Header) error {
 	if h.Session != 0 {
 		ss := s.sessions[h.Session]
 		if ss == nil {
+			ss = endedSession(s, h.Session)
+		}
+		if ss == nil {
 			return &refusal{msg: fmt.Sprintf("session %d: %v", h.Session, ErrSessionExpired), err: ErrSessionExpired}
 		}
 		if h.Request.owned() && ss.owner != [16]byte{} && ss.owner != h.Request.Owner {

@@ -77,22 +77,36 @@ type JobReport struct {
 	Passes int `json:"passes"`
 	// Register counts the job's operations on its compare-and-set register.
 	Register RegisterReport `json:"register"`
+	// Sessions counts what the job's trainers did with sessions.
+	Sessions SessionReport `json:"sessions"`
 }
 
 // RegisterReport counts one job's register operations: reads and
 // compare-and-sets, the compare-and-sets known to have swapped, and those
-// whose outcome is unknown.
+// whose outcome is unknown; and the store's other writes (deletes, prefix
+// deletes, adds, sets, appends, compare-values), and those of them whose
+// outcome is unknown.
 type RegisterReport struct {
-	Reads   int `json:"reads"`
-	CASes   int `json:"cases"`
-	Swapped int `json:"swapped"`
-	Unknown int `json:"unknown"`
+	Reads         int `json:"reads"`
+	CASes         int `json:"cases"`
+	Swapped       int `json:"swapped"`
+	Unknown       int `json:"unknown"`
+	Writes        int `json:"writes"`
+	WritesUnknown int `json:"writes_unknown"`
 }
 
 // registerReport counts the register operations of ops.
 func registerReport(ops []history.Op) RegisterReport {
 	var r RegisterReport
 	for _, op := range ops {
+		switch op.Kind {
+		case history.KVDelete, history.KVDeletePrefix, history.KVAdd, history.KVMultiSet, history.KVAppend, history.KVCompareValue:
+			r.Writes++
+			if op.Unknown() {
+				r.WritesUnknown++
+			}
+			continue
+		}
 		switch {
 		case op.Kind == history.KVGet:
 			r.Reads++
@@ -219,9 +233,9 @@ func Run(t testing.TB, cfg Config) Report {
 	defer w.close()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	spawn := func(job string, n int, run func(*actor, context.Context)) {
-		for range n {
-			a, err := w.newActor(job)
+	spawn := func(job string, n, sessions int, run func(*actor, context.Context)) {
+		for i := range n {
+			a, err := w.newSessionActor(job, i < sessions)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -229,11 +243,12 @@ func Run(t testing.TB, cfg Config) Report {
 			go func() { defer wg.Done(); run(a, ctx) }()
 		}
 	}
-	// The same workload in every job, at once.
+	// The same workload in every job, at once. Two of the three trainers
+	// lease tasks under sessions, the third without.
 	for _, job := range Jobs {
-		spawn(job, 3, (*actor).trainer)
-		spawn(job, 2, (*actor).saver)
-		spawn(job, 3, (*actor).kv)
+		spawn(job, 3, 2, (*actor).trainer)
+		spawn(job, 2, 0, (*actor).saver)
+		spawn(job, 3, 0, (*actor).kv)
 		wg.Add(1)
 		go func() { defer wg.Done(); w.gatherer(ctx, job, 0) }()
 	}
@@ -285,6 +300,7 @@ func Run(t testing.TB, cfg Config) Report {
 	}
 	stop()
 	wg.Wait()
+	w.wg.Wait()
 	fnet.Heal()
 	for _, p := range c.Procs {
 		inj.setClock(p.ID, 0)
@@ -313,7 +329,7 @@ func Run(t testing.TB, cfg Config) Report {
 	rep.Ops = len(ops)
 	byJob := history.ByJob(ops)
 	for _, job := range Jobs {
-		jr := JobReport{Name: job, Ops: len(byJob[job]), Register: registerReport(byJob[job])}
+		jr := JobReport{Name: job, Ops: len(byJob[job]), Register: registerReport(byJob[job]), Sessions: sessionReport(byJob[job])}
 		if j, err := setup.Job(job); err == nil {
 			jr.Passes = j.Pass
 		} else {
@@ -421,7 +437,7 @@ func progressAfter(rec *history.Recorder, t int64, timeout time.Duration, jobs [
 		var stuck []string
 		done := map[string]bool{}
 		for _, op := range rec.Ops() {
-			if op.Invoke >= t && op.Return != history.Never && op.Code == "" {
+			if op.Invoke >= t && op.Return != history.Never && op.Code == "" && !op.Kind.Background() {
 				done[history.JobOf(op)] = true
 			}
 		}
@@ -445,7 +461,7 @@ func progressAfter(rec *history.Recorder, t int64, timeout time.Duration, jobs [
 func unavailability(ops []history.Op, faults []FaultRecord) map[FaultKind]time.Duration {
 	var done []int64
 	for _, op := range ops {
-		if op.Return != history.Never && op.Kind != history.Watch && op.Kind != history.Join {
+		if op.Return != history.Never && op.Kind != history.Watch && op.Kind != history.Join && !op.Kind.Background() {
 			done = append(done, op.Return)
 		}
 	}

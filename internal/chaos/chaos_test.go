@@ -27,8 +27,11 @@ func report(t *testing.T, rep Report) {
 		rep.Seed, rep.Ops, len(rep.Faults), rep.Passes, rep.Checked.Round(time.Millisecond), rep.HistoryPath)
 	for _, j := range rep.Jobs {
 		r := j.Register
-		t.Logf("  job %-8s %d ops, pass %d; register: %d reads, %d compare-and-sets (%d swapped, %d unknown)",
-			j.Name, j.Ops, j.Passes, r.Reads, r.CASes, r.Swapped, r.Unknown)
+		t.Logf("  job %-8s %d ops, pass %d; register: %d reads, %d compare-and-sets (%d swapped, %d unknown), %d other writes (%d unknown)",
+			j.Name, j.Ops, j.Passes, r.Reads, r.CASes, r.Swapped, r.Unknown, r.Writes, r.WritesUnknown)
+		s := j.Sessions
+		t.Logf("  job %-8s sessions: %d opened, %d ended; %d keep-alives (%d expired), %d writes refused; %d stalls; task ops %d under sessions, %d without",
+			j.Name, s.Opened, s.Ended, s.KeepAlives, s.KeepAlivesExpired, s.Refused, s.Stalls, s.TaskOps, s.LeaseOps)
 	}
 	if n := len(rep.Leaders); n > 0 {
 		lo, hi := rep.Leaders[0].Term, rep.Leaders[0].Term
@@ -175,7 +178,8 @@ func firstLines(s string, n int) string {
 
 func TestSummary(t *testing.T) {
 	var s Summary
-	s.Add(Report{Ops: 10, Jobs: []JobReport{{Name: "default", Ops: 6}, {Name: "job-b", Ops: 4}}, Faults: []FaultRecord{{Kind: KillLeader}, {Kind: KillLeader}},
+	s.Add(Report{Ops: 10, Jobs: []JobReport{{Name: "default", Ops: 6, Sessions: SessionReport{Opened: 3, Ended: 1, Stalls: 1}},
+		{Name: "job-b", Ops: 4, Sessions: SessionReport{Opened: 2, Ended: 1}}}, Faults: []FaultRecord{{Kind: KillLeader}, {Kind: KillLeader}},
 		Unavailable: map[FaultKind]time.Duration{KillLeader: time.Second}})
 	s.Add(Report{Ops: 5, Jobs: []JobReport{{Name: "default", Ops: 2}, {Name: "job-b", Ops: 3}}, Violations: []string{"x"}, Faults: []FaultRecord{{Kind: KillLeader}},
 		Unavailable: map[FaultKind]time.Duration{KillLeader: 3 * time.Second}})
@@ -186,7 +190,8 @@ func TestSummary(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := b.String()
-	for _, want := range []string{"3 runs, 4 faults, 16 operations, 1 violations", "operations per job: default 8, job-b 7", "kill-leader", "  4  ", "2s", "3s"} {
+	for _, want := range []string{"3 runs, 4 faults, 16 operations, 1 violations", "operations per job: default 8, job-b 7",
+		"sessions: 5 opened, 2 ended, 1 stalls", "kill-leader", "  4  ", "2s", "3s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
 		}

@@ -10,16 +10,34 @@
 // /v1/jobs/job-b/... (client.WithJob). Each job has its own dataset, in
 // RecordIO files named after it in a directory of its own, and its own
 // three trainers, two save-model contenders, three allgather gatherers and
-// three clients that read and compare-and-set three keys of its register.
+// three clients that read and write four keys of its register: mostly
+// compare-and-sets, and every write of the register store (deletes,
+// prefix deletes, adds to a counter key, multi-key sets, appends and
+// compare-values).
 // Every operation in the history names its job (history.Op.Job; empty, in
 // histories written before jobs, is the default job), and every leased
 // task the files of its chunks.
 //
+// Two of each job's three trainers lease their tasks under sessions of one
+// second (sessionTTL), the third without. A trainer under a session
+// stalls now and then right after it leased a task, for two to four TTLs:
+// paused, its requests and answers (keep-alives included) held back as a
+// stopped process's, or cut off, its requests failing while its call
+// retries. Its session then ends and the task goes to another trainer,
+// and the stalled one's later calls are refused session_expired; faults
+// that isolate a leader end sessions too. The history records the session
+// each task call went under and the holder its answer names, and, as the
+// cluster answered them on the wire, the sessions opened, the keep-alives
+// and the attempts refused session_expired that the client went past.
+//
 // Per job, on that job's operations alone (check.PerJob): linearizability
-// of the task leases and the save-model lease (porcupine), exact pass
-// accounting, a single save-model holder at any FSM time, identical
-// allgather results, linearizability of the compare-and-set register per
-// key (porcupine) and versions never given to two writes; and that operations of the job resume within a minute
+// of the task leases (a held task goes back when its session may have
+// ended) and the save-model lease (porcupine), exact pass accounting, a
+// single save-model holder at any FSM time, identical allgather results,
+// linearizability of the register per key (porcupine) and versions never
+// given to two writes, that a task held by a session is held by it alone
+// (leased again within the task timeout only once the session ended), and
+// that no write of an ended session is applied; and that operations of the job resume within a minute
 // of each fault being healed. Across jobs, that they never cross
 // (check.NoCrossing): a task leased in a job names only files of that
 // job's dataset (and a task id always the same files); a save-model denial
@@ -56,11 +74,15 @@
 // "make chaos-variants" runs the same checks against deliberately broken
 // builds, each of which must be caught within five runs: a client that
 // retries with a fresh request id (chaos_broken_client), an FSM that loses
-// a pending task when it restores a snapshot (chaos_broken_fsm), and a
+// a pending task when it restores a snapshot (chaos_broken_fsm), a
 // Raft stable store that never persists the current term and vote
 // (chaos_broken_votes, under a schedule of paused and isolated leaders
 // with one CrashAll per run), which the one-leader-per-term check must be
-// the one to report. The client is run a second time, and then the
+// the one to report, and an FSM that applies the requests of an ended
+// session, opening it again (chaos_broken_sessions), which the check that
+// sessions hold their tasks alone must report: a stalled trainer's call
+// is applied under its session after the task the session held went to
+// another. The client is run a second time, and then the
 // register's linearizability check must be the one to report it: a compare-and-set whose answer was
 // lost is applied twice, and the retry answers that it did not swap, at
 // the version its first attempt wrote.

@@ -20,6 +20,8 @@ type Summary struct {
 	Injected map[FaultKind]int
 	// Longest holds, per kind, each run's longest unavailability.
 	Longest map[FaultKind][]time.Duration
+	// Sessions sums the jobs' session counts.
+	Sessions SessionReport
 }
 
 // Add folds one run's report in.
@@ -35,6 +37,7 @@ func (s *Summary) Add(rep Report) {
 			s.JobNames = append(s.JobNames, j.Name)
 		}
 		s.JobOps[j.Name] += j.Ops
+		s.Sessions.add(j.Sessions)
 	}
 	s.Violations += len(rep.Violations)
 	for _, f := range rep.Faults {
@@ -60,6 +63,9 @@ func (s *Summary) Write(w io.Writer) error {
 		}
 		fmt.Fprintf(w, "operations per job: %s\n", strings.Join(parts, ", "))
 	}
+	ss := s.Sessions
+	fmt.Fprintf(w, "sessions: %d opened, %d ended, %d stalls; %d keep-alives (%d expired), %d writes refused; task ops %d under sessions, %d without\n",
+		ss.Opened, ss.Ended, ss.Stalls, ss.KeepAlives, ss.KeepAlivesExpired, ss.Refused, ss.TaskOps, ss.LeaseOps)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAULT\tINJECTED\tMEDIAN LONGEST UNAVAILABILITY\tWORST")
 	for _, k := range AllFaults {

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +32,9 @@ type workload struct {
 	mu      sync.Mutex
 	clients []*client.Client
 	nextID  int
+	// wg counts the goroutines actors start besides their own (the ends
+	// of their stalls).
+	wg sync.WaitGroup
 }
 
 // actor is one sequential client of one job: its own Client (so its own
@@ -40,25 +46,49 @@ type actor struct {
 	job string
 	cl  *client.Client
 	rng *rand.Rand
+	// gate stalls the actor's requests (see stall).
+	gate *gate
+	// nextStall is when a trainer under a session may stall next.
+	nextStall time.Time
 }
 
-// newActor returns an actor of job. The client of the default job names
-// it, as a client of another job does, but its calls go to the plain
-// paths (see client.WithJob); the other jobs' go to rpc.JobPath.
+// newActor returns an actor of job, whose client opens no session. The
+// client of the default job names it, as a client of another job does,
+// but its calls go to the plain paths (see client.WithJob); the other
+// jobs' go to rpc.JobPath.
 func (w *workload) newActor(job string) (*actor, error) {
+	return w.newSessionActor(job, false)
+}
+
+// newSessionActor returns an actor of job whose client leases tasks under
+// a session of sessionTTL when sessions is set. Its requests go through
+// its gate (see stall), the recorder of what the cluster answers of its
+// sessions (sessionWire), and the loss of answers (answerLoss), in that
+// order.
+func (w *workload) newSessionActor(job string, sessions bool) (*actor, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 16
+	g := &gate{}
+	w.mu.Lock()
+	id := w.nextID
+	w.nextID++
+	w.mu.Unlock()
+	var rt http.RoundTripper = sessionWire{base: t, rec: w.rec, client: id, job: job}
+	rt = gatedTransport{base: w.loss.transport(rt), g: g}
+	sess := client.WithoutSession()
+	if sessions {
+		sess = client.WithSessionTTL(sessionTTL)
+	}
 	cl, err := client.NewClient(client.WithAddrs(w.addrs...), client.WithRetry(15*time.Second), client.WithJob(job),
-		client.WithHTTPClient(&http.Client{Transport: w.loss.transport(t)}))
+		client.WithHTTPClient(&http.Client{Transport: rt}), sess)
 	if err != nil {
 		return nil, err
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	id := w.nextID
-	w.nextID++
 	w.clients = append(w.clients, cl)
-	return &actor{w: w, id: id, job: job, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1))}, nil
+	a := &actor{w: w, id: id, job: job, cl: cl, rng: rand.New(rand.NewPCG(w.seed, uint64(id)+1)), gate: g}
+	return a, nil
 }
 
 func (w *workload) close() {
@@ -96,12 +126,14 @@ func outcome(err error) (code string, appliedAt int64, unknown bool) {
 }
 
 // call runs one write and records it; ok fills in the outputs of a
-// success from out.
+// success from out. The write goes under the actor's session, if its
+// client has sessions (client.CallSession).
 func (a *actor) call(ctx context.Context, op history.Op, path string, in, out any, ok func(*history.Op)) (history.Op, error) {
 	op.Client, op.Job = a.id, a.job
 	op.Invoke = a.w.rec.Now()
-	err := a.cl.Call(ctx, path, in, out)
+	session, err := a.cl.CallSession(ctx, path, in, out)
 	op.Return = a.w.rec.Now()
+	op.Session = session
 	code, at, unknown := outcome(err)
 	if op.Kind == history.GetTask && code == fsm.CodeStaleEpoch.String() {
 		// A retried GetTask whose lease has ended since: it leased a task
@@ -122,7 +154,9 @@ func (a *actor) call(ctx context.Context, op history.Op, path string, in, out an
 
 // trainer leases tasks pass after pass. It finishes most tasks, reports some
 // failed, and abandons a few, as a trainer that dies mid-task, so that
-// their leases expire.
+// their leases expire (or, under a session, the leader revokes them). A
+// trainer under a session stalls now and then, holding a task (see
+// sessionTTL).
 func (a *actor) trainer(ctx context.Context) {
 	pass := 0
 	for ctx.Err() == nil {
@@ -132,6 +166,7 @@ func (a *actor) trainer(ctx context.Context) {
 				// A trainer waiting on the next pass may be given a task
 				// of the current one: record the pass it belongs to.
 				op.Task, op.AppliedAt, op.Pass = fsm.TaskMeta(resp.Task.Meta), fsmTime(resp.AppliedAt), resp.Task.Pass
+				op.Holder = resp.Task.Session
 				// The files, so that a task of another job's dataset shows.
 				for _, c := range resp.Task.Chunks {
 					op.Chunks = append(op.Chunks, c.Path)
@@ -153,6 +188,20 @@ func (a *actor) trainer(ctx context.Context) {
 		default:
 			sleep(ctx, 50*time.Millisecond)
 			continue
+		}
+		if op.Session != 0 && time.Now().After(a.nextStall) {
+			if a.nextStall.IsZero() {
+				// Not at once: the first stall comes after a first gap.
+				a.nextStall = time.Now().Add(randDuration(a.rng, stallGapMin, stallGapMax))
+			} else {
+				mode := stallPause
+				if a.rng.IntN(2) == 0 {
+					mode = stallCut
+				}
+				d := randDuration(a.rng, stallMin, stallMax)
+				a.stall(ctx, mode, d)
+				a.nextStall = time.Now().Add(d + randDuration(a.rng, stallGapMin, stallGapMax))
+			}
 		}
 		sleep(ctx, time.Duration(a.rng.IntN(40))*time.Millisecond) // "training"
 		meta := resp.Task.Meta
@@ -192,40 +241,125 @@ func (a *actor) saver(ctx context.Context) {
 }
 
 // kvKeys are the keys of the register the kv actors share: few, so that
-// their compare-and-sets race.
+// their writes race. kvCounter is the key they add to, and only add to,
+// read and delete (a value a compare-and-set wrote is no integer).
 var kvKeys = []string{"k0", "k1", "k2"}
 
-// kv reads and compare-and-sets the keys of its job's register. A
-// compare-and-set expects the version the actor last saw of the key (in a
-// read or a compare-and-set's answer), 0 before it saw one, so it fails
-// when another actor wrote the key in between. Every value it writes is
-// unique in the run: job, actor and a sequence number.
+const kvCounter = "n0"
+
+// kv reads and writes the keys of its job's register: compare-and-sets,
+// most often, and every write of the register store. A compare-and-set
+// expects the version the actor last saw of the key (in a read or a
+// write's answer), 0 before it saw one, so it fails when another actor
+// wrote the key in between; a compare-value expects the value it last
+// saw. Every value it stores is unique in the run: job, actor and a
+// sequence number.
 func (a *actor) kv(ctx context.Context) {
 	seen := map[string]uint64{}
+	last := map[string]string{}
 	for n := 0; ctx.Err() == nil; n++ {
 		key := kvKeys[a.rng.IntN(len(kvKeys))]
+		value := fmt.Sprintf("%s/%d/%d", a.job, a.id, n)
 		op := history.Op{Client: a.id, Job: a.job, Key: key}
-		var v client.KVValue
+		// saw records what an answer says the key holds.
+		saw := func(key string, found bool, value string, version uint64) {
+			if !found {
+				value, version = "", 0
+			}
+			seen[key], last[key] = version, value
+		}
 		var err error
-		if a.rng.IntN(3) == 0 {
-			op.Kind = history.KVGet
-			op.Invoke = a.w.rec.Now()
-			v, err = a.cl.KVGet(ctx, key)
-		} else {
-			op.Kind, op.Expect, op.Value = history.KVCAS, seen[key], fmt.Sprintf("%s/%d/%d", a.job, a.id, n)
-			op.Invoke = a.w.rec.Now()
-			var r client.KVResult
-			r, err = a.cl.KVCompareAndSet(ctx, key, op.Expect, []byte(op.Value))
-			v, op.Swapped = r.KVValue, r.Swapped
+		op.Invoke = a.w.rec.Now()
+		switch r := a.rng.IntN(100); {
+		case r < 25:
+			if a.rng.IntN(4) == 0 {
+				key = kvCounter
+			}
+			op.Kind, op.Key = history.KVGet, key
+			var v client.KVValue
+			if v, err = a.cl.KVGet(ctx, key); err == nil {
+				op.Found, op.Read, op.Version = v.Found, string(v.Value), v.Version
+				saw(key, v.Found, op.Read, v.Version)
+			}
+		case r < 55:
+			op.Kind, op.Expect, op.Value = history.KVCAS, seen[key], value
+			var res client.KVResult
+			if res, err = a.cl.KVCompareAndSet(ctx, key, op.Expect, []byte(value)); err == nil {
+				op.Swapped, op.Found, op.Read, op.Version = res.Swapped, res.Found, string(res.Value), res.Version
+				saw(key, res.Found, op.Read, res.Version)
+			}
+		case r < 63:
+			op.Kind, op.ExpectValue, op.Value = history.KVCompareValue, last[key], value
+			var res client.KVResult
+			if res, err = a.cl.KVCompareValue(ctx, key, []byte(op.ExpectValue), []byte(value)); err == nil {
+				op.Swapped, op.Found, op.Read, op.Version = res.Swapped, res.Found, string(res.Value), res.Version
+				saw(key, res.Found, op.Read, res.Version)
+			}
+		case r < 70:
+			if a.rng.IntN(3) == 0 {
+				key = kvCounter
+			}
+			op.Kind, op.Key = history.KVDelete, key
+			if a.rng.IntN(2) == 0 {
+				op.Expect = seen[key]
+			}
+			var res client.KVDeleteResult
+			if res, err = a.cl.KVDelete(ctx, key, op.Expect); err == nil {
+				op.Found, op.Version = res.Found, res.Version
+				if res.Deleted {
+					op.Number = 1
+					saw(key, false, "", 0)
+				}
+			}
+		case r < 72:
+			prefix := key
+			if a.rng.IntN(4) == 0 {
+				prefix = "k" // every key but the counter
+			}
+			op.Kind, op.Key = history.KVDeletePrefix, prefix
+			var deleted int
+			if deleted, err = a.cl.KVDeletePrefix(ctx, prefix); err == nil {
+				op.Number = int64(deleted)
+				for _, k := range kvKeys {
+					if strings.HasPrefix(k, prefix) {
+						saw(k, false, "", 0)
+					}
+				}
+			}
+		case r < 80:
+			other := kvKeys[(slices.Index(kvKeys, key)+1+a.rng.IntN(len(kvKeys)-1))%len(kvKeys)]
+			op.Kind, op.Key = history.KVMultiSet, ""
+			op.Keys, op.Values = []string{key, other}, []string{value + "/a", value + "/b"}
+			pairs := []client.KVPair{{Key: key, Value: []byte(op.Values[0])}, {Key: other, Value: []byte(op.Values[1])}}
+			if op.Versions, err = a.cl.KVMultiSet(ctx, pairs); err == nil && len(op.Versions) == len(pairs) {
+				for i, k := range op.Keys {
+					saw(k, true, op.Values[i], op.Versions[i])
+				}
+			}
+		case r < 88:
+			// Call, for the version the typed call does not return.
+			op.Kind, op.Value = history.KVAppend, fmt.Sprintf("+%d.%d", a.id, n)
+			var resp rpc.KVAppendResponse
+			if err = a.cl.Call(ctx, rpc.PathKVAppend, rpc.KVAppendRequest{Key: key, Value: []byte(op.Value)}, &resp); err == nil {
+				op.Number, op.Version = int64(resp.Length), resp.Version
+				seen[key] = resp.Version
+			}
+		default:
+			op.Kind, op.Key, op.Amount = history.KVAdd, kvCounter, int64(a.rng.IntN(9)-3)
+			var resp rpc.KVAddResponse
+			if err = a.cl.Call(ctx, rpc.PathKVAdd, rpc.KVAddRequest{Key: kvCounter, Amount: op.Amount}, &resp); err == nil {
+				op.Number, op.Version = resp.Value, resp.Version
+				saw(kvCounter, true, strconv.FormatInt(resp.Value, 10), resp.Version)
+			}
 		}
 		op.Return = a.w.rec.Now()
 		code, _, unknown := outcome(err)
 		switch {
 		case err == nil:
-			op.Found, op.Read, op.Version = v.Found, string(v.Value), v.Version
-			seen[key] = v.Version
 		case unknown:
-			op.Return, op.Swapped = history.Never, false
+			// Only the inputs stay: the answer's fields say nothing.
+			op = history.Op{Client: op.Client, Job: op.Job, Kind: op.Kind, Invoke: op.Invoke, Return: history.Never, Key: op.Key,
+				Expect: op.Expect, ExpectValue: op.ExpectValue, Value: op.Value, Amount: op.Amount, Keys: op.Keys, Values: op.Values}
 		default:
 			op.Code = code
 		}
@@ -351,6 +485,11 @@ func sentinelCode(err error) string {
 		return fsm.CodeAllGatherTimeout.String()
 	}
 	return ""
+}
+
+// randDuration draws a duration in [lo, hi).
+func randDuration(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
 
 func sleep(ctx context.Context, d time.Duration) {

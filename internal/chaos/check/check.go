@@ -68,6 +68,8 @@ func All(ops []history.Op, cfg Config) []error {
 		func() error { return SingleSaveHolder(ops) },
 		func() error { return Allgather(ops) },
 		func() error { return KVVersionsUnique(ops) },
+		func() error { return SessionHolds(ops, cfg) },
+		func() error { return SessionEnds(ops) },
 	} {
 		if err := f(); err != nil {
 			errs = append(errs, err)
@@ -79,9 +81,13 @@ func All(ops []history.Op, cfg Config) []error {
 // unknown reports whether op's outcome is unknown: it never returned, or it
 // returned an error that is not an FSM outcome (the command may still have
 // been applied, even after the client gave up), or a refusal of the
-// de-duplication table, which says nothing of an earlier attempt.
+// de-duplication table, which says nothing of an earlier attempt. A
+// session_expired answer is one too: it may refuse a retry, whose earlier
+// attempt may have been applied before the session ended (see
+// expiredRefusal).
 func unknown(op history.Op) bool {
-	if op.Unknown() || op.Code == rpc.CodeUnknownOutcome || op.Code == rpc.CodeUnknownClient || op.Code == rpc.CodeTooManyClients {
+	if op.Unknown() || op.Code == rpc.CodeUnknownOutcome || op.Code == rpc.CodeUnknownClient || op.Code == rpc.CodeTooManyClients ||
+		expiredRefusal(op) {
 		return true
 	}
 	if op.Code == "" {
@@ -95,6 +101,22 @@ func unknown(op history.Op) bool {
 // error code.
 func succeeded(op history.Op) bool { return op.Code == "" && !unknown(op) }
 
+// expiredRefusal reports whether op was answered session_expired: its
+// session had ended when the cluster refused it. Any earlier attempt was
+// applied before the end, which came before the answer, or never.
+func expiredRefusal(op history.Op) bool {
+	return op.Code == fsm.CodeSessionExpired.String() && !op.Unknown()
+}
+
+// appliedUnder reports whether op's answer shows it applied (or replayed)
+// under its session: a known outcome with an FSM time. The cluster refuses
+// a request of an ended session before it applies or replays anything,
+// and gives no FSM time to a refusal, so op's session was open at
+// AppliedAt, and at the moment in log order the command was applied.
+func appliedUnder(op history.Op) bool {
+	return op.Session != 0 && !unknown(op) && op.AppliedAt != 0
+}
+
 // describe names operation i for an error message.
 func describe(i int, op history.Op) string {
 	var b strings.Builder
@@ -103,6 +125,9 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, "job %q, ", op.Job)
 	}
 	fmt.Fprintf(&b, "%s", op.Kind)
+	if op.Session != 0 {
+		fmt.Fprintf(&b, " under session %d", op.Session)
+	}
 	switch op.Kind {
 	case history.GetTask:
 		fmt.Fprintf(&b, " pass %d", op.Pass)
@@ -116,8 +141,26 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, " %q", op.Key)
 	case history.KVCAS:
 		fmt.Fprintf(&b, " %q version %d value %q", op.Key, op.Expect, op.Value)
+	case history.KVCompareValue:
+		fmt.Fprintf(&b, " %q expecting %q value %q", op.Key, op.ExpectValue, op.Value)
+	case history.KVDelete:
+		fmt.Fprintf(&b, " %q version %d", op.Key, op.Expect)
+	case history.KVDeletePrefix:
+		fmt.Fprintf(&b, " prefix %q", op.Key)
+	case history.KVAdd:
+		fmt.Fprintf(&b, " %q amount %d", op.Key, op.Amount)
+	case history.KVAppend:
+		fmt.Fprintf(&b, " %q value %q", op.Key, op.Value)
+	case history.KVMultiSet:
+		fmt.Fprintf(&b, " %q = %q", op.Keys, op.Values)
+	case history.SessionRefused:
+		fmt.Fprintf(&b, " %s", op.Path)
 	}
 	switch {
+	case expiredRefusal(op) && op.Kind == history.SessionRefused:
+		b.WriteString(" -> session_expired")
+	case expiredRefusal(op):
+		b.WriteString(" -> session_expired (an earlier attempt may have applied before the session ended)")
 	case unknown(op):
 		b.WriteString(" -> unknown outcome")
 		if op.Code != "" {
@@ -127,14 +170,27 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, " -> %s", op.Code)
 	case op.Kind == history.GetTask:
 		fmt.Fprintf(&b, " -> task %d epoch %d", op.Task.ID, op.Task.Epoch)
+		if op.Holder != 0 {
+			fmt.Fprintf(&b, " held by session %d", op.Holder)
+		}
 	case op.Kind == history.SaveModel:
 		fmt.Fprintf(&b, " -> granted=%v", op.Granted)
 	case op.Ignored:
 		b.WriteString(" -> ignored")
 	case op.Kind == history.Watch:
 		fmt.Fprintf(&b, " -> rank %d of %d", op.Rank, len(op.Result))
-	case op.Kind == history.KVGet || op.Kind == history.KVCAS:
+	case op.Kind == history.KVGet || op.Kind == history.KVCAS || op.Kind == history.KVCompareValue:
 		fmt.Fprintf(&b, " -> swapped=%v found=%v %q at version %d", op.Swapped, op.Found, op.Read, op.Version)
+	case op.Kind == history.KVDelete:
+		fmt.Fprintf(&b, " -> deleted=%v found=%v at version %d", op.Number == 1, op.Found, op.Version)
+	case op.Kind == history.KVDeletePrefix:
+		fmt.Fprintf(&b, " -> %d deleted", op.Number)
+	case op.Kind == history.KVAdd:
+		fmt.Fprintf(&b, " -> sum %d at version %d", op.Number, op.Version)
+	case op.Kind == history.KVAppend:
+		fmt.Fprintf(&b, " -> length %d at version %d", op.Number, op.Version)
+	case op.Kind == history.KVMultiSet:
+		fmt.Fprintf(&b, " -> versions %v", op.Versions)
 	default:
 		b.WriteString(" -> ok")
 	}

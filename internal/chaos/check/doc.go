@@ -20,6 +20,25 @@
 // leader may extend any deadline (LeaderGrace) but never shortens one. So a
 // deadline computed from the history is a lower bound of the real one.
 //
+// A call may go under a session (history.Op.Session). A task a GetTask
+// leases under a session is held by it (the answer names the holder,
+// history.Op.Holder) and has no deadline: it goes back to todo when the
+// session ends (the leader's ExpireSessions, or a close), or when the
+// leader revokes it for lack of progress, which it does no sooner than the
+// task timeout after the lease, in FSM time. The cluster refuses a request
+// under a session that has ended with session_expired before it applies
+// or replays anything, and gives the refusal no FSM time; a session never
+// opens again. So every answer with an FSM time to a call under a session
+// shows the session open at that time, and a session_expired answer shows
+// it ended before the answer. Such an answer refused the call's first
+// attempt (nothing applied; the client sends a call that asks for a grant
+// again under a new session, and fails a report), or a retry, whose
+// earlier attempt may have been applied before the end. The checkers
+// take it as an unknown outcome that returned when the refusal did. A
+// keep-alive answered session_expired proves no end:
+// the leader answers so while the entry that ends the session is in
+// flight, and that entry may fail.
+//
 // # Linearizable
 //
 // Linearizable checks with porcupine that the operations can be put in one
@@ -33,7 +52,10 @@
 //     iff e == epoch+1 and either the task is todo and p == pass, or pending
 //     with t >= deadline and p == pass (the lease expired and the task was
 //     dispatched again), or done and p > pass (a new pass began); the task
-//     becomes pending in pass p with epoch e until t+TaskTimeout. GetTask
+//     becomes pending in pass p with epoch e until t+TaskTimeout; a task
+//     held by a session only until the earlier of t+TaskTimeout (a
+//     revocation) and the last FSM time at which the history shows the
+//     session open (it may have ended right after). GetTask
 //     operations that failed or whose outcome is unknown name no task and
 //     are left out; if any GetTask outcome is unknown, an invisible dispatch
 //     may have used an epoch, so the rule relaxes to e > epoch.
@@ -57,22 +79,36 @@
 //
 // # KVLinearizable
 //
-// The job's compare-and-set register, checked with porcupine one key at a
-// time. State {found, value, version}, initially absent (version 0).
-// KVGet answers the state. KVCAS(v, x) swaps iff the key is at version v
-// (0: absent); its answer is then x at a new version above v, the key's
-// state from then on. When it does not swap its answer is the key as it
-// is, at a version other than v. A compare-and-set refused with an error
-// code changed nothing; one whose outcome is unknown returns at the end of
-// the history and may or may not have swapped: if it did, its version is
-// only known to be above v until an answer reports the key. A read whose
+// The job's register, checked with porcupine one key at a time. State
+// {found, value, version}, initially absent (version 0). KVGet answers
+// the state. KVCAS(v, x) swaps iff the key is at version v (0: absent);
+// its answer is then x at a new version above v, the key's state from
+// then on. When it does not swap its answer is the key as it is, at a
+// version other than v. KVCompareValue(e, x) is the same by value: it
+// swaps iff the key holds e (is absent, for e empty). KVDelete(v) deletes
+// the key iff it exists at version v (any, for 0), and answers the
+// version it deleted, or the one it did not match, or that the key is
+// absent. KVAdd(n) stores the sum of the key's decimal integer (0 when
+// absent) and n, and answers it; KVAppend(b) stores the key's value
+// followed by b, and answers its length; both answer the new version,
+// which is above the key's. KVMultiSet and KVDeletePrefix write several
+// keys in one entry: each key they cover is checked on its own, as a set
+// to the value at the version answered for it, or a delete (a prefix
+// delete that deleted no key shows every key under the prefix absent). A
+// history in which every key on its own is linearizable need not be one
+// as a whole, so this is weaker than linearizability of the register,
+// never wrong. A write refused with an error code changed nothing; one
+// whose outcome is unknown returns at the end of the history and may or
+// may not have taken effect: if it did, the key's version is only known
+// to be above the one before until an answer reports it. A read whose
 // outcome is unknown is left out.
 //
 // # KVVersionsUnique
 //
 // Versions come from one counter and are never given out twice: no two
-// known swaps report one version, and every answer that reports a key at
-// a version names the same key and value for it.
+// known writes (swaps, adds, appends, sets) report one version, and every
+// answer that reports a key at a version names the same key for it, and
+// the same value when both answers say it.
 //
 // # PassAccounting
 //
@@ -102,6 +138,26 @@
 // result); distinct members have distinct ranks; and every entry is the
 // data of some join of the group. A group id is assumed to complete once
 // per history: the workload does not reuse ids.
+//
+// # SessionHolds
+//
+// A task held by a session is held by it alone. A GetTask under a session
+// leases the task to it (the answer names it as the holder), and every
+// answer of one lease (task and epoch) names the same holder. A task held
+// by session S under epoch e is leased again only once released: by a
+// finish or a failure of epoch e (accepted, or of unknown outcome, before
+// the new lease), by the leader's revocation, no sooner than the task
+// timeout after the lease, or by the end of S. So a new lease within the
+// task timeout, with no finish or failure of e that could have come before
+// it, shows that S had ended: an answer applied under S at a later FSM
+// time, or to a call invoked after the new lease returned, is a violation.
+//
+// # SessionEnds
+//
+// No write of a session that has ended is applied: once the cluster has
+// answered a write under a session session_expired (the call's answer, or
+// an attempt the client went past, history.SessionRefused), no write under
+// the session invoked after that answer is answered with an FSM time.
 //
 // # Jobs
 //

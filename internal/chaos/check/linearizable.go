@@ -87,7 +87,7 @@ func visualize(pm porcupine.Model, info porcupine.LinearizationInfo, dir, check,
 // operation that returns before it is invoked) or a visualization that could
 // not be written; the verdict is in the Result.
 func Linearizable(ops []history.Op, cfg Config, timeout time.Duration) (Result, error) {
-	m := &model{timeout: int64(cfg.TaskTimeout), grace: int64(cfg.Grace), base: math.MaxInt64}
+	m := &model{timeout: int64(cfg.TaskTimeout), grace: int64(cfg.Grace), base: math.MaxInt64, alive: aliveTimes(ops)}
 	var res Result
 	for _, op := range ops {
 		if op.Kind == history.GetTask && unknown(op) {
@@ -114,8 +114,10 @@ func Linearizable(ops []history.Op, cfg Config, timeout time.Duration) (Result, 
 			continue
 		}
 		ret := op.Return
-		if in.res == rUnknown {
-			ret = history.Never // it may take effect after the client gave up
+		if in.res == rUnknown && !expiredRefusal(op) {
+			// It may take effect after the client gave up. One whose
+			// session had ended took effect before the refusal, if at all.
+			ret = history.Never
 		}
 		hist = append(hist, porcupine.Operation{
 			ClientId: max(op.Client, 0), Input: in, Call: op.Invoke, Return: ret,
@@ -177,6 +179,9 @@ type mop struct {
 	t       int64  // AppliedAt, 0 when not reported
 	trainer string
 	dur     int64
+	// holder is the session a GetTask leased the task to, 0 for a lease
+	// with a deadline.
+	holder uint64
 }
 
 // toModelOp converts op, or reports that the model leaves it out.
@@ -191,7 +196,7 @@ func toModelOp(i int, op history.Op) (mop, bool) {
 		if unk || op.Code != "" || op.Task.ID == 0 {
 			return in, false
 		}
-		in.id, in.epoch, in.pass = op.Task.ID, op.Task.Epoch, op.Pass
+		in.id, in.epoch, in.pass, in.holder = op.Task.ID, op.Task.Epoch, op.Pass, op.Holder
 	case history.TaskFinished, history.TaskFailed:
 		in.id, in.epoch = op.Meta.ID, op.Meta.Epoch
 		if unk {
@@ -289,6 +294,9 @@ type model struct {
 	grace   int64
 	relaxed bool
 	base    int64 // the smallest AppliedAt, for descriptions
+	// alive is, per session, the latest FSM time at which the history
+	// shows it open (aliveTimes).
+	alive map[uint64]int64
 }
 
 func (m *model) porcupineModel() porcupine.Model {
@@ -356,14 +364,20 @@ func (m *model) stepTask(s taskState, in mop) ([]any, string) {
 			}
 		}
 		next.status, next.epoch, next.pass = pending, in.epoch, in.pass
-		if hasT {
-			next.deadline = in.t + m.timeout
-		} else {
-			from := s.clock
+		from := in.t
+		if !hasT {
+			from = s.clock
 			if s.status == pending {
 				from = max(from, s.deadline)
 			}
-			next.deadline = from + m.timeout
+		}
+		next.deadline = from + m.timeout
+		if in.holder != 0 {
+			// Held by a session: it has no deadline, but goes back when
+			// the session ends, which may be right after the last FSM
+			// time the history shows it open, or when the leader revokes
+			// it for lack of progress, no sooner than the task timeout.
+			next.deadline = min(next.deadline, max(m.alive[in.holder], from))
 		}
 		return []any{next}, ""
 	case history.TaskFinished:
@@ -546,6 +560,9 @@ func (m *model) describeOp(in mop) string {
 	switch in.kind {
 	case history.GetTask:
 		fmt.Fprintf(&b, "get_task(pass %d) -> task %d epoch %d", in.pass, in.id, in.epoch)
+		if in.holder != 0 {
+			fmt.Fprintf(&b, " held by session %d", in.holder)
+		}
 	case history.TaskFinished, history.TaskFailed:
 		fmt.Fprintf(&b, "%s(task %d epoch %d) -> ", in.kind, in.id, in.epoch)
 		b.WriteString([...]string{"accepted", "stale_epoch", "ignored", "", "unknown", in.why}[in.res])

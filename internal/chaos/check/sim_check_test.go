@@ -19,6 +19,15 @@ func bigSim(seed uint64, unknownRate float64) simConfig {
 	}
 }
 
+// sessionSim is bigSim with the trainers under sessions of 4 ms, less
+// than the task timeout, one lease in ten followed by a stall that ends
+// the session.
+func sessionSim(seed uint64, unknownRate float64) simConfig {
+	sc := bigSim(seed, unknownRate)
+	sc.sessions, sc.ttl, sc.stallEvery = true, 4*time.Millisecond, 10
+	return sc
+}
+
 func simCheckConfig(t testing.TB, sc simConfig) Config {
 	return Config{
 		NumTasks: sc.tasks, TaskTimeout: sc.timeout,
@@ -31,11 +40,32 @@ func simCheckConfig(t testing.TB, sc simConfig) Config {
 
 type simStats struct {
 	ops, unknown, dispatches, redispatches, stale, failed, passes, grants, denials int
+	// Sessions: opened, stalls, writes refused session_expired, and held
+	// tasks leased again within the task timeout (their session ended).
+	sessions, stalls, refused, heldTakenOver int
 }
 
 func statsOf(o []history.Op) simStats {
 	var s simStats
+	held := map[int]history.Op{} // the last lease of each task
 	for _, op := range o {
+		switch op.Kind {
+		case history.OpenSession:
+			s.sessions++
+			continue
+		case history.Stall:
+			s.stalls++
+			continue
+		}
+		if op.Code == "session_expired" {
+			s.refused++
+		}
+		if op.Kind == history.GetTask && op.Code == "" && !op.Unknown() {
+			if g, ok := held[op.Task.ID]; ok && g.Holder != 0 && g.Task.Epoch < op.Task.Epoch && op.AppliedAt-g.AppliedAt < int64(10*time.Millisecond) {
+				s.heldTakenOver++
+			}
+			held[op.Task.ID] = op
+		}
 		s.ops++
 		if op.Unknown() {
 			s.unknown++
@@ -96,6 +126,24 @@ func TestSimulatedHistories(t *testing.T) {
 	}
 }
 
+// TestSimulatedSessionHistories is TestSimulatedHistories with the
+// trainers under sessions, some of which end while their trainer stalls
+// holding a task, which others lease again before the task timeout.
+func TestSimulatedSessionHistories(t *testing.T) {
+	for _, seed := range []uint64{1, 2, 3, 4} {
+		sc := sessionSim(seed, 0.03)
+		o := simulate(sc)
+		st := statsOf(o)
+		t.Logf("seed %d: %+v", seed, st)
+		if st.unknown == 0 || st.stale == 0 || st.passes < 5 || st.stalls == 0 || st.refused == 0 || st.heldTakenOver == 0 || st.sessions <= sc.clients {
+			t.Fatalf("seed %d: the simulation does not cover the interesting cases: %+v", seed, st)
+		}
+		for _, err := range All(o, simCheckConfig(t, sc)) {
+			t.Errorf("seed %d: %v", seed, err)
+		}
+	}
+}
+
 // mutation corrupts a valid simulated history the way a bug would, and
 // names the checkers that must notice.
 type mutation struct {
@@ -105,6 +153,8 @@ type mutation struct {
 	// of All's other errors must contain.
 	lin    bool
 	others []string
+	// sessions mutates a history of sessionSim.
+	sessions bool
 }
 
 func TestSimulatedMutationsAreCaught(t *testing.T) {
@@ -180,6 +230,50 @@ func TestSimulatedMutationsAreCaught(t *testing.T) {
 				o[i].Code = ""
 				return o
 			}},
+		{name: "request of an ended session applied", sessions: true, lin: true, others: []string{"sessions hold tasks alone", "lived on"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				// A finish refused after its session ended, while the task
+				// it held was leased again: applied instead, after the new
+				// lease, as a stale finish.
+				var again history.Op
+				i := find(t, o, 0, func(op history.Op) bool {
+					if op.Kind != history.TaskFinished || op.Code != "session_expired" {
+						return false
+					}
+					var g history.Op
+					for _, h := range o {
+						if h.Kind == history.GetTask && h.Code == "" && h.Task == op.Meta {
+							g = h
+						}
+					}
+					for _, h := range o {
+						if h.Kind == history.GetTask && h.Code == "" && h.Task.ID == op.Meta.ID && h.Task.Epoch == op.Meta.Epoch+1 &&
+							h.AppliedAt < g.AppliedAt+int64(10*time.Millisecond) && h.Return < op.Return {
+							again = h
+							return true
+						}
+					}
+					return false
+				})
+				o[i].Code, o[i].AppliedAt = "stale_epoch", again.AppliedAt+1
+				return o
+			}},
+		{name: "write applied after its session was refused", sessions: true, others: []string{"no write of an ended session applied"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, 0, func(op history.Op) bool { return op.Code == "session_expired" })
+				late := history.Op{Client: o[i].Client, Kind: history.GetTask, Session: o[i].Session, Invoke: o[i].Return + 1, Return: o[i].Return + 2,
+					Code: "no_more_available", AppliedAt: t0 + o[i].Return + int64(time.Hour)}
+				return append(o, late)
+			}},
+		{name: "held task leased to a second session", sessions: true, lin: true, others: []string{"held by sessions"},
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, len(o)/2, func(op history.Op) bool { return op.Kind == history.GetTask && op.Code == "" && op.Holder != 0 })
+				dup := o[i]
+				dup.Client = (dup.Client + 1) % 5
+				dup.Session, dup.Holder = dup.Session+1000, dup.Holder+1000
+				dup.AppliedAt++
+				return append(o, dup)
+			}},
 		{name: "allgather data swapped", others: []string{"allgather"},
 			mutate: func(t *testing.T, o []history.Op) []history.Op {
 				i := find(t, o, 0, func(op history.Op) bool { return op.Kind == history.Watch && op.Code == "" })
@@ -192,6 +286,9 @@ func TestSimulatedMutationsAreCaught(t *testing.T) {
 	for _, mu := range mutations {
 		t.Run(mu.name, func(t *testing.T) {
 			sc := bigSim(7, 0)
+			if mu.sessions {
+				sc = sessionSim(7, 0)
+			}
 			o := mu.mutate(t, simulate(sc))
 			cfg := simCheckConfig(t, sc)
 			res, err := Linearizable(o, cfg, time.Minute)

@@ -22,6 +22,13 @@ type simConfig struct {
 	grace       time.Duration
 	tickLag     time.Duration
 	groups      int // allgather groups of three members
+	// sessions: the trainers lease tasks under sessions of ttl (their
+	// save-model calls go without). A trainer stalls after one lease in
+	// stallEvery (0: never) for two to three TTLs, and its session ends a
+	// TTL after its last call.
+	sessions   bool
+	ttl        time.Duration
+	stallEvery int
 }
 
 // simTask and simFSM follow fsm's task queue (strict dataset, failureMax
@@ -30,7 +37,8 @@ type simConfig struct {
 type simTask struct {
 	epoch    int
 	status   status
-	deadline int64
+	deadline int64  // a held task's: when the leader revokes it
+	holder   uint64 // the session holding it, 0 for a lease
 }
 
 type simFSM struct {
@@ -41,6 +49,28 @@ type simFSM struct {
 	todo     []int     // ids, FIFO
 	holder   string
 	deadline int64 // of the save-model lease
+	sessions map[uint64]bool
+	lastID   uint64
+}
+
+func (f *simFSM) openSession() uint64 {
+	f.lastID++
+	f.sessions[f.lastID] = true
+	return f.lastID
+}
+
+// endSession ends session id: the tasks it holds go back to todo.
+func (f *simFSM) endSession(id uint64) {
+	if !f.sessions[id] {
+		return
+	}
+	delete(f.sessions, id)
+	for i := range f.tasks {
+		if t := &f.tasks[i]; t.status == pending && t.holder == id {
+			t.status = todo
+			f.todo = append(f.todo, i+1)
+		}
+	}
 }
 
 func (f *simFSM) advance(now int64) { f.clock = max(f.clock, now) }
@@ -91,7 +121,7 @@ func (f *simFSM) maybeNextPass() {
 	}
 }
 
-func (f *simFSM) getTask(pass int) (fsm.TaskMeta, string) {
+func (f *simFSM) getTask(pass int, session uint64) (fsm.TaskMeta, string) {
 	switch {
 	case pass < f.pass:
 		return fsm.TaskMeta{}, "pass_before"
@@ -106,6 +136,7 @@ func (f *simFSM) getTask(pass int) (fsm.TaskMeta, string) {
 	t.epoch++
 	t.status = pending
 	t.deadline = f.clock + f.timeout
+	t.holder = session
 	return fsm.TaskMeta{ID: id, Epoch: t.epoch}, ""
 }
 
@@ -144,6 +175,13 @@ type simClient struct {
 	task     fsm.TaskMeta // held lease, ID 0 when none
 	next     int64        // when it invokes its next operation
 	inflight *flight
+	session  uint64 // its session, 0 when it has none open
+}
+
+// expiry is the end of a session whose trainer stalled.
+type expiry struct {
+	at      int64
+	session uint64
 }
 
 // flight is an operation between its invoke and its return.
@@ -162,7 +200,8 @@ type flight struct {
 func simulate(cfg simConfig) []history.Op {
 	rng := rand.New(rand.NewPCG(cfg.seed, 0x5eed))
 	uniform := func(lo, hi time.Duration) int64 { return int64(lo) + rng.Int64N(int64(hi-lo)+1) }
-	f := &simFSM{timeout: int64(cfg.timeout), tasks: make([]simTask, cfg.tasks)}
+	f := &simFSM{timeout: int64(cfg.timeout), tasks: make([]simTask, cfg.tasks), sessions: map[uint64]bool{}}
+	var expiries []expiry
 	for i := range f.tasks {
 		f.todo = append(f.todo, i+1)
 	}
@@ -198,6 +237,14 @@ func simulate(cfg simConfig) []history.Op {
 		if c == nil {
 			break
 		}
+		if len(expiries) > 0 && expiries[0].at <= when {
+			// The leader ends a session that missed its keep-alives.
+			e := expiries[0]
+			expiries = expiries[1:]
+			f.advance(t0 + e.at + skew)
+			f.endSession(e.session)
+			continue
+		}
 		fl := c.inflight
 		switch {
 		case fl == nil: // invoke
@@ -213,6 +260,16 @@ func simulate(cfg simConfig) []history.Op {
 				op.BlockDur = time.Duration(uniform(time.Millisecond, 8*time.Millisecond))
 			default:
 				op.Kind, op.Pass = history.GetTask, c.pass
+			}
+			if cfg.sessions && op.Kind != history.SaveModel {
+				if c.session == 0 {
+					// The client opens a session at its first call.
+					f.advance(t0 + when + skew)
+					c.session = f.openSession()
+					out = append(out, history.Op{Client: c.id, Kind: history.OpenSession, Invoke: when, Return: when,
+						Session: c.session, AppliedAt: f.clock})
+				}
+				op.Session = c.session
 			}
 			applyAt := when + uniform(200*time.Microsecond, 2*time.Millisecond)
 			op.Return = applyAt + uniform(100*time.Microsecond, 2*time.Millisecond)
@@ -234,9 +291,17 @@ func simulate(cfg simConfig) []history.Op {
 			f.advance(t0 + when + skew)
 			f.tick(int64(cfg.tickLag))
 			op := &fl.op
+			if op.Session != 0 && !f.sessions[op.Session] {
+				// Refused before anything is applied, without a time.
+				op.Code = "session_expired"
+				break
+			}
 			switch op.Kind {
 			case history.GetTask:
-				op.Task, op.Code = f.getTask(op.Pass)
+				op.Task, op.Code = f.getTask(op.Pass, op.Session)
+				if op.Code == "" {
+					op.Holder = op.Session
+				}
 			case history.TaskFinished:
 				op.Code = f.finish(op.Meta)
 			case history.TaskFailed:
@@ -251,11 +316,16 @@ func simulate(cfg simConfig) []history.Op {
 			c.next = op.Return + uniform(100*time.Microsecond, time.Millisecond)
 			if fl.willLose {
 				out = append(out, history.Op{Client: op.Client, Kind: op.Kind, Invoke: op.Invoke, Return: history.Never,
-					Pass: op.Pass, Meta: op.Meta, Trainer: op.Trainer, BlockDur: op.BlockDur})
+					Pass: op.Pass, Meta: op.Meta, Trainer: op.Trainer, BlockDur: op.BlockDur, Session: op.Session})
 				c.task = fsm.TaskMeta{}
 				continue
 			}
 			out = append(out, op)
+			if op.Code == "session_expired" {
+				// The next call opens a new session.
+				c.session, c.task = 0, fsm.TaskMeta{}
+				continue
+			}
 			switch op.Kind {
 			case history.GetTask:
 				switch op.Code {
@@ -265,6 +335,16 @@ func simulate(cfg simConfig) []history.Op {
 					work := uniform(500*time.Microsecond, 5*time.Millisecond)
 					if rng.IntN(8) == 0 {
 						work = uniform(cfg.timeout*8/10, cfg.timeout*3/2)
+					}
+					if c.session != 0 && cfg.stallEvery > 0 && rng.IntN(cfg.stallEvery) == 0 {
+						// The trainer stalls: no call, no keep-alive. Its
+						// session ends a TTL (and a tick) later.
+						work = uniform(2*cfg.ttl, 3*cfg.ttl)
+						end := op.Return + int64(cfg.ttl) + uniform(0, time.Millisecond)
+						expiries = append(expiries, expiry{end, c.session})
+						slices.SortFunc(expiries, func(a, b expiry) int { return int(a.at - b.at) })
+						out = append(out, history.Op{Client: c.id, Kind: history.Stall, Invoke: op.Return, Return: op.Return + work,
+							Session: c.session, Data: "pause"})
 					}
 					c.next += work
 				case "pass_before":

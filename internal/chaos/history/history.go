@@ -29,7 +29,35 @@ const (
 	Leave        Kind = "leave"
 	KVGet        Kind = "kv_get" // read a key of the job's register
 	KVCAS        Kind = "kv_cas" // compare-and-set a key of the job's register
+
+	// The register store's writes (protocol level 5), each one log entry.
+	KVDelete       Kind = "kv_delete"        // delete Key, at version Expect only when not 0
+	KVDeletePrefix Kind = "kv_delete_prefix" // delete every key that starts with Key
+	KVAdd          Kind = "kv_add"           // add Amount to the decimal integer Key holds
+	KVMultiSet     Kind = "kv_multi_set"     // store each of Values under its key of Keys
+	KVAppend       Kind = "kv_append"        // append Value to what Key holds
+	KVCompareValue Kind = "kv_compare_value" // store Value if Key holds ExpectValue (absent when empty)
+
+	// The client's own session traffic, which the harness sees on the
+	// wire (Session names the session), and the harness's stalls of an
+	// actor. See Background.
+	OpenSession    Kind = "open_session"    // an answer opening a session, applied at AppliedAt
+	KeepAlive      Kind = "keep_alive"      // a keep-alive answered: Code "" or session_expired
+	SessionRefused Kind = "session_refused" // an attempt of a write under the session refused with session_expired
+	Stall          Kind = "stall"           // the actor was paused or cut off (Data) from Invoke to Return
 )
+
+// Background reports whether operations of kind k are not calls of the
+// workload but what its clients did by themselves (opening sessions and
+// keeping them alive, attempts they went past) or what the harness did to
+// them: they show neither availability nor progress.
+func (k Kind) Background() bool {
+	switch k {
+	case OpenSession, KeepAlive, SessionRefused, Stall:
+		return true
+	}
+	return false
+}
 
 // Never is the return time of an operation whose outcome is unknown: the
 // checkers assume it may have taken effect at any time after its invoke.
@@ -54,13 +82,27 @@ type Op struct {
 	Member   uuid.UUID     `json:"member,omitzero"`
 	NumPeers int           `json:"num_peers,omitempty"`
 	Data     string        `json:"data,omitempty"`
-	Key      string        `json:"key,omitempty"`    // KVGet, KVCAS
-	Expect   uint64        `json:"expect,omitempty"` // KVCAS: the version expected, 0 for absent
-	Value    string        `json:"value,omitempty"`  // KVCAS: the value to store
+	Key      string        `json:"key,omitempty"`    // the register's operations but KVMultiSet (KVDeletePrefix: the prefix)
+	Expect   uint64        `json:"expect,omitempty"` // KVCAS: the version expected, 0 for absent; KVDelete: the version to delete, 0 for any
+	Value    string        `json:"value,omitempty"`  // KVCAS, KVCompareValue: the value to store; KVAppend: the bytes to append
+	// ExpectValue is the value a KVCompareValue expects, "" for absent.
+	ExpectValue string `json:"expect_value,omitempty"`
+	Amount      int64  `json:"amount,omitempty"` // KVAdd
+	// Keys and Values are the pairs of a KVMultiSet.
+	Keys   []string `json:"keys,omitempty"`
+	Values []string `json:"values,omitempty"`
+	// Session is the session the operation was made under, 0 for none:
+	// for a task or save-model call, the one its last attempt named (a
+	// call whose session had ended before its first attempt goes again
+	// under a new one); for the session kinds, the session concerned.
+	Session uint64 `json:"session,omitempty"`
+	// Path is the endpoint of a write, for SessionRefused.
+	Path string `json:"path,omitempty"`
 
 	// Outputs. Code is "" for success or the wire error code.
 	Code       string       `json:"code,omitempty"`
 	Task       fsm.TaskMeta `json:"task,omitzero"`     // GetTask: the leased task
+	Holder     uint64       `json:"holder,omitempty"`  // GetTask: the session the answer says holds the task, 0 for a lease
 	Chunks     []string     `json:"chunks,omitempty"`  // GetTask: the files of the task's chunks
 	Ignored    bool         `json:"ignored,omitempty"` // finished/failed had no effect
 	Granted    bool         `json:"granted,omitempty"` // SaveModel
@@ -75,6 +117,14 @@ type Op struct {
 	Found   bool   `json:"found,omitempty"`
 	Read    string `json:"read,omitempty"`
 	Version uint64 `json:"version,omitempty"`
+	// The answers of the store's writes: a KVCompareValue's are Swapped,
+	// Found, Read and Version, as a KVCAS's; a KVDelete's Found and
+	// Version (the key when the delete ran) and Number 1 when it deleted;
+	// a KVAdd's Number (the sum) and Version, a KVAppend's Number (the
+	// length) and Version; a KVDeletePrefix's Number (the keys deleted);
+	// a KVMultiSet's Versions, one per key.
+	Number   int64    `json:"number,omitempty"`
+	Versions []uint64 `json:"versions,omitempty"`
 }
 
 // DefaultJob is the job of an operation whose Job is empty.

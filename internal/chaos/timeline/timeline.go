@@ -30,8 +30,10 @@ const Bucket = 250 * time.Millisecond
 
 // Rates returns, per Bucket from the start of the run, the operations that
 // returned a definite answer in it, per second. Operations with an unknown
-// outcome count nowhere.
+// outcome count nowhere, nor do the clients' own session traffic and the
+// harness's stalls (history.Kind.Background).
 func Rates(ops []history.Op) []float64 {
+	ops = slices.DeleteFunc(slices.Clone(ops), func(op history.Op) bool { return op.Kind.Background() })
 	var last int64
 	for _, op := range ops {
 		if !op.Unknown() && op.Return > last {
