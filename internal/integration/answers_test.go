@@ -96,7 +96,7 @@ func TestReplayedLeasesSayWhatRemains(t *testing.T) {
 		client.DatasetParams{TaskTimeout: lease}); err != nil {
 		t.Fatal(err)
 	}
-	task, err := newClient(t, at).GetTask(0)
+	task, err := newClient(t, at, client.WithoutSession()).GetTask(0) // a lease that runs out
 	if err != nil {
 		t.Fatal(err)
 	}

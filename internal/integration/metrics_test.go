@@ -33,9 +33,9 @@ func TestMetrics(t *testing.T) {
 	if ok, err := newClient(t, at, client.WithJob("metered")).RequestSaveModel("t0", time.Minute); err != nil || !ok {
 		t.Fatalf("save model: %v %v", ok, err)
 	}
-	// A trainer of job "stalled" leases a task and vanishes: its lease
-	// runs out.
-	stalled := newClient(t, at, client.WithJob("stalled"))
+	// A trainer of job "stalled", without a session, leases a task and
+	// vanishes: its lease runs out.
+	stalled := newClient(t, at, client.WithJob("stalled"), client.WithoutSession())
 	if _, err := stalled.SetDatasetWithParams([]string{writeDataset(t, t.TempDir(), 4, 4, 60)}, client.DatasetParams{ChunksPerTask: 1, TaskTimeout: 300 * time.Millisecond}); err != nil {
 		t.Fatal(err)
 	}
