@@ -1,7 +1,10 @@
 """python -m raftmaster.torchrun: torchrun agents that rendezvous through a
 real 3-node cluster and start workers that all_reduce with gloo, also
-across the SIGKILL of the cluster's leader in the middle of the rendezvous."""
+across the SIGKILL of the cluster's leader in the middle of the rendezvous,
+and the SIGKILL of an agent with its worker, after which the survivors
+rendezvous again and the tasks the dead worker held come back to the job."""
 
+import json
 import os
 import pickle
 import re
@@ -101,18 +104,21 @@ def rendezvous_state(client, run_id):
     return pickle.loads(got[0]) if got is not None else None
 
 
-def test_two_agents_rendezvous_and_their_workers_all_reduce(store_cluster, job, tmp_path, launchers):
+AGENTS = 4
+
+
+def test_four_agents_rendezvous_and_their_workers_all_reduce(store_cluster, job, tmp_path, launchers):
     cluster = store_cluster
-    for i in range(2):
-        launchers.append(Launcher(tmp_path, "agent%d" % i, cluster.addrs, job, 2))
-    ranks([launcher.result() for launcher in launchers], 2)
-    # The rendezvous was the job's register: round 0, complete, two
+    for i in range(AGENTS):
+        launchers.append(Launcher(tmp_path, "agent%d" % i, cluster.addrs, job, AGENTS))
+    ranks([launcher.result() for launcher in launchers], AGENTS)
+    # The rendezvous was the job's register: round 0, complete, four
     # participants, and closed when the launchers ended; the last agent
     # out deleted the agents' store (the workers' master address, the
     # exit barrier), so that only the closed state stays.
     with raftmaster.Client(cluster.addrs, job=job, retry=30) as c:
         state = rendezvous_state(c, job)
-        assert state.round == 0 and state.complete and state.closed and len(state.participants) == 2
+        assert state.round == 0 and state.complete and state.closed and len(state.participants) == AGENTS
         assert c.kv_num_keys(tr.store_prefix(job)) == 0 and c.kv_num_keys() == 1
 
 
@@ -120,25 +126,27 @@ def test_the_rendezvous_survives_the_leaders_sigkill(tmp_path, launchers):
     c3 = Cluster(str(tmp_path / "cluster"), nodes=3).start()
     client = raftmaster.Client(c3.addrs, job="rdzv-failover", retry=60)
     try:
-        for i in range(2):
-            launchers.append(Launcher(tmp_path, "agent%d" % i, c3.addrs, "rdzv-failover", 3))
+        for i in range(AGENTS - 1):
+            launchers.append(Launcher(tmp_path, "agent%d" % i, c3.addrs, "rdzv-failover", AGENTS))
 
-        def two_joined():
+        def all_but_one_joined():
             state = rendezvous_state(client, "rdzv-failover")
-            return state is not None and len(state.participants) == 2 and not state.complete
-        wait_until(two_joined, "two of three agents in the rendezvous", timeout=90, every=0.1)
+            return state is not None and len(state.participants) == AGENTS - 1 and not state.complete
+        wait_until(all_but_one_joined, "%d of %d agents in the rendezvous" % (AGENTS - 1, AGENTS), timeout=90,
+                   every=0.1)
 
-        # Two agents are in the round and wait for the third: the leader dies.
+        # All agents but one are in the round and wait for the last: the
+        # leader dies.
         leader = c3.leader()
         node = next(n for n in c3.nodes if n.api == leader)
         node.proc.kill()
         node.proc.wait(10)
-        launchers.append(Launcher(tmp_path, "agent2", c3.addrs, "rdzv-failover", 3))
+        launchers.append(Launcher(tmp_path, "agent%d" % (AGENTS - 1), c3.addrs, "rdzv-failover", AGENTS))
 
-        ranks([launcher.result() for launcher in launchers], 3)
+        ranks([launcher.result() for launcher in launchers], AGENTS)
         assert c3.leader() != leader
         state = rendezvous_state(client, "rdzv-failover")
-        assert state.round == 0 and state.complete and len(state.participants) == 3
+        assert state.round == 0 and state.complete and len(state.participants) == AGENTS
     finally:
         client.close()
         c3.stop()
@@ -185,6 +193,120 @@ def test_the_agent_closes_the_sessions_of_a_worker_that_died(session_cluster, jo
         again = [int(v) for v in f.read().split()]
     assert session > 0
     assert sorted(again) == list(range(1, tasks + 1)) and held in again
+
+
+# A worker of the elastic run below. Until the test has killed an agent
+# (the file killed exists) it leases one task of pass 0 under its session,
+# says which, and all_reduces with its peers until one of them dies; after,
+# it all_reduces once (the survivors' world) and reads the rest of the pass,
+# until it is over. Every lease is a line of JSON in the log.
+ELASTIC_READER = """
+import datetime, json, os, sys, time
+import torch
+import torch.distributed as dist
+import raftmaster
+
+addrs, job, log, killed = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4]
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+rank, world = dist.get_rank(), dist.get_world_size()
+c = raftmaster.Client(addrs, job=job, retry=30, session_ttl=5)
+
+
+def record(**kw):
+    kw.update(rank=rank, world=world, agent=os.getppid(), pid=os.getpid())
+    with open(log, "a") as f:
+        f.write(json.dumps(kw) + "\\n")
+
+
+end = time.monotonic() + 300
+if not os.path.exists(killed):
+    t = c.get_task(0)
+    record(held=t.meta.id, session=t.session)
+    while time.monotonic() < end:  # until a peer dies
+        dist.all_reduce(torch.zeros(1))
+        time.sleep(0.2)
+    sys.exit("no peer died")
+t = torch.tensor([float(rank + 1)])
+dist.all_reduce(t)
+print("rank %d of %d: all_reduce %g" % (rank, world, t.item()), flush=True)
+while time.monotonic() < end:
+    try:
+        t = c.get_task(0)
+    except raftmaster.NoMoreAvailable:  # the rest is held, by a peer or by a session that has not ended yet
+        time.sleep(0.2)
+        continue
+    except raftmaster.PassBefore:  # every task of the pass is done
+        break
+    record(leased=t.meta.id, session=t.session)
+    c.task_finished(t)
+else:
+    sys.exit("pass 0 not over")
+c.close()
+dist.destroy_process_group()
+"""
+
+
+def leases(log):
+    """The lines of the elastic workers' log."""
+    if not log.exists():
+        return []
+    return [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+
+
+def test_the_survivors_of_an_agents_sigkill_rendezvous_again_and_its_tasks_come_back(
+        session_cluster, job, tmp_path, launchers, dataset):
+    """Four elastic agents (--nnodes 3:4) whose workers each hold a task
+    under a session; one agent dies with its worker (SIGKILL of both, as
+    when its machine dies). The survivors' workers fail, their agents
+    rendezvous again without it, and their workers read the rest of the
+    pass, the dead worker's task included: it came back when its session
+    ended, ten minutes before the end of its lease."""
+    cluster = session_cluster
+    with raftmaster.Client(cluster.addrs, job=job, retry=30, session_ttl=0) as c:
+        tasks = c.set_dataset(dataset[0], chunks_per_task=4, task_timeout=600, failure_max=5).tasks
+        assert tasks >= AGENTS
+        log, killed = tmp_path / "leases.jsonl", tmp_path / "killed"
+        for i in range(AGENTS):
+            launchers.append(Launcher(tmp_path, "agent%d" % i, cluster.addrs, job, "%d:%d" % (AGENTS - 1, AGENTS),
+                                      script=("elastic_reader.py", ELASTIC_READER),
+                                      script_args=[",".join(cluster.addrs), job, str(log), str(killed)],
+                                      options=["--max-restarts", "3", "--rdzv-conf", "last_call_timeout=2"]))
+        by_pid = {launcher.proc.pid: launcher for launcher in launchers}
+
+        # The round of four runs: each worker holds its task under its
+        # session (a round of three before the last agent joined had its
+        # workers stopped and their sessions closed).
+        holders = {}
+
+        def four_hold():
+            holders.clear()
+            for r in leases(log):
+                if "held" in r and r["world"] == AGENTS:
+                    holders[r["agent"]] = r
+            if len(holders) < AGENTS:
+                return False
+            held = {s["session"]: [t["meta"]["id"] for t in s.get("tasks") or []] for s in c.sessions()}
+            return all(held.get(r["session"]) == [r["held"]] for r in holders.values())
+        wait_until(four_hold, "four workers holding a task each", timeout=150, every=0.2)
+        assert set(holders) == set(by_pid)
+
+        victim = next(r for r in holders.values() if r["rank"] == 0)
+        killed.write_text("")
+        by_pid[victim["agent"]].kill()
+        survivors = [launcher for pid, launcher in by_pid.items() if pid != victim["agent"]]
+
+        # Well within the task's lease of ten minutes: only the end of the
+        # dead worker's session can have handed its task back.
+        ranks([launcher.result(timeout=240) for launcher in survivors], AGENTS - 1)
+        read = [r for r in leases(log) if "leased" in r]
+        assert sorted({r["leased"] for r in read}) == list(range(1, tasks + 1))
+        again = [r for r in read if r["leased"] == victim["held"]]
+        assert again and all(r["session"] not in (0, victim["session"]) and r["agent"] != victim["agent"]
+                             for r in again)
+        assert {r["world"] for r in read} == {AGENTS - 1}
+        assert victim["session"] not in {s["session"] for s in c.sessions()}
+        state = rendezvous_state(c, job)
+        assert state.complete and len(state.participants) == AGENTS - 1
 
 
 def test_torchruns_options_may_be_spelt_with_hyphens():
