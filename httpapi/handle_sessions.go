@@ -269,3 +269,6 @@ func (s *Handler) keeper() (SessionKeeper, error) {
 func noSessions() error {
 	return rpc.Errorf(rpc.CodeNotFound, "this server keeps no sessions")
 }
+
+// The leader's tracker is the keeper both backends hand out.
+var _ SessionKeeper = (*sessions.Tracker)(nil)

@@ -12,7 +12,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/fsm"
-	"github.com/raftmaster/raftmaster/httpapi"
 	"github.com/raftmaster/raftmaster/rpc"
 	"go.uber.org/goleak"
 )
@@ -20,8 +19,6 @@ import (
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-var _ httpapi.SessionKeeper = (*Tracker)(nil)
 
 // t0 is the FSM time the tests start at.
 const t0 = int64(1_700_000_000) * int64(time.Second)

@@ -77,9 +77,6 @@ type kvOp struct {
 	bad string
 }
 
-// write reports whether in changes the key when it takes effect.
-func (in kvOp) write() bool { return in.kind != kvRead }
-
 // kvState is the model of one key. When above is set, the version is not
 // known but is greater than version: the key was stored by a
 // compare-and-set whose answer was lost, and the first answer that
