@@ -65,4 +65,12 @@ var (
 	// nothing was applied, and the tasks, keys and save-model lease it held
 	// were released. The client opens a new session.
 	ErrSessionExpired = rpc.ErrSessionExpired
+	// ErrUnknownCursor means the job has no cursor of that id: it was never
+	// committed, was deleted, or was dropped as the job's oldest. Nothing
+	// changed.
+	ErrUnknownCursor = rpc.ErrUnknownCursor
+	// ErrCursorFenced means a cursor commit was refused: another trainer holds
+	// the save-model lease, or the job's dispatch was restored after the
+	// generation the commit names. Nothing changed.
+	ErrCursorFenced = rpc.ErrCursorFenced
 )

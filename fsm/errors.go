@@ -75,6 +75,14 @@ var (
 	// (its keep-alives stopped, or it was closed): nothing was applied, and
 	// what the session held has been released.
 	ErrSessionExpired = errors.New("the session has expired")
+
+	// ErrUnknownCursor means, from Protocol7 on, that the job has no
+	// cursor of the id a command names.
+	ErrUnknownCursor = errors.New("unknown cursor")
+	// ErrCursorFenced refuses a CommitCursor while another trainer holds
+	// the save-model lease, or once the job's dispatch was restored after
+	// the generation the commit names.
+	ErrCursorFenced = errors.New("the cursor commit is fenced off")
 )
 
 // Code is the stable identifier of a command outcome, used on the wire.
@@ -101,6 +109,8 @@ const (
 	CodeTooManyClients
 	CodeForeignClient
 	CodeSessionExpired
+	CodeUnknownCursor
+	CodeCursorFenced
 	numCodes
 )
 
@@ -127,6 +137,8 @@ var codeTable = [numCodes]struct {
 	CodeTooManyClients:   {"too_many_clients", ErrTooManyClients},
 	CodeForeignClient:    {"foreign_client", ErrForeignClient},
 	CodeSessionExpired:   {"session_expired", ErrSessionExpired},
+	CodeUnknownCursor:    {"unknown_cursor", ErrUnknownCursor},
+	CodeCursorFenced:     {"cursor_fenced", ErrCursorFenced},
 }
 
 // String returns the code's stable wire name, such as "pass_before".

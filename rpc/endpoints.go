@@ -167,6 +167,49 @@ var Endpoints = []Endpoint{
 		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset, CodeUnknownTask, CodeStaleEpoch),
 	},
 	{
+		Method: http.MethodPost, Path: PathTaskProgress,
+		Summary: "Record how many records of each task it holds the caller's training loop has consumed, for the job's next cursor: " +
+			"with several trainers, each reports before one of them commits the cursor. An entry of a task no longer leased under " +
+			"its meta is not recorded; recorded counts the others. At most 4096 entries. Needs protocol level 7.",
+		Request: ReportProgressRequest{}, Response: ReportProgressResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset),
+	},
+	{
+		Method: http.MethodPost, Path: PathCursors, Operation: "commitCursor",
+		Summary: "Commit a cursor of the job's dispatch, to be saved with the model checkpoint: the pass, the tasks finished in it " +
+			"(one bit each) and the consumed offset of each task in flight (the progress given here, or reported before). " +
+			"Fenced: refused (cursor_fenced) while another trainer holds the save-model lease (trainer_id), or once the job was " +
+			"restored after the generation given. A job keeps its newest cursors up to the cluster's limit, dropping the oldest. " +
+			"Needs protocol level 7.",
+		Request: CommitCursorRequest{}, Response: CommitCursorResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset, CodeLimit, CodeCursorFenced),
+	},
+	{
+		Method: http.MethodGet, Path: PathCursors, Operation: "listCursors",
+		Summary: "List the job's cursors, oldest first, and its restore generation. The leader answers, after a read barrier.",
+		Response: ListCursorsResponse{}, Redirects: true, Job: true, Errors: codes(leaderReadErrors, CodeUnknownJob),
+	},
+	{
+		Method: http.MethodGet, Path: PathCursor, Operation: "inspectCursor",
+		Summary: "Show one cursor of the job with its partly consumed tasks. The leader answers, after a read barrier.",
+		Response: CursorResponse{}, Redirects: true, Job: true, Errors: codes(leaderReadErrors, CodeInvalid, CodeUnknownJob, CodeUnknownCursor),
+	},
+	{
+		Method: http.MethodPost, Path: PathCursorRestore,
+		Summary: "Put the job's dispatch back to a cursor, in one entry: the pass is the cursor's; the tasks it counts finished are " +
+			"finished, each task it counts partly consumed is dispatched again from its first record not consumed (task.skip), and " +
+			"every other task is to do; every lease is revoked, so that its holder's reports change nothing, and the job's restore " +
+			"generation grows. The records still to train in the pass are then exactly those the checkpoint had not trained, " +
+			"whatever the number of trainers. Needs protocol level 7.",
+		Request: RestoreCursorRequest{}, Response: RestoreCursorResponse{}, Write: true, Redirects: true, Job: true,
+		Errors: codes(requestErrors, CodeUnknownJob, CodeUnknownCursor, CodeNoDataset),
+	},
+	{
+		Method: http.MethodDelete, Path: PathCursor, Operation: "deleteCursor",
+		Summary: "Delete a cursor of the job; deleted is false when it did not exist. Needs protocol level 7.",
+		Response: DeleteCursorResponse{}, Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeUnknownJob),
+	},
+	{
 		Method: http.MethodPost, Path: PathSaveModel,
 		Summary: "Ask for the save-model lease: granted to one trainer at a time, for block_dur.",
 		Request: SaveModelRequest{}, Response: SaveModelResponse{},

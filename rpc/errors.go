@@ -29,6 +29,8 @@ const (
 	CodeTooManyClients   = "too_many_clients" // 503: no room for a new client id; retry with the same id
 	CodeForeignClient    = "foreign_client"   // 403: the request id's client belongs to another token; nothing changed
 	CodeSessionExpired   = "session_expired"  // 410: the request's session has ended; nothing changed, its leases were released
+	CodeUnknownCursor    = "unknown_cursor"   // 404: the job has no cursor of that id; nothing changed
+	CodeCursorFenced     = "cursor_fenced"    // 409: the cursor's commit is fenced off; nothing changed
 
 	CodeNotLeader      = "not_leader"      // 307 to the leader, or 503 when unknown
 	CodeNoLeader       = "no_leader"       // 503: no leader known; retry
@@ -107,6 +109,13 @@ var (
 	// keys, its save-model lease) was released when it ended. It is
 	// answered 410.
 	ErrSessionExpired = errors.New("the session has expired")
+	// ErrUnknownCursor means the job has no cursor of that id: it was
+	// never committed, was deleted, or was dropped as the job's oldest.
+	ErrUnknownCursor = errors.New("unknown cursor")
+	// ErrCursorFenced means a cursor commit was refused: another trainer
+	// holds the save-model lease, or the job's dispatch was restored
+	// after the generation the commit names.
+	ErrCursorFenced = errors.New("the cursor commit is fenced off")
 )
 
 //go:generate go run ./internal/errorsgen
@@ -184,6 +193,11 @@ var ErrorCodes = []ErrorCode{
 	{Code: CodeSessionExpired, Name: "SessionExpired", Status: http.StatusGone, Sentinel: ErrSessionExpired,
 		Doc: "the call was made under a session that has ended, because its keep-alives stopped for its TTL or it was closed: " +
 			"nothing was applied, and the tasks, keys and save-model lease it held were released. The client opens a new session."},
+	{Code: CodeUnknownCursor, Name: "UnknownCursor", Status: http.StatusNotFound, Sentinel: ErrUnknownCursor,
+		Doc: "the job has no cursor of that id: it was never committed, was deleted, or was dropped as the job's oldest. Nothing changed."},
+	{Code: CodeCursorFenced, Name: "CursorFenced", Status: http.StatusConflict, Sentinel: ErrCursorFenced,
+		Doc: "a cursor commit was refused: another trainer holds the save-model lease, " +
+			"or the job's dispatch was restored after the generation the commit names. Nothing changed."},
 
 	{Code: CodeNotLeader, Name: "NotLeader", Status: http.StatusServiceUnavailable, Retryable: true,
 		Doc: "the node does not lead and could not redirect (503); retried."},

@@ -197,6 +197,11 @@ type Task struct {
 	// request was made under): the task needs no renewal, and goes back
 	// to the queue when the session ends.
 	Session uint64 `json:"session,omitempty"`
+	// Skip, when set, is how many of the task's first records a restored
+	// cursor counts as trained already (protocol level 7): the reader
+	// delivers the records after them, and reports its consumed offsets
+	// (TaskProgress.Consumed) counting them.
+	Skip int64 `json:"skip,omitempty"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other

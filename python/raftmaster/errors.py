@@ -161,6 +161,19 @@ class SessionExpired(RaftmasterError):
     code = "session_expired"
 
 
+class UnknownCursor(RaftmasterError):
+    """The job has no cursor of that id: it was never committed, was deleted,
+    or was dropped as the job's oldest. Nothing changed."""
+    code = "unknown_cursor"
+
+
+class CursorFenced(RaftmasterError):
+    """A cursor commit was refused: another trainer holds the save-model lease,
+    or the job's dispatch was restored after the generation the commit names.
+    Nothing changed."""
+    code = "cursor_fenced"
+
+
 # The transport's codes.
 
 class NotLeader(RaftmasterError):
@@ -245,6 +258,8 @@ _BY_CODE: Dict[str, Type[RaftmasterError]] = {
     "too_many_clients": TooManyClients,
     "foreign_client": ForeignClient,
     "session_expired": SessionExpired,
+    "unknown_cursor": UnknownCursor,
+    "cursor_fenced": CursorFenced,
     "not_leader": NotLeader,
     "no_leader": NoLeader,
     "unknown_outcome": UnknownOutcome,
@@ -279,6 +294,8 @@ SENTINEL_CODES = frozenset((
     "too_many_clients",
     "foreign_client",
     "session_expired",
+    "unknown_cursor",
+    "cursor_fenced",
 ))
 # End of the code generated from rpc.ErrorCodes.
 
