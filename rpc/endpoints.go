@@ -186,12 +186,12 @@ var Endpoints = []Endpoint{
 	},
 	{
 		Method: http.MethodGet, Path: PathCursors, Operation: "listCursors",
-		Summary: "List the job's cursors, oldest first, and its restore generation. The leader answers, after a read barrier.",
+		Summary:  "List the job's cursors, oldest first, and its restore generation. The leader answers, after a read barrier.",
 		Response: ListCursorsResponse{}, Redirects: true, Job: true, Errors: codes(leaderReadErrors, CodeUnknownJob),
 	},
 	{
 		Method: http.MethodGet, Path: PathCursor, Operation: "inspectCursor",
-		Summary: "Show one cursor of the job with its partly consumed tasks. The leader answers, after a read barrier.",
+		Summary:  "Show one cursor of the job with its partly consumed tasks. The leader answers, after a read barrier.",
 		Response: CursorResponse{}, Redirects: true, Job: true, Errors: codes(leaderReadErrors, CodeInvalid, CodeUnknownJob, CodeUnknownCursor),
 	},
 	{
@@ -206,7 +206,7 @@ var Endpoints = []Endpoint{
 	},
 	{
 		Method: http.MethodDelete, Path: PathCursor, Operation: "deleteCursor",
-		Summary: "Delete a cursor of the job; deleted is false when it did not exist. Needs protocol level 7.",
+		Summary:  "Delete a cursor of the job; deleted is false when it did not exist. Needs protocol level 7.",
 		Response: DeleteCursorResponse{}, Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeUnknownJob),
 	},
 	{
