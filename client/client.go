@@ -73,7 +73,11 @@ type Client struct {
 	ch     chan record
 	passMu sync.Mutex // serialises StartGetRecords
 	pass   *passRun
-	read   readJob // what GetTask said of the job
+	read   readJob   // what GetTask said of the job
+	held   heldTasks // the tasks the reader holds, until reported
+	// closing is set when Close begins: a task its session holds and the
+	// training loop has not consumed is left to the session's close.
+	closing atomic.Bool
 
 	watchers map[watchKey]map[*poller]struct{}
 
@@ -317,11 +321,14 @@ func transportOf(hc *http.Client) (*http.Transport, bool) {
 	return t, ok
 }
 
-// Close closes the Client's session, so that the tasks it holds go back
-// to the queue at once, then stops the record reader and the allgather
-// watchers and waits for them. Watchers still waiting receive
-// ErrClientClosed; calls in flight fail with it. Close is idempotent.
+// Close stops the record reader, reporting finished the tasks whose
+// records the training loop consumed (for 5 seconds at most), then closes
+// the Client's session, so that the other tasks it holds go back to the
+// queue at once, and stops the allgather watchers and waits for them.
+// Watchers still waiting receive ErrClientClosed; calls in flight fail
+// with it. Close is idempotent.
 func (c *Client) Close() error {
+	c.stopReader()
 	c.closeSession()
 	c.mu.Lock()
 	c.closed = true

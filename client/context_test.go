@@ -21,8 +21,9 @@ import (
 // localOnly are the exported methods of *client.Client that never talk
 // to the cluster, and so need no context.
 var localOnly = map[string]bool{
-	"Close":   true,
-	"Session": true,
+	"Close":    true,
+	"Session":  true,
+	"Progress": true,
 }
 
 // joinForms are the allgather joins, whose positional settings

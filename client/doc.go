@@ -79,9 +79,13 @@
 // channel that NextRecord drains. While it holds a task it renews the lease
 // every third of its length, so a slow trainer keeps its task however long
 // it takes, and a trainer that dies gives its task back within one task
-// timeout (a minute by default). A task is reported finished when its last
-// record is in the channel. When the pass has nothing left for this
-// trainer, NextRecord returns ErrNoMoreAvailable (others still hold tasks),
+// timeout (a minute by default). A record is consumed once NextRecord has
+// returned it, and a task is reported finished once all its records are
+// consumed, not when they are in the channel: the reader goes on reading
+// the next tasks meanwhile, up to the channel's capacity (WithBuffer). A
+// reader whose pass is replaced, stopped or closed hands back the tasks
+// not all consumed, so that their records are read again, and finishes
+// the others. When the pass has nothing left for this trainer, NextRecord returns ErrNoMoreAvailable (others still hold tasks),
 // ErrPassBefore (the pass is over) or ErrAllTaskFailed. A trainer that asks
 // for a pass that has not started yet waits until the others finish the
 // current one, and meanwhile takes over the tasks of that pass that come
@@ -117,7 +121,7 @@
 // A new StartGetRecords discards the records of the earlier pass that are
 // still buffered, and a NextRecord waiting at that moment goes on with the
 // new pass. It does not wait for the earlier reader: that one hands back
-// the task it was in the middle of, or finishes reporting it, in the
+// the tasks not all consumed, or finishes reporting them, in the
 // background, and Close waits for it.
 //
 // # Transport

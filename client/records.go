@@ -30,6 +30,8 @@ const (
 type record struct {
 	data []byte
 	err  error
+	task *taskRun // the task of a record; nil for an error
+	off  int64    // the record's offset in its task, from the task's first
 }
 
 // passRun is one StartGetRecords: the reader goroutine and the channel it
@@ -42,6 +44,17 @@ type passRun struct {
 	replaced chan struct{} // closed when a later StartGetRecords takes over
 	done     chan struct{} // closed when the reader, reports included, is over
 	shown    *shownErrors  // shared by every pass of the client
+
+	// tasks counts the tasks of the pass that wait for the training loop
+	// to consume their records, or are being reported.
+	tasks sync.WaitGroup
+	// mu guards inflight and reported.
+	mu       sync.Mutex
+	inflight int // tasks delivered or being reported
+	reported int // tasks reported
+	// settled receives a token when a task of the pass is settled, for a
+	// reader waiting for its own tasks before it asks again.
+	settled chan struct{}
 }
 
 // shownErrors remembers the corrupt tasks whose error NextRecord has
@@ -87,16 +100,22 @@ func (c *Client) current() *passRun {
 
 // StartGetRecords starts reading the records of pass passID in the
 // background; NextRecord returns them. It stops the reader of an earlier
-// call and discards the records that reader had buffered; a task that
-// reader was in the middle of is reported failed, so that it is dispatched
-// again. It does not wait for the earlier reader, which may be reporting to
+// call and discards the records that reader had buffered; a task of that
+// reader whose records NextRecord had not all returned is reported failed,
+// so that it is dispatched again, and one whose records it had is
+// reported finished. It does not wait for the earlier reader, which may be reporting to
 // a cluster that does not answer: the new reader starts asking for tasks
 // once the earlier one's reports are over, and Close waits for both.
 //
 // The reader leases one task at a time and renews its lease in the
 // background until it reports the task. It reads and verifies all of a
-// task's chunks before it delivers any record; when the last record is in
-// the channel it reports the task finished. A chunk that cannot be read
+// task's chunks before it delivers any record, and goes on with the next
+// task once the last record is in the channel; it reports the task
+// finished once NextRecord has returned all its records (they are
+// consumed: see Progress), and hands back the tasks whose records were
+// not all consumed when the pass is replaced or stopped. A task
+// dispatched with Skip (after RestoreCursor) delivers only its records
+// from Skip on. A chunk that cannot be read
 // fails the task: none of its records are delivered, and NextRecord returns
 // a *ChunkError instead (see the package documentation). The reader waits
 // while the pass has not started, there is no dataset yet, or the cluster
@@ -109,8 +128,8 @@ func (c *Client) StartGetRecords(passID int) {
 }
 
 // StartGetRecordsContext is StartGetRecords whose reader runs as long as
-// ctx lasts. Once ctx is done the reader stops and hands back the task it
-// was in the middle of, as when a new StartGetRecords replaces it, and
+// ctx lasts. Once ctx is done the reader stops and hands back the tasks
+// not all consumed, as when a new StartGetRecords replaces it, and
 // NextRecord returns ctx's error (errors.Is matches context.Canceled or
 // context.DeadlineExceeded), instead of the pass's records still
 // buffered, until the next StartGetRecords.
@@ -128,6 +147,7 @@ func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 		replaced: make(chan struct{}),
 		done:     make(chan struct{}),
 		shown:    prev.shown,
+		settled:  make(chan struct{}, 1),
 	}
 	if !c.spawn(func() {
 		defer close(p.done)
@@ -140,6 +160,9 @@ func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 			return
 		}
 		c.getRecords(rctx, p, passID)
+		// The tasks delivered are reported once the training loop has
+		// consumed them, or when the pass is over for this reader.
+		p.tasks.Wait()
 	}) {
 		cancel()
 		close(p.done) // closed client: NextRecord returns ErrClientClosed
@@ -159,7 +182,9 @@ func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 // StartGetRecords, whose records a NextRecord already waiting returns. It
 // returns ErrClientClosed once the client is closed, and the error of
 // StartGetRecordsContext's context once that is done. The record is the
-// caller's.
+// caller's, and counts as consumed once returned: a task is reported
+// finished once all its records are, and Progress and CommitCursor count
+// them.
 func (c *Client) NextRecord() ([]byte, error) {
 	return c.NextRecordContext(context.Background())
 }
@@ -167,7 +192,8 @@ func (c *Client) NextRecord() ([]byte, error) {
 // NextRecordContext is NextRecord that waits no longer than ctx lasts:
 // once ctx is done it returns ctx's error (errors.Is matches
 // context.Canceled or context.DeadlineExceeded), and the pass goes on for
-// the next call.
+// the next call. A record it has taken from the reader when ctx ends is
+// returned all the same.
 func (c *Client) NextRecordContext(ctx context.Context) ([]byte, error) {
 	for {
 		c.passMu.Lock()
@@ -183,8 +209,11 @@ func (c *Client) NextRecordContext(ctx context.Context) ([]byte, error) {
 				continue // buffered by a pass that was replaced meanwhile
 			default:
 			}
-			if err := c.passOver(ctx, p); err != nil {
+			if err := c.passOver(context.Background(), p); err != nil {
 				return nil, err
+			}
+			if r.task != nil && !r.task.consume(c) {
+				continue // its task was reported meanwhile: the pass is over
 			}
 			return r.data, r.err
 		case <-p.replaced:
@@ -215,12 +244,26 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 	log := c.logger.With("pass", passID)
 	wait := c.passWaitMin
 	for {
+		seen := p.reports()
 		t, err := c.getTask(ctx, passID)
 		switch {
 		case err == nil:
 			wait = c.passWaitMin
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, ErrNoMoreAvailable) && p.holding(seen):
+			// What is left of the pass may be this reader's own tasks,
+			// whose records the training loop has yet to consume: ask
+			// again once one of them is reported.
+			log.Debug("waiting for the tasks held to be consumed", "reason", err)
+			if p.reports() == seen {
+				select {
+				case <-p.settled:
+				case <-ctx.Done():
+					return
+				}
+			}
+			continue
 		case errors.Is(err, ErrPassBefore), errors.Is(err, ErrNoMoreAvailable), errors.Is(err, ErrAllTaskFailed):
 			log.Debug("pass ends", "reason", err)
 			c.push(ctx, p, record{err: err})
@@ -278,64 +321,95 @@ func transient(err error) bool {
 	return true // connection errors and cut or garbled answers
 }
 
-// runTask delivers the records of t and reports it, renewing its lease
-// meanwhile.
+// runTask delivers the records of t, renewing its lease meanwhile, and
+// leaves it to awaitTask, which reports it once they are consumed. A task
+// that cannot be read is reported failed at once.
 func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logger) {
+	tr := c.holdTask(t)
+	p.hold()
 	lctx, cancel := context.WithCancel(ctx)
 	renewing := make(chan struct{})
 	if t.Session != 0 {
 		// Its session holds it: the keep-alives report how far it is
-		// read, and no renewal is needed.
+		// consumed, and no renewal is needed.
 		close(renewing)
-		c.trackTask(c.job, t.Meta)
-		defer c.untrackTask(c.job, t.Meta)
+		c.trackTask(c.job, t.Meta, tr.consumed)
 	} else {
 		go func() {
 			defer close(renewing)
 			c.keepLease(lctx, t, log)
 		}()
 	}
-	recs, err := c.readTask(ctx, t)
-	if err == nil {
-		for _, r := range recs {
-			if !c.push(ctx, p, record{data: r}) {
-				break
-			}
-			c.consumed(c.job, t.Meta)
+	endLease := func() {
+		// Renewals end before the report, which they would race with.
+		cancel()
+		<-renewing
+		if t.Session != 0 {
+			c.untrackTask(c.job, t.Meta)
 		}
 	}
-	// Renewals end before the report, which they would race with.
-	cancel()
-	<-renewing
-	switch {
-	case ctx.Err() != nil:
-		if c.ctx.Err() == nil {
-			// Replaced by a new pass: hand the task back now rather
-			// than at the end of its lease.
-			actx, cancel := context.WithTimeout(c.ctx, abandonTimeout)
-			if err := c.taskReport(actx, rpc.PathTaskFailed, t.Meta); err != nil {
-				log.Debug("cannot hand back an abandoned task", "error", err)
-			}
-			cancel()
-		}
-	case err != nil:
+	recs, first, err := c.readTask(ctx, t)
+	if err != nil && ctx.Err() == nil {
+		tr.settle()
+		endLease()
 		log.Error("cannot read the task", "error", err)
 		if err := c.taskReport(c.ctx, rpc.PathTaskFailed, t.Meta); err != nil {
 			log.Warn("cannot report a failed task", "error", err)
 		}
+		c.releaseTask(tr)
+		p.release()
 		// Corrupt data stays corrupt: say it once per task and pass. An
 		// I/O error may be new each time.
 		if !errors.Is(err, recordio.ErrCorrupt) || p.shown.first(t.Meta.ID, t.Pass) {
 			c.push(ctx, p, record{err: err})
 		}
-	default:
-		// Finished once its last record is in the channel, as in the
-		// original: not exactly when it is consumed, but close enough. The
-		// report must not be cut short by a new pass, or the task would
-		// be dispatched again.
+		return
+	}
+	for i, r := range recs {
+		if !c.push(ctx, p, record{data: r, task: tr, off: first + int64(i)}) {
+			break
+		}
+	}
+	// The reader goes on with the next task while the training loop
+	// consumes the records of this one.
+	go c.awaitTask(ctx, p, t, tr, endLease, log)
+}
+
+// awaitTask reports t once the training loop has consumed all its records
+// (NextRecord returned them): finished. When the pass is over for the
+// reader first (replaced, its context done, the client closed), t is
+// finished if it was consumed all the same, and otherwise handed back
+// (failed) so that it is dispatched again, or, when the client is closing
+// and its session holds t, left to the session's close, which releases
+// it without counting a failure. endLease ends t's renewals.
+func (c *Client) awaitTask(ctx context.Context, p *passRun, t Task, tr *taskRun, endLease func(), log hclog.Logger) {
+	defer p.release()
+	defer c.releaseTask(tr)
+	select {
+	case <-tr.all:
+	case <-ctx.Done():
+	}
+	full := tr.settle()
+	endLease()
+	switch {
+	case full:
+		// The report must not be cut short by a new pass, or the task
+		// would be dispatched again.
 		if err := c.taskReport(c.ctx, rpc.PathTaskFinished, t.Meta); err != nil {
 			log.Warn("cannot report a finished task", "error", err)
 		}
+	case c.ctx.Err() != nil:
+		// Closed: the session's close released the task, or its lease
+		// runs out.
+	case c.closing.Load() && t.Session != 0:
+		// Close closes the session next, which releases the task.
+	default:
+		// Hand the task back now rather than at the end of its lease.
+		actx, cancel := context.WithTimeout(c.ctx, abandonTimeout)
+		if err := c.taskReport(actx, rpc.PathTaskFailed, t.Meta); err != nil {
+			log.Debug("cannot hand back a task not consumed", "error", err)
+		}
+		cancel()
 	}
 }
 
@@ -375,14 +449,17 @@ func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
 	}
 }
 
-// readTask reads and verifies every chunk of t and returns its records. It
-// returns a *ChunkError for the first chunk that cannot be read, or ctx's
-// error when the pass was stopped.
-func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, error) {
+// readTask reads and verifies the chunks of t that hold records from
+// t.Skip on and returns those records, with the offset in t of the first.
+// Chunks wholly before t.Skip are not read. It returns a *ChunkError for
+// the first chunk that cannot be read, or ctx's error when the pass was
+// stopped.
+func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, int64, error) {
 	var (
-		f    *os.File
-		path string
-		recs [][]byte
+		f     *os.File
+		path  string
+		recs  [][]byte
+		first int64 // offset in t of recs[0]
 	)
 	defer func() {
 		if f != nil {
@@ -390,8 +467,12 @@ func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, error) {
 		}
 	}()
 	for i, ch := range t.Chunks {
+		if first+int64(ch.Records) <= t.Skip && len(recs) == 0 {
+			first += int64(ch.Records) // trained already
+			continue
+		}
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		chunkErr := func(err error) error {
 			ce := &ChunkError{Path: ch.Path, Chunk: i, Offset: ch.Offset, Task: t.Meta, Err: err}
@@ -409,7 +490,7 @@ func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, error) {
 			}
 			var err error
 			if f, err = os.Open(ch.Path); err != nil {
-				return nil, chunkErr(err)
+				return nil, 0, chunkErr(err)
 			}
 			path = ch.Path
 		}
@@ -421,10 +502,14 @@ func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, error) {
 			recs = append(recs, r[:len(r):len(r)])
 		}
 		if err := s.Err(); err != nil {
-			return nil, chunkErr(err)
+			return nil, 0, chunkErr(err)
 		}
 	}
-	return recs, nil
+	if drop := t.Skip - first; drop > 0 {
+		drop = min(drop, int64(len(recs)))
+		recs, first = recs[drop:], first+drop
+	}
+	return recs, first, nil
 }
 
 // push puts r into p's channel, unless ctx is done first.
@@ -435,4 +520,179 @@ func (c *Client) push(ctx context.Context, p *passRun, r record) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// taskRun is a task the reader holds, from its lease to its report: how
+// many of its records the training loop has consumed.
+type taskRun struct {
+	job     string
+	meta    TaskMeta
+	session bool  // held by the session, whose keep-alives report progress
+	n       int64 // the task's records
+
+	mu sync.Mutex
+	// consumed counts the records of the task, from its first, handed to
+	// the training loop, those a restored cursor skipped included.
+	consumed int64
+	// settled is set once the task's report is decided: no more of its
+	// records are delivered.
+	settled bool
+	all     chan struct{} // closed once every record is consumed
+}
+
+// consume counts the record NextRecord is about to return, unless the
+// task was settled meanwhile: then it reports false, and the record is
+// not the training loop's. Records are counted rather than their offsets
+// taken, so that calls of NextRecord from several goroutines count each.
+func (t *taskRun) consume(c *Client) bool {
+	t.mu.Lock()
+	if t.settled {
+		t.mu.Unlock()
+		return false
+	}
+	t.consumed++
+	n := t.consumed
+	if n == t.n {
+		close(t.all)
+	}
+	t.mu.Unlock()
+	if t.session {
+		c.sessionConsumed(t.job, t.meta, n)
+	}
+	return true
+}
+
+// settle stops the delivery of the task's records and reports whether
+// they were all consumed.
+func (t *taskRun) settle() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.settled = true
+	return t.consumed >= t.n
+}
+
+// progress is the task's consumed offset, and whether Progress shows it:
+// some records consumed, and not handed back.
+func (t *taskRun) progress() (int64, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.consumed, t.consumed > 0 && (!t.settled || t.consumed >= t.n)
+}
+
+// heldTasks are the tasks the Client's reader holds, of every pass.
+type heldTasks struct {
+	mu sync.Mutex
+	m  map[*taskRun]struct{}
+	// idle is closed when the last task held is reported; nil while none
+	// was held.
+	idle chan struct{}
+}
+
+// holdTask starts counting the consumption of t's records.
+func (c *Client) holdTask(t Task) *taskRun {
+	tr := &taskRun{job: c.job, meta: t.Meta, session: t.Session != 0, all: make(chan struct{})}
+	for _, ch := range t.Chunks {
+		tr.n += int64(ch.Records)
+	}
+	tr.consumed = min(max(t.Skip, 0), tr.n)
+	if tr.consumed == tr.n {
+		close(tr.all)
+	}
+	h := &c.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.m) == 0 {
+		h.m = make(map[*taskRun]struct{})
+		h.idle = make(chan struct{})
+	}
+	h.m[tr] = struct{}{}
+	return tr
+}
+
+// releaseTask forgets tr, which was reported.
+func (c *Client) releaseTask(tr *taskRun) {
+	h := &c.held
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.m[tr]; !ok {
+		return
+	}
+	delete(h.m, tr)
+	if len(h.m) == 0 {
+		close(h.idle)
+	}
+}
+
+// waitHeld waits until deadline for every task held to be reported.
+func (c *Client) waitHeld(deadline *time.Timer) {
+	c.held.mu.Lock()
+	idle := c.held.idle
+	if len(c.held.m) == 0 {
+		idle = nil
+	}
+	c.held.mu.Unlock()
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-deadline.C:
+	}
+}
+
+// stopReader stops the reader of the current pass and waits, for
+// abandonTimeout at most, for it and the tasks held to be reported: those
+// the training loop consumed finished, before Close closes the session,
+// which would send them back to the queue.
+func (c *Client) stopReader() {
+	c.closing.Store(true)
+	c.passMu.Lock()
+	p := c.current()
+	c.passMu.Unlock()
+	p.cancel()
+	deadline := time.NewTimer(abandonTimeout)
+	defer deadline.Stop()
+	select {
+	case <-p.done:
+		c.waitHeld(deadline)
+	case <-deadline.C:
+	}
+}
+
+// hold counts a task of the pass being delivered or reported.
+func (p *passRun) hold() {
+	p.tasks.Add(1)
+	p.mu.Lock()
+	p.inflight++
+	p.mu.Unlock()
+}
+
+// release counts a task of the pass reported, and wakes a reader waiting
+// for one.
+func (p *passRun) release() {
+	p.mu.Lock()
+	p.inflight--
+	p.reported++
+	p.mu.Unlock()
+	select {
+	case p.settled <- struct{}{}:
+	default:
+	}
+	p.tasks.Done()
+}
+
+// reports is the number of tasks of the pass reported so far.
+func (p *passRun) reports() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reported
+}
+
+// holding reports whether tasks of the pass are delivered or reported
+// now, or were reported since reports() was seen: the answer of a GetTask
+// sent then may not reflect them.
+func (p *passRun) holding(seen int) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.inflight > 0 || p.reported != seen
 }

@@ -17,11 +17,12 @@ import (
 // Sessions. A Client opens one session, at its first write to a cluster
 // at protocol level 6 (rpc.SessionProtocol), and keeps it alive in the
 // background, sending a keep-alive every third of its TTL with the
-// progress of the tasks its reader holds. Every write carries it: the
-// tasks the Client leases and the save-model lease it is granted are the
-// session's, and go back at once when it ends, whether Close closes it or
-// the leader gets no keep-alive for its TTL (the process died, or lost the
-// cluster). A task held by the session needs no renewal. The writes of
+// progress of the tasks its reader holds: how many records of each the
+// training loop has consumed (NextRecord returned them). Every write
+// carries it: the tasks the Client leases and the save-model lease it is
+// granted are the session's, and go back at once when it ends, whether
+// Close closes it or the leader gets no keep-alive for its TTL (the
+// process died, or lost the cluster). A task held by the session needs no renewal. The writes of
 // the task calls and the save-model lease go under the session, with
 // de-duplication identities of the session's own, so that no retry of a
 // session that has ended is ever applied (ErrSessionExpired); the Client
@@ -78,8 +79,8 @@ type sessions struct {
 	cur     *session      // the open session, nil for none
 	opening chan struct{} // closed when the open in flight is over
 	retryAt time.Time     // no session is asked for before it
-	// progress holds, by task, the records the reader has consumed of
-	// each task its session holds.
+	// progress holds, by task, the records the training loop has consumed
+	// of each task the session holds.
 	progress map[progressKey]int64
 }
 
@@ -263,24 +264,26 @@ func sessionPath(path string, id uint64) string {
 	return strings.Replace(path, "{"+rpc.SessionParam+"}", strconv.FormatUint(id, 10), 1)
 }
 
-// trackTask starts counting the records consumed of a task held by the
-// session, for the keep-alives to report.
-func (c *Client) trackTask(job string, meta TaskMeta) {
+// trackTask starts reporting the records consumed of a task held by the
+// session, consumed so far (those a restored cursor skipped), for the
+// keep-alives to report.
+func (c *Client) trackTask(job string, meta TaskMeta, consumed int64) {
 	c.sess.mu.Lock()
 	defer c.sess.mu.Unlock()
 	if c.sess.progress == nil {
 		c.sess.progress = make(map[progressKey]int64)
 	}
-	c.sess.progress[progressKey{job, meta}] = 0
+	c.sess.progress[progressKey{job, meta}] = consumed
 }
 
-// consumed counts one more record consumed of a held task.
-func (c *Client) consumed(job string, meta TaskMeta) {
+// sessionConsumed records that the training loop has consumed n records
+// of a held task.
+func (c *Client) sessionConsumed(job string, meta TaskMeta, n int64) {
 	c.sess.mu.Lock()
 	defer c.sess.mu.Unlock()
 	k := progressKey{job, meta}
-	if n, ok := c.sess.progress[k]; ok {
-		c.sess.progress[k] = n + 1
+	if _, ok := c.sess.progress[k]; ok {
+		c.sess.progress[k] = n
 	}
 }
 

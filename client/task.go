@@ -36,6 +36,10 @@ type Task struct {
 	// that runs out: a held task needs no renewal, and goes back to the
 	// queue as soon as the session ends.
 	Session uint64
+	// Skip is how many of the task's first records a restored cursor
+	// counts as trained (RestoreCursor): the reader delivers only the
+	// records after them, and counts them consumed.
+	Skip int64
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -161,7 +165,8 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 	if err != nil {
 		return Task{}, err
 	}
-	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session}, nil
+	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session,
+		Skip: resp.Task.Skip}, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:
