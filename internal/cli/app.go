@@ -51,6 +51,7 @@ func commands() []*cli.Command {
 		limitsCommand(),
 		kvCommand(),
 		sessionCommand(),
+		cursorCommand(),
 		recoverCommand(),
 		backupCommand(),
 		restoreCommand(),
