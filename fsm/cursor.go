@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"maps"
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -125,7 +126,7 @@ func validateProgress(ps []TaskProgress) error {
 		if err := validateMeta(p.Meta); err != nil {
 			return err
 		}
-		if p.Consumed < 0 || p.Consumed > 1<<40 {
+		if p.Consumed < 0 || p.Consumed > math.MaxUint32 {
 			return invalidf("task %d: consumed %d records, out of range", p.Meta.ID, p.Consumed)
 		}
 	}
