@@ -75,6 +75,9 @@ type Client struct {
 	pass   *passRun
 	read   readJob   // what GetTask said of the job
 	held   heldTasks // the tasks the reader holds, until reported
+	// lost is the loss of a session that held tasks of the reader
+	// (loseTasks), until RestoreCursor.
+	lost sessionLoss
 	// closing is set when Close begins: a task its session holds and the
 	// training loop has not consumed is left to the session's close.
 	closing atomic.Bool

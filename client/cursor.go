@@ -51,8 +51,14 @@ import (
 // ReportProgress and CommitCursor report on the tasks the Client's session
 // holds, so they go under the session, like the task reports: refused
 // with ErrSessionExpired, nothing applied, once it ended, as its tasks
-// went back to the queue then. RestoreCursor, DeleteCursor and the reads
-// go without.
+// went back to the queue then. And once a session that held tasks of the
+// reader not yet reported finished has ended, whether the Client saw it in
+// a keep-alive's answer or in a report's, NextRecord returns
+// ErrSessionExpired once, and ReportProgress and CommitCursor return it
+// until the Client restores a cursor: records the training loop had of
+// those tasks may be trained again by other trainers, so no cursor may
+// count them; the program restarts from its last checkpoint.
+// RestoreCursor, DeleteCursor and the reads go without the session.
 
 // TaskProgress is how far the training loop has consumed a task the
 // reader holds: Consumed is the number of the task's records, from its
@@ -93,11 +99,20 @@ func (c *Client) Progress() []TaskProgress {
 // and were recorded: a task whose lease was lost or revoked is not. With
 // several trainers, each one calls it at a checkpoint, after it stopped
 // calling NextRecord and before the barrier after which one of them calls
-// CommitCursor. It is one write, applied at most once.
+// CommitCursor. It is one write, applied at most once, or none when the
+// reader holds no task with records consumed.
 func (c *Client) ReportProgress(ctx context.Context) (int, error) {
+	if err := c.lost.get(false); err != nil {
+		return 0, err
+	}
+	progress := c.Progress()
+	if len(progress) == 0 {
+		// Nothing in flight: nothing to report, and no write.
+		return 0, nil
+	}
 	var resp rpc.ReportProgressResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskProgress, underSession: true,
-		body: rpc.ReportProgressRequest{Progress: c.Progress()}, write: true, out: &resp})
+		body: rpc.ReportProgressRequest{Progress: progress}, write: true, out: &resp})
 	return resp.Recorded, err
 }
 
@@ -133,6 +148,9 @@ func WithCursorGeneration(generation uint64) CursorOption {
 // oldest. It fails with ErrCursorFenced when a fence of opts refuses it,
 // nothing changed, and ErrNoDataset when the job has no dataset.
 func (c *Client) CommitCursor(ctx context.Context, step int64, opts ...CursorOption) (CursorInfo, error) {
+	if err := c.lost.get(false); err != nil {
+		return CursorInfo{}, err
+	}
 	req := rpc.CommitCursorRequest{Step: step, Progress: c.Progress()}
 	for _, o := range opts {
 		o(&req)
@@ -156,6 +174,11 @@ func (c *Client) RestoreCursor(ctx context.Context, id uint64) (RestoredCursor, 
 	var resp rpc.RestoreCursorResponse
 	err := c.do(ctx, &call{method: http.MethodPost, path: c.cursorPath(rpc.PathCursorRestore, id),
 		body: rpc.RestoreCursorRequest{}, write: true, out: &resp})
+	if err == nil {
+		// The records of lost sessions are the restored cursor's concern
+		// no more.
+		c.lost.clear()
+	}
 	return resp, err
 }
 

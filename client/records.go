@@ -184,7 +184,13 @@ func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 // StartGetRecordsContext's context once that is done. The record is the
 // caller's, and counts as consumed once returned: a task is reported
 // finished once all its records are, and Progress and CommitCursor count
-// them.
+// them. When the session that held a task ends before all its records
+// were returned (its keep-alives did not reach the cluster for its TTL),
+// the rest of them are not returned, since the task went back to the
+// queue, and NextRecord returns ErrSessionExpired once for it: the records
+// of it already returned may be trained again by another trainer, so a
+// program that trains each record once restarts from its last checkpoint
+// (see CommitCursor).
 func (c *Client) NextRecord() ([]byte, error) {
 	return c.NextRecordContext(context.Background())
 }
@@ -202,6 +208,9 @@ func (c *Client) NextRecordContext(ctx context.Context) ([]byte, error) {
 		if err := c.passOver(ctx, p); err != nil {
 			return nil, err
 		}
+		if err := c.lost.get(true); err != nil {
+			return nil, err
+		}
 		select {
 		case r := <-p.ch:
 			select {
@@ -213,7 +222,7 @@ func (c *Client) NextRecordContext(ctx context.Context) ([]byte, error) {
 				return nil, err
 			}
 			if r.task != nil && !r.task.consume(c) {
-				continue // its task was reported meanwhile: the pass is over
+				continue // its task was reported meanwhile, or lost with its session
 			}
 			return r.data, r.err
 		case <-p.replaced:
@@ -387,6 +396,7 @@ func (c *Client) awaitTask(ctx context.Context, p *passRun, t Task, tr *taskRun,
 	defer c.releaseTask(tr)
 	select {
 	case <-tr.all:
+	case <-tr.gone:
 	case <-ctx.Done():
 	}
 	full := tr.settle()
@@ -538,6 +548,84 @@ type taskRun struct {
 	// records are delivered.
 	settled bool
 	all     chan struct{} // closed once every record is consumed
+	// sid is the session that holds the task, 0 for a lease. lost is set,
+	// and gone closed, when that session ended first: the task went back
+	// to the queue.
+	sid  uint64
+	lost bool
+	gone chan struct{}
+}
+
+// lose settles the task, whose session ended before its records were all
+// consumed.
+func (t *taskRun) lose() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.settled || t.consumed >= t.n {
+		return
+	}
+	t.settled, t.lost = true, true
+	close(t.gone)
+}
+
+// loseTasks settles the tasks held under session id, which ended: the
+// ones not all consumed deliver no more records. If it held any task not
+// yet reported finished, consumed or not, the records the training loop
+// had of them may go to other trainers: the loss is kept (sessionLoss).
+func (c *Client) loseTasks(id uint64) {
+	c.held.mu.Lock()
+	defer c.held.mu.Unlock()
+	held := 0
+	for tr := range c.held.m {
+		if tr.sid == id {
+			tr.lose()
+			held++
+		}
+	}
+	if held > 0 && !c.closing.Load() {
+		c.lost.set(fmt.Errorf("raftmaster client: session %d ended while the reader held %d tasks not yet reported finished "+
+			"(its keep-alives did not reach the cluster for its TTL): they went back to the queue, and the records of them "+
+			"already returned may be trained again by other trainers; to train each record once, restart from the last "+
+			"checkpoint and its cursor (RestoreCursor): %w", id, held, ErrSessionExpired))
+	}
+}
+
+// sessionLoss is the loss of a session that held tasks of the reader:
+// NextRecord returns it once, and ReportProgress and CommitCursor until
+// RestoreCursor clears it, so that no cursor counts records that other
+// trainers may train again.
+type sessionLoss struct {
+	mu   sync.Mutex
+	err  error
+	told bool
+}
+
+func (l *sessionLoss) set(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err, l.told = err, false
+	}
+}
+
+// get returns the loss, if any; once is set for NextRecord, which
+// returns it only once.
+func (l *sessionLoss) get(once bool) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil || once && l.told {
+		return nil
+	}
+	if once {
+		l.told = true
+	}
+	return l.err
+}
+
+func (l *sessionLoss) clear() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.err, l.told = nil, false
 }
 
 // consume counts the record NextRecord is about to return, unless the
@@ -590,7 +678,7 @@ type heldTasks struct {
 
 // holdTask starts counting the consumption of t's records.
 func (c *Client) holdTask(t Task) *taskRun {
-	tr := &taskRun{job: c.job, meta: t.Meta, session: t.Session != 0, all: make(chan struct{})}
+	tr := &taskRun{job: c.job, meta: t.Meta, session: t.Session != 0, sid: t.Session, all: make(chan struct{}), gone: make(chan struct{})}
 	for _, ch := range t.Chunks {
 		tr.n += int64(ch.Records)
 	}

@@ -200,6 +200,9 @@ func (c *Client) dropSession(cur *session) {
 	s.cur = nil
 	clear(s.progress)
 	close(cur.done)
+	// The session's tasks went back to the queue when it ended, maybe to
+	// other trainers: the reader delivers no more of their records.
+	c.loseTasks(cur.id)
 }
 
 // keepAlive sends cur's keep-alives every third of its TTL until it ends

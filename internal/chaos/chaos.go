@@ -141,6 +141,8 @@ type Report struct {
 	// Leaders lists every election won during the run, read from the
 	// nodes' logs (see leaderClaims).
 	Leaders []check.LeaderClaim `json:"leaders"`
+	// Resume is what the resume schedules did (resume.go).
+	Resume ResumeReport `json:"resume"`
 }
 
 // Run runs one seeded fault-injection run against a fresh cluster and
@@ -253,6 +255,12 @@ func Run(t testing.TB, cfg Config) Report {
 		go func() { defer wg.Done(); w.gatherer(ctx, job, 0) }()
 	}
 
+	resumes := &resumeRunner{addrs: c.APIAddrs(), dir: t.TempDir(), seed: rng.Uint64(), logf: t.Logf}
+	for d := range resumeDrivers {
+		wg.Add(1)
+		go func() { defer wg.Done(); resumes.run(ctx, d) }()
+	}
+
 	// The schedule: a fault, held for a while, healed, a quiet spell.
 	deadline := time.Now().Add(cfg.Duration)
 	order := slices.Clone(cfg.Faults)
@@ -301,6 +309,8 @@ func Run(t testing.TB, cfg Config) Report {
 	stop()
 	wg.Wait()
 	w.wg.Wait()
+	rep.Resume = resumes.report
+	rep.Violations = append(rep.Violations, resumes.violations...)
 	fnet.Heal()
 	for _, p := range c.Procs {
 		inj.setClock(p.ID, 0)

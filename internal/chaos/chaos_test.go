@@ -33,6 +33,9 @@ func report(t *testing.T, rep Report) {
 		t.Logf("  job %-8s sessions: %d opened, %d ended; %d keep-alives (%d expired), %d writes refused; %d stalls; task ops %d under sessions, %d without",
 			j.Name, s.Opened, s.Ended, s.KeepAlives, s.KeepAlivesExpired, s.Refused, s.Stalls, s.TaskOps, s.LeaseOps)
 	}
+	r := rep.Resume
+	t.Logf("  resume: %d schedules (%d cut short by the run's end), %d full restarts (%d between a commit and its save), %d checkpoints: %d duplicates, %d losses",
+		r.Schedules, r.Unfinished, r.Restarts, r.Torn, r.Checkpoints, r.Duplicates, r.Losses)
 	if n := len(rep.Leaders); n > 0 {
 		lo, hi := rep.Leaders[0].Term, rep.Leaders[0].Term
 		for _, c := range rep.Leaders {

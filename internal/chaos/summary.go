@@ -22,6 +22,8 @@ type Summary struct {
 	Longest map[FaultKind][]time.Duration
 	// Sessions sums the jobs' session counts.
 	Sessions SessionReport
+	// Resume sums the resume schedules.
+	Resume ResumeReport
 }
 
 // Add folds one run's report in.
@@ -39,6 +41,7 @@ func (s *Summary) Add(rep Report) {
 		s.JobOps[j.Name] += j.Ops
 		s.Sessions.add(j.Sessions)
 	}
+	s.Resume.add(rep.Resume)
 	s.Violations += len(rep.Violations)
 	for _, f := range rep.Faults {
 		s.Injected[f.Kind]++
@@ -66,6 +69,9 @@ func (s *Summary) Write(w io.Writer) error {
 	ss := s.Sessions
 	fmt.Fprintf(w, "sessions: %d opened, %d ended, %d stalls; %d keep-alives (%d expired), %d writes refused; task ops %d under sessions, %d without\n",
 		ss.Opened, ss.Ended, ss.Stalls, ss.KeepAlives, ss.KeepAlivesExpired, ss.Refused, ss.TaskOps, ss.LeaseOps)
+	r := s.Resume
+	fmt.Fprintf(w, "resume: %d schedules, %d full restarts (%d between a commit and its save), %d checkpoints: %d duplicates, %d losses\n",
+		r.Schedules, r.Restarts, r.Torn, r.Checkpoints, r.Duplicates, r.Losses)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "FAULT\tINJECTED\tMEDIAN LONGEST UNAVAILABILITY\tWORST")
 	for _, k := range AllFaults {
