@@ -48,6 +48,10 @@ const (
 	TypeCloseSession
 	TypeExpireSessions
 	TypeCheckpointSessions
+	TypeReportProgress
+	TypeCommitCursor
+	TypeRestoreCursor
+	TypeDeleteCursor
 	numTypes
 )
 
@@ -109,6 +113,10 @@ var commands = [numTypes]cmdSpec{
 	TypeCloseSession:       register("CloseSession", (*CloseSession).validate, (*state).closeSession).from(Protocol6),
 	TypeExpireSessions:     register("ExpireSessions", (*ExpireSessions).validate, (*state).expireSessions).from(Protocol6),
 	TypeCheckpointSessions: register("CheckpointSessions", (*CheckpointSessions).validate, (*state).checkpointSessions).from(Protocol6),
+	TypeReportProgress:     registerJob("ReportProgress", (*ReportProgress).validate, (*job).reportProgress, !creates).from(Protocol7),
+	TypeCommitCursor:       registerJob("CommitCursor", (*CommitCursor).validate, (*job).commitCursor, !creates).from(Protocol7),
+	TypeRestoreCursor:      registerJob("RestoreCursor", (*RestoreCursor).validate, (*job).restoreCursor, !creates).from(Protocol7),
+	TypeDeleteCursor:       registerJob("DeleteCursor", (*DeleteCursor).validate, (*job).deleteCursor, !creates).from(Protocol7),
 }
 
 // creates marks, in registerJob, a command that creates the job it

@@ -193,6 +193,18 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		return replayKVWrite(c, e, r)
 	case *OpenSession, *CloseSession:
 		r.Session = e.gen
+	case *ReportProgress:
+		r.Recorded = int(e.num)
+	case *CommitCursor:
+		if e.code == CodeOK {
+			r.Cursor = replayCursor(j, e, e.gen)
+			r.Recorded = int(e.num)
+		}
+	case *RestoreCursor:
+		if e.code == CodeOK {
+			r.Cursor = replayCursor(j, e, c.ID)
+			r.Generation, r.Recorded = e.gen, int(e.num)
+		}
 	}
 	return r
 }
@@ -251,6 +263,12 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	}
 	if r.Session != 0 {
 		e.gen = r.Session
+	}
+	if r.Cursor != nil {
+		e.gen = r.Cursor.ID
+		if typ == TypeRestoreCursor {
+			e.gen = r.Generation
+		}
 	}
 	e.num = kvNumber(typ, r)
 	if len(c.entries) == DedupPerClient {

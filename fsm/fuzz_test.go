@@ -88,6 +88,11 @@ func seedCommands() []Command {
 		&CheckpointSessions{Header: later, IDs: []uint64{1}},
 		&ExpireSessions{Header: later, IDs: []uint64{1, 2}},
 		&CloseSession{Header: Header{Now: t0 + int64(time.Second), Request: RequestID{Client: clientID(5), Seq: 2}}, ID: 1},
+		// Cursors, of Protocol7.
+		&ReportProgress{Header: later, Progress: []TaskProgress{{Meta: TaskMeta{ID: 1, Epoch: 1}, Consumed: 1}}},
+		&CommitCursor{Header: later, Step: 7, Progress: []TaskProgress{{Meta: TaskMeta{ID: 2, Epoch: 1}, Consumed: 2}}, TrainerID: "t", Generation: 1},
+		&RestoreCursor{Header: later, ID: 1},
+		&DeleteCursor{Header: later, ID: 1},
 	)
 }
 
@@ -126,6 +131,23 @@ func setupLogAt(level uint64) [][]byte {
 		&RequestSaveModel{Header: under(3), TrainerID: "t-s", BlockDur: time.Minute},
 		&CheckpointSessions{Header: Header{Now: t0}, IDs: []uint64{1, 2}},
 		&ExpireSessions{Header: Header{Now: t0}, IDs: []uint64{2}},
+	} {
+		log = append(log, Encode(c))
+	}
+	if level < Protocol7 {
+		return log
+	}
+	// A task partly consumed, two cursors, a restore and a delete, each
+	// remembered for its retries.
+	cur := func(seq uint64) Header { return Header{Now: t0, Request: RequestID{Client: clientID(9), Seq: seq}} }
+	for _, c := range []Command{
+		&GetTask{Header: cur(1)},
+		&ReportProgress{Header: cur(2), Progress: []TaskProgress{{Meta: TaskMeta{ID: 2, Epoch: 1}, Consumed: 1}}},
+		&CommitCursor{Header: cur(3), Step: 10},
+		&CommitCursor{Header: cur(4), Step: 20, TrainerID: "t-s"},
+		&RestoreCursor{Header: cur(5), ID: 1},
+		&DeleteCursor{Header: cur(6), ID: 2},
+		&CommitCursor{Header: cur(7), Step: 30, Generation: 2},
 	} {
 		log = append(log, Encode(c))
 	}

@@ -143,6 +143,9 @@ func (j *job) estimate() int64 {
 	for _, key := range sortedKeys(j.kv) {
 		n += kvBytes(key, j.kv[key].value)
 	}
+	for _, c := range j.pos.cursors {
+		n += c.bytes()
+	}
 	return n
 }
 

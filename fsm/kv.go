@@ -383,6 +383,8 @@ func kvNumber(typ CmdType, r *Result) int64 {
 		return int64(r.Length)
 	case TypeKVDelete, TypeKVDeletePrefix:
 		return int64(r.Deleted)
+	case TypeReportProgress, TypeCommitCursor, TypeRestoreCursor:
+		return int64(r.Recorded)
 	}
 	return 0
 }
@@ -391,7 +393,7 @@ func kvNumber(typ CmdType, r *Result) int64 {
 // number (kvNumber), which snapshots of version 8 write.
 func kvNumbered(typ CmdType) bool {
 	switch typ {
-	case TypeKVAdd, TypeKVAppend, TypeKVDelete, TypeKVDeletePrefix:
+	case TypeKVAdd, TypeKVAppend, TypeKVDelete, TypeKVDeletePrefix, TypeReportProgress, TypeCommitCursor, TypeRestoreCursor:
 		return true
 	}
 	return false

@@ -46,6 +46,7 @@ var modelSince = map[CmdType]uint64{
 	TypeKVDelete: Protocol5, TypeKVDeletePrefix: Protocol5, TypeKVAdd: Protocol5,
 	TypeKVMultiSet: Protocol5, TypeKVAppend: Protocol5, TypeKVCompareValue: Protocol5,
 	TypeOpenSession: Protocol6, TypeCloseSession: Protocol6, TypeExpireSessions: Protocol6, TypeCheckpointSessions: Protocol6,
+	TypeReportProgress: Protocol7, TypeCommitCursor: Protocol7, TypeRestoreCursor: Protocol7, TypeDeleteCursor: Protocol7,
 }
 
 // modelJob is one job of the model. It embeds the model, so that its

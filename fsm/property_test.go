@@ -154,8 +154,9 @@ func supported(b []byte) []byte {
 
 // modelled returns b, or, when b is a SetLimits that bounds the state's
 // size estimate, which the model does not compute, b without that bound.
-// Sessions, which the model does not hold (session_test.go tests them),
-// become an entry that does not decode, once the level allows them.
+// Sessions and cursors, which the model does not hold (session_test.go
+// and cursor_test.go test them), become an entry that does not decode,
+// once the level allows them.
 func modelled(b []byte) []byte {
 	if c, err := Decode(b); err == nil {
 		if h := c.Hdr(); modelSince[c.Type()] >= Protocol6 || h.Session != 0 || h.Attach {

@@ -42,9 +42,13 @@ const (
 	// and Header.Attach in command version 4, tasks held by sessions) and
 	// snapshot version 9, which stores them.
 	Protocol6 uint64 = 6
+	// Protocol7 adds cursors, the data position saved with a model
+	// checkpoint (command types 30 to 33, Task.Skip), and snapshot
+	// version 10, which stores each job's positions and cursors.
+	Protocol7 uint64 = 7
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol6
+	Protocol = Protocol7
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -133,6 +137,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol7:
+		return 10
 	case p >= Protocol6:
 		return 9
 	case p >= Protocol5:

@@ -34,7 +34,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 9
+	snapshotVersion = 10
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -88,6 +88,7 @@ func (j *job) clone(c *state) *job {
 		cp.timeouts[id] = slices.Clone(j.timeouts[id]) // the members are never modified
 	}
 	cp.kv = maps.Clone(j.kv) // the values are never modified
+	cp.pos = j.pos.clone()
 	return &cp
 }
 
@@ -142,6 +143,9 @@ func encodeStateVersion(w io.Writer, s *state, version uint64) error {
 		}
 		if version >= 5 {
 			encodeTimeouts(sw, j)
+		}
+		if version >= 10 {
+			encodePositions(sw, j)
 		}
 	}
 	if version >= 9 {
@@ -413,6 +417,9 @@ func decodeState(b []byte) (*state, error) {
 			}
 			if version >= 5 {
 				decodeTimeouts(d, j)
+			}
+			if version >= 10 {
+				decodePositions(d, j)
 			}
 			if d.err != nil {
 				break

@@ -108,6 +108,9 @@ type job struct {
 	// kv is the register (kv.go), by key.
 	kv map[string]kvEntry
 
+	// pos is the job's data position and cursors (cursor.go).
+	pos positions
+
 	// Derived, never encoded: rebuilt on restore (recount).
 
 	// leasesExpired counts the leases of the job that ran out on this
@@ -193,6 +196,13 @@ type Result struct {
 	Length int
 	// Versions are the versions a KVMultiSet gave its keys, in its order.
 	Versions []uint64
+	// Cursor describes the cursor a CommitCursor committed or a
+	// RestoreCursor restored.
+	Cursor *CursorInfo
+	// Recorded is how many entries of a ReportProgress or CommitCursor
+	// named a current lease; for a RestoreCursor, how many leases it
+	// revoked.
+	Recorded int
 	// Duplicate reports that the request id was seen before and this is
 	// the first outcome, replayed.
 	Duplicate bool
@@ -243,6 +253,10 @@ type Task struct {
 	// lease that runs out: a held task needs no renewal, and goes back to
 	// the queue when the session ends. Lease is then 0.
 	Session uint64
+	// Skip is how many of the task's first records the cursor the job
+	// was restored to counts consumed (Protocol7): a reader delivers the
+	// ones after them.
+	Skip int64
 }
 
 func errResult(err error) *Result {

@@ -135,6 +135,7 @@ func (j *job) taskIndex(id int) (int32, error) {
 func (j *job) taskOf(i int32, now int64) *Task {
 	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: j.cluster.wireEpoch(j.tasks[i].epoch)}, Pass: j.pass, JobNumber: j.seq}
 	t.Chunks = j.ds.taskChunks(int(i))
+	t.Skip = int64(j.taskSkip(i))
 	if j.tasks[i].queue == qPending {
 		t.Lease = time.Duration(j.tasks[i].deadline - now)
 	}
@@ -243,6 +244,7 @@ func (j *job) taskFinished(c *TaskFinished) *Result {
 	j.unlink(i)
 	t.failures = 0
 	j.pushBack(qDone, i)
+	j.forgetTask(i)
 	j.maybeNextPass()
 	return &Result{}
 }
@@ -320,6 +322,7 @@ func (j *job) maybeNextPass() {
 		return
 	}
 	j.pass++
+	j.forgetPass()
 	j.queues[qDone] = emptyList()
 	j.queues[qFailed] = emptyList()
 	for i := range j.tasks {

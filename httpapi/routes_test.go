@@ -60,6 +60,12 @@ var samples = map[string]string{
 	http.MethodGet + " " + rpc.PathSessions:  "",
 	rpc.PathSessionKeepAlive:                 `{"progress":[{"job":"default","task":1,"epoch":1,"records":5}]}`,
 	rpc.PathSession:                          "",
+	rpc.PathTaskProgress:                     `{"progress":[{"meta":{"id":1,"epoch":1},"consumed":1}]}`,
+	http.MethodPost + " " + rpc.PathCursors:  `{"step":1}`,
+	http.MethodGet + " " + rpc.PathCursors:   "",
+	http.MethodGet + " " + rpc.PathCursor:    "",
+	http.MethodDelete + " " + rpc.PathCursor: "",
+	rpc.PathCursorRestore:                    `{}`,
 }
 
 // samplePath is the path of endpoint ep's sample request: a job route
@@ -68,6 +74,9 @@ var samples = map[string]string{
 func (e *env) samplePath(ep rpc.Endpoint) string {
 	e.t.Helper()
 	path := rpc.JobRoute(ep.Path, rpc.DefaultJob)
+	if strings.HasPrefix(ep.Path, rpc.PathCursors+"/") {
+		return strings.Replace(path, "{"+rpc.CursorParam+"}", fmt.Sprint(e.sampleCursor()), 1)
+	}
 	if !strings.Contains(path, "{"+rpc.SessionParam+"}") {
 		return path
 	}
@@ -80,6 +89,26 @@ func (e *env) samplePath(ep rpc.Endpoint) string {
 		open = e.local.FSM().Sessions()
 	}
 	return strings.Replace(path, "{"+rpc.SessionParam+"}", fmt.Sprint(open[0].ID), 1)
+}
+
+// sampleCursor returns the id of a cursor of the default job, which it
+// commits, with a dataset, when there is none.
+func (e *env) sampleCursor() uint64 {
+	e.t.Helper()
+	if list, _, _ := e.local.FSM().Cursors(""); len(list) > 0 {
+		return list[len(list)-1].ID
+	}
+	for _, c := range []fsm.Command{
+		&fsm.SetDataset{Params: fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute}, Chunks: []fsm.Chunk{{Path: "/d/f", Records: 1}}},
+		&fsm.CommitCursor{Step: 1},
+	} {
+		res, err := e.local.Apply(context.Background(), c)
+		if err != nil || res.Err() != nil {
+			e.t.Fatalf("%v: %v %v", c.Type(), err, res.Err())
+		}
+	}
+	list, _, _ := e.local.FSM().Cursors("")
+	return list[0].ID
 }
 
 // sample sends endpoint ep its sample request with method and the header

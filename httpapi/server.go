@@ -93,6 +93,12 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		http.MethodGet + " " + rpc.PathSessions:  h.handleSessions,
 		rpc.PathSessionKeepAlive:                 h.handleSessionKeepAlive,
 		rpc.PathSession:                          h.handleCloseSession,
+		rpc.PathTaskProgress:                     h.handleReportProgress,
+		http.MethodPost + " " + rpc.PathCursors:  h.handleCommitCursor,
+		http.MethodGet + " " + rpc.PathCursors:   h.handleCursors,
+		http.MethodGet + " " + rpc.PathCursor:    h.handleCursor,
+		http.MethodDelete + " " + rpc.PathCursor: h.handleDeleteCursor,
+		rpc.PathCursorRestore:                    h.handleRestoreCursor,
 	})
 	return h
 }

@@ -76,6 +76,13 @@ var jobSamples = map[string]string{
 	rpc.PathKVMultiGet:      `{"keys":["k"]}`,
 	rpc.PathKVNumKeys:       "?prefix=k",
 	rpc.PathKVWatch:         "?key=k&wait=0s",
+	rpc.PathTaskProgress:    `{"progress":[{"meta":{"id":1,"epoch":1},"consumed":1}]}`,
+	// A path that several methods serve has a sample per method.
+	http.MethodPost + " " + rpc.PathCursors:  `{"step":1}`,
+	http.MethodGet + " " + rpc.PathCursors:   "",
+	http.MethodGet + " " + rpc.PathCursor:    "",
+	http.MethodDelete + " " + rpc.PathCursor: "",
+	rpc.PathCursorRestore:                    `{}`,
 }
 
 // TestTokenJobScopes: a trainer token scoped to jobs acts on them, and on
@@ -88,12 +95,15 @@ func TestTokenJobScopes(t *testing.T) {
 		if !ep.Job {
 			continue
 		}
-		sample, ok := jobSamples[ep.Path]
+		sample, ok := jobSamples[ep.Method+" "+ep.Path]
+		if !ok {
+			sample, ok = jobSamples[ep.Path]
+		}
 		if !ok {
 			t.Fatalf("no sample for %s", ep.Path)
 		}
 		send := func(tok, job string) response {
-			path := rpc.JobPath(job, ep.Path)
+			path := strings.Replace(rpc.JobPath(job, ep.Path), "{"+rpc.CursorParam+"}", "1", 1)
 			if ep.Method == http.MethodGet {
 				return e.do(ep.Method, path+sample, nil, bearer(tok)...)
 			}
