@@ -196,7 +196,8 @@ class CursorInfo:
     #: The records of the pass the cursor counts as consumed: those of the
     #: finished tasks and the consumed parts of the others.
     records: int
-    #: The job's restore generation at the commit.
+    #: The job's restore generation at the commit: 1 before the job's
+    #: first restore, and one more after each.
     generation: int
     #: What the cursor takes in the cluster's state.
     bytes: int = 0
@@ -632,8 +633,8 @@ class Client:
         return _cursor_info(out.get("cursor") or {})
 
     def cursors(self) -> CursorList:
-        """The job's cursors, oldest first, and its restore generation: the
-        number of restore_cursor calls it has seen. A read, at the leader
+        """The job's cursors, oldest first, and its restore generation: 1,
+        plus one for each restore_cursor it has seen. A read, at the leader
         after a read barrier."""
         out = self._do(Call("GET", "/v1/cursors")) or {}
         return CursorList(int(out.get("generation") or 0),
