@@ -115,10 +115,14 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     loss_fn = torch.nn.MSELoss()
 
+    # The samples trained into the model, per pass: saved with it, so that
+    # the end shows each pass's records trained once, crashes or not.
+    trained = {}
     if os.path.exists(args.checkpoint):
         ck = torch.load(args.checkpoint)
         model.load_state_dict(ck["model"])
         opt.load_state_dict(ck["optim"])
+        trained = ck["trained"]
         # Before iterating: the job's dispatch goes back to the cursor.
         loader.load_state_dict(ck["data"])
         print("resumed at step %d, pass %d, from %s" % (loader.step, loader.pass_id, args.checkpoint), flush=True)
@@ -134,17 +138,22 @@ def main():
             opt.step()
             total += loss.item() * len(x)
             n += len(x)
+            trained[epoch] = trained.get(epoch, 0) + len(x)
             steps += 1
             if loader.step % args.every == 0:
                 # The model and the data position of the same step, in one file.
                 save(args.checkpoint, {"model": model.state_dict(), "optim": opt.state_dict(),
-                                       "data": loader.state_dict()})
+                                       "trained": trained, "data": loader.state_dict()})
             if steps == args.crash_after:
                 print("crashing at step %d" % loader.step, flush=True)
                 os._exit(3)
         print("epoch %d: %d samples in this run, mean loss %.4f" % (epoch, n, total / max(n, 1)), flush=True)
-    save(args.checkpoint, {"model": model.state_dict(), "optim": opt.state_dict(), "data": loader.state_dict()})
+    save(args.checkpoint, {"model": model.state_dict(), "optim": opt.state_dict(), "trained": trained,
+                           "data": loader.state_dict()})
     loader.close()
+
+    for epoch in sorted(trained):
+        print("pass %d: %d records trained into the model" % (epoch, trained[epoch]))
 
     w = model.weight.detach().flatten().tolist()
     b = model.bias.item()

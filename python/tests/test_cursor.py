@@ -4,11 +4,14 @@ RecordLoader's state_dict/load_state_dict across a crash, at another
 number of workers."""
 
 import collections
+import os
+import subprocess
+import sys
 
 import pytest
 
 import raftmaster
-from cluster import wait_until
+from cluster import REPO, wait_until
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed (apt-get install python3-torch)")
 
@@ -195,3 +198,19 @@ def test_what_the_loader_refuses(cursor_cluster, job, dataset):
     with pytest.raises(raftmaster.UnknownCursor):
         loader.load_state_dict({"job": job, "cursor": 999})
     loader.close()
+
+
+def test_the_resume_example_trains_each_record_once_across_a_crash(cursor_cluster, job, tmp_path):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
+    cmd = [sys.executable, os.path.join(REPO, "examples", "python", "train_resume.py"),
+           "--addrs", ",".join(cursor_cluster.addrs), "--job", job, "--data", str(tmp_path / "data"),
+           "--checkpoint", str(tmp_path / "ck.pt"), "--epochs", "2", "--every", "5", "--workers", "2"]
+    out = subprocess.run(cmd + ["--crash-after", "12"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 3 and "crashing at step 12" in out.stdout, out.stdout + out.stderr
+    out = subprocess.run(cmd + ["--workers", "1"], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "resumed at step 10, pass 0" in out.stdout, out.stdout
+    assert "pass 0: 2000 records trained into the model" in out.stdout, out.stdout
+    assert "pass 1: 2000 records trained into the model" in out.stdout, out.stdout
+    assert out.stdout.rstrip().endswith("done")

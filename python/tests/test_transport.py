@@ -304,6 +304,8 @@ CODES = {
     "forbidden": (403, raftmaster.Forbidden),
     "foreign_client": (403, raftmaster.ForeignClient),
     "session_expired": (410, errors.SessionExpired),
+    "unknown_cursor": (404, errors.UnknownCursor),
+    "cursor_fenced": (409, errors.CursorFenced),
     "rate_limited": (429, raftmaster.RateLimited),
 }
 
