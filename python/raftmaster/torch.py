@@ -52,7 +52,7 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 
 from . import errors
 from ._transport import DEFAULT_JOB
-from .client import Client, CursorInfo, TaskMeta
+from .client import CURSOR_PROTOCOL, Client, CursorInfo, TaskMeta
 
 __all__ = ["RecordDataset", "RecordLoader"]
 
@@ -218,7 +218,10 @@ class RecordLoader(_data.DataLoader):
     was consumed and reports a task finished once the batch that holds its
     last record is yielded. (A worker that runs without a session, with
     ``session_ttl=0``, stops renewing a task once it has read it: it comes
-    back after its lease if the main process does not finish it first.)
+    back after its lease if the main process does not finish it first. A
+    held task's progress does not grow while the main process works
+    through the batches read ahead: the job's task timeout must exceed the
+    time that takes.)
 
     One process: ``state_dict()`` commits a cursor with the consumed
     offset of every task in flight and returns its state;
@@ -257,6 +260,7 @@ class RecordLoader(_data.DataLoader):
         self._inflight: Dict[Tuple[int, int], List[int]] = {}
         self._generation = 0
         self._active = 0
+        self._protocol_ok = False
 
     @property
     def job(self) -> str:
@@ -276,6 +280,19 @@ class RecordLoader(_data.DataLoader):
         """The main process's Client, which commits and restores cursors
         and reports the tasks consumed finished."""
         return self._records.client()
+
+    def _cursors(self) -> Client:
+        """The main process's Client, once the cluster is seen to have
+        cursors: a cluster below their protocol level would answer
+        Unavailable for the client's whole retry budget."""
+        c = self.client()
+        if not self._protocol_ok:
+            level = c.protocol()
+            if level < CURSOR_PROTOCOL:
+                raise errors.Unavailable("the cluster is at protocol level %d, and cursors need %d: every node "
+                                         "must run a release that has them" % (level, CURSOR_PROTOCOL))
+            self._protocol_ok = True
+        return c
 
     def __iter__(self) -> Iterator[Any]:  # type: ignore[override]
         start = self._records.pass_id
@@ -339,7 +356,7 @@ class RecordLoader(_data.DataLoader):
         p = self.progress()
         if not p:
             return 0
-        return self.client().report_progress(p)
+        return self._cursors().report_progress(p)
 
     def commit_cursor(self, step: Optional[int] = None, trainer_id: Optional[str] = None) -> CursorInfo:
         """Commit a cursor of the job with this loader's consumed offsets
@@ -347,8 +364,8 @@ class RecordLoader(_data.DataLoader):
         ``step`` by default); ``trainer_id`` fences it with the save-model
         lease. After a restore by this loader, a commit is refused
         (CursorFenced) once the job was restored again by anyone else."""
-        return self.client().commit_cursor(self.step if step is None else step, progress=self.progress(),
-                                           trainer_id=trainer_id, generation=self._generation or None)
+        return self._cursors().commit_cursor(self.step if step is None else step, progress=self.progress(),
+                                             trainer_id=trainer_id, generation=self._generation or None)
 
     def state_dict(self, cursor: Optional[int] = None) -> Dict[str, Any]:  # type: ignore[override]
         """The data position of the batches yielded so far, to save with
@@ -373,7 +390,7 @@ class RecordLoader(_data.DataLoader):
             raise ValueError("RecordLoader: a state is {\"job\": ..., \"cursor\": id}, not %r" % (state,)) from e
         if job != self.job:
             raise ValueError("RecordLoader: the state is of job %r, and the loader reads job %r" % (job, self.job))
-        c = self.client()
+        c = self._cursors()
         if restore:
             r = c.restore_cursor(cursor)
             info, self._generation = r.cursor, r.generation

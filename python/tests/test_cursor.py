@@ -111,8 +111,11 @@ def train(loader, steps):
 
 
 def loader_of(cluster, job, paths, workers):
+    # Sessions that outlive a loaded machine's pauses: one that expires
+    # hands its tasks back, to be read again by another trainer. A crashed
+    # trainer's session needs no expiry: a restore revokes its leases.
     ds = RecordDataset(cluster.addrs, job=job, paths=paths, dataset_options={"chunks_per_task": 2},
-                       transform=decode, client_options={"retry": 30})
+                       transform=decode, client_options={"retry": 30, "session_ttl": 30})
     return RecordLoader(ds, batch_size=4, num_workers=workers, collate_fn=list)
 
 
@@ -205,12 +208,13 @@ def test_the_resume_example_trains_each_record_once_across_a_crash(cursor_cluste
     env["PYTHONPATH"] = os.path.join(REPO, "python") + os.pathsep + env.get("PYTHONPATH", "")
     cmd = [sys.executable, os.path.join(REPO, "examples", "python", "train_resume.py"),
            "--addrs", ",".join(cursor_cluster.addrs), "--job", job, "--data", str(tmp_path / "data"),
-           "--checkpoint", str(tmp_path / "ck.pt"), "--epochs", "2", "--every", "5", "--workers", "2"]
-    out = subprocess.run(cmd + ["--crash-after", "12"], env=env, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 3 and "crashing at step 12" in out.stdout, out.stdout + out.stderr
-    out = subprocess.run(cmd + ["--workers", "1"], env=env, capture_output=True, text=True, timeout=120)
+           "--checkpoint", str(tmp_path / "ck.pt"), "--epochs", "2", "--every", "20"]
+    out = subprocess.run(cmd + ["--crash-after", "30", "--workers", "0"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 3 and "crashing at step 30" in out.stdout, out.stdout + out.stderr
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "resumed at step 10, pass 0" in out.stdout, out.stdout
+    assert "resumed at step 20, pass 0" in out.stdout, out.stdout
     assert "pass 0: 2000 records trained into the model" in out.stdout, out.stdout
     assert "pass 1: 2000 records trained into the model" in out.stdout, out.stdout
     assert out.stdout.rstrip().endswith("done")
