@@ -447,8 +447,10 @@ class Client:
         does this itself) reports its progress from time to time. For a
         task not held under the session it does nothing."""
         if records is None and not isinstance(meta, (TaskMeta, Task)):
-            body = {"progress": _progress_body(meta)}
-            out = self._do(Call("POST", "/v1/task/progress", body=body, write=True)) or {}
+            entries = _progress_body(meta)
+            if not entries:
+                return 0
+            out = self._do(Call("POST", "/v1/task/progress", body={"progress": entries}, write=True)) or {}
             return int(out.get("recorded") or 0)
         if records is None or not isinstance(meta, (TaskMeta, Task)):
             raise TypeError("raftmaster client: report_progress takes a task and a count, or a list of progress "

@@ -87,6 +87,11 @@ def test_a_restored_task_yields_only_the_records_after_its_skip(cursor_cluster, 
     got, first = raftmaster.records._read_task(t)
     assert len(got) == t.record_count == 6 and first == 0
     # 4 of its 6 records consumed: past its first chunk of 3.
+    assert c.report_progress([]) == 0
+    assert c.report_progress([{"meta": {"id": t.meta.id, "epoch": t.meta.epoch + 1}, "consumed": 2}]) == 0
+    assert c.report_progress([(t, 3)]) == 1
+    with pytest.raises(ValueError):
+        c.report_progress([{"meta": {"id": t.meta.id}, "consumed": 2}])
     info = c.commit_cursor(1, progress=[(t.meta, 4)])
     assert (info.finished, info.in_flight, info.records) == (0, 1, 4)
     c.restore_cursor(info.id)
