@@ -17,14 +17,15 @@ raftmaster.torchrun``); those two import torch, and only when used.
             train(rec)
 """
 
-from .client import (DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_SESSION_TTL, DEFAULT_TIMEOUT, KV_STORE_PROTOCOL,
-                     SESSION_PROTOCOL, AllgatherResult, Chunk, Client, DatasetResult, KVDeleteResult, KVResult, KVValue,
-                     KVWatchResult, SaveModelGrant, Task, TaskMeta, close_recorded_sessions)
-from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, Forbidden,
+from .client import (CURSOR_PROTOCOL, DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_SESSION_TTL, DEFAULT_TIMEOUT,
+                     KV_STORE_PROTOCOL, MAX_PROGRESS, SESSION_PROTOCOL, AllgatherResult, Chunk, Client, CursorDetail,
+                     CursorInfo, CursorList, CursorTask, DatasetResult, KVDeleteResult, KVResult, KVValue,
+                     KVWatchResult, RestoreResult, SaveModelGrant, Task, TaskMeta, close_recorded_sessions)
+from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, CursorFenced, Forbidden,
                      ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoContact,
                      NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
                      RateLimited, Reconnected, SessionExpired, StaleEpoch, TooLarge, TooManyClients, TransportError,
-                     Unauthorized, Unavailable, UnknownClient, UnknownJob, UnknownOutcome, UnknownTask)
+                     Unauthorized, Unavailable, UnknownClient, UnknownCursor, UnknownJob, UnknownOutcome, UnknownTask)
 from .records import PassRecords
 
 __version__ = "0.1.0"
@@ -32,13 +33,15 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue", "KVResult",
     "KVDeleteResult", "KVWatchResult", "PassRecords", "close_recorded_sessions",
+    "CursorInfo", "CursorTask", "CursorDetail", "CursorList", "RestoreResult",
     "DEFAULT_TIMEOUT", "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
+    "CURSOR_PROTOCOL", "MAX_PROGRESS",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",
     "Unavailable", "TooLarge",
     "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "SessionExpired",
-    "RateLimited",
+    "RateLimited", "UnknownCursor", "CursorFenced",
     "ClientClosed", "TransportError", "NoContact",
     "ChunkError",
 ]

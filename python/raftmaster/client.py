@@ -15,7 +15,8 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union,
+                    overload)
 
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
@@ -75,6 +76,15 @@ class Task:
     #: comes back when the session ends, or when its progress
     #: (Client.report_progress) stalls for the job's task timeout.
     session: int = 0
+    #: How many of the task's first records a restored cursor counts as
+    #: trained: read only records [skip, count) of it, and count consumed
+    #: offsets from its record 0 (Client.restore_cursor).
+    skip: int = 0
+
+    @property
+    def record_count(self) -> int:
+        """The number of records of the task, over its chunks."""
+        return sum(c.records for c in self.chunks)
 
 
 @dataclass(frozen=True)
@@ -152,6 +162,78 @@ class KVDeleteResult:
     deleted: bool
     found: bool
     version: int
+
+
+#: The protocol level from which the cluster has cursors: report_progress
+#: (of consumed offsets), commit_cursor, cursors, cursor, restore_cursor,
+#: delete_cursor.
+CURSOR_PROTOCOL = 7
+
+#: The most progress entries one report or commit carries (rpc.MaxProgress).
+MAX_PROGRESS = 4096
+
+#: One task's consumed offset, as report_progress and commit_cursor take it:
+#: {"meta": {"id": ..., "epoch": ...}, "consumed": k} (the meta may be a
+#: TaskMeta or a Task), or a (meta, consumed) pair.
+ProgressEntry = Union[Dict[str, Any], Tuple[Union[TaskMeta, "Task", Dict[str, Any]], int]]
+
+
+@dataclass(frozen=True)
+class CursorInfo:
+    """A cursor of a job's dispatch: the data position saved with a model
+    checkpoint."""
+    #: Names the cursor in its job; ids only grow.
+    id: int
+    #: The commit's label: the caller's training step.
+    step: int
+    #: The pass the job was in.
+    pass_id: int
+    #: The number of tasks of the dataset, of which ``finished`` were
+    #: finished in the pass and ``in_flight`` more partly consumed.
+    tasks: int
+    finished: int
+    in_flight: int
+    #: The records of the pass the cursor counts as consumed: those of the
+    #: finished tasks and the consumed parts of the others.
+    records: int
+    #: The job's restore generation at the commit: 1 before the job's
+    #: first restore, and one more after each.
+    generation: int
+    #: What the cursor takes in the cluster's state.
+    bytes: int = 0
+    #: The FSM time of the commit (RFC 3339).
+    created_at: str = ""
+
+
+@dataclass(frozen=True)
+class CursorTask:
+    """A task partly consumed at a cursor: its first ``consumed`` records were."""
+    task: int
+    consumed: int
+
+
+@dataclass(frozen=True)
+class CursorDetail:
+    """A cursor with its partly consumed tasks (Client.cursor)."""
+    cursor: CursorInfo
+    tasks: Tuple[CursorTask, ...] = ()
+
+
+@dataclass(frozen=True)
+class CursorList:
+    """A job's cursors, oldest first, and its restore generation (Client.cursors)."""
+    generation: int
+    cursors: Tuple[CursorInfo, ...] = ()
+
+
+@dataclass(frozen=True)
+class RestoreResult:
+    """What restore_cursor did: the job's dispatch is at ``cursor``'s pass,
+    ``revoked`` leases were revoked, and the job's restore generation is
+    now ``generation``."""
+    cursor: CursorInfo
+    generation: int
+    revoked: int
 
 
 #: How long kv_watch waits when given no timeout, in seconds.
@@ -337,19 +419,48 @@ class Client:
         out = self._do(Call("GET", "/v1/sessions")) or {}
         return list(out.get("sessions") or [])
 
-    def report_progress(self, meta: Union[TaskMeta, "Task"], records: int) -> None:
-        """Record that records (a count) of the records of a task held under
-        the client's session have been consumed: the next keep-alive sends
-        it. The leader takes a held task back when its records have not
-        grown for the job's task timeout, so a trainer that leases tasks
-        with get_task (records() does this itself) reports its progress
-        from time to time. For a task not held under the session it does
-        nothing."""
+    @overload
+    def report_progress(self, meta: Union[TaskMeta, "Task"], records: int) -> None: ...
+
+    @overload
+    def report_progress(self, meta: Iterable[ProgressEntry]) -> int: ...
+
+    def report_progress(self, meta: Union[TaskMeta, "Task", Iterable[ProgressEntry]],
+                        records: Optional[int] = None) -> Optional[int]:
+        """Report how far the training loop has consumed tasks, in one of two forms.
+
+        ``report_progress(progress)``, with a list of entries
+        ``{"meta": {"id": ..., "epoch": ...}, "consumed": k}`` (see
+        ProgressEntry), records in the job, for its next cursor, that the
+        first k records of each task (counting those a restored cursor
+        skipped) were handed to the training loop, and returns how many
+        entries named a task still leased under their meta (the others
+        change nothing): each trainer reports before one of them commits
+        the cursor (commit_cursor). It is a write, retried with one
+        request id, of protocol level 7 (CURSOR_PROTOCOL).
+
+        ``report_progress(task, records)`` records that records (a count)
+        of the records of a task held under the client's session have been
+        consumed: the next keep-alive sends it. The leader takes a held
+        task back when its records have not grown for the job's task
+        timeout, so a trainer that leases tasks with get_task (records()
+        does this itself) reports its progress from time to time. For a
+        task not held under the session it does nothing."""
+        if records is None and not isinstance(meta, (TaskMeta, Task)):
+            entries = _progress_body(meta)
+            if not entries:
+                return 0
+            out = self._do(Call("POST", "/v1/task/progress", body={"progress": entries}, write=True)) or {}
+            return int(out.get("recorded") or 0)
+        if records is None or not isinstance(meta, (TaskMeta, Task)):
+            raise TypeError("raftmaster client: report_progress takes a task and a count, or a list of progress "
+                            "entries")
         sid = meta.session if isinstance(meta, Task) else self._sessions.current_id
         if isinstance(meta, Task):
             meta = meta.meta
         if sid:
             self._sessions.report(sid, self.job or DEFAULT_JOB, meta.id, meta.epoch, int(records))
+        return None
 
     def _held_progress(self, session_id: int) -> Progress:
         """The progress of the tasks the record iterators hold under session_id."""
@@ -491,7 +602,75 @@ class Client:
         lease = out.get("lease")
         return SaveModelGrant(granted, parse_duration(lease) if granted and isinstance(lease, str) and lease else 0.0)
 
-    def records(self, pass_id: int, *, skip_damaged: bool = False) -> "PassRecords":
+    # Cursors: the data position saved with the model (protocol level 7,
+    # CURSOR_PROTOCOL; a cluster below it answers Unavailable, retried for
+    # the client's retry budget, or Invalid).
+
+    def commit_cursor(self, step: int, progress: Optional[Iterable[ProgressEntry]] = None,
+                      trainer_id: Optional[str] = None, generation: Optional[int] = None) -> CursorInfo:
+        """Commit a cursor of the job's dispatch as it is now, to save with
+        the model checkpoint of training step ``step`` (a label kept with
+        the cursor): the pass, the tasks finished in it, and the consumed
+        offset of each task in flight, from ``progress`` (entries as
+        report_progress takes them, recorded first) and from what trainers
+        reported before. A task whose consumed offset is its record count
+        counts as finished. With ``trainer_id`` the commit is refused
+        (CursorFenced) while another trainer holds the save-model lease;
+        with ``generation`` (not 0) it is refused once the job was restored
+        after that generation (CursorList.generation,
+        RestoreResult.generation). Retried with one request id, it commits
+        one cursor."""
+        _check_int("commit_cursor", "step", step, negative=True)
+        body: Dict[str, Any] = {"step": step}
+        if progress is not None:
+            entries = _progress_body(progress)
+            if entries:
+                body["progress"] = entries
+        if trainer_id:
+            body["trainer_id"] = trainer_id
+        if generation:
+            _check_int("commit_cursor", "generation", generation)
+            body["generation"] = generation
+        out = self._do(Call("POST", "/v1/cursors", body=body, write=True)) or {}
+        return _cursor_info(out.get("cursor") or {})
+
+    def cursors(self) -> CursorList:
+        """The job's cursors, oldest first, and its restore generation: 1,
+        plus one for each restore_cursor it has seen. A read, at the leader
+        after a read barrier."""
+        out = self._do(Call("GET", "/v1/cursors")) or {}
+        return CursorList(int(out.get("generation") or 0),
+                          tuple(_cursor_info(c) for c in out.get("cursors") or []))
+
+    def cursor(self, cursor_id: int) -> CursorDetail:
+        """Cursor cursor_id of the job, with its partly consumed tasks;
+        UnknownCursor when the job has none of that id."""
+        _check_int("cursor", "cursor id", cursor_id)
+        out = self._do(Call("GET", "/v1/cursors/%d" % cursor_id)) or {}
+        tasks = tuple(CursorTask(int(t.get("task") or 0), int(t.get("consumed") or 0)) for t in out.get("tasks") or [])
+        return CursorDetail(_cursor_info(out.get("cursor") or {}), tasks)
+
+    def restore_cursor(self, cursor_id: int) -> RestoreResult:
+        """Put the job's dispatch back to cursor cursor_id: the job goes to
+        the cursor's pass, the tasks finished at the cursor stay finished,
+        those partly consumed are dispatched again with Task.skip set to
+        their consumed offset (the reader delivers only the rest), and the
+        others are to do. Every lease of the job is revoked: the holders'
+        reports no longer count, so stop every trainer of the job before,
+        and start reading only after. The job's restore generation goes up
+        by one. UnknownCursor when the job has no such cursor."""
+        _check_int("restore_cursor", "cursor id", cursor_id)
+        out = self._do(Call("POST", "/v1/cursors/%d/restore" % cursor_id, body={}, write=True)) or {}
+        return RestoreResult(_cursor_info(out.get("cursor") or {}), int(out.get("generation") or 0),
+                             int(out.get("revoked") or 0))
+
+    def delete_cursor(self, cursor_id: int) -> bool:
+        """Delete cursor cursor_id of the job; return whether it existed."""
+        _check_int("delete_cursor", "cursor id", cursor_id)
+        out = self._do(Call("DELETE", "/v1/cursors/%d" % cursor_id, write=True)) or {}
+        return bool(out.get("deleted"))
+
+    def records(self, pass_id: int, *, skip_damaged: bool = False, finish: bool = True) -> "PassRecords":
         """Iterate over this trainer's share of the records of pass pass_id.
 
         The iterator leases one task at a time, renews its lease in the
@@ -500,7 +679,14 @@ class Client:
         carry how many of its records were taken), reads and verifies
         all of a task's chunks before it yields any record, and reports the
         task finished when the record after its last one is asked for (or
-        at close, once its last record was taken). It waits while the pass
+        at close, once its last record was taken): a record counts as
+        consumed once it is yielded, and the iterator's ``progress()``
+        gives the consumed offset of the task it reads, for
+        commit_cursor. A task dispatched again by a restored cursor
+        (Task.skip) yields only the records the cursor did not count as
+        trained. With ``finish`` False no task is reported finished: the
+        caller reports each once it has consumed its last record (see
+        PassRecords). It waits while the pass
         has not started, there is no dataset yet, or the cluster cannot be
         reached; it ends (StopIteration) when the pass has nothing left for
         this trainer: PassBefore (the pass is over) or NoMoreAvailable (the
@@ -516,7 +702,7 @@ class Client:
         to hand back a task it is in the middle of.
         """
         from .records import PassRecords
-        r = PassRecords(self, pass_id, skip_damaged=skip_damaged)
+        r = PassRecords(self, pass_id, skip_damaged=skip_damaged, finish=finish)
         self._readers.add(r)
         return r
 
@@ -926,6 +1112,48 @@ def _kv_value(out: Dict[str, Any]) -> KVValue:
     return KVValue(found, value, int(out.get("version") or 0))
 
 
+def _check_int(call: str, what: str, v: Any, negative: bool = False) -> None:
+    """ValueError unless v is a positive integer (any integer with negative)."""
+    if isinstance(v, bool) or not isinstance(v, int) or (not negative and v <= 0):
+        raise ValueError("raftmaster client: %s: %s %r is not %s integer"
+                         % (call, what, v, "an" if negative else "a positive"))
+
+
+def _progress_body(progress: Iterable[ProgressEntry]) -> List[Dict[str, Any]]:
+    """Progress entries in their wire form; ValueError for a malformed one."""
+    out: List[Dict[str, Any]] = []
+    for p in progress:
+        if isinstance(p, dict):
+            meta, consumed = p.get("meta"), p.get("consumed")
+        else:
+            meta, consumed = p
+        if isinstance(meta, Task):
+            meta = meta.meta
+        try:
+            if isinstance(meta, TaskMeta):
+                m = {"id": int(meta.id), "epoch": int(meta.epoch)}
+            else:
+                m = {"id": int(meta["id"]), "epoch": int(meta["epoch"])}  # type: ignore[index]
+            n = int(consumed)  # type: ignore[arg-type]
+        except (KeyError, TypeError, ValueError) as e:
+            raise ValueError("raftmaster client: progress entry %r: want {\"meta\": {\"id\", \"epoch\"}, "
+                             "\"consumed\": k}" % (p,)) from e
+        if n < 0:
+            raise ValueError("raftmaster client: progress entry %r: negative consumed offset" % (p,))
+        out.append({"meta": m, "consumed": n})
+    if len(out) > MAX_PROGRESS:
+        raise ValueError("raftmaster client: %d progress entries, more than %d" % (len(out), MAX_PROGRESS))
+    return out
+
+
+def _cursor_info(c: Dict[str, Any]) -> CursorInfo:
+    return CursorInfo(id=int(c.get("id") or 0), step=int(c.get("step") or 0), pass_id=int(c.get("pass") or 0),
+                      tasks=int(c.get("tasks") or 0), finished=int(c.get("finished") or 0),
+                      in_flight=int(c.get("in_flight") or 0), records=int(c.get("records") or 0),
+                      generation=int(c.get("generation") or 0), bytes=int(c.get("bytes") or 0),
+                      created_at=str(c.get("created_at") or ""))
+
+
 def _task(out: Dict[str, Any]) -> Task:
     t = out.get("task") or {}
     meta = t.get("meta") or {}
@@ -937,8 +1165,11 @@ def _task(out: Dict[str, Any]) -> Task:
         lease=parse_duration(lease) if isinstance(lease, str) and lease else 0.0,
         applied_at=str(out.get("applied_at") or ""),
         session=int(t.get("session") or 0),
+        skip=int(t.get("skip") or 0),
     )
 
 
 __all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
-           "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL", "close_recorded_sessions"]
+           "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL", "close_recorded_sessions",
+           "CURSOR_PROTOCOL", "MAX_PROGRESS", "ProgressEntry", "CursorInfo", "CursorTask", "CursorDetail", "CursorList",
+           "RestoreResult"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from typing import TYPE_CHECKING, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import errors, recordio
 from ._transport import Cancelled
 
 if TYPE_CHECKING:
-    from .client import Client, Task
+    from .client import Client, Task, TaskMeta
 
 log = logging.getLogger("raftmaster")
 
@@ -77,22 +77,46 @@ class _Renewer:
 
 
 class PassRecords:
-    """This trainer's share of the records of one pass; see Client.records."""
+    """This trainer's share of the records of one pass; see Client.records.
 
-    def __init__(self, client: "Client", pass_id: int, *, skip_damaged: bool = False) -> None:
+    A record is consumed once ``next()`` returns it: the iterator counts,
+    for the task it reads, how many of its records were consumed (its
+    consumed offset, from the task's record 0, counting the records a
+    restored cursor skipped: Task.skip), which ``progress()`` gives for
+    Client.commit_cursor and Client.report_progress, and reports the task
+    finished only once all of its records were.
+
+    With ``finish`` False the iterator reports no task finished: a task
+    whose last record was taken stays leased (held by the session, which
+    needs no renewal), for the caller, which knows when its records are
+    consumed (another process, such as the main process of a DataLoader),
+    to report it finished with its meta, which ``last`` names with each
+    record's offset.
+    """
+
+    def __init__(self, client: "Client", pass_id: int, *, skip_damaged: bool = False, finish: bool = True) -> None:
         self.pass_id = pass_id
         #: The error that ended the pass: PassBefore, NoMoreAvailable, or
         #: the error raised; None while the pass goes on.
         self.end: Optional[errors.RaftmasterError] = None
         #: How many tasks this iterator leased.
         self.tasks = 0
+        #: Where the record next() returned last comes from: its task's
+        #: meta, its offset in the task and the task's record count; None
+        #: before the first.
+        self.last: Optional[Tuple["TaskMeta", int, int]] = None
         self._c = client
         self._skip_damaged = skip_damaged
+        self._finish = finish
         self._done = False
         self._task: Optional["Task"] = None
         self._renewer: Optional[_Renewer] = None
+        # The records of the task being read from its record _first on
+        # (its skip), _pos of them consumed, of _count in the task.
         self._recs: List[bytes] = []
+        self._first = 0
         self._pos = 0
+        self._count = 0
         self._wait = PASS_WAIT_MIN
         self._lock = threading.Lock()
 
@@ -107,15 +131,30 @@ class PassRecords:
 
     def __next__(self) -> bytes:
         while True:
-            if self._task is not None:
+            t = self._task
+            if t is not None:
                 if self._pos < len(self._recs):
                     rec = self._recs[self._pos]
-                    self._pos += 1
+                    with self._lock:
+                        self._pos += 1
+                    self.last = (t.meta, self._first + self._pos - 1, self._count)
                     return rec
                 self._release(finished=True)
             if self._done:
                 raise StopIteration
             self._lease()
+
+    def progress(self) -> List[Dict[str, Any]]:
+        """The consumed offset of the task being read, as a list of the
+        entries Client.commit_cursor and Client.report_progress take
+        (``{"meta": {"id", "epoch"}, "consumed": k}``): empty when no
+        record of a task is consumed. The tasks read before were all
+        consumed, and are reported finished (unless ``finish`` is False)."""
+        with self._lock:
+            t, consumed = self._task, self._first + self._pos
+        if t is None or consumed == 0:
+            return []
+        return [{"meta": {"id": t.meta.id, "epoch": t.meta.epoch}, "consumed": consumed}]
 
     def _lease(self) -> None:
         """Lease the next task and read its records, or end the pass."""
@@ -166,7 +205,7 @@ class PassRecords:
             # session's keep-alives carry its progress instead.
             renewer = _Renewer(c, t) if not t.session else None
             try:
-                recs = _read_task(t)
+                recs, first = _read_task(t)
             except errors.ChunkError as e:
                 if renewer is not None:
                     renewer.stop()
@@ -186,13 +225,14 @@ class PassRecords:
                 continue
             with self._lock:
                 self._task, self._renewer, self._recs, self._pos = t, renewer, recs, 0
+                self._first, self._count = first, t.record_count
             return
 
     def _held(self) -> Optional[Tuple["Task", int]]:
         """The task being read, if the client's session holds it, and how
         many of its records were taken: its progress, for the keep-alives."""
         with self._lock:
-            t, pos = self._task, self._pos
+            t, pos = self._task, self._first + self._pos
         if t is None or not t.session:
             return None
         return t, pos
@@ -203,15 +243,17 @@ class PassRecords:
 
     def _release(self, finished: bool) -> None:
         """Stop renewing the task held and report it: finished once its last
-        record was taken, else failed (handed back, within ABANDON_TIMEOUT)."""
+        record was consumed, else failed (handed back, within
+        ABANDON_TIMEOUT). Without ``finish``, a task whose records were all
+        taken is left to the caller."""
         with self._lock:
             t, renewer = self._task, self._renewer
-            self._task, self._renewer, self._recs, self._pos = None, None, [], 0
+            self._task, self._renewer, self._recs, self._pos, self._first, self._count = None, None, [], 0, 0, 0
         if t is None:
             return
         if renewer is not None:
             renewer.stop()
-        if self._c._t.closed.is_set():
+        if self._c._t.closed.is_set() or (finished and not self._finish):
             return
         try:
             if finished:
@@ -236,23 +278,30 @@ class PassRecords:
                         "finished" if finished else "handed back", e)
 
     def close(self) -> None:
-        """End the iteration. A task whose records were all taken is reported
-        finished; one in the middle is reported failed, so that it is
-        dispatched again at once rather than at the end of its lease."""
+        """End the iteration. A task whose records were all consumed is
+        reported finished (without ``finish``, left to the caller); one in
+        the middle is reported failed, so that it is dispatched again at
+        once rather than at the end of its lease."""
         if self._task is not None:
             self._release(finished=self._pos >= len(self._recs))
         if not self._done:
             self._done = True
 
 
-def _read_task(t: "Task") -> List[bytes]:
-    """Read and verify every chunk of t and return its records; a ChunkError
-    for the first chunk that cannot be read."""
+def _read_task(t: "Task") -> Tuple[List[bytes], int]:
+    """Read and verify the chunks of t that hold its records from t.skip on,
+    and return those records with the offset of the first in the task; a
+    ChunkError for the first chunk that cannot be read."""
     recs: List[bytes] = []
+    skip = min(max(t.skip, 0), t.record_count)
+    base = 0  # the offset in the task of the chunk's first record
     f = None
     path = ""
     try:
         for i, ch in enumerate(t.chunks):
+            if base + ch.records <= skip:
+                base += ch.records  # consumed before the cursor: not read
+                continue
             try:
                 if f is None or ch.path != path:
                     if f is not None:
@@ -261,13 +310,15 @@ def _read_task(t: "Task") -> List[bytes]:
                     f = open(ch.path, "rb")
                     path = ch.path
                 with recordio.RangeReader(f, recordio.new_chunk_index(ch.offset, ch.records)) as r:
-                    recs.extend(r)
+                    got = list(r)
             except recordio.ChunkError as e:
                 # Its message would repeat the file and offset.
                 raise errors.ChunkError(ch.path, i, e.offset, t.meta, e.err) from e
             except (OSError, recordio.RecordIOError) as e:
                 raise errors.ChunkError(ch.path, i, ch.offset, t.meta, e) from e
+            recs.extend(got[max(skip - base, 0):])
+            base += ch.records
     finally:
         if f is not None:
             f.close()
-    return recs
+    return recs, skip

@@ -304,6 +304,8 @@ CODES = {
     "forbidden": (403, raftmaster.Forbidden),
     "foreign_client": (403, raftmaster.ForeignClient),
     "session_expired": (410, errors.SessionExpired),
+    "unknown_cursor": (404, errors.UnknownCursor),
+    "cursor_fenced": (409, errors.CursorFenced),
     "rate_limited": (429, raftmaster.RateLimited),
 }
 
@@ -351,8 +353,16 @@ def test_the_job_scoped_paths_are_those_of_the_contract():
     prefix = "/v1/jobs/{job}"
     scoped = {"/v1" + p[len(prefix):] for p in doc["paths"] if p.startswith(prefix + "/")} - {
         "/v1/create", "/v1/delete"}
-    assert scoped == _transport.JOB_SCOPED
+    plain = {p for p in scoped if "{" not in p}
+    assert plain == _transport.JOB_SCOPED
+    for p in scoped - plain:
+        assert p.startswith(_transport.JOB_SCOPED_PREFIXES), p
     assert _transport.job_path("a", "/v1/task/get") == "/v1/jobs/a/task/get"
+    t = _transport.Transport(["http://127.0.0.1:1"], token=None, job="a b", ssl_context=None, retry=0)
+    assert t.route("/v1/cursors/7/restore") == "/v1/jobs/a%20b/cursors/7/restore"
+    assert t.route("/v1/task/progress") == "/v1/jobs/a%20b/task/progress"
+    assert t.route("/v1/status") == "/v1/status"
+    t.close()
 
 
 def test_addresses_and_options():
