@@ -12,7 +12,7 @@ TEST_TIMEOUT ?= 25m
 HEAVY_TIMEOUT ?= 60m
 
 .DEFAULT_GOAL := help
-.PHONY: help build bench-build test test-short test-heavy python-test python-env lint check generate-check tidy-check shellcheck python-lint bench bench-short bench-full run demo first-hour chaos chaos-variants image version manifests docker-test fuzz clean
+.PHONY: help build bench-build test test-short test-heavy python-test python-env lint check generate-check tidy-check shellcheck python-lint bench bench-short bench-full bench-rdzv run demo first-hour chaos chaos-variants image version manifests docker-test fuzz clean
 
 help: ## list the targets
 	@awk 'BEGIN{FS=":.*## "} /^[a-z-]+:.*## /{printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -127,6 +127,28 @@ bench-short: build bench-build ## raftmaster beside etcd, raw Raft and the etcd 
 
 bench-full: build bench-build ## the full side-by-side run behind the README's figures, into docs/bench (about 30 minutes on 2 cores)
 	$(BENCH_BIN) --raftmaster $(BIN) --out docs/bench
+
+# The simulated-scale rendezvous: AGENTS threads of one Python process,
+# each a torchrun agent with a client and session of its own, through
+# RDZV_ROUNDS rounds of torch's dynamic rendezvous on a local 3-node
+# cluster (data in RDZV_DATA, removed after; ports from RDZV_PORT).
+AGENTS         ?= 1000
+RDZV_ROUNDS    ?= 3
+RDZV_WAIT      ?= 10
+RDZV_KEEPALIVE ?= 30
+RDZV_BACKOFF   ?= 10
+RDZV_PORT      ?= 18701
+RDZV_DATA      ?= data/bench-rdzv
+RDZV_FLAGS     ?=
+bench-rdzv: build ## time a rendezvous round of AGENTS (1000) simulated torchrun agents on a local cluster, and the leader's requests/s while they wait
+	@rm -rf $(RDZV_DATA) && mkdir -p $(RDZV_DATA)
+	@$(BIN) local --data-dir $(RDZV_DATA) --raft-port $(RDZV_PORT) --http-port $$(($(RDZV_PORT)+10)) >$(RDZV_DATA)/cluster.out 2>$(RDZV_DATA)/cluster.log & \
+	cluster=$$!; trap 'kill -TERM $$cluster 2>/dev/null; wait $$cluster 2>/dev/null; rm -rf $(RDZV_DATA)' EXIT; \
+	addrs=127.0.0.1:$$(($(RDZV_PORT)+10)),127.0.0.1:$$(($(RDZV_PORT)+11)),127.0.0.1:$$(($(RDZV_PORT)+12)); \
+	for a in $$(echo $$addrs | tr , ' '); do $(BIN) health --addr $$a --wait 60s >/dev/null || exit 1; done; \
+	RAFTMASTER_RDZV_SECRET=$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') $(PYTHON) python/bench/rendezvous_agents.py \
+		--addrs $$addrs --agents $(AGENTS) --rounds $(RDZV_ROUNDS) --wait $(RDZV_WAIT) \
+		--keep-alive-interval $(RDZV_KEEPALIVE) --cas-backoff-max $(RDZV_BACKOFF) $(RDZV_FLAGS)
 
 CHAOS_TIME ?= 5m
 CHAOS_RUN  ?= 1m

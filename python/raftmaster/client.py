@@ -343,8 +343,9 @@ class Client:
     @property
     def session_id(self) -> Optional[int]:
         """The id of the client's open session, or None when it has none
-        (before its first write, after the session ended until the next
-        call, with sessions off, or on a cluster without them)."""
+        (before its first write or open_session, after the session ended
+        until the next call, with sessions off, or on a cluster without
+        them)."""
         return self._sessions.current_id
 
     @property
@@ -392,6 +393,14 @@ class Client:
             raise
 
     # Sessions.
+
+    def open_session(self) -> Optional[int]:
+        """Open the client's session now, rather than at its first write,
+        and return its id; the session already open, if any. None when the
+        client has no sessions (session_ttl 0) or the cluster has none (a
+        release before them, or one not upgraded yet)."""
+        s = self._sessions.get()
+        return s.id if s is not None else None
 
     def close_session(self, session_id: int) -> bool:
         """Close session session_id, of this client or of another process

@@ -265,9 +265,23 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
     which no key is ever given again: a set_state with a token older than
     the key's changes nothing and answers the state as it is.
 
+    A set_state that loses backs off before it answers: it waits a random
+    time, up to twice as long after each loss in a row (from
+    ``cas_backoff_min`` to ``cas_backoff_max`` seconds, full jitter), then
+    reads the state again and answers that. torch tries again at once with
+    the state it is given; without the pause, the agents of a large
+    rendezvous that join together would each lose to all the others in
+    turn, a compare-and-set each time (N squared of them, each a log
+    entry), where with it they take turns.
+
     The state is signed under key (:func:`signing_key` of the client's job
     and token when None): a state read whose signature does not check
     raises RendezvousStateError, unread."""
+
+    #: The longest pause of the first set_state lost, in seconds.
+    cas_backoff_min = 0.01
+    #: The longest pause after losses in a row, in seconds.
+    cas_backoff_max = 2.0
 
     def __init__(self, client: Client, run_id: str, key: Optional[bytes] = None) -> None:
         if not run_id:
@@ -275,6 +289,7 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
         self._client = client
         self._key = state_key(run_id)
         self._sign_key = key if key is not None else signing_key(client.job or "default", client._t.token)
+        self._losses = 0  # set_state lost in a row
 
     @property
     def name(self) -> str:
@@ -316,10 +331,19 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
         except errors.RaftmasterError as e:
             raise _connection_error("writing the state", e) from None
         if not r.found:
+            self._losses = 0
             return None
         if r.swapped:
+            self._losses = 0
             return state, r.version, True
-        return _open(self._sign_key, self._key, r.value or b""), r.version, False
+        self._losses += 1
+        pause = random.uniform(0, min(self.cas_backoff_max, self.cas_backoff_min * 2 ** min(self._losses - 1, 30)))
+        if pause <= 0:
+            return _open(self._sign_key, self._key, r.value or b""), r.version, False
+        # The state answered is as old as the pause: read it again after.
+        time.sleep(pause)
+        cur = self.get_state()
+        return None if cur is None else (cur[0], cur[1], False)
 
 
 def _as_bytes(value: Any) -> bytes:
