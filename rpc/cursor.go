@@ -96,7 +96,7 @@ type CursorInfo struct {
 	// others.
 	Records int64 `json:"records"`
 	// Generation is the job's restore generation when it was committed:
-	// the number of RestoreCursor calls the job had seen.
+	// 1 before the job's first RestoreCursor, and one more after each.
 	Generation uint64 `json:"generation"`
 	// Bytes is what the cursor takes in the state.
 	Bytes int64 `json:"bytes"`
@@ -118,7 +118,7 @@ type CommitCursorResponse struct {
 }
 
 // ListCursorsResponse lists a job's cursors, oldest first, and its
-// current restore generation.
+// current restore generation (1 before any restore).
 type ListCursorsResponse struct {
 	Job        string       `json:"job"`
 	Generation uint64       `json:"generation"`
