@@ -398,6 +398,33 @@
 // showed life under the leader before it (a fresh TTL) from those that did
 // not (no second grace).
 //
+// # Cursors
+//
+// From Protocol7 a job has a data position (cursor.go). ReportProgress
+// records, for each task its entries name that is leased under the
+// entry's epoch, how many of its records were consumed (handed to a
+// training loop); an entry of a lease no longer held is not recorded, and
+// an entry naming a task that does not exist, or more records than its
+// task has, or fewer than its restore skipped, refuses the command.
+// CommitCursor records its own entries the same way, then takes the
+// job's position as a cursor: the pass, a bitmap of the tasks finished in
+// it (a task whose every record is consumed counts finished), and the
+// consumed offset of every other task that has one, in task order; a job
+// keeps MaxJobCursors of them, the oldest dropped, counted in the state's
+// size estimate. A commit naming a trainer is refused with
+// ErrCursorFenced while another trainer holds the save-model lease; one
+// naming a generation, once the job's restore generation is past it.
+//
+// RestoreCursor puts the job back to a cursor in one entry: its pass; its
+// finished tasks done; every other task to do in id order, its failures
+// reset, a task with a consumed offset handed out with Task.Skip set to
+// it. Every task's pass epoch becomes its epoch, so that a finish,
+// failure, renewal or progress report of any lease granted before the
+// restore changes nothing, as at a pass's start; the tasks sessions held
+// are theirs no more. The job's restore generation, 1 before any
+// restore, grows by one. A task's skip and reported offsets are dropped
+// when it is finished and when the pass ends.
+//
 // # Idempotency
 //
 // A command with a non-zero RequestID is de-duplicated: a retry with the
