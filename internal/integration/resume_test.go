@@ -83,7 +83,7 @@ func TestResumeExactlyOnceOverFullRestarts(t *testing.T) {
 		if err != nil {
 			t.Fatalf("schedule %d: %v (so far: %v)", seed, err, res)
 		}
-		t.Logf("schedule %d: %v", seed, res)
+		t.Logf("schedule %d: %v; %d leader kills", seed, res, kills)
 		c.WaitFor("the last leader kill's restart", 2*time.Minute, func() bool { return !killing.Load() })
 		if res.Duplicates != 0 || res.Losses != 0 || res.Restarts < 3 {
 			t.Fatalf("schedule %d: %v", seed, res)
