@@ -144,8 +144,7 @@ func WithCursorGeneration(generation uint64) CursorOption {
 // protocol above). Call it with NextRecord stopped, after the model holds
 // every record NextRecord returned. It is one write, applied at most
 // once; a retry answers the cursor its first attempt committed. A job
-// keeps its newest cursors up to the cluster's limit, dropping the
-// oldest. It fails with ErrCursorFenced when a fence of opts refuses it,
+// keeps its 16 newest cursors, dropping the oldest. It fails with ErrCursorFenced when a fence of opts refuses it,
 // nothing changed, and ErrNoDataset when the job has no dataset.
 func (c *Client) CommitCursor(ctx context.Context, step int64, opts ...CursorOption) (CursorInfo, error) {
 	if err := c.lost.get(false); err != nil {

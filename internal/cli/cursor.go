@@ -17,11 +17,11 @@ func cursorCommand() *cli.Command {
 		Name:  "cursor",
 		Usage: "list, inspect, restore and delete the data positions saved with a job's model checkpoints",
 		Description: "A cursor is a point in a job's dispatch, committed by a trainer with a model checkpoint\n" +
-			"(client.CommitCursor in Go, Client.commit_cursor in Python): the pass, the tasks finished in\n" +
-			"it and how many records of each task in flight the training loop had consumed. Restoring it\n" +
-			"puts the job's dispatch back there, so that the records trained from then on are exactly\n" +
-			"those the checkpoint had not trained, at any number of trainers. A job keeps its newest\n" +
-			"cursors, dropping the oldest. The cluster must be at protocol level 7.",
+			"(CommitCursor in the Go client): the pass, the tasks finished in it and how many records of\n" +
+			"each task in flight the training loop had consumed. Restoring it puts the job's dispatch\n" +
+			"back there, so that the records trained from then on are exactly those the checkpoint had\n" +
+			"not trained, at any number of trainers. A job keeps its 16 newest cursors, dropping the\n" +
+			"oldest. The cluster must be at protocol level 7.",
 		Subcommands: []*cli.Command{
 			{
 				Name:      "list",
