@@ -28,3 +28,11 @@ func WithMaxWriteRetry(d time.Duration) Option {
 		return nil
 	}
 }
+
+// HeldTasks is the number of tasks the reader holds: leased, and not yet
+// reported.
+func (c *Client) HeldTasks() int {
+	c.held.mu.Lock()
+	defer c.held.mu.Unlock()
+	return len(c.held.m)
+}

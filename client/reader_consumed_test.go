@@ -80,7 +80,8 @@ func TestReaderFinishesTaskOnceConsumed(t *testing.T) {
 	// The reader leases the second task while the first one's records wait
 	// in the channel.
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2
+		// Leased at the cluster, and its answer in the reader's hands.
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
 	})
 	if st := local.FSM().Stats(fsm.DefaultJob); st.Done != 0 {
 		t.Fatalf("%d tasks done after 1 record consumed, want 0: a task is finished once consumed, not buffered", st.Done)
@@ -121,7 +122,8 @@ func TestReaderHandsBackTasksNotConsumed(t *testing.T) {
 	c.StartGetRecords(0)
 	nextRecords(t, c, 1)
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2
+		// Leased at the cluster, and its answer in the reader's hands.
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
 	})
 	// All of the first task, none of the second, then a new pass at once.
 	nextRecords(t, c, perTask-1)
@@ -137,7 +139,8 @@ func TestReaderHandsBackTasksNotConsumed(t *testing.T) {
 	c.StartGetRecords(1)
 	got := nextRecords(t, c, 3)
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2
+		// Leased at the cluster, and its answer in the reader's hands.
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
 	})
 	c.StartGetRecords(1)
 	if n := restOfPass(t, c); n != 2*perTask {
@@ -220,7 +223,8 @@ func TestReaderCloseFinishesConsumedTask(t *testing.T) {
 	c.StartGetRecords(0)
 	nextRecords(t, c, 1)
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2
+		// Leased at the cluster, and its answer in the reader's hands.
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
 	})
 	nextRecords(t, c, perTask-1)
 	if err := c.Close(); err != nil {
