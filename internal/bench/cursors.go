@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -85,6 +87,11 @@ type CursorsResults struct {
 type CommitSeries struct {
 	Latency measure.Distribution `json:"latency_ms"`
 	Seconds float64              `json:"seconds"`
+	// LeaderCPUMs and FollowerCPUMs are the CPU time (user and system,
+	// from /proc/PID/stat) the leader's serve process and the followers'
+	// on average spent during the series, per write.
+	LeaderCPUMs   float64 `json:"leader_cpu_ms"`
+	FollowerCPUMs float64 `json:"follower_cpu_ms"`
 }
 
 func (s *suite) cursors(ctx context.Context, res *Results) error {
@@ -167,6 +174,7 @@ func (s *suite) cursors(ctx context.Context, res *Results) error {
 	timed := func(name string, write func(i int) error) (CommitSeries, error) {
 		var ms []float64
 		began := time.Now()
+		cpu0 := nodeCPU(c.Procs)
 		for i := range cfg.CursorCommits {
 			if err := ctx.Err(); err != nil {
 				return CommitSeries{}, err
@@ -178,7 +186,20 @@ func (s *suite) cursors(ctx context.Context, res *Results) error {
 			ms = append(ms, measure.Millis(time.Since(t)))
 		}
 		cs := CommitSeries{Latency: measure.Distribute(ms), Seconds: time.Since(began).Seconds()}
-		s.logf("cursors: %d %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms", len(ms), name, cs.Latency.P50, cs.Latency.P99, cs.Latency.Max)
+		cpu1 := nodeCPU(c.Procs)
+		followers := 0
+		for k, p := range c.Procs {
+			d := float64(cpu1[k]-cpu0[k]) / float64(len(ms))
+			if p == leader {
+				cs.LeaderCPUMs = d
+			} else {
+				cs.FollowerCPUMs += d
+				followers++
+			}
+		}
+		cs.FollowerCPUMs /= float64(max(followers, 1))
+		s.logf("cursors: %d %s: p50 %.1f ms, p99 %.1f ms, max %.1f ms; CPU a write: leader %.1f ms, a follower %.1f ms",
+			len(ms), name, cs.Latency.P50, cs.Latency.P99, cs.Latency.Max, cs.LeaderCPUMs, cs.FollowerCPUMs)
 		return cs, nil
 	}
 	commit := func(ps []rpc.TaskProgress) func(int) error {
@@ -342,6 +363,31 @@ func writeCursorDataset(path string, n int) error {
 		return err
 	}
 	return f.Close()
+}
+
+// nodeCPU returns the CPU time, user and system, that each running serve
+// process has used, in milliseconds; 0 for one that cannot be read.
+func nodeCPU(ps []*procs.Proc) []int64 {
+	out := make([]int64, len(ps))
+	for k, p := range ps {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
+		if err != nil {
+			continue
+		}
+		// The fields after the command name, which is in parentheses:
+		// state is the first, utime the 12th and stime the 13th, in
+		// clock ticks of 10 ms (USER_HZ is 100 on Linux).
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		utime, err1 := strconv.ParseInt(f[11], 10, 64)
+		stime, err2 := strconv.ParseInt(f[12], 10, 64)
+		if err1 == nil && err2 == nil {
+			out[k] = (utime + stime) * 10
+		}
+	}
+	return out
 }
 
 // cursorWriter makes the cursor calls of one client over raw HTTP to one

@@ -450,11 +450,12 @@ func cursorsReport(p func(string, ...any), cr *CursorsResults) {
 		"and two nodes join with serve --members (%s until all three applied it). Everything below is measured on that cluster, over HTTP to the leader: "+
 		"%d tasks leased (GetTask) and reported %d records consumed (task/progress), then three series of writes one after the other, "+
 		"each a POST with its own request id, timed at the client: progress reports, cursor commits (/v1/jobs/default/cursors) with no progress in them, "+
-		"and cursor commits carrying the progress.\n\n",
+		"and cursor commits carrying the progress. The CPU time of each serve process over a series (/proc/PID/stat), divided by its writes, "+
+		"says what one write costs the leader and each follower, whatever else the machine runs.\n\n",
 		count(cr.Tasks), cr.RecordsPerTask, count(cr.Finished), float64(cr.BackupBytes)/1e6, secs(cr.BuildSeconds), secs(cr.StartSeconds),
 		cr.InFlight, cr.RecordsPerTask/2)
 	if cr.Reported.Latency.N > 0 {
-		p("| writes | n | p50 ms | p95 ms | **p99 ms** | max ms | min ms |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		p("| writes | n | p50 ms | p95 ms | **p99 ms** | max ms | min ms | CPU a write: leader ms | a follower ms |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, row := range []struct {
 			name string
 			s    CommitSeries
@@ -462,7 +463,8 @@ func cursorsReport(p func(string, ...any), cr *CursorsResults) {
 			{"cursor commit after the holders' progress report (no progress in the commit)", cr.Reported},
 			{fmt.Sprintf("cursor commit carrying the progress of the %d tasks in flight", cr.InFlight), cr.WithProgress}} {
 			if l := row.s.Latency; l.N > 0 {
-				p("| %s | %d | %.1f | %.1f | **%.1f** | %.1f | %.1f |\n", row.name, l.N, l.P50, l.P95, l.P99, l.Max, l.Min)
+				p("| %s | %d | %.1f | %.1f | **%.1f** | %.1f | %.1f | %.1f | %.1f |\n", row.name, l.N, l.P50, l.P95, l.P99, l.Max, l.Min,
+					row.s.LeaderCPUMs, row.s.FollowerCPUMs)
 			}
 		}
 		p("\n")
