@@ -265,3 +265,68 @@ func BenchmarkDedupFullTable(b *testing.B) {
 	b.ReportMetric(float64(snap)/n, "snapshot-B/client")
 	b.ReportMetric(float64(copied.Milliseconds())/float64(b.N), "Snapshot-ms")
 }
+
+// cursorState returns, at Protocol7, a million one-chunk tasks of 1000
+// records with the first half of the pass finished and inFlight more
+// leased, each reported a third consumed; and the progress of those.
+func cursorState(b *testing.B, inFlight int) (*benchFSM, []TaskProgress) {
+	const n = 1_000_000
+	bf := newBenchFSM(b, n)
+	bf.mustApply(b, &SetProtocol{Level: Protocol7})
+	for _, e := range bf.lease(b, n/2) {
+		if r := bf.apply(e); r.Err() != nil {
+			b.Fatal(r.Err())
+		}
+	}
+	var ps []TaskProgress
+	get := Encode(&GetTask{Header: Header{Now: t0}})
+	for range inFlight {
+		r := bf.apply(get)
+		if r.Task == nil {
+			b.Fatalf("GetTask: %v", r.Err())
+		}
+		ps = append(ps, TaskProgress{Meta: r.Task.Meta, Consumed: 333})
+	}
+	bf.mustApply(b, &ReportProgress{Progress: ps})
+	return bf, ps
+}
+
+// BenchmarkCommitCursor times the apply of CommitCursor at a million
+// tasks, half of the pass finished and 64 in flight with progress
+// reported: without progress in the commit (the holders reported it), and
+// with the 64 tasks' progress in it. It reports what a cursor adds to the
+// state's size estimate (CursorInfo.Bytes), per cursor and per task, and
+// to the snapshot once the job keeps its MaxJobCursors cursors.
+func BenchmarkCommitCursor(b *testing.B) {
+	const inFlight = 64
+	bf, ps := cursorState(b, inFlight)
+	before := len(bf.f.SnapshotBytes())
+	for _, progress := range []bool{false, true} {
+		b.Run(map[bool]string{false: "Reported", true: "WithProgress"}[progress], func(b *testing.B) {
+			var bytes int64
+			commit := func(i int) {
+				c := &CommitCursor{Header: Header{Now: t0}, Step: int64(i)}
+				if progress {
+					c.Progress = ps
+				}
+				r := bf.apply(Encode(c))
+				if r.Err() != nil || r.Cursor == nil || r.Cursor.InFlight != inFlight {
+					b.Fatalf("CommitCursor: %+v", r)
+				}
+				bytes = r.Cursor.Bytes
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				commit(i)
+			}
+			b.StopTimer()
+			for i := b.N; i < MaxJobCursors; i++ {
+				commit(i)
+			}
+			b.ReportMetric(float64(bytes), "bytes/cursor")
+			b.ReportMetric(float64(bytes)*8/1_000_000, "bits/task")
+			b.ReportMetric(float64(len(bf.f.SnapshotBytes())-before)/MaxJobCursors, "snapshot-B/cursor")
+		})
+	}
+}

@@ -209,8 +209,12 @@ type cursorTask struct {
 	consumed uint32
 }
 
-func (c *cursor) bytes() int64 {
-	return estCursor + 8*int64(len(c.done)) + 8*int64(len(c.partial))
+func (c *cursor) bytes() int64 { return cursorSize(len(c.done), len(c.partial)) }
+
+// cursorSize is the size estimate of a cursor of words words of done bits
+// and partial tasks partly consumed.
+func cursorSize(words, partial int) int64 {
+	return estCursor + 8*int64(words) + 8*int64(partial)
 }
 
 func (c *cursor) isDone(i int) bool { return c.done[i/64]&(1<<(i%64)) != 0 }
@@ -334,19 +338,20 @@ func (j *job) commitCursor(c *CommitCursor) *Result {
 	if err := j.checkProgress(c.Progress); err != nil {
 		return errResult(err)
 	}
-	cur := j.snapshotCursor()
-	delta := cur.bytes()
+	// The room check takes the size of the cursor of the position as it
+	// is before the progress is recorded, so that a refusal changes
+	// nothing; counting it does not need the cursor itself.
+	delta := j.cursorBytes()
 	if len(j.pos.cursors) >= MaxJobCursors {
 		delta -= j.pos.cursors[0].bytes()
 	}
 	if err := j.room(delta); err != nil {
 		return errResult(err)
 	}
-	// Nothing is refused from here on: record the progress, then take
-	// the position again with it.
-	if j.recordProgress(c.Progress) > 0 {
-		cur = j.snapshotCursor()
-	}
+	// Nothing is refused from here on: record the progress, then take the
+	// position with it.
+	j.recordProgress(c.Progress)
+	cur := j.snapshotCursor()
 	j.pos.seq++
 	cur.id, cur.step, cur.created, cur.generation = j.pos.seq, c.Step, j.cluster.clock, j.pos.gen()
 	if len(j.pos.cursors) >= MaxJobCursors {
@@ -365,17 +370,28 @@ func (j *job) commitCursor(c *CommitCursor) *Result {
 func (j *job) snapshotCursor() *cursor {
 	n := len(j.tasks)
 	c := &cursor{pass: j.pass, tasks: n, done: make([]uint64, (n+63)/64)}
-	for i := j.queues[qDone].head; i >= 0; i = j.tasks[i].next {
-		c.done[i/64] |= 1 << (i % 64)
-	}
-	idx := append(sortedKeys(j.pos.skip), sortedKeys(j.pos.consumed)...)
-	slices.Sort(idx)
-	for k, i := range idx {
-		if k > 0 && idx[k-1] == i {
-			continue
+	// Walking the done queue reads its tasks in the order they were
+	// finished, scattered over memory when that is not index order;
+	// scanning the tasks reads them all, in memory order. Walk when few
+	// are done.
+	if done := j.queues[qDone]; done.n < n/8 {
+		for i := done.head; i >= 0; i = j.tasks[i].next {
+			c.done[i/64] |= 1 << (i % 64)
 		}
+	} else {
+		for w := range c.done {
+			var word uint64
+			for b, t := range j.tasks[w*64 : min(w*64+64, n)] {
+				if t.queue == qDone {
+					word |= 1 << b
+				}
+			}
+			c.done[w] = word
+		}
+	}
+	j.eachPositioned(func(i int32) {
 		if c.isDone(int(i)) {
-			continue
+			return
 		}
 		n := j.positionAt(i)
 		switch {
@@ -385,25 +401,65 @@ func (j *job) snapshotCursor() *cursor {
 		default:
 			c.partial = append(c.partial, cursorTask{index: i, consumed: n})
 		}
-	}
+	})
 	c.recount(j.ds)
 	return c
 }
 
-// recount derives the cursor's counts.
+// cursorBytes is cursorSize of the cursor snapshotCursor would take now,
+// counted without taking it.
+func (j *job) cursorBytes() int64 {
+	partial := 0
+	j.eachPositioned(func(i int32) {
+		if j.tasks[i].queue == qDone {
+			return
+		}
+		if n := j.positionAt(i); n > 0 && int64(n) < j.ds.taskRecords(int(i)) {
+			partial++
+		}
+	})
+	return cursorSize((len(j.tasks)+63)/64, partial)
+}
+
+// eachPositioned calls f, in index order, with every task that has an
+// entry in the job's skipped or consumed records, once.
+func (j *job) eachPositioned(f func(i int32)) {
+	idx := append(sortedKeys(j.pos.skip), sortedKeys(j.pos.consumed)...)
+	slices.Sort(idx)
+	for k, i := range idx {
+		if k == 0 || idx[k-1] != i {
+			f(i)
+		}
+	}
+}
+
+// recount derives the cursor's counts. The records of finished tasks are
+// summed over each run of consecutive finished tasks at once, whose chunks
+// are consecutive too.
 func (c *cursor) recount(d *dataset) {
 	c.finished, c.records = 0, 0
 	for w, word := range c.done {
 		c.finished += bits.OnesCount64(word)
 		for word != 0 {
-			b := bits.TrailingZeros64(word)
-			word &^= 1 << b
-			c.records += d.taskRecords(w*64 + b)
+			lo := bits.TrailingZeros64(word)
+			run := min(bits.TrailingZeros64(^(word >> lo)), 64-lo)
+			c.records += d.rangeRecords(w*64+lo, w*64+lo+run)
+			word &^= (1<<run - 1) << lo
 		}
 	}
 	for _, p := range c.partial {
 		c.records += int64(p.consumed)
 	}
+}
+
+// rangeRecords is the number of records of the tasks of index lo to hi-1.
+func (d *dataset) rangeRecords(lo, hi int) int64 {
+	cpt := d.params.ChunksPerTask
+	var n int64
+	for _, c := range d.chunks[lo*cpt : min(hi*cpt, len(d.chunks))] {
+		n += int64(c.records)
+	}
+	return n
 }
 
 // findCursor returns the index of cursor id in the job's list.

@@ -50,7 +50,8 @@ func app() *cli.App {
 			"raftmaster-bench --out docs/bench                 # the full run (about 30 minutes on 2 cores)\n" +
 			"raftmaster-bench --short                          # every figure and ratio in a few minutes\n" +
 			"raftmaster-bench --parts failover --kills 50      # one part, larger\n" +
-			"raftmaster-bench --short --parts sessions         # dead and idle trainers with sessions, short",
+			"raftmaster-bench --short --parts sessions         # dead and idle trainers with sessions, short\n" +
+			"raftmaster-bench --parts cursors                  # cursor commits at 1e6 tasks",
 		Description: "Starts every system it measures itself, on 127.0.0.1, in a temporary directory, with fsync on:\n" +
 			"  raftmaster    3 `raftmaster serve` processes (Raft backend, default flags)\n" +
 			"  etcd Put      3 etcd members (etcd's embedded server, in child processes of this binary)\n" +
@@ -67,7 +68,11 @@ func app() *cli.App {
 			"  sessions   --session-kills SIGKILLs of a trainer process holding a task under its session (default flags,\n" +
 			"             TTL 5s): kill → the task leased to a waiting trainer; the same with the leader killed 1s later;\n" +
 			"             --baseline-kills without a session (task timeout --baseline-task-timeout); exactly-once per pass;\n" +
-			"             then --idle-trainers trainers holding a task for --idle-hold: log entries and keep-alives/s\n\n" +
+			"             then --idle-trainers trainers holding a task for --idle-hold: log entries and keep-alives/s\n" +
+			"  cursors    a job of --cursor-tasks one-chunk tasks, half finished (built offline with the FSM, written as a\n" +
+			"             backup, brought up with `raftmaster restore` and two nodes joining), --cursor-in-flight tasks\n" +
+			"             leased and partly consumed; --cursor-commits cursor commits after a progress report and as many\n" +
+			"             carrying the progress: p50/p99/max ms, bytes a cursor adds; then restores of the newest cursor\n\n" +
 			"Progress goes to stderr. The report goes to stdout and, with results.json and PNG charts, to --out.\n" +
 			"The raftmaster binary is --raftmaster, else the raftmaster next to this binary, else bin/raftmaster,\n" +
 			"else one built from the module around the working directory. Figures are medians of --runs runs\n" +
@@ -77,8 +82,8 @@ func app() *cli.App {
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Value: def.Out, Usage: "directory for results.md, results.json and the charts"},
 			&cli.StringFlag{Name: "raftmaster", Usage: "the raftmaster binary to measure (default: found or built, see above)"},
-			&cli.BoolFlag{Name: "short", Usage: fmt.Sprintf("the short preset: %s windows, sizes up to 1e5, %d kills, allgather 64 and 1024, footprint of 1e5 tasks, %d trainer kills per session run, %d idle trainers for %s",
-				short.Window, short.Kills, short.SessionKills, short.IdleTrainers, short.IdleHold)},
+			&cli.BoolFlag{Name: "short", Usage: fmt.Sprintf("the short preset: %s windows, sizes up to 1e5, %d kills, allgather 64 and 1024, footprint of 1e5 tasks, %d trainer kills per session run, %d idle trainers for %s, cursors at %d tasks",
+				short.Window, short.Kills, short.SessionKills, short.IdleTrainers, short.IdleHold, short.CursorTasks)},
 			&cli.StringFlag{Name: "parts", Value: strings.Join(def.Parts, ","), Usage: "parts to run, comma separated"},
 			&cli.IntFlag{Name: "runs", Value: def.Runs, Usage: "runs of every figure (median, min, max)"},
 			&cli.DurationFlag{Name: "window", Value: def.Window, Usage: "length of one throughput measurement"},
@@ -98,6 +103,9 @@ func app() *cli.App {
 			&cli.DurationFlag{Name: "baseline-task-timeout", Value: def.BaselineTaskTimeout, Usage: "task timeout of the no-session baseline's job (serve's default is 1m)"},
 			&cli.IntFlag{Name: "idle-trainers", Value: def.IdleTrainers, Usage: fmt.Sprintf("trainers holding a task each under their session, writing nothing (short: %d)", short.IdleTrainers)},
 			&cli.DurationFlag{Name: "idle-hold", Value: def.IdleHold, Usage: fmt.Sprintf("how long the idle trainers hold their tasks (short: %s)", short.IdleHold)},
+			&cli.StringFlag{Name: "cursor-tasks", Value: fmt.Sprint(def.CursorTasks), Usage: fmt.Sprintf("one-chunk tasks of the cursors part's job, half finished (short: %d)", short.CursorTasks)},
+			&cli.IntFlag{Name: "cursor-in-flight", Value: def.CursorInFlight, Usage: "tasks of the cursors part leased and reported partly consumed before the commits"},
+			&cli.IntFlag{Name: "cursor-commits", Value: def.CursorCommits, Usage: "cursor commits of each of the cursors part's two series"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the clients and load generators) to `FILE`; serve's --pprof-addr profiles the servers", TakesFile: true},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
 			&cli.StringFlag{Name: "replot", Usage: "measure nothing: redraw the charts and results.md of DIR/results.json", TakesFile: true},
@@ -155,11 +163,13 @@ func run(c *cli.Context) error {
 	str("peers", list(&cfg.Peers))
 	str("dispatch-tasks", one(&cfg.DispatchTasks))
 	str("footprint-tasks", one(&cfg.FootprintTasks))
+	str("cursor-tasks", one(&cfg.CursorTasks))
 	if err != nil {
 		return err
 	}
 	for name, dst := range map[string]*int{"runs": &cfg.Runs, "growth-concurrency": &cfg.GrowthConcurrency, "kills": &cfg.Kills, "trainers": &cfg.Trainers,
-		"session-kills": &cfg.SessionKills, "baseline-kills": &cfg.BaselineKills, "idle-trainers": &cfg.IdleTrainers} {
+		"session-kills": &cfg.SessionKills, "baseline-kills": &cfg.BaselineKills, "idle-trainers": &cfg.IdleTrainers,
+		"cursor-in-flight": &cfg.CursorInFlight, "cursor-commits": &cfg.CursorCommits} {
 		if c.IsSet(name) {
 			*dst = c.Int(name)
 		}

@@ -17,8 +17,10 @@
 // dataset, and what sessions do: how soon the task of a trainer killed
 // while holding it goes to another trainer, with and without a session and
 // with the leader killed too, and the log entries and keep-alives of
-// trainers that only hold their tasks; and writes a Markdown table, a JSON
-// file and charts. Every
+// trainers that only hold their tasks; and what a cursor (the data position
+// saved with a model) costs on a job of a million tasks: the latency of its
+// commit and restore, and what it adds to the state. It writes a Markdown
+// table, a JSON file and charts. Every
 // figure is a median of several runs with its minimum and maximum, or a
 // distribution of events; nothing is asserted.
 //
@@ -41,6 +43,7 @@ import (
 	"time"
 
 	"github.com/raftmaster/raftmaster/internal/bench/harness"
+	"github.com/raftmaster/raftmaster/rpc"
 )
 
 // Parts of the suite, in the order they run.
@@ -51,10 +54,11 @@ const (
 	PartAllgather = "allgather"
 	PartFootprint = "footprint"
 	PartSessions  = "sessions"
+	PartCursors   = "cursors"
 )
 
 // AllParts lists every part in the order they run.
-var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint, PartSessions}
+var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint, PartSessions, PartCursors}
 
 // etcdPrefix is where the etcd backend's masters of the suite keep their
 // keys (serve --etcd-prefix).
@@ -112,6 +116,13 @@ type Config struct {
 	// IdleHold, writing nothing.
 	IdleTrainers int           `json:"idle_trainers"`
 	IdleHold     time.Duration `json:"idle_hold"`
+	// CursorTasks is the number of one-chunk tasks of the cursors part's
+	// job, half of them finished; CursorInFlight more are leased and
+	// partly consumed, and CursorCommits cursors are committed in each of
+	// its two series.
+	CursorTasks    int `json:"cursor_tasks"`
+	CursorInFlight int `json:"cursor_in_flight"`
+	CursorCommits  int `json:"cursor_commits"`
 	// Keep keeps the temporary directory with every log and data dir.
 	Keep bool `json:"-"`
 	// Short records that the short preset was chosen.
@@ -142,6 +153,9 @@ func Defaults() Config {
 		BaselineTaskTimeout: 10 * time.Second,
 		IdleTrainers:        100,
 		IdleHold:            time.Minute,
+		CursorTasks:         1_000_000,
+		CursorInFlight:      64,
+		CursorCommits:       200,
 	}
 }
 
@@ -159,6 +173,7 @@ func Short() Config {
 	c.BaselineKills = 2
 	c.IdleTrainers = 20
 	c.IdleHold = 15 * time.Second
+	c.CursorTasks = 100_000
 	return c
 }
 
@@ -182,6 +197,13 @@ func (c Config) Check() error {
 		positive("sizes", c.Sizes...), positive("growth concurrency", c.GrowthConcurrency), positive("kills", c.Kills),
 		positive("trainers", c.Trainers), positive("peers", c.Peers...), positive("footprint tasks", c.FootprintTasks),
 		positive("session kills", c.SessionKills), positive("idle trainers", c.IdleTrainers),
+		positive("cursor tasks", c.CursorTasks), positive("cursor commits", c.CursorCommits),
+		func() error {
+			if c.CursorInFlight < 0 || c.CursorInFlight > min(rpc.MaxProgress, c.CursorTasks/2) {
+				return fmt.Errorf("cursor in-flight tasks must be between 0 and %d, and at most half the cursor tasks", rpc.MaxProgress)
+			}
+			return nil
+		}(),
 		func() error {
 			if c.BaselineKills < 0 {
 				return errors.New("baseline kills must not be negative")
@@ -220,6 +242,7 @@ type Results struct {
 	Allgather *AllgatherResults `json:"allgather,omitempty"`
 	Footprint *FootprintResults `json:"footprint,omitempty"`
 	Sessions  *SessionsResults  `json:"sessions,omitempty"`
+	Cursors   *CursorsResults   `json:"cursors,omitempty"`
 	Errors    map[string]string `json:"errors,omitempty"`
 	Charts    []string          `json:"charts,omitempty"`
 }
@@ -299,6 +322,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Results, e
 		{PartAllgather, s.allgather},
 		{PartFootprint, s.footprint},
 		{PartSessions, s.sessions},
+		{PartCursors, s.cursors},
 	}
 	for _, p := range parts {
 		if !cfg.has(p.name) || ctx.Err() != nil {

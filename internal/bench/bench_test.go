@@ -125,3 +125,46 @@ func TestSessionsSmoke(t *testing.T) {
 		t.Errorf("idle trainers: %+v\n%s", id, progress.String())
 	}
 }
+
+// TestCursorsSmoke runs the cursors part at a small size: the state built
+// offline is the one the cluster serves after restore and join, every
+// commit names the finished and in-flight tasks, and the report has every
+// series. It asserts no latency.
+func TestCursorsSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three processes")
+	}
+	cfg := Defaults()
+	cfg.Out = t.TempDir()
+	cfg.Raftmaster = os.Getenv("RAFTMASTER_BIN")
+	cfg.Parts = []string{PartCursors}
+	cfg.Runs = 2
+	cfg.CursorTasks, cfg.CursorInFlight, cfg.CursorCommits = 1000, 4, 20
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	res, err := Run(ctx, cfg, io.Discard, &progress)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	cr := res.Cursors
+	if len(res.Errors) > 0 || cr == nil {
+		t.Fatalf("errors %v, cursors %+v\n%s", res.Errors, cr, progress.String())
+	}
+	// 1000 tasks: 16 words of done bits; 8 bytes each task in flight.
+	if cr.Finished != 500 || cr.BytesIdle <= 16*8 || cr.Bytes != cr.BytesIdle+4*8 || cr.Kept != 16 ||
+		cr.StateAfter <= cr.StateBefore || cr.Restore.N != 2 || cr.RestoreRevoked != 4 {
+		t.Errorf("cursors %+v\n%s", cr, progress.String())
+	}
+	for name, s := range map[string]CommitSeries{"progress": cr.Progress, "reported": cr.Reported, "with progress": cr.WithProgress} {
+		if s.Latency.N != cfg.CursorCommits {
+			t.Errorf("%s: %d writes timed, want %d", name, s.Latency.N, cfg.CursorCommits)
+		}
+	}
+	md := Markdown(res)
+	for _, want := range []string{"## 7. Cursors", "| cursor commit after the holders' progress report", "| cursor commit carrying the progress of the 4 tasks", "1,000 one-chunk tasks"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -206,6 +206,9 @@ func Markdown(r *Results) string {
 	if ss := r.Sessions; ss != nil {
 		sessionsReport(p, ss)
 	}
+	if cr := r.Cursors; cr != nil {
+		cursorsReport(p, cr)
+	}
 
 	if len(r.Errors) > 0 {
 		p("## Errors\n\n")
@@ -436,4 +439,51 @@ func msText(ms float64) string {
 		return "–"
 	}
 	return (time.Duration(ms * float64(time.Millisecond))).Round(time.Millisecond).String()
+}
+
+// cursorsReport renders the cursors part.
+func cursorsReport(p func(string, ...any), cr *CursorsResults) {
+	p("## 7. Cursors: the data position saved with the model\n\n")
+	p("A job of %s one-chunk tasks of %d records, the first %s of its pass finished. That state is built offline: the bench indexes the dataset file "+
+		"and applies SetDataset (one chunk per task, a lease of an hour) and one GetTask and one TaskFinished per finished task to the FSM in its own process, "+
+		"then writes it as a backup file (%.1f MB; %s in all). `raftmaster restore` makes the first node of a new 3-node cluster from it, "+
+		"and two nodes join with serve --members (%s until all three applied it). Everything below is measured on that cluster, over HTTP to the leader: "+
+		"%d tasks leased (GetTask) and reported %d records consumed (task/progress), then three series of writes one after the other, "+
+		"each a POST with its own request id, timed at the client: progress reports, cursor commits (/v1/jobs/default/cursors) with no progress in them, "+
+		"and cursor commits carrying the progress. The CPU time of each serve process over a series (/proc/PID/stat), divided by its writes, "+
+		"says what one write costs the leader and each follower, whatever else the machine runs.\n\n",
+		count(cr.Tasks), cr.RecordsPerTask, count(cr.Finished), float64(cr.BackupBytes)/1e6, secs(cr.BuildSeconds), secs(cr.StartSeconds),
+		cr.InFlight, cr.RecordsPerTask/2)
+	if cr.Reported.Latency.N > 0 {
+		p("| writes | n | p50 ms | p95 ms | **p99 ms** | max ms | min ms | CPU a write: leader ms | a follower ms |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, row := range []struct {
+			name string
+			s    CommitSeries
+		}{{fmt.Sprintf("progress report of the %d tasks in flight (for comparison: a write whose apply does not grow with the job)", cr.InFlight), cr.Progress},
+			{"cursor commit after the holders' progress report (no progress in the commit)", cr.Reported},
+			{fmt.Sprintf("cursor commit carrying the progress of the %d tasks in flight", cr.InFlight), cr.WithProgress}} {
+			if l := row.s.Latency; l.N > 0 {
+				p("| %s | %d | %.1f | %.1f | **%.1f** | %.1f | %.1f | %.1f | %.1f |\n", row.name, l.N, l.P50, l.P95, l.P99, l.Max, l.Min,
+					row.s.LeaderCPUMs, row.s.FollowerCPUMs)
+			}
+		}
+		p("\n")
+	}
+	if cr.BytesIdle > 0 {
+		p("A cursor takes %s bytes of the state's size estimate (CursorInfo.Bytes) with no task in flight: %.3f bits a task. "+
+			"With %d tasks in flight it takes %s bytes: %.1f bytes more per task in flight.",
+			count(int(cr.BytesIdle)), float64(cr.BytesIdle)*8/float64(cr.Tasks), cr.InFlight, count(int(cr.Bytes)),
+			float64(cr.Bytes-cr.BytesIdle)/float64(max(cr.InFlight, 1)))
+		if cr.Kept > 0 && cr.StateAfter > 0 {
+			p(" The state (a backup's length) was %.2f MB before any cursor and %.2f MB with the %d cursors the job keeps: %s bytes a cursor "+
+				"(%.2f bits a task), the request de-duplication entries of the commits included.",
+				float64(cr.StateBefore)/1e6, float64(cr.StateAfter)/1e6, cr.Kept,
+				count(int((cr.StateAfter-cr.StateBefore)/int64(cr.Kept))), float64(cr.StateAfter-cr.StateBefore)*8/float64(cr.Kept)/float64(cr.Tasks))
+		}
+		p("\n\n")
+	}
+	if cr.Restore.N > 0 {
+		p("Restoring the newest cursor (POST …/cursors/{id}/restore) took %.1f ms (median of %d; max %.1f ms); the first restore revoked %d leases.\n\n",
+			cr.Restore.P50, cr.Restore.N, cr.Restore.Max, cr.RestoreRevoked)
+	}
 }
