@@ -4,7 +4,6 @@ import (
 	"errors"
 	"math"
 	"net/http"
-	"strconv"
 
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/rpc"
@@ -150,14 +149,7 @@ func (s *Handler) handleDeleteCursor(w http.ResponseWriter, r *http.Request) err
 }
 
 // cursorParam reads the cursor id of the path.
-func cursorParam(r *http.Request) (uint64, error) {
-	v := r.PathValue(rpc.CursorParam)
-	id, err := strconv.ParseUint(v, 10, 64)
-	if err != nil || id == 0 {
-		return 0, invalidf("cursor %q: want a cursor id, a positive decimal integer", v)
-	}
-	return id, nil
-}
+func cursorParam(r *http.Request) (uint64, error) { return idParam(r, rpc.CursorParam, "cursor") }
 
 // progressToFSM checks progress entries and converts them.
 func progressToFSM(in []rpc.TaskProgress) ([]fsm.TaskProgress, error) {

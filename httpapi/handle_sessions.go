@@ -204,11 +204,15 @@ func (s *Handler) handleSessions(w http.ResponseWriter, r *http.Request) error {
 }
 
 // sessionParam reads the session id of the path.
-func sessionParam(r *http.Request) (uint64, error) {
-	v := r.PathValue(rpc.SessionParam)
+func sessionParam(r *http.Request) (uint64, error) { return idParam(r, rpc.SessionParam, "session") }
+
+// idParam reads the id of a path's parameter name, a positive decimal
+// integer; what names the id's kind in the error.
+func idParam(r *http.Request, name, what string) (uint64, error) {
+	v := r.PathValue(name)
 	id, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || id == 0 {
-		return 0, invalidf("session %q: want a session id, a positive decimal integer", v)
+		return 0, invalidf("%s %q: want a %s id, a positive decimal integer", what, v, what)
 	}
 	return id, nil
 }
