@@ -29,9 +29,9 @@ func WithMaxWriteRetry(d time.Duration) Option {
 	}
 }
 
-// HeldTasks is the number of tasks the reader holds: leased, and not yet
-// reported.
-func (c *Client) HeldTasks() int {
+// HeldTasks is the number of tasks c's reader holds: leased, and not yet
+// reported. A function, not a method: the methods of *Client are its API.
+func HeldTasks(c *Client) int {
 	c.held.mu.Lock()
 	defer c.held.mu.Unlock()
 	return len(c.held.m)

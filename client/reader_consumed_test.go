@@ -81,7 +81,7 @@ func TestReaderFinishesTaskOnceConsumed(t *testing.T) {
 	// in the channel.
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
 		// Leased at the cluster, and its answer in the reader's hands.
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && client.HeldTasks(c) == 2
 	})
 	if st := local.FSM().Stats(fsm.DefaultJob); st.Done != 0 {
 		t.Fatalf("%d tasks done after 1 record consumed, want 0: a task is finished once consumed, not buffered", st.Done)
@@ -123,7 +123,7 @@ func TestReaderHandsBackTasksNotConsumed(t *testing.T) {
 	nextRecords(t, c, 1)
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
 		// Leased at the cluster, and its answer in the reader's hands.
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && client.HeldTasks(c) == 2
 	})
 	// All of the first task, none of the second, then a new pass at once.
 	nextRecords(t, c, perTask-1)
@@ -140,7 +140,7 @@ func TestReaderHandsBackTasksNotConsumed(t *testing.T) {
 	got := nextRecords(t, c, 3)
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
 		// Leased at the cluster, and its answer in the reader's hands.
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && client.HeldTasks(c) == 2
 	})
 	c.StartGetRecords(1)
 	if n := restOfPass(t, c); n != 2*perTask {
@@ -224,7 +224,7 @@ func TestReaderCloseFinishesConsumedTask(t *testing.T) {
 	nextRecords(t, c, 1)
 	waitFor(t, "the reader to lease the second task", 10*time.Second, func() bool {
 		// Leased at the cluster, and its answer in the reader's hands.
-		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && c.HeldTasks() == 2
+		return local.FSM().Stats(fsm.DefaultJob).Pending == 2 && client.HeldTasks(c) == 2
 	})
 	nextRecords(t, c, perTask-1)
 	if err := c.Close(); err != nil {

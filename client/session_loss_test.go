@@ -28,7 +28,7 @@ func TestReaderSaysItsSessionEnded(t *testing.T) {
 	if _, err := c.NextRecord(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the reader to hold both tasks", 30*time.Second, func() bool { return c.HeldTasks() == 2 })
+	waitFor(t, "the reader to hold both tasks", 30*time.Second, func() bool { return client.HeldTasks(c) == 2 })
 	// The trainer loses the cluster for longer than its TTL: its session
 	// ends, and another trainer takes its tasks.
 	link.cut.Store(true)
