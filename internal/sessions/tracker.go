@@ -3,8 +3,9 @@
 // a session holds has been read. The table lives in the leader's memory
 // for one term and is not replicated. A session that misses its
 // keep-alives for its TTL is ended with one fsm.ExpireSessions entry; a
-// held task whose reader reports no progress for the job's task timeout
-// is revoked with fsm.TaskFailed. In the steady state, sessions that keep
+// held task whose reader reports no progress for the job's task timeout,
+// or the session's TTL when that is longer (progress comes with the
+// keep-alives, every third of the TTL), is revoked with fsm.TaskFailed. In the steady state, sessions that keep
 // alive, the tracker writes nothing to the log.
 //
 // A new leader cannot know when the sessions last kept alive, so it gives
@@ -144,8 +145,9 @@ type taskKey struct {
 type progress struct {
 	records int64
 	since   int64
-	// timeout is the job's task timeout; 0 until the state lists the
-	// task as held by the session.
+	// timeout is the job's task timeout, or the session's TTL when that
+	// is longer: a reader reports progress only in its keep-alives; 0
+	// until the state lists the task as held by the session.
 	timeout  time.Duration
 	gen      uint64
 	revoking bool
@@ -474,7 +476,7 @@ func (e *entry) addTasks(held []fsm.HeldTask, now int64, gen uint64) {
 			r = &progress{since: now}
 			e.tasks[k] = r
 		}
-		r.timeout, r.gen = h.Timeout, max(r.gen, gen)
+		r.timeout, r.gen = max(h.Timeout, e.ttl), max(r.gen, gen)
 	}
 }
 

@@ -349,7 +349,7 @@ func TestProgressRevokesStalledTasks(t *testing.T) {
 		Chunks: []fsm.Chunk{{Path: "/d", Records: 100}, {Path: "/d", Offset: 1, Records: 100}},
 	})
 	tr := c.takeOver()
-	id := c.open(5 * time.Second)
+	id := c.open(2 * time.Second) // shorter than the task timeout
 	client := uuid.New()
 	get := func(seq uint64) fsm.TaskMeta {
 		return c.apply(&fsm.GetTask{Header: fsm.Header{Request: fsm.RequestID{Client: client, Seq: seq}, Session: id}}).Task.Meta
@@ -407,6 +407,42 @@ func TestProgressRevokesStalledTasks(t *testing.T) {
 	}
 	if st := c.f.Stats(""); st.Held != 2 {
 		t.Fatalf("stats %+v, want both tasks that progress held", st)
+	}
+}
+
+// A job's task timeout shorter than the session's TTL does not revoke a
+// task whose reader reports progress in every keep-alive, a third of the
+// TTL apart: the progress timeout is the TTL then.
+func TestProgressTimeoutIsAtLeastTheTTL(t *testing.T) {
+	c := newCluster(t)
+	c.apply(&fsm.SetDataset{
+		Header: fsm.Header{Request: fsm.RequestID{Client: uuid.New(), Seq: 1}},
+		Params: fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 3},
+		Chunks: []fsm.Chunk{{Path: "/d", Records: 100}},
+	})
+	tr := c.takeOver()
+	id := c.open(3 * time.Second)
+	m := c.apply(&fsm.GetTask{Header: fsm.Header{Request: fsm.RequestID{Client: uuid.New(), Seq: 1}, Session: id}}).Task.Meta
+	keepAlive := func(records int64) {
+		t.Helper()
+		if _, err := tr.KeepAlive(id, [16]byte{}, []rpc.SessionProgress{{Task: m.ID, Epoch: m.Epoch, Records: records}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 6 {
+		keepAlive(int64(i + 1))
+		c.run(tr, time.Second)
+	}
+	if n := len(c.proposed(fsm.TypeTaskFailed)); n != 0 {
+		t.Fatalf("a task read at every keep-alive was revoked (%d TaskFailed)", n)
+	}
+	// No progress for the TTL: revoked.
+	for range 4 {
+		keepAlive(6)
+		c.run(tr, time.Second)
+	}
+	if ts, _ := c.f.Task("", m.ID); ts.Queue != "todo" || ts.Failures != 1 {
+		t.Fatalf("the stalled task is %+v, want revoked once its progress stopped for the TTL", ts)
 	}
 }
 
