@@ -108,6 +108,30 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 	return nil, nil
 }
 
+// unseen reports whether req may still be applied as a new request:
+// it is zero (no de-duplication), or its client holds no outcome of it
+// and has not forgotten sequence numbers as high, and the client's owner
+// is req's. A client the table does not hold is unseen too, though admit
+// may yet refuse it.
+func (t *dedupTable) unseen(req RequestID) bool {
+	if req.IsZero() {
+		return true
+	}
+	cl := t.clients[req.Client]
+	if cl == nil {
+		return true
+	}
+	if req.owned() && cl.owner != [16]byte{} && cl.owner != req.Owner || req.Seq <= cl.floor {
+		return false
+	}
+	for i := range cl.entries {
+		if cl.entries[i].seq == req.Seq {
+			return false
+		}
+	}
+	return true
+}
+
 // admit decides, from Protocol2 on, whether a request under a client id
 // the table does not hold may be applied at FSM time now: not with a
 // sequence number above 1, which only a client that was forgotten (or that

@@ -463,3 +463,38 @@ func (j *job) checkKV(seen map[uint64]bool) error {
 	}
 	return nil
 }
+
+// KVCompareAndSetLost reports whether the compare-and-set c would be
+// answered "not swapped" if it were proposed now, with nothing else
+// changing, and returns the key's value when it would. The leader then
+// answers c from this replica's state, after a read barrier, and proposes
+// nothing: a stale compare-and-set costs no log entry.
+//
+// That answer is the one the log would give, whenever the entry would be
+// applied: c names a version other than 0 that has been given (a version
+// not given yet could be the key's next), the key is not at it, and a
+// version is never given again, so the key can never be at it again. The
+// other conditions make sure that proposing c would reach that comparison
+// and that no earlier attempt of c's request can answer otherwise: c is
+// valid at the cluster's level, its session (if any) is open and owned by
+// its request id's owner, its request id has no outcome recorded and is
+// not too old to be de-duplicated, and its job exists. Where one of them
+// fails, the write goes through the log as any other, and is answered
+// there.
+func (f *FSM) KVCompareAndSetLost(c *KVCompareAndSet) (KVValue, bool) {
+	if c.Version == 0 {
+		return KVValue{}, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.s
+	h := c.Hdr()
+	if validate(c) != nil || s.checkLevel(c) != nil || s.checkSession(h) != nil || !s.dedup.unseen(h.Request) {
+		return KVValue{}, false
+	}
+	j := s.jobs[jobName(h.Job)]
+	if j == nil || j.checkKVValue(c.Key, len(c.Value)) != nil || c.Version > s.kvVersion || j.kv[c.Key].version == c.Version {
+		return KVValue{}, false
+	}
+	return j.kvValue(c.Key), true
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"pgregory.net/rapid"
 )
 
 // cas returns a KVCompareAndSet of key in job.
@@ -816,4 +818,91 @@ func TestSnapshotVersion8(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantRefused(t, buf.Bytes())
+}
+
+// TestKVCompareAndSetLostIsTheLogsAnswer checks the promise that lets the
+// leader answer a stale compare-and-set without a log entry: whenever
+// KVCompareAndSetLost says a compare-and-set is lost, every application of
+// it, earlier attempts of its request still in the log included, answers
+// not swapped, and the first of them with the value it named. Requests are
+// proposed, retried and applied in random orders among deletes of the keys.
+func TestKVCompareAndSetLostIsTheLogsAnswer(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		f := New()
+		var index uint64
+		now := t0
+		apply := func(c Command) *Result {
+			index++
+			now += int64(time.Millisecond)
+			c.Hdr().Now = now
+			return f.ApplyEntry(index, Encode(c))
+		}
+		type request struct {
+			c       *KVCompareAndSet
+			applied bool
+			lost    bool // KVCompareAndSetLost said so while it was pending
+		}
+		var requests []*request
+		var pending []*request // proposed, not yet applied, in log order
+		seqs := map[byte]uint64{}
+		keys := []string{"a", "b"}
+		steps := rapid.IntRange(1, 60).Draw(rt, "steps")
+		for range steps {
+			switch rapid.IntRange(0, 4).Draw(rt, "op") {
+			case 0: // a new compare-and-set, proposed
+				key := rapid.SampledFrom(keys).Draw(rt, "key")
+				version := f.KV(DefaultJob, key).Version
+				if rapid.Bool().Draw(rt, "stale") {
+					version = uint64(rapid.IntRange(0, int(max(index, 1))).Draw(rt, "version"))
+				}
+				client := byte(rapid.IntRange(1, 3).Draw(rt, "client"))
+				seqs[client]++
+				c := withRequest(cas("", key, version, "v"), client, seqs[client]).(*KVCompareAndSet)
+				r := &request{c: c}
+				requests = append(requests, r)
+				pending = append(pending, r)
+			case 1: // the log applies its next entry
+				if len(pending) == 0 {
+					continue
+				}
+				r := pending[0]
+				pending = pending[1:]
+				res := apply(r.c)
+				if r.lost && res.Swapped {
+					rt.Fatalf("%+v was said lost, then swapped", r.c)
+				}
+				r.applied = true
+			case 2: // a retry reaches the leader, which asks whether it is lost
+				if len(requests) == 0 {
+					continue
+				}
+				r := rapid.SampledFrom(requests).Draw(rt, "retry")
+				c := *r.c
+				v, lost := f.KVCompareAndSetLost(&c)
+				if !lost {
+					continue
+				}
+				if r.applied {
+					rt.Fatalf("%+v, already applied, was said lost: its retry must be answered by the log", r.c)
+				}
+				if now := f.KV(DefaultJob, c.Key); !reflect.DeepEqual(v, now) {
+					rt.Fatalf("said lost with %+v, the key holds %+v", v, now)
+				}
+				r.lost = true
+			case 3: // another client deletes a key
+				key := rapid.SampledFrom(keys).Draw(rt, "delete")
+				apply(in("", &KVDelete{Key: key}))
+			case 4: // a client re-sends a pending request: a second entry of it
+				if len(pending) == 0 {
+					continue
+				}
+				pending = append(pending, rapid.SampledFrom(pending).Draw(rt, "again"))
+			}
+		}
+		for _, r := range pending {
+			if res := apply(r.c); r.lost && res.Swapped {
+				rt.Fatalf("%+v was said lost, then swapped", r.c)
+			}
+		}
+	})
 }

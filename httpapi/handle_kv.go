@@ -38,7 +38,11 @@ func (s *Handler) handleKVCompareAndSet(w http.ResponseWriter, r *http.Request) 
 	if err := checkKVWrite(in.Key, in.Value, maxValue); err != nil {
 		return err
 	}
-	res, err := s.apply(r, req, &fsm.KVCompareAndSet{Key: in.Key, Version: in.Version, Value: in.Value})
+	c := &fsm.KVCompareAndSet{Key: in.Key, Version: in.Version, Value: in.Value}
+	if answered, err := s.answerLostCompareAndSet(w, r, req, c); answered || err != nil {
+		return err
+	}
+	res, err := s.apply(r, req, c)
 	if err != nil {
 		return err
 	}
@@ -48,6 +52,46 @@ func (s *Handler) handleKVCompareAndSet(w http.ResponseWriter, r *http.Request) 
 	writeJSON(w, http.StatusOK, rpc.KVCompareAndSetResponse{Key: in.Key, Swapped: res.Swapped, Found: res.KV.Found,
 		Value: res.KV.Value, Version: res.KV.Version, AppliedAt: FSMTime(res.Clock)})
 	return nil
+}
+
+// answerLostCompareAndSet answers c, the compare-and-set of request req,
+// without proposing it when the log would answer it "not swapped" anyway
+// (fsm.KVCompareAndSetLost): the agents of a large rendezvous lose most of
+// their compare-and-sets, and each would otherwise be a log entry of the
+// whole state, written on every replica. It reads after a read barrier, so
+// the answer is as linearizable as a read's; it counts as a keep-alive of
+// the request's session, as a write does. It reports false, with no error,
+// when c must go through the log, and an error only for a malformed
+// request.
+func (s *Handler) answerLostCompareAndSet(w http.ResponseWriter, r *http.Request, req fsm.RequestID, c *fsm.KVCompareAndSet) (bool, error) {
+	if c.Version == 0 {
+		return false, nil
+	}
+	session, err := parseSession(r)
+	if err != nil {
+		return false, err
+	}
+	if _, err := parseAttach(r, session); err != nil {
+		return false, err
+	}
+	if s.b.ReadBarrier(r.Context()) != nil {
+		// Not a leader that may read: the write's own path answers.
+		return false, nil
+	}
+	h := c.Hdr()
+	h.Job, h.Request, h.Session = jobOf(r), req, session
+	v, lost := s.b.FSM().KVCompareAndSetLost(c)
+	if !lost {
+		return false, nil
+	}
+	if session != 0 {
+		if k, ok := s.leaderKeeper(); ok {
+			k.Touch(session)
+		}
+	}
+	writeJSON(w, http.StatusOK, rpc.KVCompareAndSetResponse{Key: c.Key, Swapped: false, Found: v.Found,
+		Value: v.Value, Version: v.Version, AppliedAt: FSMTime(s.b.FSM().Clock())})
+	return true, nil
 }
 
 // handleKVDelete proposes a delete of a key of the job's register.

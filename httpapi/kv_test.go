@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/raftmaster/raftmaster/fsm"
@@ -407,4 +408,54 @@ func TestKVStoreBelowProtocol5(t *testing.T) {
 	if len(mg.Values) != 1 || string(mg.Values[0].Value) != "1" {
 		t.Fatalf("multi-get at level 4: %+v", mg)
 	}
+}
+
+// TestKVStaleCompareAndSetIsAnsweredWithoutAnEntry: a compare-and-set
+// that names a version its key has left is answered "not swapped", with
+// the key's value, and no log entry (the applied index and the state stay
+// as they were). A retry of one that swapped is still answered by the
+// log, with its first outcome; one naming a version not given yet, or 0,
+// goes through the log too; one under an ended session is refused, not
+// answered.
+func TestKVStaleCompareAndSetIsAnsweredWithoutAnEntry(t *testing.T) {
+	e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { return newFake(l) }, nil)
+	first := e.cas(rpc.PathKVCompareAndSet, "k", 0, "one")
+	id := reqID(uuid.New(), 1)
+	second := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "two", id...)
+	third := e.cas(rpc.PathKVCompareAndSet, "k", second.Version, "three")
+	if !second.Swapped || !third.Swapped {
+		t.Fatalf("set-up: %+v %+v", second, third)
+	}
+
+	before := e.state()
+	stale := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "late", reqID(uuid.New(), 1)...)
+	if stale.Swapped || !stale.Found || stale.Version != third.Version || string(stale.Value) != "three" {
+		t.Fatalf("stale compare-and-set answered %+v, want not swapped at %d holding three", stale, third.Version)
+	}
+	if after := e.state(); after != before {
+		t.Fatalf("a stale compare-and-set changed the state or went through the log: %+v, then %+v", before, after)
+	}
+
+	retry := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "two", id...)
+	if !retry.Swapped || retry.Version != second.Version || !retry.AppliedAt.Equal(second.AppliedAt) {
+		t.Fatalf("the retry of a compare-and-set that swapped answered %+v, want its first outcome %+v", retry, second)
+	}
+
+	for _, version := range []uint64{0, third.Version + 100} {
+		before := e.state()
+		r := e.cas(rpc.PathKVCompareAndSet, "k", version, "x", reqID(uuid.New(), 1)...)
+		if r.Swapped {
+			t.Fatalf("version %d swapped: %+v", version, r)
+		}
+		if after := e.state(); after.applied == before.applied {
+			t.Fatalf("the compare-and-set at version %d did not go through the log", version)
+		}
+	}
+
+	s := e.openSession(time.Minute)
+	if r := e.closeSession(s.Session); r.status != http.StatusOK {
+		t.Fatalf("close session: %d %s", r.status, r.body)
+	}
+	r := e.post(rpc.PathKVCompareAndSet, rpc.KVCompareAndSetRequest{Key: "k", Version: first.Version, Value: []byte("x")}, under(s.Session)...)
+	wantError(t, r, http.StatusGone, rpc.CodeSessionExpired)
 }
