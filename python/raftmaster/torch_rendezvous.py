@@ -89,6 +89,7 @@ This module needs PyTorch; ``import raftmaster`` does not import it.
 from __future__ import annotations
 
 import atexit
+import collections
 import datetime
 import hashlib
 import hmac
@@ -269,6 +270,9 @@ def _open(key: bytes, register_key: str, value: bytes) -> bytes:
                                    % (register_key, SECRET_ENV))
     if not compressed:
         return state
+    hit = _inflated.get((register_key, mac))
+    if hit is not None:
+        return hit
     d = zlib.decompressobj()
     try:
         out = d.decompress(state, _MAX_STATE)
@@ -278,7 +282,20 @@ def _open(key: bytes, register_key: str, value: bytes) -> bytes:
     if d.unconsumed_tail or not d.eof:
         raise RendezvousStateError("raftmaster rendezvous: the state in %s is signed but truncated or larger than "
                                    "%d bytes decompressed" % (register_key, _MAX_STATE))
+    with _inflated_lock:
+        _inflated[(register_key, mac)] = out
+        while len(_inflated) > _INFLATED_SIZE:
+            _inflated.popitem(last=False)
     return out
+
+
+# The states this process inflated last, by register key and signature
+# (checked before the lookup, so only an authentic state is ever served
+# from here): an agent that reads a state again while nothing changes, or
+# agents of one process that read the same one, inflate it once.
+_INFLATED_SIZE = 8
+_inflated: "collections.OrderedDict[Tuple[str, bytes], bytes]" = collections.OrderedDict()
+_inflated_lock = threading.Lock()
 
 
 def _connection_error(what: str, e: errors.RaftmasterError) -> RendezvousConnectionError:
