@@ -57,6 +57,7 @@ import pickle
 import re
 import secrets
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -354,6 +355,126 @@ def join_all(agents: List[Agent], run_id: str, nodes: int, decoded: Optional[Dec
     return start, outcomes
 
 
+class Threads:
+    """Agents that are threads of this process."""
+
+    def __init__(self, agents: List[Agent], decoded: Optional[Decoded], counts: Counts) -> None:
+        self.agents = agents
+        self.decoded = decoded
+        self.counts = counts
+
+    @property
+    def sessions(self) -> List[Optional[int]]:
+        return [a.session for a in self.agents]
+
+    def join(self, run_id: str, nodes: int, joined=None) -> Tuple[float, List[Outcome], Tuple[int, int, int]]:
+        """join_all of every agent; with the backend calls they made."""
+        c0 = self.counts.snapshot()
+        start, outcomes = join_all(self.agents, run_id, nodes, self.decoded, self.counts, joined)
+        c1 = self.counts.snapshot()
+        return start, outcomes, (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2])
+
+    def stop_heartbeats(self) -> None:
+        for a in self.agents:
+            a.stop_heartbeats()
+
+    def close(self) -> None:
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(Agent.close, self.agents))
+
+
+class Children:
+    """Agents that are threads of child processes of this one, each
+    running this script with --child for a range of the agents' indexes.
+    The parent sends each command as a line of JSON on a child's stdin and
+    reads the answer from its stdout; the clocks are comparable, since
+    time.monotonic is the system's."""
+
+    def __init__(self, args: argparse.Namespace, argv: List[str], secret: str) -> None:
+        n, p = args.agents, args.processes
+        bounds = [n * i // p for i in range(p + 1)]
+        env = dict(os.environ)
+        env[SECRET_ENV] = secret  # in the environment, not on a command line
+        self.procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__)] + argv +
+                                       ["--child", "%d:%d" % (bounds[i], bounds[i + 1])],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
+                      for i in range(p)]
+        self.sessions: List[Optional[int]] = []
+        for out in self._answers():
+            self.sessions += out["sessions"]
+
+    def _send(self, cmd: Dict[str, Any]) -> None:
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(cmd) + "\n")
+            proc.stdin.flush()
+
+    def _answers(self) -> List[Dict[str, Any]]:
+        out = []
+        for proc in self.procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("an agents' process exited (%s)" % proc.wait())
+            out.append(json.loads(line))
+        return out
+
+    def join(self, run_id: str, nodes: int, joined=None) -> Tuple[float, List[Outcome], Tuple[int, int, int]]:
+        self._send({"op": "join", "run": run_id, "nodes": nodes})
+        if joined is not None:
+            joined(time.monotonic())
+        answers = self._answers()
+        outcomes = []
+        for a in answers:
+            for d in a["outcomes"]:
+                o = Outcome()
+                o.__dict__.update(d)
+                outcomes.append(o)
+        counts = tuple(sum(a["counts"][i] for a in answers) for i in range(3))
+        return min(a["start"] for a in answers), outcomes, counts  # type: ignore[return-value]
+
+    def stop_heartbeats(self) -> None:
+        self._send({"op": "stop"})
+        self._answers()
+
+    def close(self) -> None:
+        self._send({"op": "close"})
+        for proc in self.procs:
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+def child_main(args: argparse.Namespace) -> int:
+    """An agents' process of Children: open the sessions of the agents of
+    args.child, then run the parent's commands."""
+    first, end = (int(x) for x in args.child.split(":"))
+    key = signing_key(args.job, args.token, args.secret)
+    group = Threads([Agent(i, args, key) for i in range(first, end)], None if args.torch_holder else Decoded(),
+                    Counts())
+    with ThreadPoolExecutor(16) as pool:
+        list(pool.map(Agent.open, group.agents))
+
+    def answer(out: Dict[str, Any]) -> None:
+        sys.stdout.write(json.dumps(out) + "\n")
+        sys.stdout.flush()
+
+    answer({"sessions": group.sessions})
+    for line in sys.stdin:
+        cmd = json.loads(line)
+        if cmd["op"] == "join":
+            start, outcomes, counts = group.join(cmd["run"], cmd["nodes"])
+            answer({"start": start, "outcomes": [vars(o) for o in outcomes], "counts": counts})
+        elif cmd["op"] == "stop":
+            group.stop_heartbeats()
+            answer({})
+        else:
+            break
+    group.close()
+    return 0
+
+
 def leader_api(addrs: List[str], token: Optional[str]) -> str:
     """The API address of the cluster's leader."""
     for _ in range(100):
@@ -448,15 +569,21 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--torch-holder", action="store_true",
                    help="each agent unpickles every state it reads, with torch's own state holder, rather than "
                         "sharing the decoded states (a few hundred agents at most)")
+    p.add_argument("--processes", type=int, default=1,
+                   help="spread the agents over this many processes, each a share of the threads (default 1). "
+                        "One CPython process runs one agent's Python at a time: past a few hundred agents its "
+                        "interpreter, not the cluster, sets the pace")
+    p.add_argument("--child", metavar="FIRST:END", help=argparse.SUPPRESS)
     p.add_argument("--json", metavar="FILE", help="also write the figures and every agent's outcome to FILE")
     args = p.parse_args(argv)
     args.addrs = [a.strip() for a in args.addrs.split(",") if a.strip()]
-    if args.agents < 1 or args.rounds < 0 or args.wait < 0:
-        p.error("--agents must be at least 1, --rounds and --wait not negative")
+    if args.agents < 1 or args.rounds < 0 or args.wait < 0 or not 1 <= args.processes <= args.agents:
+        p.error("--agents must be at least 1, --rounds and --wait not negative, --processes from 1 to --agents")
     return args
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[attr-defined]
     # A thousand threads of one process take turns at the interpreter: each
@@ -473,33 +600,41 @@ def main(argv: Optional[List[str]] = None) -> int:
     dynamic_rendezvous.get_method_name = _method_name
     threading.stack_size(512 << 10)
     RaftmasterRendezvousBackend.cas_backoff_max = args.cas_backoff_max
+    if args.child:
+        return child_main(args)
     n = args.agents
-    key = signing_key(args.job, args.token, args.secret or secrets.token_hex(16))
+    args.secret = args.secret or secrets.token_hex(16)
+    key = signing_key(args.job, args.token, args.secret)
     tag = "bench-" + uuid.uuid4().hex[:8]
     decoded = None if args.torch_holder else Decoded()
-    counts = Counts()
-    report: Dict[str, Any] = {"agents": n, "rounds": [], "wait": None}
+    report: Dict[str, Any] = {"agents": n, "processes": args.processes, "rounds": [], "wait": None}
 
-    print("%d agents, job %s, runs %s-*, %s state holder; opening their sessions"
-          % (n, args.job, tag, "torch's" if args.torch_holder else "a shared"))
+    print("%d agents in %d process%s, job %s, runs %s-*, %s state holder; opening their sessions"
+          % (n, args.processes, "" if args.processes == 1 else "es", args.job, tag,
+             "torch's" if args.torch_holder else "a shared"))
     t = time.monotonic()
-    agents = [Agent(i, args, key) for i in range(n + 1)]  # the last: the N+1-th of the wait phase
-    with ThreadPoolExecutor(16) as pool:
-        list(pool.map(Agent.open, agents))
-    sessions = {a.session for a in agents}
+    last = Agent(n, args, key)  # the N+1-th of the wait phase, in this process
+    group: Any
+    if args.processes > 1:
+        group = Children(args, argv, args.secret)
+    else:
+        group = Threads([Agent(i, args, key) for i in range(n)], decoded, Counts())
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(Agent.open, group.agents))
+    last.open()
+    sessions = set(group.sessions) | {last.session}
     print("  %d sessions open in %.1fs" % (len(sessions - {None}), time.monotonic() - t))
-    report["sessions"] = [a.session for a in agents[:n]]
+    report["sessions"] = group.sessions
     leader = leader_api(args.addrs, args.token)
     failed = False
     try:
         times = []
         for r in range(args.rounds):
-            before, c0, m0 = requests_by_route(leader, args.token), counts.snapshot(), time.monotonic()
-            start, outcomes = join_all(agents[:n], "%s-%d" % (tag, r), n, decoded, counts)
+            before, m0 = requests_by_route(leader, args.token), time.monotonic()
+            start, outcomes, (gets, won, lost) = group.join("%s-%d" % (tag, r), n)
             end = max(o.done for o in outcomes)
             took = end - start
             total, by = rates(before, requests_by_route(leader, args.token), time.monotonic() - m0)
-            c1 = counts.snapshot()
             errs = [o.error for o in outcomes if o.error]
             ranks = sorted(o.rank for o in outcomes if not o.error)
             ok = not errs and ranks == list(range(n)) and len({o.round for o in outcomes}) == 1
@@ -507,24 +642,23 @@ def main(argv: Optional[List[str]] = None) -> int:
             times.append(took)
             report["rounds"].append({
                 "seconds": took, "leader_requests_per_second": total, "by_route": by,
-                "gets": c1[0] - c0[0], "sets_won": c1[1] - c0[1], "sets_lost": c1[2] - c0[2],
+                "gets": gets, "sets_won": won, "sets_lost": lost,
                 "errors": errs[:10], "agents": [{"rank": o.rank, "world": o.world, "round": o.round,
                                                  "seconds": o.done - start, "error": o.error} for o in outcomes]})
             print("round %d: %d agents complete in %.2fs (%.0f joins/s); leader %.0f req/s (%s); "
                   "state reads %d, compare-and-sets won %d, lost %d%s"
-                  % (r, n - len(errs), took, n / took, total, _fmt_routes(by), c1[0] - c0[0], c1[1] - c0[1],
-                     c1[2] - c0[2], "" if ok else "; FAILED: %s" % (errs[:3] or "ranks or rounds differ")))
-            for a in agents[:n]:
-                a.stop_heartbeats()
+                  % (r, n - len(errs), took, n / took, total, _fmt_routes(by), gets, won, lost,
+                     "" if ok else "; FAILED: %s" % (errs[:3] or "ranks or rounds differ")))
+            group.stop_heartbeats()
         if times:
             report["round_p50"], report["round_max"] = statistics.median(times), max(times)
             print("time for a round of %d agents: p50 %.2fs, max %.2fs over %d rounds; join rate %.0f agents/s"
                   % (n, report["round_p50"], report["round_max"], len(times), n / report["round_p50"]))
         if args.wait > 0:
-            failed = wait_phase(agents, args, tag, decoded, counts, leader, report) or failed
+            failed = wait_phase(group, last, args, tag, decoded, leader, report) or failed
     finally:
-        with ThreadPoolExecutor(16) as pool:
-            list(pool.map(Agent.close, agents))
+        group.close()
+        last.close()
         try:
             with Client(args.addrs, job=args.job, token=args.token, session_ttl=0) as c:
                 for r in range(args.rounds + 1):
@@ -538,14 +672,17 @@ def main(argv: Optional[List[str]] = None) -> int:
     return 1 if failed else 0
 
 
-def wait_phase(agents: List[Agent], args: argparse.Namespace, tag: str, decoded: Optional[Decoded],
-               counts: Counts, leader: str, report: Dict[str, Any]) -> bool:
+def _route_rate(by: Dict[str, float], part: str) -> float:
+    return sum(v for r, v in by.items() if part in r)
+
+
+def wait_phase(group: Any, last: Agent, args: argparse.Namespace, tag: str, decoded: Optional[Decoded],
+               leader: str, report: Dict[str, Any]) -> bool:
     """N agents join a rendezvous of N+1 and wait; count the leader's
     requests over args.wait seconds once all have joined; then the last
     agent joins and completes the round. Return whether it failed."""
     n = args.agents
     run_id = "%s-%d" % (tag, args.rounds)
-    last = agents[n]
     watcher = RaftmasterRendezvousBackend(last.client, run_id, last.key)
     figures: Dict[str, Any] = {}
 
@@ -558,24 +695,26 @@ def wait_phase(agents: List[Agent], args: argparse.Namespace, tag: str, decoded:
                 break
             time.sleep(1)
         figures["all_joined_after"] = time.monotonic() - start
-        before, c0, t0 = requests_by_route(leader, args.token), counts.snapshot(), time.monotonic()
+        before, t0 = requests_by_route(leader, args.token), time.monotonic()
         time.sleep(args.wait)
-        after, c1, t1 = requests_by_route(leader, args.token), counts.snapshot(), time.monotonic()
-        figures["leader_requests_per_second"], figures["by_route"] = rates(before, after, t1 - t0)
-        figures["gets_per_second"] = (c1[0] - c0[0]) / (t1 - t0)
-        figures["sets_per_second"] = (c1[1] + c1[2] - c0[1] - c0[2]) / (t1 - t0)
+        after, t1 = requests_by_route(leader, args.token), time.monotonic()
+        total, by = rates(before, after, t1 - t0)
+        figures["leader_requests_per_second"], figures["by_route"] = total, by
+        figures["gets_per_second"] = _route_rate(by, "kv/get")
+        figures["sets_per_second"] = _route_rate(by, "kv/cas")
         threading.Thread(target=join_last, daemon=True).start()
 
     last_outcome = Outcome()
 
     def join_last() -> None:
         try:
+            assert last.handler is not None
             _, last_outcome.rank, last_outcome.world = last.handler.next_rendezvous()
         except Exception as e:
             last_outcome.error = "%s: %s" % (type(e).__name__, e)
 
-    last.new_handler(run_id, n + 1, decoded, counts)
-    _, outcomes = join_all(agents[:n], run_id, n + 1, decoded, counts, joined=lambda s: threading.Thread(
+    last.new_handler(run_id, n + 1, decoded, Counts())
+    _, outcomes, _ = group.join(run_id, n + 1, joined=lambda s: threading.Thread(
         target=hold, args=(s,), daemon=True).start())
     errs = [o.error for o in outcomes if o.error] + ([last_outcome.error] if last_outcome.error else [])
     ranks = sorted([o.rank for o in outcomes] + [last_outcome.rank])
@@ -588,8 +727,8 @@ def wait_phase(agents: List[Agent], args: argparse.Namespace, tag: str, decoded:
               % (n, figures["all_joined_after"], args.wait, figures["leader_requests_per_second"],
                  _fmt_routes(figures["by_route"]), figures["gets_per_second"], figures["sets_per_second"],
                  "" if ok else "; FAILED: %s" % (errs[:3] or "ranks differ")))
-    for a in agents:
-        a.stop_heartbeats()
+    group.stop_heartbeats()
+    last.stop_heartbeats()
     return not ok
 
 
