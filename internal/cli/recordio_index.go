@@ -102,4 +102,3 @@ func objectStoreFromFlags(c *cli.Context) (*objstore.Store, error) {
 	}
 	return objstore.New(cfg), nil
 }
-
