@@ -43,8 +43,9 @@ type Client struct {
 	maxWriteRetry  time.Duration // rpc.MaxWriteRetry; tests shorten it
 	bufSize        int
 	clientIndexing bool
-	job            string // WithJob; "" for the default job
-	token          string // WithToken
+	openers        map[string]ChunkOpener // WithChunkOpener, by URL scheme
+	job            string                 // WithJob; "" for the default job
+	token          string                 // WithToken
 	passWaitMin    time.Duration
 	passWaitMax    time.Duration
 	attemptTimeout time.Duration // of an attempt whose call sets none; 0 means defaultAttemptTimeout

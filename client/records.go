@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
-	"os"
 	"sync"
 	"time"
 
@@ -466,7 +466,7 @@ func (c *Client) keepLease(ctx context.Context, t Task, log hclog.Logger) {
 // stopped.
 func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, int64, error) {
 	var (
-		f     *os.File
+		f     io.ReadSeekCloser
 		path  string
 		recs  [][]byte
 		first int64 // offset in t of recs[0]
@@ -499,7 +499,7 @@ func (c *Client) readTask(ctx context.Context, t Task) ([][]byte, int64, error) 
 				f = nil
 			}
 			var err error
-			if f, err = os.Open(ch.Path); err != nil {
+			if f, err = c.openChunkFile(ctx, ch.Path); err != nil {
 				return nil, 0, chunkErr(err)
 			}
 			path = ch.Path

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,11 @@ func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []st
 		Strict:        p.Strict,
 	}
 	if c.clientIndexing {
+		for _, g := range globPaths {
+			if strings.HasPrefix(g, "s3://") || strings.HasPrefix(g, "gs://") {
+				return rpc.SetDatasetResponse{}, fmt.Errorf("client: %q: object-store patterns are indexed by the leader (serve --dataset-buckets), not with WithClientIndexing", g)
+			}
+		}
 		chunks, err := c.indexGlobs(ctx, globPaths)
 		if err != nil {
 			return rpc.SetDatasetResponse{}, err

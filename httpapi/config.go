@@ -8,6 +8,7 @@ import (
 	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/internal/auth"
 	"github.com/raftmaster/raftmaster/internal/quota"
+	"github.com/raftmaster/raftmaster/objstore"
 	"github.com/raftmaster/raftmaster/recordio"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -64,6 +65,15 @@ type Config struct {
 	// under: relative patterns are taken under it, and a file outside it
 	// (after cleaning and resolving symbolic links) is refused unread.
 	DatasetRoot string
+	// ObjectStore reads the datasets of object-store patterns (s3://,
+	// gs://); nil refuses them.
+	ObjectStore *objstore.Store
+	// DatasetBuckets lists the object-store locations, s3://bucket or
+	// s3://bucket/prefix (gs:// likewise), that datasets may be read
+	// from: an object-store pattern whose literal part is not under one
+	// of them is refused unread. Empty refuses every object-store
+	// pattern.
+	DatasetBuckets []string
 	// WriteQuota bounds the writes (the endpoints of rpc.Endpoint.Write)
 	// the leader accepts from each token, or from each source address
 	// when Tokens is nil: past it a write is answered 429 rate_limited

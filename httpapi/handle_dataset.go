@@ -58,7 +58,18 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	}
 	lim := recordio.IndexLimits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles,
 		MaxChunks: min(s.cfg.Limits.MaxChunks, fsm.MaxChunks), MaxPathLen: fsm.MaxPathLen}
-	if len(in.Globs) > 0 {
+	objects, err := objectPatterns(in.Globs)
+	if err != nil {
+		return err
+	}
+	switch {
+	case objects:
+		// Listing is bounded, and catches patterns that match nothing
+		// at all even when the request is going to be ignored.
+		if _, err := s.objectFiles(ctx, in.Globs, lim); err != nil {
+			return err
+		}
+	case len(in.Globs) > 0:
 		// Expanding is bounded, and catches patterns that match nothing
 		// at all even when the request is going to be ignored.
 		if err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
@@ -88,7 +99,12 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	}
 	var chunks []fsm.Chunk
 	var files int
-	if len(in.Globs) > 0 {
+	switch {
+	case objects:
+		if chunks, files, err = s.indexObjects(ctx, in.Globs, lim); err != nil {
+			return err
+		}
+	case len(in.Globs) > 0:
 		start := time.Now()
 		var found []recordio.FileChunk
 		var sum recordio.IndexSummary
@@ -114,7 +130,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 		}
 		files = sum.Files
 		s.log.Info("indexed dataset", "files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start))
-	} else {
+	default:
 		chunks, files = clientChunks(in.Chunks)
 	}
 	patterns := recordedPatterns(s.b.FSM(), in.Globs)

@@ -9,7 +9,8 @@ import (
 
 // Glob returns the files matched by globs (patterns as filepath.Glob takes
 // them; a plain path matches itself), sorted by path and without
-// duplicates. As in the original master, a pattern that matches nothing
+// duplicates, and without the index objects of matched files
+// (DropIndexObjects). As in the original master, a pattern that matches nothing
 // is skipped. It fails with ErrBadPattern for an empty, overlong or
 // malformed pattern, ErrNoMatch naming the patterns when none of them
 // matches a file, and ErrLimit when there are more than lim.MaxGlobs
@@ -53,7 +54,7 @@ func Glob(globs []string, lim IndexLimits) ([]string, error) {
 		paths = append(paths, p)
 	}
 	slices.Sort(paths)
-	return paths, nil
+	return DropIndexObjects(paths), nil
 }
 
 // quoteAll quotes the patterns for an error message, at most a few of them.

@@ -98,7 +98,8 @@ func (d HostDir) Stat(name string) (fs.FileInfo, error) { return os.Stat(path.Jo
 // duplicates. A relative pattern is taken under root; an absolute one must
 // lie inside root.Name(). Every directory is listed and every file looked
 // at through root, so that no symbolic link or ".." leads out of it. A
-// plain pattern matches itself. A pattern that matches nothing is
+// plain pattern matches itself. The index object of a matched file
+// (DropIndexObjects) is left out. A pattern that matches nothing is
 // skipped, as in Glob; ErrNoMatch reports patterns that match nothing at
 // all.
 //
@@ -150,7 +151,7 @@ func GlobRoot(ctx context.Context, root Dir, patterns []string, lim IndexLimits,
 			return nil, &FileError{Path: p, Err: ErrNotRegular}
 		}
 	}
-	return paths, nil
+	return DropIndexObjects(paths), nil
 }
 
 // rootPattern checks pattern p before anything is read and returns it

@@ -16,11 +16,14 @@ const (
 	Gzip = 2
 )
 
+// HeaderSize is the size of a chunk header in bytes.
+const HeaderSize = 20
+
 // magicNumber starts every chunk header.
 const magicNumber uint32 = 0x01020304
 
 const (
-	headerSize = 20
+	headerSize = HeaderSize
 
 	// defaultMaxChunkSize is the original's default maximum chunk size.
 	defaultMaxChunkSize = 32 * 1024 * 1024

@@ -49,6 +49,13 @@ func IndexFiles(ctx context.Context, paths []string, lim IndexLimits) ([]FileChu
 	return indexFiles(ctx, paths, lim, indexFile)
 }
 
+// IndexFilesWith is IndexFiles with index reading the Index of each
+// file: the object-store reader passes its own. index should return a
+// *FileError naming the path.
+func IndexFilesWith(ctx context.Context, paths []string, lim IndexLimits, index func(ctx context.Context, path string) (*Index, error)) ([]FileChunk, IndexSummary, error) {
+	return indexFiles(ctx, paths, lim, func(p string) (*Index, error) { return index(ctx, p) })
+}
+
 // indexFiles indexes each of paths with index, as IndexFiles describes.
 func indexFiles(ctx context.Context, paths []string, lim IndexLimits, index func(string) (*Index, error)) ([]FileChunk, IndexSummary, error) {
 	lim = lim.withDefaults()

@@ -31,7 +31,7 @@ func recordioCommand() *cli.Command {
 			"chunk holds a group of records, optionally compressed with snappy or gzip, and a\n" +
 			"task is a list of chunks. The files are byte-compatible with the PaddlePaddle v2\n" +
 			"RecordIO package.",
-		Subcommands: []*cli.Command{packCommand(), inspectCommand()},
+		Subcommands: []*cli.Command{packCommand(), inspectCommand(), indexCommand()},
 	}
 }
 
@@ -49,7 +49,9 @@ func packCommand() *cli.Command {
 			"pattern with one integer verb that receives the file number from 0 (a pattern\n" +
 			"without one gets \"-%05d\" before its extension). Parent directories are created,\n" +
 			"each file appears under its name only when complete, and the names are printed\n" +
-			"on standard output. Progress goes to standard error.",
+			"on standard output. Progress goes to standard error. Beside each file goes its\n" +
+			"index object, FILE" + recordio.IndexSuffix + " (unless --no-index): copied along with the file into an\n" +
+			"object store, it lets the leader index the file with one request.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Required: true,
 				Usage: "output file `PATTERN`, e.g. data/train-%05d.recordio"},
@@ -61,6 +63,8 @@ func packCommand() *cli.Command {
 				Usage: "record `BYTES` per chunk before a new chunk starts"},
 			&cli.BoolFlag{Name: "quiet", Aliases: []string{"q"},
 				Usage: "print no progress or summary on standard error"},
+			&cli.BoolFlag{Name: "no-index",
+				Usage: "write no index object (FILE" + recordio.IndexSuffix + ") beside each file"},
 		},
 		Action: runPack,
 	}
@@ -155,7 +159,7 @@ func runPack(c *cli.Context) error {
 		inputs = []string{"-"}
 	}
 	prog := newProgress(c.App.ErrWriter, c.Bool("quiet"))
-	p := &packer{opts: opts, stdout: c.App.Writer, progress: prog}
+	p := &packer{opts: opts, stdout: c.App.Writer, progress: prog, index: !c.Bool("no-index")}
 	for _, in := range inputs {
 		if err := p.packInput(in, c.App.Reader); err != nil {
 			p.abort()
@@ -175,6 +179,7 @@ type packer struct {
 	opts     packOptions
 	stdout   io.Writer
 	progress *progress
+	index    bool // write each file's index object
 
 	f      *os.File // temporary file of the current output, nil between files
 	name   string   // final name of the current output
@@ -305,6 +310,11 @@ func (p *packer) closeFile() error {
 		return fmt.Errorf("%s: %w", p.name, err)
 	}
 	p.f = nil
+	if p.index {
+		if _, err := recordio.WriteIndexObjectFile(p.name); err != nil {
+			return fmt.Errorf("%s: index object: %w", p.name, err)
+		}
+	}
 	p.files++
 	fmt.Fprintln(p.stdout, p.name)
 	return nil

@@ -92,6 +92,10 @@ func serveCommand() *cli.Command {
 			&cli.StringFlag{Name: "cluster-key-file", Usage: "run Raft over mutual TLS with certificates derived from this cluster key, a secret every node shares (make it with raftmaster keygen); the API stays plain HTTP unless --tls-cert is given too", EnvVars: env("cluster-key-file"), TakesFile: true},
 			&cli.BoolFlag{Name: "insecure", Usage: "run Raft without authentication or encryption when neither --cluster-key-file nor --tls-cert is given: anyone who reaches --raft-addr can then write the cluster's state (only on an isolated network, or to run beside nodes of an earlier release)", EnvVars: env("insecure")},
 			&cli.StringFlag{Name: "dataset-root", Usage: "index datasets only under this directory: relative patterns are taken under it, and files and symbolic links that lead outside it are refused unread (default: anywhere the process can read; a node whose API other hosts reach warns)", EnvVars: env("dataset-root")},
+			&cli.StringSliceFlag{Name: "dataset-buckets", Usage: "object-store locations datasets may be read from, e.g. s3://bucket/prefix or gs://bucket (repeat, or separate with commas); an s3:// or gs:// pattern outside them is refused unread (default: none, so object-store patterns are refused)", EnvVars: env("dataset-buckets")},
+			&cli.StringFlag{Name: "s3-endpoint", Usage: "S3-compatible endpoint of s3:// datasets: host[:port] over HTTPS, or an http:// or https:// URL (default: AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else s3.amazonaws.com); credentials come from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, the shared credentials file, or the IAM role", EnvVars: env("s3-endpoint")},
+			&cli.StringFlag{Name: "s3-region", Usage: "region of s3:// requests (default: AWS_REGION, AWS_DEFAULT_REGION, else the bucket's)", EnvVars: env("s3-region")},
+			&cli.StringFlag{Name: "s3-path-style", Usage: "name the bucket in the path (true, as MinIO wants), in the host name (false), or let the endpoint decide (auto)", Value: "auto", EnvVars: env("s3-path-style")},
 			&cli.IntFlag{Name: "chunks-per-task", Usage: "default chunks per task of a dataset", Value: httpapi.DefaultDatasetParams.ChunksPerTask, EnvVars: env("chunks-per-task")},
 			&cli.DurationFlag{Name: "task-timeout", Usage: "default lease of a dispatched task", Value: httpapi.DefaultDatasetParams.TaskTimeout, EnvVars: env("task-timeout")},
 			&cli.IntFlag{Name: "failure-max", Usage: "default failures or timeouts a task survives before it is set aside for the pass", Value: httpapi.DefaultDatasetParams.FailureMax, EnvVars: env("failure-max")},
@@ -222,6 +226,9 @@ func replicaConfig(c *cli.Context) (replica.Config, error) {
 	}
 	warnDatasetRoot(logger, c.String("http-addr"), root)
 	api := httpapi.Config{DatasetDefaults: params, DatasetRoot: root, SessionTTL: c.Duration("session-ttl")}
+	if api.ObjectStore, api.DatasetBuckets, err = datasetBuckets(c); err != nil {
+		return replica.Config{}, err
+	}
 	if ttl := api.SessionTTL; ttl < fsm.MinSessionTTL || ttl > fsm.MaxSessionTTL {
 		return replica.Config{}, fmt.Errorf("--session-ttl %v: want %v to %v", ttl, fsm.MinSessionTTL, fsm.MaxSessionTTL)
 	}

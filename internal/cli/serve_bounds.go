@@ -3,10 +3,12 @@ package cli
 import (
 	"fmt"
 	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/internal/replica"
+	"github.com/raftmaster/raftmaster/objstore"
 	"github.com/raftmaster/raftmaster/raftnode"
 	"github.com/urfave/cli/v2"
 )
@@ -101,4 +103,39 @@ func warnDatasetRoot(logger hclog.Logger, httpAddr, root string) {
 		logger.Warn("no --dataset-root: a client may have the leader index any file this process can read; " +
 			"give --dataset-root with the directory the datasets are in")
 	}
+}
+
+// datasetBuckets reads --dataset-buckets and the object-store flags: the
+// store the leader reads object-store datasets with, and the locations it
+// may read. Without --dataset-buckets there is no store, and every
+// object-store pattern is refused.
+func datasetBuckets(c *cli.Context) (*objstore.Store, []string, error) {
+	var entries []string
+	for _, v := range c.StringSlice("dataset-buckets") {
+		for e := range strings.SplitSeq(v, ",") {
+			if e = strings.TrimSpace(e); e != "" {
+				entries = append(entries, e)
+			}
+		}
+	}
+	if _, err := objstore.ParseAllowlist(entries); err != nil {
+		return nil, nil, fmt.Errorf("--dataset-buckets: %w", err)
+	}
+	cfg, err := objstore.ConfigFromEnv()
+	if err != nil {
+		return nil, nil, err
+	}
+	if v := c.String("s3-endpoint"); v != "" {
+		cfg.S3Endpoint = v
+	}
+	if v := c.String("s3-region"); v != "" {
+		cfg.S3Region = v
+	}
+	if cfg.S3PathStyle, err = objstore.ParsePathStyle(c.String("s3-path-style")); err != nil {
+		return nil, nil, fmt.Errorf("--s3-path-style: %w", err)
+	}
+	if len(entries) == 0 {
+		return nil, nil, nil
+	}
+	return objstore.New(cfg), entries, nil
 }

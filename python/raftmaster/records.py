@@ -8,7 +8,7 @@ import random
 import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import errors, recordio
+from . import errors, objstore, recordio
 from ._transport import Cancelled
 
 if TYPE_CHECKING:
@@ -307,7 +307,7 @@ def _read_task(t: "Task") -> Tuple[List[bytes], int]:
                     if f is not None:
                         f.close()
                         f = None
-                    f = open(ch.path, "rb")
+                    f = objstore.open_chunk_file(ch.path)
                     path = ch.path
                 with recordio.RangeReader(f, recordio.new_chunk_index(ch.offset, ch.records)) as r:
                     got = list(r)
