@@ -52,13 +52,11 @@ def parse_url(url: str) -> Tuple[str, str, str]:
 
 def _boto3():
     try:
-        import boto3  # noqa: F401
-        import botocore.config  # noqa: F401
+        import boto3
+        import botocore.config
     except ImportError as e:
         raise ImportError("reading s3:// and gs:// chunks needs boto3: pip install 'raftmaster[s3]' "
                           "(or apt install python3-boto3)") from e
-    import boto3
-    import botocore.config
     return boto3, botocore.config
 
 
@@ -110,7 +108,8 @@ def _error(url: str, e: BaseException) -> ObjectStoreError:
     if code in ("NoSuchKey", "404", "NotFound"):
         return ObjectStoreError("%s: object does not exist" % url)
     if code in ("AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "403", "ExpiredToken", "InvalidToken"):
-        return ObjectStoreError("%s: access denied: check the credentials and the bucket's permissions (%s)" % (url, code))
+        return ObjectStoreError("%s: access denied: check the credentials and the bucket's permissions (%s)"
+                                % (url, code))
     if code:
         return ObjectStoreError("%s: %s" % (url, code))
     return ObjectStoreError("%s: %s" % (url, type(e).__name__))
