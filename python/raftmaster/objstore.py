@@ -52,8 +52,8 @@ def parse_url(url: str) -> Tuple[str, str, str]:
 
 def _boto3():
     try:
-        import boto3
-        import botocore.config
+        import boto3  # type: ignore[import]  # no stubs: an optional extra
+        import botocore.config  # type: ignore[import]
     except ImportError as e:
         raise ImportError("reading s3:// and gs:// chunks needs boto3: pip install 'raftmaster[s3]' "
                           "(or apt install python3-boto3)") from e
