@@ -54,6 +54,15 @@ type DatasetParams struct {
 	FailureMax *int
 	// Strict refuses a late TaskFinished from an earlier lease.
 	Strict bool
+	// Shuffle, when nil or true, has each pass's tasks first dispatched
+	// in a permutation of (seed, pass), the same at any number of
+	// trainers and through any faults; false keeps id order. A cluster
+	// not yet upgraded to protocol level 8 keeps id order when both
+	// Shuffle and Seed are nil, and answers ErrUnavailable otherwise.
+	Shuffle *bool
+	// Seed seeds the permutations; nil lets the leader draw one. The
+	// dataset records it: the response and Job say which.
+	Seed *uint64
 }
 
 // SetDataset sets the dataset: the RecordIO files that globPaths match. As
@@ -86,6 +95,8 @@ func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []st
 		TaskTimeout:   rpc.Duration(p.TaskTimeout),
 		FailureMax:    p.FailureMax,
 		Strict:        p.Strict,
+		Shuffle:       p.Shuffle,
+		Seed:          p.Seed,
 	}
 	if c.clientIndexing {
 		chunks, err := c.indexGlobs(ctx, globPaths)
