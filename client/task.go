@@ -40,6 +40,10 @@ type Task struct {
 	// counts as trained (RestoreCursor): the reader delivers only the
 	// records after them, and counts them consumed.
 	Skip int64
+	// Seed is the dataset's seed, for a shuffle of the task's records
+	// that every reader of the task does alike (0 when the dataset has
+	// none: set before the cluster reached protocol level 8).
+	Seed uint64
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -177,7 +181,7 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 		return Task{}, err
 	}
 	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session,
-		Skip: resp.Task.Skip}, nil
+		Skip: resp.Task.Skip, Seed: resp.Task.Seed}, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:

@@ -136,6 +136,7 @@ func (j *job) taskOf(i int32, now int64) *Task {
 	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: j.cluster.wireEpoch(j.tasks[i].epoch)}, Pass: j.pass, JobNumber: j.seq}
 	t.Chunks = j.ds.taskChunks(int(i))
 	t.Skip = int64(j.taskSkip(i))
+	t.Seed = j.ds.params.Seed
 	if j.tasks[i].queue == qPending {
 		t.Lease = time.Duration(j.tasks[i].deadline - now)
 	}

@@ -513,6 +513,9 @@ func TestSetDatasetOrder(t *testing.T) {
 	for range chunks {
 		var got rpc.GetTaskResponse
 		e.ok(rpc.JobPath("drawn", rpc.PathTaskGet), rpc.GetTaskRequest{}, &got)
+		if got.Task.Seed != out.Seed {
+			t.Fatalf("task %+v carries seed %d, want %d", got.Task.Meta, got.Task.Seed, out.Seed)
+		}
 		ids = append(ids, got.Task.Meta.ID)
 	}
 	if want := fsm.PassOrder(out.Seed, true, 0, len(chunks)); !slices.Equal(ids, want) {

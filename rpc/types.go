@@ -219,6 +219,12 @@ type Task struct {
 	// delivers the records after them, and reports its consumed offsets
 	// (TaskProgress.Consumed) counting them.
 	Skip int64 `json:"skip,omitempty"`
+	// Seed is the dataset's seed (protocol level 8; absent when none was
+	// recorded). A reader that shuffles the records of a task seeds its
+	// shuffle with it, the pass and the task's id, so that every reader
+	// of the task, and a reader restored from a cursor, shuffles it
+	// alike.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
