@@ -7,9 +7,9 @@ import (
 )
 
 // TestDatasetSetSeedAndShuffle: dataset set sends --seed and
-// --shuffle=false, says which order the dataset has, and job inspect and
-// cluster status show it; without them the leader draws a seed and
-// shuffles.
+// --shuffle=false, says which order the dataset has (a later call, the
+// order in place), and job inspect shows it; without them the leader
+// draws a seed and shuffles.
 func TestDatasetSetSeedAndShuffle(t *testing.T) {
 	local, addr := localAPI(t)
 	dir := t.TempDir()
