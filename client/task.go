@@ -61,8 +61,10 @@ type DatasetParams struct {
 	// Shuffle, when nil or true, has each pass's tasks first dispatched
 	// in a permutation of (seed, pass), the same at any number of
 	// trainers and through any faults; false keeps id order. A cluster
-	// not yet upgraded to protocol level 8 keeps id order when both
-	// Shuffle and Seed are nil, and answers ErrUnavailable otherwise.
+	// not yet upgraded to protocol level 8 keeps id order when Seed is
+	// nil and Shuffle nil or false, and otherwise answers unavailable
+	// (rpc.CodeUnavailable), which the client retries until the upgrade
+	// or the end of its retry budget.
 	Shuffle *bool
 	// Seed seeds the permutations; nil lets the leader draw one. The
 	// dataset records it: the response and Job say which.
