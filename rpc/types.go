@@ -146,9 +146,9 @@ type SetDatasetRequest struct {
 	// Seed seeds the permutation and the trainers' shuffles within a
 	// task; when absent the leader draws one, which the dataset records
 	// (Job.Params). A cluster not yet upgraded to protocol level 8 keeps
-	// id order and records no seed: a request that sets either field is
-	// then answered unavailable, one that sets neither is served in id
-	// order.
+	// id order and records no seed: a request with a seed, or with
+	// shuffle true, is then answered unavailable; one with neither is
+	// served in id order.
 	Seed *uint64 `json:"seed,omitempty"`
 }
 
