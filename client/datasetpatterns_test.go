@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/raftmaster/raftmaster/client"
+	"github.com/raftmaster/raftmaster/fsm"
 	"github.com/raftmaster/raftmaster/httpapi/apitest"
 )
 
@@ -61,5 +62,55 @@ func TestSetDatasetWarnsOfOtherPatterns(t *testing.T) {
 	}
 	if ignored, current, warned := set("given", false, demo); !ignored || current != nil || warned != "" {
 		t.Fatalf("other patterns for a dataset of unknown patterns: ignored %v, current %q, logged %q", ignored, current, warned)
+	}
+}
+
+// TestSetDatasetSeedAndShuffle: the seed and the shuffle flag reach the
+// dataset, which dispatches each pass in the permutation of the seed; the
+// response and Job say which order the dataset has; Shuffle false keeps
+// id order.
+func TestSetDatasetSeedAndShuffle(t *testing.T) {
+	ts := startServer(t, apitest.NewLocal(), nil)
+	data := writeRecords(t, 200, 10) // 20 chunks
+	seed := uint64(2024)
+	c := newClient(t, client.WithAddrs(ts.URL), client.WithJob("shuffled"))
+	resp, err := c.SetDatasetWithParams([]string{data}, client.DatasetParams{ChunksPerTask: 1, Seed: &seed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !resp.Shuffle || resp.Seed != seed {
+		t.Fatalf("response %+v, want a shuffle with seed %d", resp, seed)
+	}
+	job, err := c.Job("shuffled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Params == nil || !job.Params.Shuffle || job.Params.Seed != seed {
+		t.Fatalf("job params %+v", job.Params)
+	}
+	var ids []int
+	for range resp.Tasks {
+		task, err := c.GetTask(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, task.Meta.ID)
+	}
+	if want := fsm.PassOrder(seed, true, 0, resp.Tasks); !slices.Equal(ids, want) {
+		t.Fatalf("dispatched %v, want %v", ids, want)
+	}
+
+	ordered := newClient(t, client.WithAddrs(ts.URL), client.WithJob("ordered"))
+	resp, err = ordered.SetDatasetWithParams([]string{data}, client.DatasetParams{ChunksPerTask: 5, Shuffle: new(false)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Shuffle || resp.Seed == 0 {
+		t.Fatalf("response %+v, want id order and a drawn seed", resp)
+	}
+	for want := 1; want <= resp.Tasks; want++ {
+		if task, err := ordered.GetTask(0); err != nil || task.Meta.ID != want {
+			t.Fatalf("task %+v, %v; want task %d", task.Meta, err, want)
+		}
 	}
 }

@@ -41,6 +41,10 @@ type Task struct {
 	// counts as trained (RestoreCursor): the reader delivers only the
 	// records after them, and counts them consumed.
 	Skip int64
+	// Seed is the dataset's seed, for a shuffle of the task's records
+	// that every reader of the task does alike (0 when the dataset has
+	// none: set before the cluster reached protocol level 8).
+	Seed uint64
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -55,6 +59,17 @@ type DatasetParams struct {
 	FailureMax *int
 	// Strict refuses a late TaskFinished from an earlier lease.
 	Strict bool
+	// Shuffle, when nil or true, has each pass's tasks first dispatched
+	// in a permutation of (seed, pass), the same at any number of
+	// trainers and through any faults; false keeps id order. A cluster
+	// not yet upgraded to protocol level 8 keeps id order when Seed is
+	// nil and Shuffle nil or false, and otherwise answers unavailable
+	// (rpc.CodeUnavailable), which the client retries until the upgrade
+	// or the end of its retry budget.
+	Shuffle *bool
+	// Seed seeds the permutations; nil lets the leader draw one. The
+	// dataset records it: the response and Job say which.
+	Seed *uint64
 }
 
 // SetDataset sets the dataset: the RecordIO files that globPaths match. As
@@ -87,6 +102,8 @@ func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []st
 		TaskTimeout:   rpc.Duration(p.TaskTimeout),
 		FailureMax:    p.FailureMax,
 		Strict:        p.Strict,
+		Shuffle:       p.Shuffle,
+		Seed:          p.Seed,
 	}
 	if c.clientIndexing {
 		for _, g := range globPaths {
@@ -172,7 +189,7 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 		return Task{}, err
 	}
 	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session,
-		Skip: resp.Task.Skip}, nil
+		Skip: resp.Task.Skip, Seed: resp.Task.Seed}, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:

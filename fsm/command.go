@@ -286,7 +286,18 @@ type DatasetParams struct {
 	FailureMax int
 	// Strict refuses a TaskFinished whose epoch is not the current lease.
 	Strict bool
+	// Shuffle dispatches each pass's tasks in the permutation of Seed and
+	// the pass (shuffle.go); without it a pass is in id order. Seed also
+	// seeds what trainers shuffle within a task. Both need Protocol8:
+	// they are written at the end of SetDataset and DatasetCommit (not
+	// with the other settings), only when one is set, so that a dataset
+	// in id order with no seed reads the same everywhere.
+	Shuffle bool
+	Seed    uint64
 }
+
+// hasOrder reports whether p carries the fields of Protocol8.
+func (p DatasetParams) hasOrder() bool { return p.Shuffle || p.Seed != 0 }
 
 // TaskMeta identifies one dispatch of a task: its id and the epoch of the
 // lease. Each dispatch increments the epoch.
@@ -728,18 +739,69 @@ func decodeChunks(d *decoder) []Chunk {
 func (c *SetDataset) encode(e *encoder) {
 	c.Params.encode(e)
 	encodeChunks(e, c.Chunks)
-	encodePatterns(e, c.Patterns)
+	encodeTrailer(e, c.Patterns, c.Params)
 }
 
 func (c *SetDataset) decode(d *decoder) {
 	c.Params.decode(d)
 	c.Chunks = decodeChunks(d)
-	c.Patterns = decodePatterns(d)
+	c.Patterns = decodeTrailer(d, &c.Params)
 }
 
 // level is the protocol level the command's fields need: patterns need
-// Protocol4.
-func (c *SetDataset) level() uint64 { return patternsLevel(c.Patterns) }
+// Protocol4, a seed or shuffle Protocol8.
+func (c *SetDataset) level() uint64 { return trailerLevel(c.Patterns, c.Params) }
+
+// encodeTrailer writes the optional fields at the end of SetDataset and
+// DatasetCommit: the patterns (Protocol4), then the order (Protocol8:
+// Shuffle and Seed). Each is written only when set, except that a
+// command with an order and no patterns writes an empty list of
+// patterns before it, so that every command has one encoding.
+func encodeTrailer(e *encoder, patterns []string, p DatasetParams) {
+	if !p.hasOrder() {
+		encodePatterns(e, patterns)
+		return
+	}
+	e.strings(patterns)
+	e.bool(p.Shuffle)
+	e.uvarint(p.Seed)
+}
+
+// decodeTrailer reads what encodeTrailer wrote into p's order, and
+// returns the patterns.
+func decodeTrailer(d *decoder, p *DatasetParams) []string {
+	if d.empty() {
+		return nil
+	}
+	patterns := d.strings()
+	if d.err != nil {
+		return nil
+	}
+	if d.empty() {
+		if len(patterns) == 0 {
+			d.fail(errors.New("an empty list of patterns"))
+		}
+		return patterns
+	}
+	p.Shuffle = d.bool()
+	p.Seed = d.uvarint()
+	if d.err == nil && !p.hasOrder() {
+		d.fail(errors.New("an order of no seed in id order"))
+	}
+	if len(patterns) == 0 {
+		patterns = nil
+	}
+	return patterns
+}
+
+// trailerLevel is the protocol level of a command with these patterns
+// and settings.
+func trailerLevel(patterns []string, p DatasetParams) uint64 {
+	if p.hasOrder() {
+		return Protocol8
+	}
+	return patternsLevel(patterns)
+}
 
 // encodePatterns writes a dataset's patterns, a field added at Protocol4
 // at the end of its command, only when there are some, so that a command
@@ -748,20 +810,6 @@ func encodePatterns(e *encoder, patterns []string) {
 	if len(patterns) > 0 {
 		e.strings(patterns)
 	}
-}
-
-// decodePatterns reads the patterns at the end of a command; one written
-// without them, as every one before Protocol4, has none. An empty list is
-// never written, so that every command has one encoding.
-func decodePatterns(d *decoder) []string {
-	if d.empty() {
-		return nil
-	}
-	p := d.strings()
-	if d.err == nil && len(p) == 0 {
-		d.fail(errors.New("an empty list of patterns"))
-	}
-	return p
 }
 
 // patternsLevel is the protocol level a command carrying patterns needs.
@@ -789,7 +837,7 @@ func (c *DatasetCommit) encode(e *encoder) {
 	e.uint32(c.Parts)
 	e.uint32(c.NumChunks)
 	c.Params.encode(e)
-	encodePatterns(e, c.Patterns)
+	encodeTrailer(e, c.Patterns, c.Params)
 }
 
 func (c *DatasetCommit) decode(d *decoder) {
@@ -797,12 +845,12 @@ func (c *DatasetCommit) decode(d *decoder) {
 	c.Parts = d.uint32()
 	c.NumChunks = d.uint32()
 	c.Params.decode(d)
-	c.Patterns = decodePatterns(d)
+	c.Patterns = decodeTrailer(d, &c.Params)
 }
 
 // level is the protocol level the command's fields need: patterns need
-// Protocol4.
-func (c *DatasetCommit) level() uint64 { return patternsLevel(c.Patterns) }
+// Protocol4, a seed or shuffle Protocol8.
+func (c *DatasetCommit) level() uint64 { return trailerLevel(c.Patterns, c.Params) }
 
 func (c *GetTask) encode(e *encoder) {
 	e.int(c.Pass)

@@ -481,21 +481,24 @@ func (j *job) restoreCursor(c *RestoreCursor) *Result {
 	for q := range j.queues {
 		j.queues[q] = emptyList()
 	}
-	var done []int32
 	for i := range j.tasks {
 		t := &j.tasks[i]
 		t.failures, t.deadline = 0, 0
 		// A report under any lease granted so far changes nothing from
 		// now on, as at a pass's start.
 		t.passEpoch = t.epoch
-		if cur.isDone(i) {
-			done = append(done, int32(i))
-			continue
-		}
-		j.pushBack(qTodo, int32(i))
 	}
-	for _, i := range done {
-		j.pushBack(qDone, i)
+	// The tasks to do go back in the order of the cursor's pass, so that
+	// those not finished are first dispatched as that pass would have.
+	j.eachInPassOrder(cur.pass, func(i int32) {
+		if !cur.isDone(int(i)) {
+			j.pushBack(qTodo, i)
+		}
+	})
+	for i := range j.tasks {
+		if cur.isDone(i) {
+			j.pushBack(qDone, int32(i))
+		}
 	}
 	j.pass = cur.pass
 	j.pos.consumed = nil

@@ -207,8 +207,28 @@
 //
 // When no task is todo or pending and at least one is done, the pass
 // counter increments and every task, done or failed, goes back to todo in
-// id order with its failure count reset. When every task has failed the
-// pass does not end, and GetTask answers ErrAllTaskFailed.
+// the pass's order (see Seeded shuffles) with its failure count reset.
+// When every task has failed the pass does not end, and GetTask answers
+// ErrAllTaskFailed.
+//
+// # Seeded shuffles
+//
+// From Protocol8 a dataset has a seed and a shuffle flag
+// (DatasetParams.Seed and Shuffle, set with SetDataset or DatasetCommit;
+// the leader draws the seed when the caller gives none). A pass's order
+// is the order todo is filled in when the pass starts (SetDataset and
+// DatasetCommit for pass 0, the end of the previous pass, RestoreCursor):
+// with Shuffle, the permutation of the task ids that shuffle.go derives
+// from (Seed, pass) and the number of tasks, a Feistel network with cycle
+// walking that needs no memory per task; without it, id order. A task
+// that comes back (its lease ran out, it failed, its session ended) goes
+// to the end of todo, as always. So the tasks of a pass are first
+// dispatched in the pass's order, whatever the number of trainers and
+// whatever faults happen. The seed and the flag are an optional field at
+// the end of the command, after the patterns (an empty list of patterns
+// when there are none), written only when one is set: below Protocol8 a
+// command with them is refused as invalid on every replica alike, and a
+// leader leaves them out, so that every dataset set then is in id order.
 //
 // Tick expires what is due at the clock, in every job: each pending lease
 // counts as a failure (re-dispatch or fail, as the original's timeout
@@ -416,7 +436,9 @@
 // naming a generation, once the job's restore generation is past it.
 //
 // RestoreCursor puts the job back to a cursor in one entry: its pass; its
-// finished tasks done; every other task to do in id order, its failures
+// finished tasks done; every other task to do in the order of the
+// cursor's pass (id order, or its permutation when the dataset
+// shuffles), its failures
 // reset, a task with a consumed offset handed out with Task.Skip set to
 // it. Every task's pass epoch becomes its epoch, so that a finish,
 // failure, renewal or progress report of any lease granted before the
@@ -540,7 +562,10 @@
 // Protocol5, the number of each de-duplication entry of KVAdd, KVAppend,
 // KVDelete and KVDeletePrefix; version 9, from Protocol6, each
 // de-duplication client's session, the held queue of each job, and the
-// sessions after the jobs.
+// sessions after the jobs; version 10, from Protocol7, each job's
+// positions and cursors; version 11, from Protocol8, each dataset's
+// shuffle flag and seed after its patterns (older versions restore with
+// datasets in id order and no seed).
 // Version 3, written before the register existed,
 // restores with empty registers; versions 1 and 2, written before jobs
 // existed, restore as the default job. Restore decodes

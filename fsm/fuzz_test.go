@@ -151,6 +151,18 @@ func setupLogAt(level uint64) [][]byte {
 	} {
 		log = append(log, Encode(c))
 	}
+	if level < Protocol8 {
+		return log
+	}
+	// A job whose dataset shuffles, one task of it leased.
+	shuffled := defaultParams
+	shuffled.Shuffle, shuffled.Seed = true, 31
+	for _, c := range []Command{
+		&SetDataset{Header: Header{Now: t0, Job: "shuffled"}, Params: shuffled, Chunks: testChunks(5), Patterns: []string{"s/*"}},
+		&GetTask{Header: Header{Now: t0, Job: "shuffled"}},
+	} {
+		log = append(log, Encode(c))
+	}
 	return log
 }
 
@@ -176,6 +188,8 @@ func FuzzApply(f *testing.F) {
 	// Patterns are invalid below Protocol4.
 	f.Add(Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: defaultParams, Chunks: testChunks(2), Patterns: []string{"data/*.rio"}}))
 	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: []string{"u/*"}}))
+	// A seed and shuffle are invalid below Protocol8.
+	f.Add(Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, Shuffle: true, Seed: 5}, Chunks: testChunks(2)}))
 	log := setupLog()
 	base := applyLog(log).SnapshotBytes()
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -215,6 +229,7 @@ func FuzzRestore(f *testing.F) {
 		Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: defaultParams, Chunks: testChunks(2), Patterns: []string{"a/*", "b/*"}}),
 	)).SnapshotBytes())
 	f.Add(applyLog(setupLogAt(Protocol5)).SnapshotBytes())
+	f.Add(applyLog(setupLogAt(Protocol8)).SnapshotBytes())
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
@@ -246,6 +261,8 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add(Encode(&SetDataset{Header: Header{Now: t0}, Params: defaultParams, Chunks: testChunks(1), Patterns: []string{"*"}}))
 	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 1, Params: defaultParams, Patterns: []string{"*"}}))
+	f.Add(Encode(&SetDataset{Header: Header{Now: t0}, Params: DatasetParams{ChunksPerTask: 1, Shuffle: true, Seed: 1 << 40}, Chunks: testChunks(1)}))
+	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 1, Params: DatasetParams{ChunksPerTask: 1, Seed: 3}, Patterns: []string{"*"}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

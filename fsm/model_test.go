@@ -172,6 +172,9 @@ func (m *model) apply(b []byte) Result {
 	if patterns := datasetPatterns(c); len(patterns) != 0 && m.protocol < Protocol4 {
 		return invalidResult // patterns are a field of Protocol4
 	}
+	if p, ok := datasetParams(c); ok && (p.Shuffle || p.Seed != 0) && m.protocol < Protocol8 {
+		return invalidResult // a seed and shuffle are fields of Protocol8
+	}
 	req := c.Hdr().Request
 	if req.Owner != [16]byte{} && m.protocol < Protocol3 {
 		return invalidResult // an owner is a field of Protocol3
@@ -607,14 +610,34 @@ func datasetPatterns(c Command) []string {
 	return nil
 }
 
+// datasetParams returns the settings a SetDataset or DatasetCommit
+// carries.
+func datasetParams(c Command) (DatasetParams, bool) {
+	switch c := c.(type) {
+	case *SetDataset:
+		return c.Params, true
+	case *DatasetCommit:
+		return c.Params, true
+	}
+	return DatasetParams{}, false
+}
+
 func (m *modelJob) install(p DatasetParams, patterns []string, chunks []Chunk) {
 	m.ds = &modelDataset{params: p, patterns: patterns, chunks: chunks}
 	m.tasks = make([]modelTask, (len(chunks)+p.ChunksPerTask-1)/p.ChunksPerTask)
-	m.todo = nil
 	for i := range m.tasks {
 		m.tasks[i].queue = "todo"
-		m.todo = append(m.todo, i)
 	}
+	m.todo = m.passOrder(0)
+}
+
+// passOrder is the order of the task indexes at the start of pass.
+func (m *modelJob) passOrder(pass int) []int {
+	order := PassOrder(m.ds.params.Seed, m.ds.params.Shuffle, pass, len(m.tasks))
+	for k := range order {
+		order[k]--
+	}
+	return order
 }
 
 func (m *modelJob) part(c *DatasetPart) Result {
@@ -787,12 +810,11 @@ func (m *modelJob) nextPass() {
 		return
 	}
 	m.pass++
-	m.todo = nil
 	for i := range m.tasks {
 		t := &m.tasks[i]
 		t.queue, t.failures, t.passEpoch = "todo", 0, t.epoch
-		m.todo = append(m.todo, i)
 	}
+	m.todo = m.passOrder(m.pass)
 }
 
 // tick expires what is due in every job, then collects the idle jobs.

@@ -365,6 +365,10 @@ func (g *propGen) params(t *rapid.T) DatasetParams {
 		TaskTimeout:   rapid.SampledFrom([]time.Duration{5 * time.Second, 10 * time.Second, 20 * time.Second}).Draw(t, "taskTimeout"),
 		FailureMax:    rapid.IntRange(0, 2).Draw(t, "failureMax"),
 		Strict:        rapid.Bool().Draw(t, "strict"),
+		// Mostly in id order with no seed, as below Protocol8; else
+		// shuffled, or in id order with a seed.
+		Shuffle: rapid.IntRange(0, 2).Draw(t, "shuffle") == 0,
+		Seed:    rapid.SampledFrom([]uint64{0, 0, 1, 42, 1 << 63}).Draw(t, "seed"),
 	}
 }
 

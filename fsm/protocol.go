@@ -46,9 +46,14 @@ const (
 	// checkpoint (command types 30 to 33, Task.Skip), and snapshot
 	// version 10, which stores each job's positions and cursors.
 	Protocol7 uint64 = 7
+	// Protocol8 adds seeded shuffles: a dataset's Shuffle and Seed (at
+	// the end of SetDataset and DatasetCommit), each pass dispatched in
+	// the permutation of (Seed, pass) when Shuffle is set, and snapshot
+	// version 11, which stores both with each dataset.
+	Protocol8 uint64 = 8
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol7
+	Protocol = Protocol8
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -137,6 +142,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol8:
+		return 11
 	case p >= Protocol7:
 		return 10
 	case p >= Protocol6:

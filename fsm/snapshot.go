@@ -12,6 +12,11 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 11, written from Protocol8 on, adds each dataset's Shuffle and
+// Seed after its patterns; older versions restore with datasets in id
+// order and no seed.
+// Version 10, written from Protocol7 on, adds each job's positions and
+// cursors after its rounds.
 // Version 8, written from Protocol5 on, adds to each de-duplication entry
 // of KVAdd, KVAppend, KVDelete and KVDeletePrefix the number its answer
 // carries (dedupEntry.num) after the entry's job; those commands need
@@ -34,7 +39,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 10
+	snapshotVersion = 11
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -272,7 +277,7 @@ func encodeTimeouts(sw *snapWriter, s *job) {
 
 // encodeJob writes a job's dataset, tasks, queues, uploads, save-model
 // lease and groups, as versions 1 and 2 wrote the whole state's; version 7
-// adds the dataset's patterns.
+// adds the dataset's patterns, version 11 its shuffle and seed.
 func encodeJob(sw *snapWriter, s *job, version uint64) {
 	e := &sw.e
 	e.bool(s.ds != nil)
@@ -282,6 +287,10 @@ func encodeJob(sw *snapWriter, s *job, version uint64) {
 		writeChunkRefs(sw, s.ds.chunks)
 		if version >= 7 {
 			e.strings(s.ds.patterns)
+		}
+		if version >= 11 {
+			e.bool(s.ds.params.Shuffle)
+			e.uvarint(s.ds.params.Seed)
 		}
 	}
 
@@ -454,6 +463,10 @@ func decodeJob(d *decoder, s *job, version uint64) {
 		ds.chunks = readChunkRefs(d, len(ds.paths))
 		if version >= 7 {
 			ds.patterns = d.strings()
+		}
+		if version >= 11 {
+			ds.params.Shuffle = d.bool()
+			ds.params.Seed = d.uvarint()
 		}
 		if d.err == nil && (validateParams(ds.params) != nil || len(ds.chunks) == 0) {
 			d.fail(errors.New("bad dataset"))
@@ -738,6 +751,9 @@ func (j *job) check() error {
 		}
 		if len(j.ds.patterns) != 0 && !j.cluster.atLeast(Protocol4) {
 			return fmt.Errorf("dataset patterns in a state at protocol level %d", j.cluster.protocol)
+		}
+		if j.ds.params.hasOrder() && !j.cluster.atLeast(Protocol8) {
+			return fmt.Errorf("a dataset's seed or shuffle in a state at protocol level %d", j.cluster.protocol)
 		}
 	}
 	for i := range j.tasks {

@@ -257,6 +257,11 @@ type Task struct {
 	// was restored to counts consumed (Protocol7): a reader delivers the
 	// ones after them.
 	Skip int64
+	// Seed is the dataset's seed (Protocol8), which a reader that
+	// shuffles the records of a task seeds its shuffle from, with the
+	// pass and the task's id, so that every reader of the task shuffles
+	// it alike.
+	Seed uint64
 }
 
 func errResult(err error) *Result {

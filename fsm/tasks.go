@@ -136,6 +136,7 @@ func (j *job) taskOf(i int32, now int64) *Task {
 	t := &Task{Meta: TaskMeta{ID: int(i) + 1, Epoch: j.cluster.wireEpoch(j.tasks[i].epoch)}, Pass: j.pass, JobNumber: j.seq}
 	t.Chunks = j.ds.taskChunks(int(i))
 	t.Skip = int64(j.taskSkip(i))
+	t.Seed = j.ds.params.Seed
 	if j.tasks[i].queue == qPending {
 		t.Lease = time.Duration(j.tasks[i].deadline - now)
 	}
@@ -314,9 +315,11 @@ func (j *job) expireTasks() {
 }
 
 // maybeNextPass starts the next pass once no task is left to do or
-// pending and at least one was done. Every task goes back to todo in id
-// order with its failure count reset. If every task failed the pass stays,
-// and GetTask answers ErrAllTaskFailed, as in the original master.
+// pending and at least one was done. Every task goes back to todo with
+// its failure count reset, in the pass's order (shuffle.go): the
+// permutation of the dataset's seed and the new pass when it shuffles,
+// else id order. If every task failed the pass stays, and GetTask
+// answers ErrAllTaskFailed, as in the original master.
 func (j *job) maybeNextPass() {
 	if j.queues[qTodo].n != 0 || j.outstanding() != 0 || j.queues[qDone].n == 0 {
 		return
@@ -330,20 +333,19 @@ func (j *job) maybeNextPass() {
 		t.failures = 0
 		t.passEpoch = t.epoch
 		t.deadline = 0
-		j.pushBack(qTodo, int32(i))
 	}
+	j.eachInPassOrder(j.pass, func(i int32) { j.pushBack(qTodo, i) })
 }
 
-// setTasks creates n tasks in todo for a new dataset.
+// setTasks creates n tasks in todo for a new dataset, in the order of
+// pass 0.
 func (j *job) setTasks(n int) {
 	j.tasks = make([]task, n)
 	for q := range j.queues {
 		j.queues[q] = emptyList()
 	}
-	for i := range j.tasks {
-		j.pushBack(qTodo, int32(i))
-	}
 	j.pass = 0
+	j.eachInPassOrder(j.pass, func(i int32) { j.pushBack(qTodo, i) })
 }
 
 // earliestTaskDeadline returns the deadline of the first pending lease.

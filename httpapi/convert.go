@@ -40,10 +40,7 @@ func StatsFromFSM(s fsm.Stats) rpc.Stats {
 	return rpc.Stats{
 		Clock: FSMTime(s.Clock), HasDataset: s.HasDataset, Pass: s.Pass, Chunks: s.Chunks, Tasks: s.Tasks,
 		Todo: s.Todo, Pending: s.Pending, Held: s.Held, Done: s.Done, Failed: s.Failed,
-		Params: rpc.DatasetParams{
-			ChunksPerTask: s.Params.ChunksPerTask, TaskTimeout: rpc.Duration(s.Params.TaskTimeout),
-			FailureMax: s.Params.FailureMax, Strict: s.Params.Strict,
-		},
+		Params:  DatasetParamsFromFSM(s.Params),
 		Uploads: s.Uploads, SaveHolder: s.SaveHolder, SaveDeadline: FSMTime(s.SaveDeadline),
 		Groups: s.Groups, Nodes: s.Nodes, DedupClients: s.DedupClients, AppliedIndex: s.AppliedIndex,
 		Jobs: s.Jobs, StateBytes: s.StateBytes,
@@ -63,9 +60,15 @@ func JobFromFSM(j fsm.JobInfo) rpc.Job {
 // WithDataset adds the dataset d of a job to its summary j: its counts,
 // settings and patterns, and its paths.
 func WithDataset(j rpc.Job, d fsm.DatasetInfo) rpc.Job {
-	p := rpc.DatasetParams{ChunksPerTask: d.Params.ChunksPerTask, TaskTimeout: rpc.Duration(d.Params.TaskTimeout), FailureMax: d.Params.FailureMax, Strict: d.Params.Strict}
+	p := DatasetParamsFromFSM(d.Params)
 	j.Files, j.Chunks, j.Params, j.Patterns, j.Paths = d.Files, d.Chunks, &p, d.Patterns, d.Paths
 	return j
+}
+
+// DatasetParamsFromFSM returns the wire form of a dataset's settings.
+func DatasetParamsFromFSM(p fsm.DatasetParams) rpc.DatasetParams {
+	return rpc.DatasetParams{ChunksPerTask: p.ChunksPerTask, TaskTimeout: rpc.Duration(p.TaskTimeout), FailureMax: p.FailureMax,
+		Strict: p.Strict, Shuffle: p.Shuffle, Seed: p.Seed}
 }
 
 // JobsFromFSM returns the wire form of the jobs' summaries.

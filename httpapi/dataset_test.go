@@ -39,13 +39,14 @@ func TestSetDatasetFromGlobs(t *testing.T) {
 
 	var out rpc.SetDatasetResponse
 	globs := []string{filepath.Join(dir, "train-*"), a}
-	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: globs, ChunksPerTask: 3}, &out)
-	want := rpc.SetDatasetResponse{Files: 2, Chunks: nchunks, Tasks: (nchunks + 2) / 3, CurrentPatterns: globs}
+	// In id order, so that the first task holds the first chunks.
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: globs, ChunksPerTask: 3, Shuffle: ptr(false), Seed: ptr[uint64](7)}, &out)
+	want := rpc.SetDatasetResponse{Files: 2, Chunks: nchunks, Tasks: (nchunks + 2) / 3, CurrentPatterns: globs, Seed: 7}
 	if !reflect.DeepEqual(out, want) {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
 	st := e.local.FSM().Stats(fsm.DefaultJob)
-	wantParams := fsm.DatasetParams{ChunksPerTask: 3, TaskTimeout: time.Minute, FailureMax: 2}
+	wantParams := fsm.DatasetParams{ChunksPerTask: 3, TaskTimeout: time.Minute, FailureMax: 2, Seed: 7}
 	if st.Chunks != nchunks || st.Tasks != want.Tasks || st.Params != wantParams {
 		t.Fatalf("stats %+v", st)
 	}
@@ -77,12 +78,13 @@ func TestSetDatasetFromChunks(t *testing.T) {
 	chunks := []rpc.Chunk{{Path: "/d/a", Offset: 0, Records: 5}, {Path: "/d/a", Offset: 100, Records: 5}, {Path: "/d/b", Offset: 0, Records: 7}}
 	failMax := 0
 	var out rpc.SetDatasetResponse
-	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: chunks, TaskTimeout: rpc.Duration(time.Second), FailureMax: &failMax, Strict: true}, &out)
-	if want := (rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}); !reflect.DeepEqual(out, want) {
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: chunks, TaskTimeout: rpc.Duration(time.Second), FailureMax: &failMax, Strict: true,
+		Seed: ptr[uint64](11)}, &out)
+	if want := (rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3, Shuffle: true, Seed: 11}); !reflect.DeepEqual(out, want) {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
 	st := e.local.FSM().Stats(fsm.DefaultJob)
-	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true}); st.Params != want {
+	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true, Shuffle: true, Seed: 11}); st.Params != want {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
 	}
 }
@@ -98,7 +100,10 @@ func TestSetDatasetRetry(t *testing.T) {
 	installer, other := reqID(uuid.New(), 1), reqID(uuid.New(), 1)
 	var first rpc.SetDatasetResponse
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks}, &first, installer...)
-	want := rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3}
+	if !first.Shuffle || first.Seed == 0 {
+		t.Fatalf("first answer %+v, want a shuffle with the seed the leader drew", first)
+	}
+	want := rpc.SetDatasetResponse{Files: 2, Chunks: 3, Tasks: 3, Shuffle: true, Seed: first.Seed}
 	if !reflect.DeepEqual(first, want) {
 		t.Fatalf("first answer %+v, want %+v", first, want)
 	}
@@ -111,7 +116,7 @@ func TestSetDatasetRetry(t *testing.T) {
 	var ignored, ignoredRetry rpc.SetDatasetResponse
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1]}, &ignored, other...)
 	e.ok(rpc.JobPath("j", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1]}, &ignoredRetry, other...)
-	wantIgnored := rpc.SetDatasetResponse{Ignored: true, Chunks: 3, Tasks: 3}
+	wantIgnored := rpc.SetDatasetResponse{Ignored: true, Chunks: 3, Tasks: 3, Shuffle: true, Seed: first.Seed}
 	if !reflect.DeepEqual(ignored, wantIgnored) || !reflect.DeepEqual(ignoredRetry, wantIgnored) {
 		t.Fatalf("another request %+v and its retry %+v, want both %+v", ignored, ignoredRetry, wantIgnored)
 	}
@@ -129,8 +134,12 @@ func TestDatasetDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := newEnv(t, cfg, nil, nil)
-	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: []rpc.Chunk{{Path: "/a", Records: 1}}}, nil)
-	if got := e.local.FSM().Stats(fsm.DefaultJob).Params; got != httpapi.DefaultDatasetParams {
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: []rpc.Chunk{{Path: "/a", Records: 1}}, Shuffle: ptr(false)}, nil)
+	got := e.local.FSM().Stats(fsm.DefaultJob).Params
+	if got.Seed == 0 {
+		t.Fatalf("params %+v: no seed drawn", got)
+	}
+	if got.Seed = 0; got != httpapi.DefaultDatasetParams {
 		t.Fatalf("params %+v, want %+v", got, httpapi.DefaultDatasetParams)
 	}
 	bad := testConfig()
@@ -473,5 +482,92 @@ func TestSetDatasetBelowProtocol4(t *testing.T) {
 	}
 	if d, ok := b.f.Dataset(fsm.DefaultJob, 0); !ok || d.Patterns != nil {
 		t.Fatalf("dataset %+v %v at protocol level 3", d, ok)
+	}
+}
+
+// ptr returns a pointer to v.
+func ptr[T any](v T) *T { return &v }
+
+// TestSetDatasetOrder: a request that names no order is shuffled with a
+// seed the leader draws, which the dataset records and the job's answer
+// shows; the tasks are first dispatched in the permutation of the seed;
+// shuffle false keeps id order; a later request is answered with the
+// order in place.
+func TestSetDatasetOrder(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	chunks := make([]rpc.Chunk, 40)
+	for i := range chunks {
+		chunks[i] = rpc.Chunk{Path: "/d/a", Offset: int64(i) * 100, Records: 1}
+	}
+	var out rpc.SetDatasetResponse
+	e.ok(rpc.JobPath("drawn", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks}, &out)
+	if !out.Shuffle || out.Seed == 0 {
+		t.Fatalf("answer %+v, want a shuffle and a drawn seed", out)
+	}
+	var job rpc.Job
+	e.get(rpc.JobRoute(rpc.PathJob, "drawn")).decode(t, &job)
+	if job.Params == nil || !job.Params.Shuffle || job.Params.Seed != out.Seed {
+		t.Fatalf("job params %+v, want shuffle with seed %d", job.Params, out.Seed)
+	}
+	var ids []int
+	for range chunks {
+		var got rpc.GetTaskResponse
+		e.ok(rpc.JobPath("drawn", rpc.PathTaskGet), rpc.GetTaskRequest{}, &got)
+		if got.Task.Seed != out.Seed {
+			t.Fatalf("task %+v carries seed %d, want %d", got.Task.Meta, got.Task.Seed, out.Seed)
+		}
+		ids = append(ids, got.Task.Meta.ID)
+	}
+	if want := fsm.PassOrder(out.Seed, true, 0, len(chunks)); !slices.Equal(ids, want) {
+		t.Fatalf("dispatched %v, want the permutation %v", ids, want)
+	}
+	var again rpc.SetDatasetResponse
+	e.ok(rpc.JobPath("drawn", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:1], Shuffle: ptr(false), Seed: ptr[uint64](3)}, &again)
+	if !again.Ignored || !again.Shuffle || again.Seed != out.Seed {
+		t.Fatalf("a later request: %+v, want ignored with the order in place (seed %d)", again, out.Seed)
+	}
+
+	e.ok(rpc.JobPath("ids", rpc.PathDataset), rpc.SetDatasetRequest{Chunks: chunks[:5], Shuffle: ptr(false)}, &out)
+	if out.Shuffle || out.Seed == 0 {
+		t.Fatalf("answer %+v, want id order with a drawn seed", out)
+	}
+	for want := 1; want <= 5; want++ {
+		var got rpc.GetTaskResponse
+		e.ok(rpc.JobPath("ids", rpc.PathTaskGet), rpc.GetTaskRequest{}, &got)
+		if got.Task.Meta.ID != want {
+			t.Fatalf("shuffle false dispatched task %d, want %d", got.Task.Meta.ID, want)
+		}
+	}
+}
+
+// TestSetDatasetOrderBelowProtocol8: a cluster below protocol level 8,
+// whose older replicas would refuse a seed, sets a request that names no
+// order in id order with no seed, and refuses one that asks for a seed
+// or a shuffle (unavailable, until the upgrade), proposing nothing.
+func TestSetDatasetOrderBelowProtocol8(t *testing.T) {
+	b := level3{&level1{f: fsm.New()}}
+	if r, _ := b.Apply(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol7}); r.Code != fsm.CodeOK {
+		t.Fatal(r)
+	}
+	e := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { b.Local = l; return b }, nil)
+	chunks := []rpc.Chunk{{Path: "/d/a", Records: 1}, {Path: "/d/a", Offset: 100, Records: 1}, {Path: "/d/a", Offset: 200, Records: 1}}
+	for _, in := range []rpc.SetDatasetRequest{
+		{Chunks: chunks, Seed: ptr[uint64](5)},
+		{Chunks: chunks, Shuffle: ptr(true)},
+		{Chunks: chunks, Shuffle: ptr(false), Seed: ptr[uint64](5)},
+	} {
+		before := b.f.StateHash()
+		wantError(t, e.post(rpc.PathDataset, in), http.StatusServiceUnavailable, "unavailable")
+		if b.f.StateHash() != before {
+			t.Fatal("a refused request changed the state")
+		}
+	}
+	var out rpc.SetDatasetResponse
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Chunks: chunks}, &out)
+	if out.Ignored || out.Shuffle || out.Seed != 0 {
+		t.Fatalf("answer %+v, want the dataset set in id order with no seed", out)
+	}
+	if d, _ := b.f.Dataset(fsm.DefaultJob, 0); d.Params.Shuffle || d.Params.Seed != 0 {
+		t.Fatalf("params %+v at protocol level 7", d.Params)
 	}
 }

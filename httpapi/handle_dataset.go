@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -134,6 +136,9 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 		chunks, files = clientChunks(in.Chunks)
 	}
 	patterns := recordedPatterns(s.b.FSM(), in.Globs)
+	if params, err = s.datasetOrder(params, in); err != nil {
+		return err
+	}
 	res, err := s.b.SetDataset(ctx, job, req, params, patterns, chunks)
 	if err != nil {
 		return err
@@ -142,7 +147,7 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask),
-		CurrentPatterns: patterns}
+		CurrentPatterns: patterns, Shuffle: params.Shuffle, Seed: params.Seed}
 	if res.Ignored {
 		out = ignoredDataset(s.b.FSM().Stats(job))
 	}
@@ -198,7 +203,36 @@ func (d *datasetSlots) acquire(ctx context.Context, job string) (release func(),
 // ignoredDataset answers a request that found a dataset in place, with
 // the patterns it was set with.
 func ignoredDataset(st fsm.Stats) rpc.SetDatasetResponse {
-	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks, CurrentPatterns: st.Patterns}
+	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks, CurrentPatterns: st.Patterns,
+		Shuffle: st.Params.Shuffle, Seed: st.Params.Seed}
+}
+
+// datasetOrder sets the order of the dataset a request proposes, on the
+// leader, after a read barrier: from fsm.Protocol8 its shuffle flag
+// (true unless the request says false) and its seed, the request's or
+// one drawn here, which the dataset records so that every replica
+// computes the same permutations. Below that level replicas of earlier
+// releases would refuse both, so the dataset keeps id order: a request
+// that sets neither is served so, and one that asks for either is
+// refused with fsm.ErrUpgradePending (unavailable) rather than served
+// in another order than it asked for.
+func (s *Handler) datasetOrder(p fsm.DatasetParams, in rpc.SetDatasetRequest) (fsm.DatasetParams, error) {
+	if level := s.b.FSM().Protocol(); level < fsm.Protocol8 {
+		if in.Seed != nil || (in.Shuffle != nil && *in.Shuffle) {
+			return p, fmt.Errorf("%w: a dataset's seed and shuffle need protocol level %d, and the cluster is at %d "+
+				"until every node runs a release that knows it; send shuffle false and no seed for id order",
+				fsm.ErrUpgradePending, fsm.Protocol8, level)
+		}
+		return p, nil
+	}
+	p.Shuffle = in.Shuffle == nil || *in.Shuffle
+	if in.Seed != nil {
+		p.Seed = *in.Seed
+	}
+	for p.Seed == 0 && in.Seed == nil {
+		p.Seed = rand.Uint64()
+	}
+	return p, nil
 }
 
 // recordedPatterns returns the patterns a dataset indexed from globs

@@ -139,6 +139,17 @@ type SetDatasetRequest struct {
 	TaskTimeout   Duration `json:"task_timeout,omitempty"`
 	FailureMax    *int     `json:"failure_max,omitempty"`
 	Strict        bool     `json:"strict,omitempty"`
+	// Shuffle, true when absent, dispatches each pass's tasks in a
+	// permutation of (seed, pass), the same whatever the number of
+	// trainers and whatever faults happen; false keeps id order.
+	Shuffle *bool `json:"shuffle,omitempty"`
+	// Seed seeds the permutation and the trainers' shuffles within a
+	// task; when absent the leader draws one, which the dataset records
+	// (Job.Params). A cluster not yet upgraded to protocol level 8 keeps
+	// id order and records no seed: a request with a seed, or with
+	// shuffle true, is then answered unavailable; one with neither is
+	// served in id order.
+	Seed *uint64 `json:"seed,omitempty"`
 }
 
 // SetDatasetResponse reports the dataset. Ignored is true when a dataset
@@ -159,6 +170,12 @@ type SetDatasetResponse struct {
 	// protocol level 4 (a release before it, or a rolling upgrade not
 	// yet finished).
 	CurrentPatterns []string `json:"current_patterns,omitempty"`
+	// Shuffle and Seed are the order of the job's dataset, as
+	// CurrentPatterns are its patterns: whether each pass is shuffled,
+	// and the seed (absent when none was recorded: a dataset set before
+	// the cluster reached protocol level 8).
+	Shuffle bool   `json:"shuffle"`
+	Seed    uint64 `json:"seed,omitempty"`
 }
 
 // GetTaskRequest leases the next task of Pass.
@@ -202,6 +219,12 @@ type Task struct {
 	// delivers the records after them, and reports its consumed offsets
 	// (TaskProgress.Consumed) counting them.
 	Skip int64 `json:"skip,omitempty"`
+	// Seed is the dataset's seed (protocol level 8; absent when none was
+	// recorded). A reader that shuffles the records of a task seeds its
+	// shuffle with it, the pass and the task's id, so that every reader
+	// of the task, and a reader restored from a cursor, shuffles it
+	// alike.
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
@@ -499,6 +522,12 @@ type DatasetParams struct {
 	TaskTimeout   Duration `json:"task_timeout"`
 	FailureMax    int      `json:"failure_max"`
 	Strict        bool     `json:"strict"`
+	// Shuffle is true when each pass's tasks are first dispatched in the
+	// permutation of (Seed, pass), false in id order.
+	Shuffle bool `json:"shuffle"`
+	// Seed is the dataset's seed; absent when none was recorded (a
+	// dataset set before the cluster reached protocol level 8).
+	Seed uint64 `json:"seed,omitempty"`
 }
 
 // Stats summarises the replicated state.

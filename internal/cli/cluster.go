@@ -112,6 +112,7 @@ func printCluster(w io.Writer, r rpc.ClusterResponse) {
 	} else {
 		fmt.Fprintf(w, "dataset:   %d chunks in %d tasks (%d chunks/task, timeout %v, failure max %d%s)\n",
 			s.Chunks, s.Tasks, s.Params.ChunksPerTask, s.Params.TaskTimeout, s.Params.FailureMax, strictNote(s.Params.Strict))
+		fmt.Fprintf(w, "order:     %s\n", orderText(s.Params))
 		fmt.Fprintf(w, "pass %d:    todo %d, pending %d, done %d, failed %d\n", s.Pass, s.Todo, s.Pending, s.Done, s.Failed)
 	}
 	if s.SaveHolder != "" {
@@ -165,6 +166,17 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// orderText says in which order a dataset's passes are dispatched.
+func orderText(p rpc.DatasetParams) string {
+	switch {
+	case p.Shuffle:
+		return fmt.Sprintf("shuffled each pass, seed %d", p.Seed)
+	case p.Seed != 0:
+		return fmt.Sprintf("id order (seed %d)", p.Seed)
+	}
+	return "id order"
 }
 
 func strictNote(strict bool) string {

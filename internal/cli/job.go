@@ -165,6 +165,9 @@ func printJob(w io.Writer, j rpc.Job, allFiles bool) {
 			fmt.Fprintf(w, " (%d chunks/task, timeout %v, failure max %d%s)", p.ChunksPerTask, p.TaskTimeout, p.FailureMax, strictNote(p.Strict))
 		}
 		fmt.Fprintln(w)
+		if p := j.Params; p != nil {
+			fmt.Fprintf(w, "order:      %s\n", orderText(*p))
+		}
 		fmt.Fprintf(w, "pass %d:     todo %d, pending %d, done %d, failed %d\n", j.Pass, j.Todo, j.Pending, j.Done, j.Failed)
 		printPatterns(w, j.Patterns)
 		printFiles(w, j, allFiles)

@@ -18,9 +18,9 @@ raftmaster.torchrun``); those two import torch, and only when used.
 """
 
 from .client import (CURSOR_PROTOCOL, DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_SESSION_TTL, DEFAULT_TIMEOUT,
-                     KV_STORE_PROTOCOL, MAX_PROGRESS, SESSION_PROTOCOL, AllgatherResult, Chunk, Client, CursorDetail,
-                     CursorInfo, CursorList, CursorTask, DatasetResult, KVDeleteResult, KVResult, KVValue,
-                     KVWatchResult, RestoreResult, SaveModelGrant, Task, TaskMeta, close_recorded_sessions)
+                     KV_STORE_PROTOCOL, MAX_PROGRESS, SESSION_PROTOCOL, SHUFFLE_PROTOCOL, AllgatherResult, Chunk,
+                     Client, CursorDetail, CursorInfo, CursorList, CursorTask, DatasetResult, KVDeleteResult, KVResult,
+                     KVValue, KVWatchResult, RestoreResult, SaveModelGrant, Task, TaskMeta, close_recorded_sessions)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, CursorFenced, Forbidden,
                      ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoContact,
                      NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
@@ -35,7 +35,7 @@ __all__ = [
     "KVDeleteResult", "KVWatchResult", "PassRecords", "close_recorded_sessions",
     "CursorInfo", "CursorTask", "CursorDetail", "CursorList", "RestoreResult",
     "DEFAULT_TIMEOUT", "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
-    "CURSOR_PROTOCOL", "MAX_PROGRESS",
+    "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MAX_PROGRESS",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",

@@ -80,6 +80,10 @@ class Task:
     #: trained: read only records [skip, count) of it, and count consumed
     #: offsets from its record 0 (Client.restore_cursor).
     skip: int = 0
+    #: The job's dataset seed (0 when none was recorded: a cluster below
+    #: protocol level 8), which a shuffle of the task's records seeds its
+    #: generator from with the pass and the task's id (Client.records).
+    seed: int = 0
 
     @property
     def record_count(self) -> int:
@@ -106,12 +110,17 @@ class DatasetResult:
     already set: the first one counts. ``current_patterns`` are the globs
     the job's dataset was set with (when ignored, another call's); empty
     when the cluster does not know them (a dataset given as chunks, or set
-    before the cluster reached protocol level 4)."""
+    before the cluster reached protocol level 4). ``shuffle`` and ``seed``
+    are the order of the job's dataset (when ignored, another call's):
+    each pass in the permutation of (seed, pass), or in id order; seed 0
+    when none was recorded (a cluster below protocol level 8)."""
     ignored: bool
     files: int
     chunks: int
     tasks: int
     current_patterns: Tuple[str, ...] = ()
+    shuffle: bool = False
+    seed: int = 0
 
 
 class AllgatherResult(NamedTuple):
@@ -168,6 +177,11 @@ class KVDeleteResult:
 #: (of consumed offsets), commit_cursor, cursors, cursor, restore_cursor,
 #: delete_cursor.
 CURSOR_PROTOCOL = 7
+
+#: The protocol level from which a dataset has a seed and shuffles its
+#: passes (set_dataset's ``seed`` and ``shuffle``); below it every pass is
+#: in id order.
+SHUFFLE_PROTOCOL = 8
 
 #: The most progress entries one report or commit carries (rpc.MaxProgress).
 MAX_PROGRESS = 4096
@@ -485,7 +499,7 @@ class Client:
 
     def set_dataset(self, paths: Union[str, Iterable[str]], *, chunks_per_task: int = 0,
                     task_timeout: Optional[Seconds] = None, failure_max: Optional[int] = None,
-                    strict: bool = False) -> DatasetResult:
+                    strict: bool = False, seed: Optional[int] = None, shuffle: bool = True) -> DatasetResult:
         """Set the job's dataset: the RecordIO files that the glob patterns
         match. Only the first dataset counts, so every trainer may call it;
         the result says whether this one was ignored, and with which
@@ -495,7 +509,17 @@ class Client:
         ``chunks_per_task`` (consecutive chunks per task), ``task_timeout``
         (the lease, seconds), ``failure_max`` (failures or timeouts a task
         survives) and ``strict`` (refuse a late task_finished of an earlier
-        lease) take the server's defaults when left out."""
+        lease) take the server's defaults when left out.
+
+        Each pass dispatches its tasks in a permutation of (``seed``, pass),
+        the same whatever the number of trainers and whatever faults
+        happen; ``shuffle=False`` keeps id order. Without a ``seed`` the
+        leader draws one, which the dataset records (the result's
+        ``seed``). A cluster not yet upgraded to protocol level 8 keeps id
+        order and records no seed: there a call with a ``seed`` raises
+        Unavailable, while one without is served in id order."""
+        if seed is not None and not (isinstance(seed, int) and 0 <= seed < 1 << 64):
+            raise ValueError("set_dataset: seed %r: want an integer in [0, 2**64)" % (seed,))
         globs = [paths] if isinstance(paths, str) else list(paths)
         body: Dict[str, Any] = {}
         if self.client_indexing:
@@ -512,13 +536,18 @@ class Client:
             body["failure_max"] = failure_max
         if strict:
             body["strict"] = True
+        if seed is not None:
+            body["seed"] = seed
+        if not shuffle:
+            body["shuffle"] = False
         # Indexing a large dataset on the leader takes a while: let an
         # attempt use the whole budget.
         # A dataset is not set under a session: the cluster refuses it.
         out = self._do(Call("POST", "/v1/dataset", body=body, write=True,
                             timeout=max(self._t.retry, DEFAULT_ATTEMPT_TIMEOUT)), session=False) or {}
         result = DatasetResult(bool(out.get("ignored")), int(out.get("files", 0)), int(out.get("chunks", 0)),
-                               int(out.get("tasks", 0)), tuple(out.get("current_patterns") or ()))
+                               int(out.get("tasks", 0)), tuple(out.get("current_patterns") or ()),
+                               bool(out.get("shuffle")), int(out.get("seed") or 0))
         warn_other_patterns(log, self.job or DEFAULT_JOB, globs, result.ignored, result.current_patterns)
         return result
 
@@ -679,7 +708,8 @@ class Client:
         out = self._do(Call("DELETE", "/v1/cursors/%d" % cursor_id, write=True)) or {}
         return bool(out.get("deleted"))
 
-    def records(self, pass_id: int, *, skip_damaged: bool = False, finish: bool = True) -> "PassRecords":
+    def records(self, pass_id: int, *, skip_damaged: bool = False, finish: bool = True,
+                shuffle_buffer: int = 0) -> "PassRecords":
         """Iterate over this trainer's share of the records of pass pass_id.
 
         The iterator leases one task at a time, renews its lease in the
@@ -709,9 +739,20 @@ class Client:
         shown once per pass. With ``skip_damaged`` such tasks are logged and
         skipped instead. Close the iterator (or use it as a context manager)
         to hand back a task it is in the middle of.
+
+        With ``shuffle_buffer`` n > 0 the records of each task are
+        shuffled through a buffer of n records (as tf.data's shuffle: n
+        at least the task's record count shuffles it whole), by a
+        ``random.Random`` seeded from the job's seed (Task.seed), the
+        task's pass and its id: every reader of a task, at any number of
+        trainers and after a restored cursor, yields it in the same order,
+        and the consumed offsets count records in that order. Every reader
+        of a job must then use the same ``shuffle_buffer``.
         """
         from .records import PassRecords
-        r = PassRecords(self, pass_id, skip_damaged=skip_damaged, finish=finish)
+        if isinstance(shuffle_buffer, bool) or not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
+            raise ValueError("records: shuffle_buffer %r: want an integer >= 0" % (shuffle_buffer,))
+        r = PassRecords(self, pass_id, skip_damaged=skip_damaged, finish=finish, shuffle_buffer=shuffle_buffer)
         self._readers.add(r)
         return r
 
@@ -1175,10 +1216,11 @@ def _task(out: Dict[str, Any]) -> Task:
         applied_at=str(out.get("applied_at") or ""),
         session=int(t.get("session") or 0),
         skip=int(t.get("skip") or 0),
+        seed=int(t.get("seed") or 0),
     )
 
 
 __all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
            "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL", "close_recorded_sessions",
-           "CURSOR_PROTOCOL", "MAX_PROGRESS", "ProgressEntry", "CursorInfo", "CursorTask", "CursorDetail", "CursorList",
-           "RestoreResult"]
+           "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MAX_PROGRESS", "ProgressEntry", "CursorInfo", "CursorTask",
+           "CursorDetail", "CursorList", "RestoreResult"]

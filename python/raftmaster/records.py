@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from . import errors, objstore, recordio
@@ -94,7 +95,8 @@ class PassRecords:
     record's offset.
     """
 
-    def __init__(self, client: "Client", pass_id: int, *, skip_damaged: bool = False, finish: bool = True) -> None:
+    def __init__(self, client: "Client", pass_id: int, *, skip_damaged: bool = False, finish: bool = True,
+                 shuffle_buffer: int = 0) -> None:
         self.pass_id = pass_id
         #: The error that ended the pass: PassBefore, NoMoreAvailable, or
         #: the error raised; None while the pass goes on.
@@ -108,6 +110,7 @@ class PassRecords:
         self._c = client
         self._skip_damaged = skip_damaged
         self._finish = finish
+        self._shuffle_buffer = shuffle_buffer
         self._done = False
         self._task: Optional["Task"] = None
         self._renewer: Optional[_Renewer] = None
@@ -205,7 +208,7 @@ class PassRecords:
             # session's keep-alives carry its progress instead.
             renewer = _Renewer(c, t) if not t.session else None
             try:
-                recs, first = _read_task(t)
+                recs, first = _read_task(t, self._shuffle_buffer)
             except errors.ChunkError as e:
                 if renewer is not None:
                     renewer.stop()
@@ -288,10 +291,47 @@ class PassRecords:
             self._done = True
 
 
-def _read_task(t: "Task") -> Tuple[List[bytes], int]:
+def task_rng(t: "Task") -> random.Random:
+    """The generator of the shuffle of task t's records: seeded from the
+    job's seed, the task's pass and its id, each below 2**64, so that
+    every reader of the task draws the same numbers."""
+    return random.Random((t.seed % (1 << 64)) << 128 | (t.pass_id % (1 << 64)) << 64 | t.meta.id % (1 << 64))
+
+
+def shuffle_records(recs: List[Any], buffer: int, rng: random.Random) -> List[Any]:
+    """recs in the order a shuffle buffer of buffer records gives them, as
+    tf.data's shuffle: the buffer fills with the first records; then each
+    record read takes the place of one drawn at random from the buffer,
+    which is yielded; at the end the buffer is yielded in random order."""
+    if buffer <= 1 or len(recs) <= 1:
+        return list(recs)
+    out: List[Any] = []
+    buf: List[Any] = []
+    for r in recs:
+        if len(buf) < buffer:
+            buf.append(r)
+            continue
+        i = rng.randrange(buffer)
+        out.append(buf[i])
+        buf[i] = r
+    while buf:
+        i = rng.randrange(len(buf))
+        buf[i], buf[-1] = buf[-1], buf[i]
+        out.append(buf.pop())
+    return out
+
+
+def _read_task(t: "Task", shuffle_buffer: int = 0) -> Tuple[List[bytes], int]:
     """Read and verify the chunks of t that hold its records from t.skip on,
     and return those records with the offset of the first in the task; a
-    ChunkError for the first chunk that cannot be read."""
+    ChunkError for the first chunk that cannot be read. With
+    shuffle_buffer, every chunk is read and the task's records shuffled
+    (shuffle_records, task_rng) before the skip: t.skip counts records of
+    the shuffled order."""
+    if shuffle_buffer > 0:
+        whole, _ = _read_task(replace(t, skip=0))
+        skip = min(max(t.skip, 0), len(whole))
+        return shuffle_records(whole, shuffle_buffer, task_rng(t))[skip:], skip
     recs: List[bytes] = []
     skip = min(max(t.skip, 0), t.record_count)
     base = 0  # the offset in the task of the chunk's first record

@@ -72,10 +72,21 @@ class RecordDataset(_data.IterableDataset):
     say how to reach the cluster. ``paths`` are glob patterns of the RecordIO
     files, set as the job's dataset by every trainer (the first one counts)
     with ``dataset_options`` (``chunks_per_task``, ``task_timeout``,
-    ``failure_max``, ``strict``); leave them out when the dataset is set
-    elsewhere. ``transform`` turns a record (bytes) into a sample.
-    ``skip_damaged`` logs and skips tasks whose data cannot be read instead
-    of raising ChunkError.
+    ``failure_max``, ``strict``, ``seed``, ``shuffle``); leave them out when
+    the dataset is set elsewhere. ``transform`` turns a record (bytes) into
+    a sample. ``skip_damaged`` logs and skips tasks whose data cannot be
+    read instead of raising ChunkError.
+
+    Order: the cluster dispatches each pass's tasks in a permutation of
+    the job's seed and the pass (unless the dataset was set with
+    ``shuffle=False``), the same at any number of trainers and through any
+    faults. ``shuffle_buffer`` n > 0 also shuffles the records within each
+    task through a buffer of n records, with a ``random.Random`` seeded
+    from the job's seed, the pass and the task's id, so that the order is
+    reproducible and a cursor restored at another number of workers
+    resumes it (see Client.records); 0, the default, keeps the records of
+    a task in file order. Give every trainer of a job the same
+    ``shuffle_buffer``.
 
     Passes: an iteration reads pass ``pass_id`` (0 at first); call
     ``set_epoch(epoch)`` before each epoch to read pass ``epoch``, as with a
@@ -89,7 +100,7 @@ class RecordDataset(_data.IterableDataset):
     def __init__(self, addrs: Union[str, Sequence[str]], job: Optional[str] = None, token: Optional[str] = None, *,
                  paths: Optional[Sequence[str]] = None, dataset_options: Optional[Dict[str, Any]] = None,
                  transform: Optional[Callable[[bytes], Any]] = None, pass_id: int = 0, skip_damaged: bool = False,
-                 client_options: Optional[Dict[str, Any]] = None) -> None:
+                 client_options: Optional[Dict[str, Any]] = None, shuffle_buffer: int = 0) -> None:
         super().__init__()
         self.addrs = addrs if isinstance(addrs, str) else list(addrs)
         self.job = job
@@ -100,6 +111,9 @@ class RecordDataset(_data.IterableDataset):
         self.transform = transform
         self.pass_id = pass_id
         self.skip_damaged = skip_damaged
+        if isinstance(shuffle_buffer, bool) or not isinstance(shuffle_buffer, int) or shuffle_buffer < 0:
+            raise ValueError("RecordDataset: shuffle_buffer %r: want an integer >= 0" % (shuffle_buffer,))
+        self.shuffle_buffer = shuffle_buffer
         self.client_options = dict(client_options or {})
         self._client: Optional[Client] = None
         self._client_pid = 0
@@ -151,7 +165,8 @@ class RecordDataset(_data.IterableDataset):
         pass_id = self.pass_id
         self.pass_id += 1
         tagged = self._tagged
-        records = c.records(pass_id, skip_damaged=self.skip_damaged, finish=not tagged)
+        records = c.records(pass_id, skip_damaged=self.skip_damaged, finish=not tagged,
+                            shuffle_buffer=self.shuffle_buffer)
         with records:
             for rec in records:
                 sample = self.transform(rec) if self.transform is not None else rec
