@@ -139,6 +139,8 @@ RDZV_KEEPALIVE ?= 30
 RDZV_BACKOFF   ?= 10
 RDZV_PORT      ?= 18701
 RDZV_DATA      ?= data/bench-rdzv
+RDZV_PROCS     ?= 1
+RDZV_TTL       ?= 30
 RDZV_FLAGS     ?=
 bench-rdzv: build ## time a rendezvous round of AGENTS (1000) simulated torchrun agents on a local cluster, and the leader's requests/s while they wait
 	@rm -rf $(RDZV_DATA) && mkdir -p $(RDZV_DATA)
@@ -148,7 +150,8 @@ bench-rdzv: build ## time a rendezvous round of AGENTS (1000) simulated torchrun
 	for a in $$(echo $$addrs | tr , ' '); do $(BIN) health --addr $$a --wait 60s >/dev/null || exit 1; done; \
 	RAFTMASTER_RDZV_SECRET=$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n') $(PYTHON) python/bench/rendezvous_agents.py \
 		--addrs $$addrs --agents $(AGENTS) --rounds $(RDZV_ROUNDS) --wait $(RDZV_WAIT) \
-		--keep-alive-interval $(RDZV_KEEPALIVE) --cas-backoff-max $(RDZV_BACKOFF) $(RDZV_FLAGS)
+		--keep-alive-interval $(RDZV_KEEPALIVE) --cas-backoff-max $(RDZV_BACKOFF) --processes $(RDZV_PROCS) \
+		--session-ttl $(RDZV_TTL) $(RDZV_FLAGS)
 
 CHAOS_TIME ?= 5m
 CHAOS_RUN  ?= 1m
