@@ -26,7 +26,7 @@ import (
 // ErrLimit, or are *Error values naming a bucket (ErrNoBucket,
 // ErrAccessDenied).
 func (s *Store) Glob(ctx context.Context, patterns []string, lim recordio.IndexLimits, glim recordio.GlobLimits) ([]Info, error) {
-	lim, glim = withIndexDefaults(lim), withGlobDefaults(glim)
+	lim, glim = lim.WithDefaults(), glim.WithDefaults()
 	if len(patterns) == 0 {
 		return nil, fmt.Errorf("%w: no file patterns given", recordio.ErrBadPattern)
 	}
@@ -76,7 +76,7 @@ func (s *Store) Glob(ctx context.Context, patterns []string, lim recordio.IndexL
 		}
 	}
 	if len(seen) == 0 {
-		return nil, fmt.Errorf("%w: %s", recordio.ErrNoMatch, quoteAll(patterns))
+		return nil, fmt.Errorf("%w: %s", recordio.ErrNoMatch, recordio.QuotePatterns(patterns))
 	}
 	urls := make([]string, 0, len(seen))
 	for u := range seen {
@@ -130,50 +130,3 @@ func LiteralPrefix(keyPattern string) string {
 }
 
 func hasMeta(s string) bool { return strings.ContainsAny(s, `*?[\`) }
-
-func quoteAll(ps []string) string {
-	const most = 8
-	var b strings.Builder
-	for i, p := range ps[:min(len(ps), most)] {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "%q", p)
-	}
-	if len(ps) > most {
-		fmt.Fprintf(&b, " and %d more", len(ps)-most)
-	}
-	return b.String()
-}
-
-func withIndexDefaults(l recordio.IndexLimits) recordio.IndexLimits {
-	if l.MaxGlobs <= 0 {
-		l.MaxGlobs = recordio.DefaultMaxGlobs
-	}
-	if l.MaxFiles <= 0 {
-		l.MaxFiles = recordio.DefaultMaxFiles
-	}
-	if l.MaxChunks <= 0 {
-		l.MaxChunks = recordio.DefaultMaxChunks
-	}
-	if l.MaxPathLen <= 0 {
-		l.MaxPathLen = recordio.DefaultMaxPathLen
-	}
-	if l.Parallelism <= 0 {
-		l.Parallelism = recordio.DefaultParallelism
-	}
-	return l
-}
-
-func withGlobDefaults(l recordio.GlobLimits) recordio.GlobLimits {
-	if l.MaxWildcardLevels <= 0 {
-		l.MaxWildcardLevels = recordio.DefaultMaxWildcardLevels
-	}
-	if l.MaxVisited <= 0 {
-		l.MaxVisited = recordio.DefaultMaxVisited
-	}
-	if l.Timeout <= 0 {
-		l.Timeout = recordio.DefaultGlobTimeout
-	}
-	return l
-}

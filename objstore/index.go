@@ -30,7 +30,7 @@ type IndexStats struct {
 // *recordio.FileError matching recordio.ErrCorrupt; one that cannot be
 // read wraps the *Error.
 func (s *Store) Index(ctx context.Context, files []Info, lim recordio.IndexLimits) ([]recordio.FileChunk, recordio.IndexSummary, IndexStats, error) {
-	lim = withIndexDefaults(lim)
+	lim = lim.WithDefaults()
 	byURL := make(map[string]Info, len(files))
 	urls := make([]string, len(files))
 	for i, f := range files {

@@ -17,7 +17,7 @@ import (
 // patterns or lim.MaxFiles files, or a matched path is longer than
 // lim.MaxPathLen.
 func Glob(globs []string, lim IndexLimits) ([]string, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if len(globs) == 0 {
 		return nil, fmt.Errorf("%w: no file patterns given", ErrBadPattern)
 	}
@@ -47,7 +47,7 @@ func Glob(globs []string, lim IndexLimits) ([]string, error) {
 		}
 	}
 	if len(seen) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNoMatch, quoteAll(globs))
+		return nil, fmt.Errorf("%w: %s", ErrNoMatch, QuotePatterns(globs))
 	}
 	paths := make([]string, 0, len(seen))
 	for p := range seen {
@@ -57,8 +57,9 @@ func Glob(globs []string, lim IndexLimits) ([]string, error) {
 	return DropIndexObjects(paths), nil
 }
 
-// quoteAll quotes the patterns for an error message, at most a few of them.
-func quoteAll(globs []string) string {
+// QuotePatterns quotes the patterns for an error message, at most a few
+// of them.
+func QuotePatterns(globs []string) string {
 	const most = 8
 	var b strings.Builder
 	for i, g := range globs[:min(len(globs), most)] {

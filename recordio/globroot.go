@@ -33,7 +33,9 @@ type GlobLimits struct {
 	Timeout time.Duration
 }
 
-func (l GlobLimits) withDefaults() GlobLimits {
+// WithDefaults returns l with each limit that is not positive set to
+// its default.
+func (l GlobLimits) WithDefaults() GlobLimits {
 	if l.MaxWildcardLevels <= 0 {
 		l.MaxWildcardLevels = DefaultMaxWildcardLevels
 	}
@@ -110,7 +112,7 @@ func (d HostDir) Stat(name string) (fs.FileInfo, error) { return os.Stat(path.Jo
 // patterns as given and paths relative to root, never anything outside
 // it.
 func GlobRoot(ctx context.Context, root Dir, patterns []string, lim IndexLimits, glim GlobLimits) ([]string, error) {
-	lim, glim = lim.withDefaults(), glim.withDefaults()
+	lim, glim = lim.WithDefaults(), glim.WithDefaults()
 	if len(patterns) == 0 {
 		return nil, fmt.Errorf("%w: no file patterns given", ErrBadPattern)
 	}
@@ -139,7 +141,7 @@ func GlobRoot(ctx context.Context, root Dir, patterns []string, lim IndexLimits,
 		}
 	}
 	if len(w.seen) == 0 {
-		return nil, fmt.Errorf("%w: %s", ErrNoMatch, quoteAll(patterns))
+		return nil, fmt.Errorf("%w: %s", ErrNoMatch, QuotePatterns(patterns))
 	}
 	paths := make([]string, 0, len(w.seen))
 	for p := range w.seen {

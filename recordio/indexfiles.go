@@ -58,7 +58,7 @@ func IndexFilesWith(ctx context.Context, paths []string, lim IndexLimits, index 
 
 // indexFiles indexes each of paths with index, as IndexFiles describes.
 func indexFiles(ctx context.Context, paths []string, lim IndexLimits, index func(string) (*Index, error)) ([]FileChunk, IndexSummary, error) {
-	lim = lim.withDefaults()
+	lim = lim.WithDefaults()
 	if len(paths) > lim.MaxFiles {
 		return nil, IndexSummary{}, fmt.Errorf("%w: %d files, at most %d", ErrLimit, len(paths), lim.MaxFiles)
 	}

@@ -25,7 +25,9 @@ type IndexLimits struct {
 	Parallelism int
 }
 
-func (l IndexLimits) withDefaults() IndexLimits {
+// WithDefaults returns l with each limit that is not positive set to
+// its default.
+func (l IndexLimits) WithDefaults() IndexLimits {
 	if l.MaxGlobs <= 0 {
 		l.MaxGlobs = DefaultMaxGlobs
 	}
