@@ -108,18 +108,20 @@ func (t *dedupTable) lookup(req RequestID, c Command, s *state) (*Result, error)
 	return nil, nil
 }
 
-// unseen reports whether req may still be applied as a new request:
-// it is zero (no de-duplication), or its client holds no outcome of it
-// and has not forgotten sequence numbers as high, and the client's owner
-// is req's. A client the table does not hold is unseen too, though admit
-// may yet refuse it.
+// unseen reports whether req may still be applied as a new request of a
+// client the table holds: it is zero (no de-duplication), or its client
+// holds no outcome of it and has not forgotten sequence numbers as high,
+// and the client's owner is req's. A client the table does not hold is
+// not: its first request must reach the log, which admits the client
+// (admit refuses a first request numbered above 1, as a forgotten
+// client's).
 func (t *dedupTable) unseen(req RequestID) bool {
 	if req.IsZero() {
 		return true
 	}
 	cl := t.clients[req.Client]
 	if cl == nil {
-		return true
+		return false
 	}
 	if req.owned() && cl.owner != [16]byte{} && cl.owner != req.Owner || req.Seq <= cl.floor {
 		return false

@@ -477,8 +477,10 @@ func (j *job) checkKV(seen map[uint64]bool) error {
 // other conditions make sure that proposing c would reach that comparison
 // and that no earlier attempt of c's request can answer otherwise: c is
 // valid at the cluster's level, its session (if any) is open and owned by
-// its request id's owner, its request id has no outcome recorded and is
-// not too old to be de-duplicated, and its job exists. Where one of them
+// its request id's owner, its request id is of a client the
+// de-duplication table holds (a client's first request is admitted by the
+// log) and has no outcome recorded and is not too old to be
+// de-duplicated, and its job exists. Where one of them
 // fails, the write goes through the log as any other, and is answered
 // there.
 func (f *FSM) KVCompareAndSetLost(c *KVCompareAndSet) (KVValue, bool) {

@@ -428,13 +428,31 @@ func TestKVStaleCompareAndSetIsAnsweredWithoutAnEntry(t *testing.T) {
 	}
 
 	before := e.state()
-	stale := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "late", reqID(uuid.New(), 1)...)
+	stale := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "late")
 	if stale.Swapped || !stale.Found || stale.Version != third.Version || string(stale.Value) != "three" {
 		t.Fatalf("stale compare-and-set answered %+v, want not swapped at %d holding three", stale, third.Version)
 	}
 	if after := e.state(); after != before {
 		t.Fatalf("a stale compare-and-set changed the state or went through the log: %+v, then %+v", before, after)
 	}
+
+	// A client's first request reaches the log, which admits the client:
+	// its next ones may then be answered without it, and one that swaps
+	// after them is not refused as a client that skipped numbers.
+	lane := uuid.New()
+	for seq := uint64(1); seq <= 3; seq++ {
+		before := e.state()
+		if r := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "late", reqID(lane, seq)...); r.Swapped {
+			t.Fatalf("stale compare-and-set %d swapped: %+v", seq, r)
+		}
+		if through := e.state().applied != before.applied; through != (seq == 1) {
+			t.Fatalf("request %d of a new client went through the log: %v", seq, through)
+		}
+	}
+	if r := e.cas(rpc.PathKVCompareAndSet, "k", third.Version, "four", reqID(lane, 4)...); !r.Swapped {
+		t.Fatalf("the client's next compare-and-set at the key's version answered %+v", r)
+	}
+	third.Version = e.kvGet(rpc.PathKVGet, "k").Version
 
 	retry := e.cas(rpc.PathKVCompareAndSet, "k", first.Version, "two", id...)
 	if !retry.Swapped || retry.Version != second.Version || !retry.AppliedAt.Equal(second.AppliedAt) {
