@@ -86,7 +86,7 @@ func TestDatasetObjectStore(t *testing.T) {
 	}
 
 	var ds rpc.SetDatasetResponse
-	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{"s3://data/train/*.recordio"}}, &ds, reqID(uuid.New(), 1)...)
+	e.ok(rpc.PathDataset, rpc.SetDatasetRequest{Globs: []string{"s3://data/train/*.recordio"}, Shuffle: ptr(false)}, &ds, reqID(uuid.New(), 1)...)
 	if ds.Ignored || ds.Files != 2 || ds.Chunks != 40 {
 		t.Fatalf("the dataset in the bucket: %+v", ds)
 	}
