@@ -52,6 +52,7 @@ const (
 	TypeCommitCursor
 	TypeRestoreCursor
 	TypeDeleteCursor
+	TypeSetWeights
 	numTypes
 )
 
@@ -117,6 +118,7 @@ var commands = [numTypes]cmdSpec{
 	TypeCommitCursor:       registerJob("CommitCursor", (*CommitCursor).validate, (*job).commitCursor, !creates).from(Protocol7),
 	TypeRestoreCursor:      registerJob("RestoreCursor", (*RestoreCursor).validate, (*job).restoreCursor, !creates).from(Protocol7),
 	TypeDeleteCursor:       registerJob("DeleteCursor", (*DeleteCursor).validate, (*job).deleteCursor, !creates).from(Protocol7),
+	TypeSetWeights:         registerJob("SetWeights", (*SetWeights).validate, (*job).setWeights, !creates).from(Protocol9),
 }
 
 // creates marks, in registerJob, a command that creates the job it
@@ -294,6 +296,10 @@ type DatasetParams struct {
 	// in id order with no seed reads the same everywhere.
 	Shuffle bool
 	Seed    uint64
+	// Sources make the dataset a mixture (mixture.go): each names the
+	// next run of the chunk list and gives it a weight. They need
+	// Protocol9, and are written after the order.
+	Sources []Source
 }
 
 // hasOrder reports whether p carries the fields of Protocol8.
@@ -758,13 +764,16 @@ func (c *SetDataset) level() uint64 { return trailerLevel(c.Patterns, c.Params) 
 // command with an order and no patterns writes an empty list of
 // patterns before it, so that every command has one encoding.
 func encodeTrailer(e *encoder, patterns []string, p DatasetParams) {
-	if !p.hasOrder() {
+	if !p.hasOrder() && len(p.Sources) == 0 {
 		encodePatterns(e, patterns)
 		return
 	}
 	e.strings(patterns)
 	e.bool(p.Shuffle)
 	e.uvarint(p.Seed)
+	if len(p.Sources) > 0 {
+		encodeSources(e, p.Sources)
+	}
 }
 
 // decodeTrailer reads what encodeTrailer wrote into p's order, and
@@ -785,7 +794,13 @@ func decodeTrailer(d *decoder, p *DatasetParams) []string {
 	}
 	p.Shuffle = d.bool()
 	p.Seed = d.uvarint()
-	if d.err == nil && !p.hasOrder() {
+	if !d.empty() {
+		p.Sources = decodeSources(d)
+		if d.err == nil && len(p.Sources) == 0 {
+			d.fail(errors.New("an empty list of sources"))
+		}
+	}
+	if d.err == nil && !p.hasOrder() && len(p.Sources) == 0 {
 		d.fail(errors.New("an order of no seed in id order"))
 	}
 	if len(patterns) == 0 {
@@ -797,6 +812,9 @@ func decodeTrailer(d *decoder, p *DatasetParams) []string {
 // trailerLevel is the protocol level of a command with these patterns
 // and settings.
 func trailerLevel(patterns []string, p DatasetParams) uint64 {
+	if len(p.Sources) > 0 {
+		return Protocol9
+	}
 	if p.hasOrder() {
 		return Protocol8
 	}

@@ -233,8 +233,7 @@ func (p positions) clone() positions {
 
 // taskRecords is the number of records of task index i.
 func (d *dataset) taskRecords(i int) int64 {
-	cpt := d.params.ChunksPerTask
-	lo, hi := i*cpt, min((i+1)*cpt, len(d.chunks))
+	lo, hi := d.taskSpan(i)
 	var n int64
 	for _, c := range d.chunks[lo:hi] {
 		n += int64(c.records)
@@ -325,6 +324,9 @@ func (j *job) reportProgress(c *ReportProgress) *Result {
 func (j *job) commitCursor(c *CommitCursor) *Result {
 	if j.ds == nil {
 		return errResult(ErrNoDataset)
+	}
+	if j.mix != nil {
+		return errResult(invalidf("job %q is a mixture: its cursors are not supported", j.name))
 	}
 	if c.TrainerID != "" && j.save.holder != "" && j.save.holder != c.TrainerID && j.save.deadline > j.cluster.clock {
 		return errResult(fmt.Errorf("%w: trainer %q holds the save-model lease", ErrCursorFenced, truncate(j.save.holder)))
@@ -456,6 +458,12 @@ func (c *cursor) recount(d *dataset) {
 func (d *dataset) rangeRecords(lo, hi int) int64 {
 	cpt := d.params.ChunksPerTask
 	var n int64
+	if len(d.sources) > 0 {
+		for i := lo; i < hi; i++ {
+			n += d.taskRecords(i)
+		}
+		return n
+	}
 	for _, c := range d.chunks[lo*cpt : min(hi*cpt, len(d.chunks))] {
 		n += int64(c.records)
 	}

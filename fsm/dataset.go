@@ -11,6 +11,9 @@ type dataset struct {
 	patterns []string
 	paths    []string
 	chunks   []chunkRef
+	// sources are where the sources of a mixture lie (derived from
+	// params.Sources); none for a dataset of one source.
+	sources []sourceRange
 	// bytes is the size estimate of the dataset and its tasks (derived).
 	bytes int64
 }
@@ -19,7 +22,9 @@ type dataset struct {
 // with its size estimate.
 func newDataset(params DatasetParams, patterns, paths []string, chunks []chunkRef) *dataset {
 	d := &dataset{params: params, patterns: patterns, paths: paths, chunks: chunks}
-	d.bytes = pathBytes(patterns) + pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks())
+	d.sources = sourceRanges(params.Sources, params.ChunksPerTask)
+	d.bytes = pathBytes(patterns) + pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks()) +
+		sourcesBytes(params.Sources)
 	return d
 }
 
@@ -95,14 +100,16 @@ func newUpload() *upload { return &upload{pathIndex: make(map[string]uint32)} }
 
 // numTasks is the number of tasks the chunks make.
 func (d *dataset) numTasks() int {
+	if n := len(d.sources); n > 0 {
+		return d.sources[n-1].task0 + d.sources[n-1].tasks
+	}
 	cpt := d.params.ChunksPerTask
 	return (len(d.chunks) + cpt - 1) / cpt
 }
 
 // taskChunks returns the chunks of task index i.
 func (d *dataset) taskChunks(i int) []Chunk {
-	cpt := d.params.ChunksPerTask
-	lo, hi := i*cpt, min((i+1)*cpt, len(d.chunks))
+	lo, hi := d.taskSpan(i)
 	out := make([]Chunk, 0, hi-lo)
 	for _, c := range d.chunks[lo:hi] {
 		out = append(out, Chunk{Path: d.paths[c.path], Offset: c.offset, Records: c.records})
@@ -113,6 +120,9 @@ func (d *dataset) taskChunks(i int) []Chunk {
 // checkDataset checks a dataset that is about to be installed against the
 // job's limits, with freed the size estimate it frees (an upload's).
 func (j *job) checkDataset(d *dataset, freed int64) error {
+	if err := d.checkSources(); err != nil {
+		return err
+	}
 	l := j.cluster.effectiveLimits()
 	if n := len(d.chunks); n > l.MaxJobChunks {
 		return limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would have %d chunks", j.name, n)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -40,7 +41,7 @@ func TestDataset(t *testing.T) {
 			h.ignored(&SetDataset{Params: withParams(func(p *DatasetParams) { p.ChunksPerTask = 3 }), Chunks: testChunks(9)})
 			h.ignored(part("late", 0, all))
 			h.ignored(commit("late", 1, 6))
-			if st := h.f.Stats(DefaultJob); st.Tasks != before.Tasks || st.Chunks != 3 || st.Params != defaultParams || st.Pending != 1 {
+			if st := h.f.Stats(DefaultJob); st.Tasks != before.Tasks || st.Chunks != 3 || !reflect.DeepEqual(st.Params, defaultParams) || st.Pending != 1 {
 				h.t.Fatalf("second dataset changed the queue: %+v", st)
 			}
 		}},
@@ -53,7 +54,7 @@ func TestDataset(t *testing.T) {
 			}
 			h.fails(&GetTask{Pass: 0}, ErrNoDataset)
 			h.ok(commit("u", 3, 6))
-			if st := h.f.Stats(DefaultJob); st.Uploads != 0 || st.Tasks != 6 || st.Params != defaultParams {
+			if st := h.f.Stats(DefaultJob); st.Uploads != 0 || st.Tasks != 6 || !reflect.DeepEqual(st.Params, defaultParams) {
 				h.t.Fatalf("stats %+v, want the committed dataset", st)
 			}
 			if got := leasedChunks(h); !slices.Equal(got, all) {

@@ -146,6 +146,9 @@ func (j *job) estimate() int64 {
 	for _, c := range j.pos.cursors {
 		n += c.bytes()
 	}
+	if j.mix != nil {
+		n += j.mix.bytes()
+	}
 	return n
 }
 

@@ -51,9 +51,15 @@ const (
 	// the permutation of (Seed, pass) when Shuffle is set, and snapshot
 	// version 11, which stores both with each dataset.
 	Protocol8 uint64 = 8
+	// Protocol9 adds weighted mixtures: a dataset's Sources (at the end
+	// of SetDataset and DatasetCommit, after the order), SetWeights
+	// (command type 34), and snapshot version 12, which stores the
+	// sources with each dataset and each mixture's weights, passes,
+	// counts and schedule.
+	Protocol9 uint64 = 9
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol8
+	Protocol = Protocol9
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -142,6 +148,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol9:
+		return 12
 	case p >= Protocol8:
 		return 11
 	case p >= Protocol7:

@@ -31,11 +31,17 @@ type Stats struct {
 	// Patterns are the file patterns the dataset was set with, as given;
 	// none when unknown (a dataset set before Protocol4, or given as a
 	// chunk list).
-	Patterns     []string `json:"patterns,omitempty"`
-	Uploads      int      `json:"uploads"`
-	SaveHolder   string   `json:"save_holder,omitempty"`
-	SaveDeadline int64    `json:"save_deadline,omitempty"`
-	Groups       int      `json:"groups"`
+	Patterns []string `json:"patterns,omitempty"`
+	// Sources describe a mixture's sources, in order; none for a
+	// dataset of one source. Schedule holds the weight steps not yet
+	// reached, and Records the records of every task finished.
+	Sources      []SourceStats `json:"sources,omitempty"`
+	Schedule     []WeightStep  `json:"schedule,omitempty"`
+	Records      int64         `json:"records,omitempty"`
+	Uploads      int           `json:"uploads"`
+	SaveHolder   string        `json:"save_holder,omitempty"`
+	SaveDeadline int64         `json:"save_deadline,omitempty"`
+	Groups       int           `json:"groups"`
 	// Jobs counts the jobs, StateBytes is the size estimate of the whole
 	// state (Limits.MaxStateBytes).
 	Jobs         int    `json:"jobs"`
@@ -66,6 +72,10 @@ func (f *FSM) Stats(job string) Stats {
 	if j.ds != nil {
 		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
 		st.Params, st.Patterns = j.ds.params, slices.Clone(j.ds.patterns)
+		st.Params.Sources = slices.Clone(j.ds.params.Sources)
+	}
+	if j.mix != nil {
+		st.Sources, st.Schedule, st.Records = j.sourceStats(), slices.Clone(j.mix.schedule), j.mix.records
 	}
 	st.SaveHolder, st.SaveDeadline, _ = j.saveHolder()
 	return st

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 	"time"
@@ -427,10 +428,10 @@ func TestShuffleInSnapshots(t *testing.T) {
 		t.Fatal("a replica restored from version 10 and one that was not disagree")
 	}
 	r := restored(t, f.SnapshotBytes())
-	if d, _ := r.Dataset("b", 0); d.Params != p || r.StateHash() != f.StateHash() {
+	if d, _ := r.Dataset("b", 0); !reflect.DeepEqual(d.Params, p) || r.StateHash() != f.StateHash() {
 		t.Fatalf("version 11 restored the params as %+v, want %+v", d.Params, p)
 	}
-	if d, _ := r.Dataset("a", 0); d.Params != defaultParams {
+	if d, _ := r.Dataset("a", 0); !reflect.DeepEqual(d.Params, defaultParams) {
 		t.Fatalf("the dataset set before Protocol8 has params %+v", d.Params)
 	}
 	// The restored replica goes on in the same order.

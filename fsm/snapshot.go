@@ -12,6 +12,10 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 12, written from Protocol9 on, adds each dataset's sources
+// after its seed and, after the queues of a mixture job, its changing
+// state (encodeMixture); a mixture's todo queue is written source after
+// source.
 // Version 11, written from Protocol8 on, adds each dataset's Shuffle and
 // Seed after its patterns; older versions restore with datasets in id
 // order and no seed.
@@ -39,7 +43,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 11
+	snapshotVersion = 12
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -94,6 +98,7 @@ func (j *job) clone(c *state) *job {
 	}
 	cp.kv = maps.Clone(j.kv) // the values are never modified
 	cp.pos = j.pos.clone()
+	cp.mix = j.mix.clone()
 	return &cp
 }
 
@@ -292,6 +297,9 @@ func encodeJob(sw *snapWriter, s *job, version uint64) {
 			e.bool(s.ds.params.Shuffle)
 			e.uvarint(s.ds.params.Seed)
 		}
+		if version >= 12 {
+			encodeSources(e, s.ds.params.Sources)
+		}
 	}
 
 	e.uvarint(uint64(len(s.tasks)))
@@ -306,11 +314,21 @@ func encodeJob(sw *snapWriter, s *job, version uint64) {
 	for q := range queuesIn(version) {
 		e.uvarint(uint64(s.queues[q].n))
 		prev := int32(-1)
-		for i := s.queues[q].head; i >= 0; i = s.tasks[i].next {
+		write := func(i int32) {
 			e.varint(int64(i - prev))
 			prev = i
 			sw.flushIfFull()
 		}
+		if queueID(q) == qTodo {
+			s.eachTodo(write)
+			continue
+		}
+		for i := s.queues[q].head; i >= 0; i = s.tasks[i].next {
+			write(i)
+		}
+	}
+	if s.mix != nil {
+		encodeMixture(e, s.mix)
 	}
 
 	e.uvarint(uint64(len(s.uploads)))
@@ -468,6 +486,9 @@ func decodeJob(d *decoder, s *job, version uint64) {
 			ds.params.Shuffle = d.bool()
 			ds.params.Seed = d.uvarint()
 		}
+		if version >= 12 {
+			ds.params.Sources = decodeSources(d)
+		}
 		if d.err == nil && (validateParams(ds.params) != nil || len(ds.chunks) == 0) {
 			d.fail(errors.New("bad dataset"))
 		}
@@ -475,6 +496,13 @@ func decodeJob(d *decoder, s *job, version uint64) {
 			ds = newDataset(ds.params, ds.patterns, ds.paths, ds.chunks)
 		}
 		s.ds = ds
+		if d.err == nil && len(ds.sources) > 0 {
+			if err := ds.checkSources(); err != nil {
+				d.fail(err)
+			} else {
+				s.mix = newMixture(ds)
+			}
+		}
 	}
 
 	n := d.length(4)
@@ -511,6 +539,9 @@ func decodeJob(d *decoder, s *job, version uint64) {
 	}
 	if d.err == nil && total != len(s.tasks) {
 		d.fail(fmt.Errorf("queues hold %d of %d tasks", total, len(s.tasks)))
+	}
+	if s.mix != nil {
+		decodeMixture(d, s.mix)
 	}
 
 	keys := keyOrder{d: d, what: "upload"}
@@ -754,6 +785,14 @@ func (j *job) check() error {
 		}
 		if j.ds.params.hasOrder() && !j.cluster.atLeast(Protocol8) {
 			return fmt.Errorf("a dataset's seed or shuffle in a state at protocol level %d", j.cluster.protocol)
+		}
+		if j.mix != nil {
+			if !j.cluster.atLeast(Protocol9) {
+				return fmt.Errorf("a mixture in a state at protocol level %d", j.cluster.protocol)
+			}
+			if err := j.checkMixture(); err != nil {
+				return err
+			}
 		}
 	}
 	for i := range j.tasks {

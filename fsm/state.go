@@ -111,6 +111,10 @@ type job struct {
 	// pos is the job's data position and cursors (cursor.go).
 	pos positions
 
+	// mix is the changing state of a mixture (mixture.go), nil for a
+	// dataset of one source.
+	mix *mixture
+
 	// Derived, never encoded: rebuilt on restore (recount).
 
 	// leasesExpired counts the leases of the job that ran out on this
@@ -262,6 +266,9 @@ type Task struct {
 	// pass and the task's id, so that every reader of the task shuffles
 	// it alike.
 	Seed uint64
+	// Source is the name of the mixture source the task belongs to
+	// (Protocol9), "" for a dataset of one source.
+	Source string
 }
 
 func errResult(err error) *Result {

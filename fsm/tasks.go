@@ -45,7 +45,13 @@ type list struct {
 func emptyList() list { return list{head: -1, tail: -1} }
 
 func (j *job) pushBack(q queueID, i int32) {
-	l := &j.queues[q]
+	l := j.listOf(q, i)
+	if j.mix != nil {
+		j.queueMoved(q, i, 1)
+		if q == qTodo {
+			j.queues[qTodo].n++ // the count of every source's
+		}
+	}
 	t := &j.tasks[i]
 	t.queue, t.prev, t.next = q, l.tail, -1
 	if l.tail >= 0 {
@@ -59,7 +65,13 @@ func (j *job) pushBack(q queueID, i int32) {
 
 func (j *job) unlink(i int32) {
 	t := &j.tasks[i]
-	l := &j.queues[t.queue]
+	l := j.listOf(t.queue, i)
+	if j.mix != nil {
+		j.queueMoved(t.queue, i, -1)
+		if t.queue == qTodo {
+			j.queues[qTodo].n--
+		}
+	}
 	if t.prev >= 0 {
 		j.tasks[t.prev].next = t.next
 	} else {
@@ -79,6 +91,9 @@ func (j *job) unlink(i int32) {
 // deadline exceeds, so the scan from the tail stops at once.
 func (j *job) insertPending(i int32) {
 	l := &j.queues[qPending]
+	if j.mix != nil {
+		j.queueMoved(qPending, i, 1)
+	}
 	d := j.tasks[i].deadline
 	after := l.tail
 	for after >= 0 && j.tasks[after].deadline > d {
@@ -137,6 +152,9 @@ func (j *job) taskOf(i int32, now int64) *Task {
 	t.Chunks = j.ds.taskChunks(int(i))
 	t.Skip = int64(j.taskSkip(i))
 	t.Seed = j.ds.params.Seed
+	if j.mix != nil {
+		t.Source = j.ds.params.Sources[j.ds.sourceOf(i)].Name
+	}
 	if j.tasks[i].queue == qPending {
 		t.Lease = time.Duration(j.tasks[i].deadline - now)
 	}
@@ -188,17 +206,16 @@ func (j *job) getTask(c *GetTask) *Result {
 	switch {
 	case c.Pass < j.pass:
 		return errResult(ErrPassBefore)
-	case c.Pass > j.pass && j.queues[qTodo].n == 0:
-		return errResult(ErrPassAfter)
 	}
-	todo := &j.queues[qTodo]
-	if todo.n == 0 {
-		if j.queues[qDone].n == 0 && j.outstanding() == 0 {
-			return errResult(ErrAllTaskFailed)
-		}
+	i, ok := j.nextTodo()
+	switch {
+	case !ok && c.Pass > j.pass:
+		return errResult(ErrPassAfter)
+	case !ok && j.allFailed():
+		return errResult(ErrAllTaskFailed)
+	case !ok:
 		return errResult(ErrNoMoreAvailable)
 	}
-	i := todo.head
 	j.unlink(i)
 	t := &j.tasks[i]
 	t.epoch++
@@ -246,6 +263,9 @@ func (j *job) taskFinished(c *TaskFinished) *Result {
 	t.failures = 0
 	j.pushBack(qDone, i)
 	j.forgetTask(i)
+	if j.mix != nil {
+		j.finishedInMixture(i)
+	}
 	j.maybeNextPass()
 	return &Result{}
 }
@@ -321,6 +341,10 @@ func (j *job) expireTasks() {
 // else id order. If every task failed the pass stays, and GetTask
 // answers ErrAllTaskFailed, as in the original master.
 func (j *job) maybeNextPass() {
+	if j.mix != nil {
+		j.mixtureNextPasses()
+		return
+	}
 	if j.queues[qTodo].n != 0 || j.outstanding() != 0 || j.queues[qDone].n == 0 {
 		return
 	}
@@ -345,6 +369,14 @@ func (j *job) setTasks(n int) {
 		j.queues[q] = emptyList()
 	}
 	j.pass = 0
+	j.mix = nil
+	if len(j.ds.sources) > 0 {
+		j.mix = newMixture(j.ds)
+		for k := range j.mix.src {
+			j.fillSource(k)
+		}
+		return
+	}
 	j.eachInPassOrder(j.pass, func(i int32) { j.pushBack(qTodo, i) })
 }
 

@@ -43,6 +43,9 @@ func (c *SetDataset) validate() error {
 	if err := validatePatterns(c.Patterns); err != nil {
 		return err
 	}
+	if len(c.Params.Sources) > 0 && len(c.Patterns) > 0 {
+		return invalidf("a mixture's patterns are its sources'")
+	}
 	return validateChunks(c.Chunks)
 }
 
@@ -59,6 +62,9 @@ func (c *DatasetCommit) validate() error {
 	}
 	if err := validatePatterns(c.Patterns); err != nil {
 		return err
+	}
+	if len(c.Params.Sources) > 0 && len(c.Patterns) > 0 {
+		return invalidf("a mixture's patterns are its sources'")
 	}
 	return validateParams(c.Params)
 }
@@ -219,6 +225,9 @@ func validateParams(p DatasetParams) error {
 	}
 	if p.FailureMax < 0 || p.FailureMax > MaxFailureMax {
 		return invalidf("failureMax %d out of range [0, %d]", p.FailureMax, MaxFailureMax)
+	}
+	if err := validateSources(p.Sources); err != nil {
+		return err
 	}
 	return validateDuration("task timeout", p.TaskTimeout, time.Millisecond, MaxTaskTimeout)
 }

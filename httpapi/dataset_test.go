@@ -47,7 +47,7 @@ func TestSetDatasetFromGlobs(t *testing.T) {
 	}
 	st := e.local.FSM().Stats(fsm.DefaultJob)
 	wantParams := fsm.DatasetParams{ChunksPerTask: 3, TaskTimeout: time.Minute, FailureMax: 2, Seed: 7}
-	if st.Chunks != nchunks || st.Tasks != want.Tasks || st.Params != wantParams {
+	if st.Chunks != nchunks || st.Tasks != want.Tasks || !reflect.DeepEqual(st.Params, wantParams) {
 		t.Fatalf("stats %+v", st)
 	}
 	// Chunks are in file order: a's first.
@@ -84,7 +84,7 @@ func TestSetDatasetFromChunks(t *testing.T) {
 		t.Fatalf("response %+v, want %+v", out, want)
 	}
 	st := e.local.FSM().Stats(fsm.DefaultJob)
-	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true, Shuffle: true, Seed: 11}); st.Params != want {
+	if want := (fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, FailureMax: 0, Strict: true, Shuffle: true, Seed: 11}); !reflect.DeepEqual(st.Params, want) {
 		t.Fatalf("params %+v, want %+v", st.Params, want)
 	}
 }

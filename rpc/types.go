@@ -36,6 +36,7 @@ const HeaderUnreachable = "X-Raftmaster-Unreachable"
 // API paths.
 const (
 	PathDataset        = "/v1/dataset"
+	PathWeights        = "/v1/weights"
 	PathTaskGet        = "/v1/task/get"
 	PathTaskFinished   = "/v1/task/finished"
 	PathTaskFailed     = "/v1/task/failed"
@@ -150,6 +151,64 @@ type SetDatasetRequest struct {
 	// shuffle true, is then answered unavailable; one with neither is
 	// served in id order.
 	Seed *uint64 `json:"seed,omitempty"`
+	// Sources make the dataset a weighted mixture (protocol level 9):
+	// each source is a set of globs with a weight, in place of Globs and
+	// Chunks, which must then be absent.
+	Sources []SourceSpec `json:"sources,omitempty"`
+}
+
+// SourceSpec is one source of a mixture: a name, a weight and its globs.
+// Weights are relative: 0.5, 0.3 and 0.2 mix as 5, 3 and 2 do. A weight is
+// at most 4000, with six decimals; a source of weight 0 is not read until
+// its weight changes.
+type SourceSpec struct {
+	Name   string   `json:"name"`
+	Weight float64  `json:"weight"`
+	Globs  []string `json:"globs"`
+}
+
+// SetWeightsRequest changes a mixture's weights (PathWeights): Weights,
+// by source name, take effect from the next task (the sources not named
+// keep theirs); with ReplaceSchedule, Schedule replaces the steps of
+// weights to come (none clears them). At least one of the two is given.
+type SetWeightsRequest struct {
+	Weights         map[string]float64 `json:"weights,omitempty"`
+	ReplaceSchedule bool               `json:"replace_schedule,omitempty"`
+	Schedule        []WeightStep       `json:"schedule,omitempty"`
+}
+
+// WeightStep is a step of a weight schedule: once the job's records
+// consumed (the records of its finished tasks, in every pass) reach
+// AtRecords, the sources named take these weights. Steps are in
+// increasing AtRecords.
+type WeightStep struct {
+	AtRecords int64              `json:"at_records"`
+	Weights   map[string]float64 `json:"weights"`
+}
+
+// SetWeightsResponse describes the mixture's sources after the change.
+type SetWeightsResponse struct {
+	Sources  []SourceStatus `json:"sources"`
+	Schedule []WeightStep   `json:"schedule,omitempty"`
+}
+
+// SourceStatus describes one source of a mixture.
+type SourceStatus struct {
+	Name   string  `json:"name"`
+	Weight float64 `json:"weight"`
+	// Pass is the source's own pass: each source cycles through its
+	// tasks at its own pace, and the job's pass is the least of them.
+	Pass    int `json:"pass"`
+	Tasks   int `json:"tasks"`
+	Todo    int `json:"todo"`
+	Pending int `json:"pending"`
+	Done    int `json:"done"`
+	Failed  int `json:"failed"`
+	// Records and Finished count the records and the tasks of the
+	// source's finished tasks, in every pass: exact, each finish once.
+	Records  int64    `json:"records"`
+	Finished int64    `json:"finished"`
+	Globs    []string `json:"globs,omitempty"`
 }
 
 // SetDatasetResponse reports the dataset. Ignored is true when a dataset
@@ -225,6 +284,9 @@ type Task struct {
 	// of the task, and a reader restored from a cursor, shuffles it
 	// alike.
 	Seed uint64 `json:"seed,omitempty"`
+	// Source is the name of the mixture source the task belongs to;
+	// absent for a dataset of one source.
+	Source string `json:"source,omitempty"`
 }
 
 // GetTaskResponse carries the leased task. AppliedAt, here and in the other
@@ -601,6 +663,12 @@ type Job struct {
 	// the answer about one job only (PathJob): the first MaxJobPaths of
 	// them, Files counting them all.
 	Paths []string `json:"paths,omitempty"`
+	// Sources describe a mixture's sources, in order, in the answer about
+	// one job only; Schedule holds the weight steps not yet reached and
+	// Records the records of every finished task.
+	Sources  []SourceStatus `json:"sources,omitempty"`
+	Schedule []WeightStep   `json:"schedule,omitempty"`
+	Records  int64          `json:"records,omitempty"`
 }
 
 // MaxJobPaths bounds the file paths of a job's dataset that PathJob

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"os"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -123,7 +124,7 @@ func TestServeDatasetDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fsm.DatasetParams{ChunksPerTask: 10, TaskTimeout: time.Minute, FailureMax: 3}
-	if p := got.API.DatasetDefaults; p != want || p != httpapi.DefaultDatasetParams {
+	if p := got.API.DatasetDefaults; !reflect.DeepEqual(p, want) || !reflect.DeepEqual(p, httpapi.DefaultDatasetParams) {
 		t.Fatalf("serve's dataset defaults %+v, want %+v (httpapi.DefaultDatasetParams %+v)", p, want, httpapi.DefaultDatasetParams)
 	}
 	if got.API.SessionTTL != rpc.DefaultSessionTTL {
