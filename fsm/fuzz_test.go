@@ -93,6 +93,10 @@ func seedCommands() []Command {
 		&CommitCursor{Header: later, Step: 7, Progress: []TaskProgress{{Meta: TaskMeta{ID: 2, Epoch: 1}, Consumed: 2}}, TrainerID: "t", Generation: 1},
 		&RestoreCursor{Header: later, ID: 1},
 		&DeleteCursor{Header: later, ID: 1},
+		// Mixtures, of Protocol9.
+		&SetWeights{Header: Header{Now: later.Now, Job: "mixed"}, Weights: []SourceWeight{{Name: "b", Weight: 3}}},
+		&SetWeights{Header: Header{Now: later.Now, Job: "mixed"}, ReplaceSchedule: true,
+			Schedule: []WeightStep{{AtRecords: 1000, Weights: []SourceWeight{{Name: "a", Weight: 0}}}}},
 	)
 }
 
@@ -163,6 +167,23 @@ func setupLogAt(level uint64) [][]byte {
 	} {
 		log = append(log, Encode(c))
 	}
+	if level < Protocol9 {
+		return log
+	}
+	// A mixture of two sources, two tasks leased and one finished, and a
+	// schedule.
+	mixed := shuffled
+	mixed.Sources = []Source{{Name: "a", Weight: 2, Chunks: 3, Patterns: []string{"a/*"}}, {Name: "b", Weight: 1, Chunks: 2}}
+	for _, c := range []Command{
+		&SetDataset{Header: Header{Now: t0, Job: "mixed"}, Params: mixed, Chunks: testChunks(5)},
+		&GetTask{Header: Header{Now: t0, Job: "mixed"}},
+		&GetTask{Header: Header{Now: t0, Job: "mixed"}},
+		&TaskFinished{Header: Header{Now: t0, Job: "mixed"}, Meta: TaskMeta{ID: 4, Epoch: 1}},
+		&SetWeights{Header: Header{Now: t0, Job: "mixed"}, ReplaceSchedule: true,
+			Schedule: []WeightStep{{AtRecords: 500, Weights: []SourceWeight{{Name: "b", Weight: 5}}}}},
+	} {
+		log = append(log, Encode(c))
+	}
 	return log
 }
 
@@ -230,6 +251,7 @@ func FuzzRestore(f *testing.F) {
 	)).SnapshotBytes())
 	f.Add(applyLog(setupLogAt(Protocol5)).SnapshotBytes())
 	f.Add(applyLog(setupLogAt(Protocol8)).SnapshotBytes())
+	f.Add(applyLog(setupLogAt(Protocol9)).SnapshotBytes())
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()

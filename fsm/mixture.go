@@ -10,12 +10,20 @@ import (
 // each source's tasks are cut from its own chunks alone, so that no task
 // holds records of two sources.
 //
-// Each source has its own todo queue and its own passes: when every task
-// of a source is finished (or failed for good), and none is out on a
-// lease, its tasks go back to its todo in the order of the source's next
-// pass, the permutation of (the source's seed, its pass) when the dataset
-// shuffles. The job's pass is the least pass of its sources: a pass of the
-// mixture ends when every source has been read through once more.
+// Each source has its own todo queue and its own passes: once every task
+// of a source was handed out in its pass, and at least one finished, its
+// tasks go back to its todo in the order of the source's next pass, the
+// permutation of (the source's seed, its pass) when the dataset
+// shuffles, without waiting for the tasks still out on a lease: a source
+// never stops for a straggler, or for a dead trainer's lease to run out,
+// which would bend the mixture. Such a task is carried: its next finish
+// counts for the pass it was leased in, and puts it back in todo for the
+// new pass, so that each pass of a source still finishes each of its
+// tasks once; a task whose lease outlives several passes of its source
+// (its trainer died, and the lease has not run out yet) owes each of
+// them, up to maxCarried. The
+// job's pass is the least pass of its sources: a pass of the mixture
+// ends when every source has been read through once more.
 //
 // GetTask chooses the source of the next task by deficit, counted in
 // records, not tasks. Each source's share since its weights last changed
@@ -565,19 +573,43 @@ func (j *job) setWeights(c *SetWeights) *Result {
 // mixed with the source's index.
 func sourceSeed(seed uint64, k int) uint64 { return mix64(seed ^ uint64(k+1)*golden64) }
 
-// fillSource puts every task of source k into its todo, in the order of
-// its current pass.
+// maxCarried bounds the passes a task may owe.
+const maxCarried = 1<<16 - 1
+
+// mayCarry reports whether no leased task of source k owes maxCarried
+// passes already, so that its next pass may start.
+func (j *job) mayCarry(k int) bool {
+	src := &j.mix.src[k]
+	if src.count[qPending]+src.count[qHeld] == 0 {
+		return true
+	}
+	r := j.ds.sources[k]
+	for i := r.task0; i < r.task0+r.tasks; i++ {
+		if j.tasks[i].carried == maxCarried {
+			return false
+		}
+	}
+	return true
+}
+
+// fillSource puts every task of source k that is not out on a lease
+// into its todo, in the order of its current pass.
 func (j *job) fillSource(k int) {
 	r := j.ds.sources[k]
+	push := func(i int32) {
+		if !j.tasks[i].leased() {
+			j.pushBack(qTodo, i)
+		}
+	}
 	if !j.ds.params.Shuffle {
 		for i := range r.tasks {
-			j.pushBack(qTodo, int32(r.task0+i))
+			push(int32(r.task0 + i))
 		}
 		return
 	}
 	p := newPermutation(sourceSeed(j.ds.params.Seed, k), j.mix.src[k].pass, r.tasks)
 	for x := range uint64(r.tasks) {
-		j.pushBack(qTodo, int32(r.task0)+int32(p.at(x)))
+		push(int32(r.task0) + int32(p.at(x)))
 	}
 }
 
@@ -587,14 +619,18 @@ func (j *job) fillSource(k int) {
 func (j *job) mixtureNextPasses() {
 	for k := range j.mix.src {
 		src := &j.mix.src[k]
-		if src.todo.n != 0 || src.count[qPending]+src.count[qHeld] != 0 || src.count[qDone] == 0 {
+		if src.todo.n != 0 || src.count[qDone] == 0 || !j.mayCarry(k) {
 			continue
 		}
 		r := j.ds.sources[k]
 		for i := int32(r.task0); i < int32(r.task0+r.tasks); i++ {
-			j.unlink(i)
 			t := &j.tasks[i]
-			t.failures, t.passEpoch, t.deadline = 0, t.epoch, 0
+			if t.leased() {
+				t.carried++
+				continue
+			}
+			j.unlink(i)
+			t.failures, t.passEpoch, t.deadline, t.carried = 0, t.epoch, 0, 0
 		}
 		src.pass++
 		j.fillSource(k)
@@ -679,6 +715,42 @@ func decodeMixture(d *decoder, m *mixture) {
 	m.records = d.varint()
 	for range d.length(2) {
 		m.schedule = append(m.schedule, WeightStep{AtRecords: d.varint(), Weights: decodeWeights(d)})
+	}
+}
+
+// encodeCarried writes the indexes of a mixture's carried tasks, each
+// with the passes it owes.
+func encodeCarried(e *encoder, j *job) {
+	var carried []int32
+	for i := range j.tasks {
+		if j.tasks[i].carried > 0 {
+			carried = append(carried, int32(i))
+		}
+	}
+	e.uvarint(uint64(len(carried)))
+	prev := int32(-1)
+	for _, i := range carried {
+		e.varint(int64(i - prev))
+		e.uvarint(uint64(j.tasks[i].carried))
+		prev = i
+	}
+}
+
+// decodeCarried reads what encodeCarried wrote: each a task leased or to
+// do (its lease ended), in increasing order.
+func decodeCarried(d *decoder, j *job) {
+	prev := int64(-1)
+	for range d.length(2) {
+		i := prev + d.varint()
+		n := d.uvarint()
+		if d.err == nil && (n == 0 || n > maxCarried || i <= prev || i >= int64(len(j.tasks)) || !(j.tasks[i].leased() || j.tasks[i].queue == qTodo)) {
+			d.fail(invalidf("carried task index %d", i))
+		}
+		if d.err != nil {
+			return
+		}
+		j.tasks[i].carried = uint16(n)
+		prev = i
 	}
 }
 

@@ -329,6 +329,7 @@ func encodeJob(sw *snapWriter, s *job, version uint64) {
 	}
 	if s.mix != nil {
 		encodeMixture(e, s.mix)
+		encodeCarried(e, s)
 	}
 
 	e.uvarint(uint64(len(s.uploads)))
@@ -542,6 +543,7 @@ func decodeJob(d *decoder, s *job, version uint64) {
 	}
 	if s.mix != nil {
 		decodeMixture(d, s.mix)
+		decodeCarried(d, s)
 	}
 
 	keys := keyOrder{d: d, what: "upload"}

@@ -33,6 +33,12 @@ type task struct {
 	prev      int32  // queue links, -1 at the ends
 	next      int32
 	queue     queueID
+	// carried counts, for a task of a mixture, the passes its source
+	// started while the task was out on a lease of the pass before (or
+	// back in todo after one): each of its next finishes but the last
+	// counts for one of those passes and puts it back in todo for the
+	// next (mixture.go).
+	carried uint16
 }
 
 // list is an intrusive doubly linked list of task indexes, giving O(1)
@@ -261,7 +267,14 @@ func (j *job) taskFinished(c *TaskFinished) *Result {
 	}
 	j.unlink(i)
 	t.failures = 0
-	j.pushBack(qDone, i)
+	if t.carried > 0 {
+		// Finished for a pass before; the next one reads it again.
+		t.carried--
+		t.passEpoch = t.epoch
+		j.pushBack(qTodo, i)
+	} else {
+		j.pushBack(qDone, i)
+	}
 	j.forgetTask(i)
 	if j.mix != nil {
 		j.finishedInMixture(i)
