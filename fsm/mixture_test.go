@@ -148,7 +148,9 @@ type trainerSet struct {
 	passes []int
 }
 
-func newTrainers(n int) *trainerSet { return &trainerSet{held: make([]*Task, n), passes: make([]int, n)} }
+func newTrainers(n int) *trainerSet {
+	return &trainerSet{held: make([]*Task, n), passes: make([]int, n)}
+}
 
 // taskRecordsOf sums the records of a task's chunks.
 func taskRecordsOf(t *Task) int64 {
