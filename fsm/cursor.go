@@ -198,6 +198,11 @@ type cursor struct {
 	done []uint64
 	// partial lists the other tasks with records consumed, by index.
 	partial []cursorTask
+	// mix is, for a mixture job, the mixture's state at the commit
+	// (mixture_cursor.go), without its queues; carried lists the carried
+	// tasks then, each with the passes it owed (in consumed).
+	mix     *mixture
+	carried []cursorTask
 	// Derived: counts and size, never encoded.
 	finished int
 	records  int64
@@ -209,7 +214,9 @@ type cursorTask struct {
 	consumed uint32
 }
 
-func (c *cursor) bytes() int64 { return cursorSize(len(c.done), len(c.partial)) }
+func (c *cursor) bytes() int64 {
+	return cursorSize(len(c.done), len(c.partial)) + mixtureCursorBytes(c.mix, len(c.carried))
+}
 
 // cursorSize is the size estimate of a cursor of words words of done bits
 // and partial tasks partly consumed.
@@ -325,9 +332,6 @@ func (j *job) commitCursor(c *CommitCursor) *Result {
 	if j.ds == nil {
 		return errResult(ErrNoDataset)
 	}
-	if j.mix != nil {
-		return errResult(invalidf("job %q is a mixture: its cursors are not supported", j.name))
-	}
 	if c.TrainerID != "" && j.save.holder != "" && j.save.holder != c.TrainerID && j.save.deadline > j.cluster.clock {
 		return errResult(fmt.Errorf("%w: trainer %q holds the save-model lease", ErrCursorFenced, truncate(j.save.holder)))
 	}
@@ -405,6 +409,9 @@ func (j *job) snapshotCursor() *cursor {
 		}
 	})
 	c.recount(j.ds)
+	if j.mix != nil {
+		c.mix, c.carried = j.cursorMixture()
+	}
 	return c
 }
 
@@ -420,7 +427,11 @@ func (j *job) cursorBytes() int64 {
 			partial++
 		}
 	})
-	return cursorSize((len(j.tasks)+63)/64, partial)
+	n := cursorSize((len(j.tasks)+63)/64, partial)
+	if j.mix != nil {
+		n += mixtureCursorBytes(j.mix, j.carriedCount())
+	}
+	return n
 }
 
 // eachPositioned calls f, in index order, with every task that has an
@@ -491,21 +502,27 @@ func (j *job) restoreCursor(c *RestoreCursor) *Result {
 	}
 	for i := range j.tasks {
 		t := &j.tasks[i]
-		t.failures, t.deadline = 0, 0
+		t.failures, t.deadline, t.carried = 0, 0, 0
+		t.queue = numQueues // in no queue until pushed
 		// A report under any lease granted so far changes nothing from
 		// now on, as at a pass's start.
 		t.passEpoch = t.epoch
 	}
-	// The tasks to do go back in the order of the cursor's pass, so that
-	// those not finished are first dispatched as that pass would have.
-	j.eachInPassOrder(cur.pass, func(i int32) {
-		if !cur.isDone(int(i)) {
-			j.pushBack(qTodo, i)
-		}
-	})
-	for i := range j.tasks {
-		if cur.isDone(i) {
-			j.pushBack(qDone, int32(i))
+	if j.mix != nil {
+		j.restoreMixture(cur)
+	} else {
+		// The tasks to do go back in the order of the cursor's pass, so
+		// that those not finished are first dispatched as that pass
+		// would have.
+		j.eachInPassOrder(cur.pass, func(i int32) {
+			if !cur.isDone(int(i)) {
+				j.pushBack(qTodo, i)
+			}
+		})
+		for i := range j.tasks {
+			if cur.isDone(i) {
+				j.pushBack(qDone, int32(i))
+			}
 		}
 	}
 	j.pass = cur.pass
@@ -636,6 +653,9 @@ func encodePositions(sw *snapWriter, j *job) {
 			e.int(int(t.index))
 			e.uint32(t.consumed)
 		}
+		if j.mix != nil {
+			encodeCursorMixture(e, c)
+		}
 		sw.flushIfFull()
 	}
 }
@@ -694,6 +714,9 @@ func decodePositions(d *decoder, j *job) {
 		}
 		for range d.length(2) {
 			c.partial = append(c.partial, cursorTask{index: index(), consumed: d.uint32()})
+		}
+		if j.mix != nil && d.err == nil {
+			decodeCursorMixture(d, j, c)
 		}
 		if d.err != nil {
 			return

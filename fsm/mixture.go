@@ -595,9 +595,15 @@ func (j *job) mayCarry(k int) bool {
 // fillSource puts every task of source k that is not out on a lease
 // into its todo, in the order of its current pass.
 func (j *job) fillSource(k int) {
+	j.fillSourceWhere(k, func(i int32) bool { return !j.tasks[i].leased() })
+}
+
+// fillSourceWhere puts the tasks of source k that keep accepts into its
+// todo, in the order of its current pass.
+func (j *job) fillSourceWhere(k int, keep func(i int32) bool) {
 	r := j.ds.sources[k]
 	push := func(i int32) {
-		if !j.tasks[i].leased() {
+		if keep(i) {
 			j.pushBack(qTodo, i)
 		}
 	}
@@ -754,30 +760,48 @@ func decodeCarried(d *decoder, j *job) {
 	}
 }
 
-// checkMixture verifies a mixture job's invariants after a restore.
+// checkMixture verifies a mixture job's invariants after a restore, and
+// those of its cursors' mixtures.
 func (j *job) checkMixture() error {
+	if err := j.checkMixtureState(j.mix); err != nil {
+		return err
+	}
+	for _, c := range j.pos.cursors {
+		if c.mix == nil {
+			return invalidf("cursor %d of a mixture holds no mixture", c.id)
+		}
+		if err := j.checkMixtureState(c.mix); err != nil {
+			return invalidf("cursor %d: %s", c.id, trimInvalid(err.Error()))
+		}
+	}
+	return nil
+}
+
+// checkMixtureState verifies the invariants of m, a mixture of the job's
+// dataset: counts in range, a weight above 0, and a valid schedule.
+func (j *job) checkMixtureState(m *mixture) error {
 	var weights []uint32
 	var sum int64
-	for k := range j.mix.src {
-		src := &j.mix.src[k]
+	for k := range m.src {
+		src := &m.src[k]
 		if src.weight > MaxWeight || src.pass < 0 || src.window < 0 || src.records < 0 || src.finished < 0 {
 			return invalidf("source %d: bad counts", k)
 		}
 		weights = append(weights, src.weight)
 		sum += src.records
 	}
-	if sum != j.mix.records {
-		return invalidf("the sources' records (%d) are not the job's (%d)", sum, j.mix.records)
+	if sum != m.records {
+		return invalidf("the sources' records (%d) are not the job's (%d)", sum, m.records)
 	}
 	if !slices.ContainsFunc(weights, func(w uint32) bool { return w != 0 }) {
 		return invalidf("every source has weight 0")
 	}
-	steps := &SetWeights{ReplaceSchedule: true, Schedule: j.mix.schedule}
+	steps := &SetWeights{ReplaceSchedule: true, Schedule: m.schedule}
 	if err := steps.validate(); err != nil {
 		return err
 	}
 	after := weights
-	for _, s := range j.mix.schedule {
+	for _, s := range m.schedule {
 		var err error
 		if after, err = j.checkWeights(after, s.Weights); err != nil {
 			return err

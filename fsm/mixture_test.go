@@ -351,7 +351,6 @@ func TestMixtureBadInput(t *testing.T) {
 	} {
 		h.rejects(c)
 	}
-	h.rejects(&CommitCursor{Step: 1})
 
 	// A dataset of one source takes no weights.
 	h.ok(&SetDataset{Header: Header{Job: "plain"}, Params: defaultParams, Chunks: testChunks(2)})
@@ -408,6 +407,60 @@ func TestMixtureSurvivesSnapshots(t *testing.T) {
 		}
 		if a.Err() != nil || b.Err() != nil || a.Task.Meta != b.Task.Meta || a.Task.Source != b.Task.Source {
 			t.Fatalf("GetTask %d: %+v and %+v after a restore", i, a, b)
+		}
+	}
+}
+
+// TestMixtureCursorRestoresTheMixture: a cursor of a mixture keeps each
+// source's pass, finished tasks, weights and counts, and the schedule; a
+// restore puts them back, so that each source's pass then reads exactly
+// the tasks it had not finished at the cursor, and the records counted
+// are the cursor's.
+func TestMixtureCursorRestoresTheMixture(t *testing.T) {
+	rng := rand.New(rand.NewPCG(8, 8))
+	h, _ := mixHarness(t, rng, true, []int{40, 25, 9}, []uint32{5, 3, 2})
+	ts := newTrainers(8)
+	runMixture(t, h, rng, ts, 3000, nil)
+	h.ok(&SetWeights{Weights: []SourceWeight{{Name: "b", Weight: 4}}, ReplaceSchedule: true,
+		Schedule: []WeightStep{{AtRecords: 1 << 40, Weights: []SourceWeight{{Name: "c", Weight: 1}}}}})
+	r := h.ok(&CommitCursor{Step: 100})
+	at := h.f.Stats(DefaultJob)
+	// Which tasks each source finished in its pass at the cursor.
+	doneAt, owed := map[int]bool{}, map[int]int{}
+	for id := 1; id <= at.Tasks; id++ {
+		ts, _ := h.f.Task(DefaultJob, id)
+		doneAt[id], owed[id] = ts.Queue == "done", ts.Carried
+	}
+	runMixture(t, h, rng, ts, 3000, nil)
+	h.ok(&SetWeights{Weights: []SourceWeight{{Name: "a", Weight: 9}}, ReplaceSchedule: true})
+	h.ok(&RestoreCursor{ID: r.Cursor.ID})
+	st := h.f.Stats(DefaultJob)
+	for k, s := range st.Sources {
+		a := at.Sources[k]
+		if s.Weight != a.Weight || s.Pass != a.Pass || s.Records != a.Records || s.Finished != a.Finished || s.Done != a.Done {
+			t.Fatalf("source %s after the restore %+v, at the cursor %+v", s.Name, s, a)
+		}
+	}
+	if st.Records != at.Records || len(st.Schedule) != 1 || st.Pending != 0 {
+		t.Fatalf("after the restore: %d records, schedule %+v, %d pending; at the cursor %d records", st.Records, st.Schedule, st.Pending, at.Records)
+	}
+	// Each source's pass now reads the tasks it had not finished at the
+	// cursor, once each, and then the next pass starts.
+	passOf := func(source string) int { return h.f.Stats(DefaultJob).Sources[source[0]-'a'].Pass }
+	read := map[int]int{}
+	for range 2 * st.Tasks {
+		r := h.ok(&GetTask{Pass: h.f.Stats(DefaultJob).Pass})
+		k := int(r.Task.Source[0] - 'a')
+		if passOf(r.Task.Source) != at.Sources[k].Pass {
+			h.ok(&TaskFinished{Meta: r.Task.Meta})
+			continue
+		}
+		read[r.Task.Meta.ID]++
+		h.ok(&TaskFinished{Meta: r.Task.Meta})
+	}
+	for id := 1; id <= st.Tasks; id++ {
+		if want := map[bool]int{true: 0, false: 1}[doneAt[id]] + owed[id]; read[id] != want {
+			t.Fatalf("task %d read %d times in its source's restored pass, want %d", id, read[id], want)
 		}
 	}
 }

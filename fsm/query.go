@@ -291,6 +291,9 @@ type TaskState struct {
 	Queue    string   `json:"queue"`
 	Failures int      `json:"failures"`
 	Deadline int64    `json:"deadline,omitempty"`
+	// Carried counts, for a task of a mixture, the passes of its source
+	// it still owes besides the current one (mixture.go).
+	Carried int `json:"carried,omitempty"`
 }
 
 // Task returns the state of task id of job ("" is DefaultJob). An unknown
@@ -307,7 +310,7 @@ func (f *FSM) Task(job string, id int) (TaskState, error) {
 		return TaskState{}, err
 	}
 	t := j.tasks[i]
-	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.cluster.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures)}
+	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.cluster.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures), Carried: int(t.carried)}
 	if t.queue == qPending {
 		ts.Deadline = t.deadline
 	}

@@ -163,7 +163,9 @@ func DatasetCommands(job string, req RequestID, params DatasetParams, patterns [
 		parts = SplitChunks(chunks, maxEntryBytes)
 	}
 	one := &SetDataset{Header: Header{Request: req, Job: job}, Params: params, Chunks: chunks, Patterns: patterns}
-	if len(parts) == 0 || len(parts) == 1 && (len(patterns) == 0 || entrySize(one) <= maxEntryBytes) {
+	// SplitChunks leaves room for the settings, not for patterns, which
+	// a mixture's sources carry too.
+	if len(parts) == 0 || len(parts) == 1 && ((len(patterns) == 0 && len(params.Sources) == 0) || entrySize(one) <= maxEntryBytes) {
 		return []Command{one}
 	}
 	cmds := make([]Command, 0, len(parts)+1)
