@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"math"
 	"math/bits"
 	"slices"
 )
@@ -189,6 +190,33 @@ func validateWeights(ws []SourceWeight) error {
 		}
 	}
 	return nil
+}
+
+// ValidateSourceName checks a source's name as a dataset's sources and
+// SetWeights require it: 1 to MaxSourceNameLen letters, digits, '_', '-'
+// or '.'. The error wraps ErrInvalid.
+func ValidateSourceName(name string) error { return validateSourceName(name) }
+
+// WeightUnits converts a weight given as a number, 1.0 being WeightUnit,
+// into millionths, rounded to the nearest. The weight must be finite, at
+// least 0 and at most MaxWeight/WeightUnit, and one above 0 must not
+// round to 0: a source it would silently stop is refused. The error wraps
+// ErrInvalid.
+func WeightUnits(w float64) (uint32, error) {
+	const most = MaxWeight / WeightUnit
+	switch {
+	case math.IsNaN(w) || math.IsInf(w, 0):
+		return 0, invalidf("weight %v is not a finite number", w)
+	case w < 0:
+		return 0, invalidf("weight %v is negative", w)
+	case w > most:
+		return 0, invalidf("weight %v exceeds %d", w, most)
+	}
+	u := uint32(math.Round(w * WeightUnit))
+	if u == 0 && w > 0 {
+		return 0, invalidf("weight %v is below the smallest, %v", w, 1.0/WeightUnit)
+	}
+	return u, nil
 }
 
 // validateSourceName checks a source's name: 1 to MaxSourceNameLen

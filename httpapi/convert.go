@@ -65,6 +65,51 @@ func WithDataset(j rpc.Job, d fsm.DatasetInfo) rpc.Job {
 	return j
 }
 
+// WithMixture adds the sources of a mixture job to its summary j, from
+// the job's state summary st: none for a dataset of one source.
+func WithMixture(j rpc.Job, st fsm.Stats) rpc.Job {
+	j.Sources, j.Schedule, j.Records = SourcesFromFSM(st.Sources), ScheduleFromFSM(st.Schedule), st.Records
+	return j
+}
+
+// WeightFromFSM returns a weight in millionths (fsm.WeightUnit) as the
+// wire's number, 1.0 being fsm.WeightUnit.
+func WeightFromFSM(units uint32) float64 { return float64(units) / fsm.WeightUnit }
+
+// SourcesFromFSM returns the wire form of a mixture's sources; nil for
+// none.
+func SourcesFromFSM(ss []fsm.SourceStats) []rpc.SourceStatus {
+	if len(ss) == 0 {
+		return nil
+	}
+	out := make([]rpc.SourceStatus, len(ss))
+	for k, s := range ss {
+		out[k] = rpc.SourceStatus{
+			Name: s.Name, Weight: WeightFromFSM(s.Weight), Pass: s.Pass, Tasks: s.Tasks,
+			Todo: s.Todo, Pending: s.Pending, Done: s.Done, Failed: s.Failed,
+			Records: s.Records, Finished: s.Finished, Globs: s.Patterns,
+		}
+	}
+	return out
+}
+
+// ScheduleFromFSM returns the wire form of a weight schedule; nil for
+// none.
+func ScheduleFromFSM(steps []fsm.WeightStep) []rpc.WeightStep {
+	if len(steps) == 0 {
+		return nil
+	}
+	out := make([]rpc.WeightStep, len(steps))
+	for k, s := range steps {
+		ws := make(map[string]float64, len(s.Weights))
+		for _, w := range s.Weights {
+			ws[w.Name] = WeightFromFSM(w.Weight)
+		}
+		out[k] = rpc.WeightStep{AtRecords: s.AtRecords, Weights: ws}
+	}
+	return out
+}
+
 // DatasetParamsFromFSM returns the wire form of a dataset's settings.
 func DatasetParamsFromFSM(p fsm.DatasetParams) rpc.DatasetParams {
 	return rpc.DatasetParams{ChunksPerTask: p.ChunksPerTask, TaskTimeout: rpc.Duration(p.TaskTimeout), FailureMax: p.FailureMax,

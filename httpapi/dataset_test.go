@@ -139,7 +139,7 @@ func TestDatasetDefaults(t *testing.T) {
 	if got.Seed == 0 {
 		t.Fatalf("params %+v: no seed drawn", got)
 	}
-	if got.Seed = 0; got != httpapi.DefaultDatasetParams {
+	if got.Seed = 0; !reflect.DeepEqual(got, httpapi.DefaultDatasetParams) {
 		t.Fatalf("params %+v, want %+v", got, httpapi.DefaultDatasetParams)
 	}
 	bad := testConfig()

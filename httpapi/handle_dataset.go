@@ -27,7 +27,11 @@ import (
 // retry of a request already applied gets its first outcome, so a retry
 // of the request that installed the dataset is not Ignored. Otherwise the
 // leader indexes the globs, or takes the client's chunk list, and
-// proposes it, with the globs as given for the dataset to record.
+// proposes it, with the globs as given for the dataset to record. A
+// request of Sources (a weighted mixture, fsm.Protocol9) has each
+// source's globs indexed apart, as Globs are, and proposes the sources'
+// chunk lists one after the other, with each source's name, weight,
+// chunk count and globs.
 //
 // Every trainer calls SetDataset, often at the same moment, so one call of
 // a job at a time on a node runs from the check to the proposal: the
@@ -60,30 +64,26 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	}
 	lim := recordio.IndexLimits{MaxGlobs: s.cfg.Limits.MaxGlobs, MaxFiles: s.cfg.Limits.MaxFiles,
 		MaxChunks: min(s.cfg.Limits.MaxChunks, fsm.MaxChunks), MaxPathLen: fsm.MaxPathLen}
-	objects, err := objectPatterns(in.Globs)
+	sets, err := globSets(in)
 	if err != nil {
 		return err
 	}
-	switch {
-	case objects:
-		// Listing is bounded, and catches patterns that match nothing
-		// at all even when the request is going to be ignored.
-		if _, err := s.objectFiles(ctx, in.Globs, lim); err != nil {
-			return err
-		}
-	case len(in.Globs) > 0:
-		// Expanding is bounded, and catches patterns that match nothing
-		// at all even when the request is going to be ignored.
-		if err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
-			_, err := s.datasetFiles(ctx, root, globs, lim)
-			return err
-		}); err != nil {
+	for _, g := range sets {
+		// Expanding and listing are bounded, and catch patterns that
+		// match nothing at all even when the request is going to be
+		// ignored.
+		if err := s.expandGlobs(ctx, g, lim); err != nil {
 			return err
 		}
 	}
 	if out, ok := datasetInPlace(s.b.FSM(), job, req); ok {
 		writeJSON(w, http.StatusOK, out)
 		return nil
+	}
+	if len(in.Sources) > 0 {
+		if err := s.mixtureAllowed(); err != nil {
+			return err
+		}
 	}
 	release, err := s.datasetSlots.acquire(ctx, job)
 	if err != nil {
@@ -102,36 +102,14 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	var chunks []fsm.Chunk
 	var files int
 	switch {
-	case objects:
-		if chunks, files, err = s.indexObjects(ctx, in.Globs, lim); err != nil {
+	case len(in.Sources) > 0:
+		if chunks, files, params.Sources, err = s.indexSources(ctx, in.Sources, sets, lim); err != nil {
 			return err
 		}
-	case len(in.Globs) > 0:
-		start := time.Now()
-		var found []recordio.FileChunk
-		var sum recordio.IndexSummary
-		err := s.withDatasetRoot(in.Globs, func(root recordio.Dir, globs []string) error {
-			names, err := s.datasetFiles(ctx, root, globs, lim)
-			if err != nil {
-				return err
-			}
-			if found, sum, err = recordio.IndexRoot(ctx, root, names, lim); err != nil {
-				return datasetError(err, root)
-			}
-			for i := range found {
-				found[i].Path = chunkPath(root, found[i].Path)
-			}
-			return nil
-		})
-		if err != nil {
+	case len(sets) > 0:
+		if chunks, files, err = s.indexGlobs(ctx, sets[0], lim); err != nil {
 			return err
 		}
-		chunks = make([]fsm.Chunk, len(found))
-		for i, c := range found {
-			chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
-		}
-		files = sum.Files
-		s.log.Info("indexed dataset", "files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start))
 	default:
 		chunks, files = clientChunks(in.Chunks)
 	}
@@ -146,8 +124,8 @@ func (s *Handler) handleSetDataset(w http.ResponseWriter, r *http.Request) error
 	if err := resultError(res); err != nil {
 		return err
 	}
-	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: numTasks(len(chunks), params.ChunksPerTask),
-		CurrentPatterns: patterns, Shuffle: params.Shuffle, Seed: params.Seed}
+	out := rpc.SetDatasetResponse{Ignored: res.Ignored, Files: files, Chunks: len(chunks), Tasks: datasetTasks(len(chunks), params),
+		CurrentPatterns: currentPatterns(patterns, params.Sources), Shuffle: params.Shuffle, Seed: params.Seed}
 	if res.Ignored {
 		out = ignoredDataset(s.b.FSM().Stats(job))
 	}
@@ -203,8 +181,35 @@ func (d *datasetSlots) acquire(ctx context.Context, job string) (release func(),
 // ignoredDataset answers a request that found a dataset in place, with
 // the patterns it was set with.
 func ignoredDataset(st fsm.Stats) rpc.SetDatasetResponse {
-	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks, CurrentPatterns: st.Patterns,
+	return rpc.SetDatasetResponse{Ignored: true, Chunks: st.Chunks, Tasks: st.Tasks, CurrentPatterns: currentPatterns(st.Patterns, st.Params.Sources),
 		Shuffle: st.Params.Shuffle, Seed: st.Params.Seed}
+}
+
+// currentPatterns are the patterns a dataset answers as its own: those it
+// was set with, or a mixture's, its sources' globs one source after the
+// other, as its request gave them.
+func currentPatterns(patterns []string, sources []fsm.Source) []string {
+	if len(sources) == 0 {
+		return patterns
+	}
+	var out []string
+	for _, src := range sources {
+		out = append(out, src.Patterns...)
+	}
+	return out
+}
+
+// datasetTasks is the number of tasks a dataset of chunks and params
+// makes: a mixture's are cut from each source's chunks apart.
+func datasetTasks(chunks int, p fsm.DatasetParams) int {
+	if len(p.Sources) == 0 {
+		return numTasks(chunks, p.ChunksPerTask)
+	}
+	n := 0
+	for _, src := range p.Sources {
+		n += numTasks(src.Chunks, p.ChunksPerTask)
+	}
+	return n
 }
 
 // datasetOrder sets the order of the dataset a request proposes, on the
@@ -289,30 +294,25 @@ func (s *Handler) datasetParams(in rpc.SetDatasetRequest) (fsm.DatasetParams, er
 	return p, nil
 }
 
-// checkDatasetSource checks that the request names globs or chunks, not
-// both, within the limits. The globs themselves are expanded later.
+// checkDatasetSource checks that the request names globs, chunks or
+// sources, one of them, within the limits. The globs themselves are
+// expanded later.
 func (s *Handler) checkDatasetSource(in rpc.SetDatasetRequest) error {
 	lim := s.cfg.Limits
 	switch {
+	case len(in.Sources) > 0 && (len(in.Globs) > 0 || len(in.Chunks) > 0):
+		return invalidf("give either sources or globs or chunks, not both: a mixture's globs are given in its sources")
+	case len(in.Sources) > 0:
+		return s.checkSources(in.Sources)
 	case len(in.Globs) > 0 && len(in.Chunks) > 0:
 		return invalidf("give either globs or chunks, not both")
 	case len(in.Globs) == 0 && len(in.Chunks) == 0:
-		return invalidf("no dataset: give globs or chunks")
-	case len(in.Globs) > lim.MaxGlobs:
-		return invalidf("%d globs, at most %d", len(in.Globs), lim.MaxGlobs)
+		return invalidf("no dataset: give globs or chunks (or sources, for a mixture)")
 	case len(in.Chunks) > lim.MaxChunks:
 		return invalidf("%d chunks, at most %d", len(in.Chunks), lim.MaxChunks)
 	}
-	total := 0
-	for i, g := range in.Globs {
-		if g == "" || len(g) > fsm.MaxPathLen {
-			return invalidf("glob %d: length %d out of range [1, %d]", i, len(g), fsm.MaxPathLen)
-		}
-		total += len(g)
-	}
-	if total > fsm.MaxPatternBytes {
-		// The dataset records them: they must fit an entry.
-		return invalidf("globs of %d bytes together, at most %d", total, fsm.MaxPatternBytes)
+	if err := s.checkGlobs(in.Globs); err != nil {
+		return err
 	}
 	files := make(map[string]struct{})
 	for i, c := range in.Chunks {
@@ -326,6 +326,27 @@ func (s *Handler) checkDatasetSource(in rpc.SetDatasetRequest) error {
 		if len(files) > lim.MaxFiles {
 			return invalidf("chunks name more than %d files", lim.MaxFiles)
 		}
+	}
+	return nil
+}
+
+// checkGlobs checks the globs of a dataset, all of its sources' together:
+// at most Limits.MaxGlobs, each of 1 to fsm.MaxPathLen bytes, and
+// fsm.MaxPatternBytes together, which the dataset records.
+func (s *Handler) checkGlobs(globs []string) error {
+	if len(globs) > s.cfg.Limits.MaxGlobs {
+		return invalidf("%d globs, at most %d", len(globs), s.cfg.Limits.MaxGlobs)
+	}
+	total := 0
+	for i, g := range globs {
+		if g == "" || len(g) > fsm.MaxPathLen {
+			return invalidf("glob %d: length %d out of range [1, %d]", i, len(g), fsm.MaxPathLen)
+		}
+		total += len(g)
+	}
+	if total > fsm.MaxPatternBytes {
+		// The dataset records them: they must fit an entry.
+		return invalidf("globs of %d bytes together, at most %d", total, fsm.MaxPatternBytes)
 	}
 	return nil
 }

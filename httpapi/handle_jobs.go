@@ -78,7 +78,7 @@ func (s *Handler) handleJob(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := JobFromFSM(info)
 	if d, ok := s.b.FSM().Dataset(job, rpc.MaxJobPaths); ok {
-		out = WithDataset(out, d)
+		out = WithMixture(WithDataset(out, d), s.b.FSM().Stats(job))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil

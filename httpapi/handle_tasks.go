@@ -33,7 +33,8 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		return rpc.Errorf(rpc.CodeInternal, "GetTask succeeded without a task")
 	}
 	out := rpc.GetTaskResponse{Task: rpc.Task{Meta: TaskMetaFromFSM(res.Task.Meta), Chunks: make([]rpc.Chunk, len(res.Task.Chunks)),
-		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease), Session: res.Task.Session, Skip: res.Task.Skip, Seed: res.Task.Seed}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber}
+		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease), Session: res.Task.Session, Skip: res.Task.Skip, Seed: res.Task.Seed,
+		Source: res.Task.Source}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber}
 	for i, c := range res.Task.Chunks {
 		out.Task.Chunks[i] = ChunkFromFSM(c)
 	}

@@ -21,6 +21,7 @@ const sampleMember = "5b0e2a6c-6a43-4f3e-9a57-2f7d3c1e8b90"
 // query of a GET.
 var samples = map[string]string{
 	rpc.PathDataset:             `{"chunks":[{"path":"/a","offset":0,"records":1}]}`,
+	rpc.PathWeights:             `{"weights":{"a":1}}`,
 	rpc.PathTaskGet:             `{"pass":0}`,
 	rpc.PathTaskFinished:        `{"meta":{"id":1,"epoch":1}}`,
 	rpc.PathTaskFailed:          `{"meta":{"id":1,"epoch":1}}`,

@@ -54,6 +54,7 @@ func NewHandler(b Backend, cfg Config, logger hclog.Logger) *Handler {
 		writes: quota.New(cfg.WriteQuota), clients: quota.New(cfg.ClientQuota)}
 	h.route(rpc.Endpoints, map[string]handlerFunc{
 		rpc.PathDataset:             h.handleSetDataset,
+		rpc.PathWeights:             h.handleSetWeights,
 		rpc.PathTaskGet:             h.handleGetTask,
 		rpc.PathTaskFinished:        h.handleTaskFinished,
 		rpc.PathTaskFailed:          h.handleTaskFailed,

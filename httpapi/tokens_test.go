@@ -57,6 +57,7 @@ func bearer(tok string) []string { return []string{rpc.HeaderAuthorization, "Bea
 // jobSamples are valid requests to each job endpoint, by path.
 var jobSamples = map[string]string{
 	rpc.PathDataset:         `{"chunks":[{"path":"/d/f","offset":0,"records":1}]}`,
+	rpc.PathWeights:         `{"weights":{"a":1}}`,
 	rpc.PathTaskGet:         `{"pass":0}`,
 	rpc.PathTaskFinished:    `{"meta":{"id":1,"epoch":1}}`,
 	rpc.PathTaskFailed:      `{"meta":{"id":1,"epoch":1}}`,

@@ -133,10 +133,23 @@ func codes(base []string, more ...string) []string {
 var Endpoints = []Endpoint{
 	{
 		Method: http.MethodPost, Path: PathDataset,
-		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client. " +
+		Summary: "Set the dataset: globs that the leader expands and indexes, or chunks already indexed by the client, " +
+			"or sources, each a name, a weight and globs that the leader indexes apart, for a weighted mixture (protocol level 9: " +
+			"a cluster below it answers unavailable). " +
 			"The first dataset counts; later requests are answered with ignored set and change nothing.",
 		Request: SetDatasetRequest{}, Response: SetDatasetResponse{},
 		Write: true, Redirects: true, Job: true, NoSession: true, Errors: codes(requestErrors, CodeLimit),
+	},
+	{
+		Method: http.MethodPost, Path: PathWeights,
+		Summary: "Change the weights of the job's mixture (a dataset set with sources): the weights given, by source name, hold " +
+			"from the next task every trainer leases, and the sources not named keep theirs; with replace_schedule, the schedule " +
+			"replaces the steps of weights to come (none clears it). The answer describes the sources after the change. " +
+			"An unknown source, a weight that is negative, not a number or above 4000, weights that would all be 0, and a job " +
+			"whose dataset has one source are refused (invalid) and change nothing. Needs protocol level 9: a cluster below it " +
+			"answers unavailable.",
+		Request: SetWeightsRequest{}, Response: SetWeightsResponse{},
+		Write: true, Redirects: true, Job: true, Errors: codes(requestErrors, CodeNoDataset, CodeLimit),
 	},
 	{
 		Method: http.MethodPost, Path: PathTaskGet,

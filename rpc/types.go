@@ -224,7 +224,8 @@ type SetDatasetResponse struct {
 	// CurrentPatterns are the globs the job's dataset was set with, as
 	// its first request gave them: this request's when it set the
 	// dataset, when Ignored those of the dataset the job reads, which a
-	// caller compares with its own. Absent when they are unknown: the
+	// caller compares with its own; a mixture's are its sources' globs,
+	// one source after the other. Absent when they are unknown: the
 	// dataset was given as chunks, or set before the cluster reached
 	// protocol level 4 (a release before it, or a rolling upgrade not
 	// yet finished).

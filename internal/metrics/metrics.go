@@ -267,11 +267,25 @@ var (
 	descState    = prometheus.NewDesc("raftmaster_state_bytes", "The state's size estimate, which --max-state-bytes bounds.", nil, nil)
 	descApplied  = prometheus.NewDesc("raftmaster_applied_index", "The last log index applied to the local state.", nil, nil)
 	descSessions = prometheus.NewDesc("raftmaster_sessions", "Sessions open in the state.", nil, nil)
+
+	// The series of each source of a mixture job (a dataset set with
+	// sources).
+	descSourceRecords = prometheus.NewDesc("raftmaster_source_records_total",
+		"Records of a mixture source's finished tasks, in every pass, each task finish counted once: exact, the same on every replica.",
+		[]string{JobLabel, "source"}, nil)
+	descSourceFinished = prometheus.NewDesc("raftmaster_source_tasks_finished_total",
+		"Tasks of a mixture source finished, in every pass, each finish counted once.", []string{JobLabel, "source"}, nil)
+	descSourceWeight = prometheus.NewDesc("raftmaster_source_weight",
+		"A mixture source's weight now (relative to the other sources' of its job; 0 while it is not read).", []string{JobLabel, "source"}, nil)
+	descSourcePass = prometheus.NewDesc("raftmaster_source_pass",
+		"A mixture source's own pass: each source cycles through its tasks at its own pace, and the job's pass is the least of them.",
+		[]string{JobLabel, "source"}, nil)
 )
 
 // Describe sends the descriptors.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descExpired, descJobs, descState, descApplied, descSessions} {
+	for _, d := range []*prometheus.Desc{descTasks, descPass, descGroups, descMembers, descSave, descBytes, descExpired, descJobs, descState, descApplied, descSessions,
+		descSourceRecords, descSourceFinished, descSourceWeight, descSourcePass} {
 		ch <- d
 	}
 }
@@ -304,11 +318,25 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descSave, prometheus.GaugeValue, held, j.Name)
 		ch <- prometheus.MustNewConstMetric(descBytes, prometheus.GaugeValue, float64(j.Bytes), j.Name)
 		ch <- prometheus.MustNewConstMetric(descExpired, prometheus.CounterValue, float64(f.LeasesExpired(j.Name)), j.Name)
+		if j.HasDataset {
+			collectSources(ch, j.Name, f.Stats(j.Name).Sources)
+		}
 	}
 	ch <- prometheus.MustNewConstMetric(descJobs, prometheus.GaugeValue, float64(len(jobs)))
 	ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, float64(f.Stats(fsm.DefaultJob).StateBytes))
 	ch <- prometheus.MustNewConstMetric(descApplied, prometheus.GaugeValue, float64(f.AppliedIndex()))
 	ch <- prometheus.MustNewConstMetric(descSessions, prometheus.GaugeValue, float64(len(f.Sessions())))
+}
+
+// collectSources sends the series of the sources of a mixture job; none
+// for a dataset of one source.
+func collectSources(ch chan<- prometheus.Metric, job string, sources []fsm.SourceStats) {
+	for _, src := range sources {
+		ch <- prometheus.MustNewConstMetric(descSourceRecords, prometheus.CounterValue, float64(src.Records), job, src.Name)
+		ch <- prometheus.MustNewConstMetric(descSourceFinished, prometheus.CounterValue, float64(src.Finished), job, src.Name)
+		ch <- prometheus.MustNewConstMetric(descSourceWeight, prometheus.GaugeValue, float64(src.Weight)/fsm.WeightUnit, job, src.Name)
+		ch <- prometheus.MustNewConstMetric(descSourcePass, prometheus.GaugeValue, float64(src.Pass), job, src.Name)
+	}
 }
 
 // leadershipCollector reads the replica's view of leadership at each

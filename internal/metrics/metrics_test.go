@@ -28,6 +28,7 @@ var ownMetrics = []string{
 	"raftmaster_has_leader", "raftmaster_is_leader", "raftmaster_term", "raftmaster_leader_changes_total",
 	"raftmaster_is_voter", "raftmaster_voters",
 	"raftmaster_sessions", "raftmaster_sessions_expired_total", "raftmaster_session_tasks_revoked_total", "raftmaster_session_checkpoints_total",
+	"raftmaster_source_records_total", "raftmaster_source_tasks_finished_total", "raftmaster_source_weight", "raftmaster_source_pass",
 }
 
 // newFSM returns a state machine with job "train": a dataset of 4 tasks,
@@ -286,6 +287,87 @@ func TestDeployedQueries(t *testing.T) {
 		for _, tg := range p.Targets {
 			if byJob.MatchString(tg.Expr) || strings.Contains(tg.Legend, "{{job}}") {
 				t.Errorf("panel %q shows series by job, Prometheus' scrape job: %s (%s)", p.Title, tg.Expr, tg.Legend)
+			}
+		}
+	}
+}
+
+// TestMixtureSources: each source of a mixture job has its records and
+// tasks finished, exact, its weight as a number (1.0 is fsm.WeightUnit)
+// and its pass; a job of one source has no source series.
+func TestMixtureSources(t *testing.T) {
+	f := newFSM(t)
+	index := f.AppliedIndex()
+	apply := func(c fsm.Command) *fsm.Result {
+		t.Helper()
+		index++
+		c.Hdr().Now = int64(index) * int64(time.Millisecond)
+		c.Hdr().Job = "mix"
+		r := f.ApplyEntry(index, fsm.Encode(c))
+		if r.Code != fsm.CodeOK {
+			t.Fatalf("%T: %v %s", c, r.Code, r.Message)
+		}
+		return r
+	}
+	index++
+	if r := f.ApplyEntry(index, fsm.Encode(&fsm.SetProtocol{Level: fsm.Protocol9})); r.Code != fsm.CodeOK {
+		t.Fatalf("SetProtocol: %v", r.Code)
+	}
+	chunks := []fsm.Chunk{{Path: "a", Records: 3}, {Path: "a", Offset: 10, Records: 4}, {Path: "b", Records: 5}}
+	apply(&fsm.SetDataset{Params: fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Hour, FailureMax: 3, Seed: 1,
+		Sources: []fsm.Source{{Name: "a", Weight: fsm.WeightUnit / 2, Chunks: 2}, {Name: "b", Weight: 3 * fsm.WeightUnit / 2, Chunks: 1}}}, Chunks: chunks})
+	// By deficit over records: b (5 records for 1.5), a (3 for 0.5),
+	// then b again, in its next pass.
+	records, finished := map[string]int64{}, map[string]int64{}
+	for range 3 {
+		r := apply(&fsm.GetTask{Pass: f.Pass("mix")})
+		apply(&fsm.TaskFinished{Meta: r.Task.Meta})
+		finished[r.Task.Source]++
+		for _, c := range r.Task.Chunks {
+			records[r.Task.Source] += int64(c.Records)
+		}
+	}
+	apply(&fsm.SetWeights{Weights: []fsm.SourceWeight{{Name: "b", Weight: 2_500_000}}})
+
+	m, err := New(Config{FSM: func() *fsm.FSM { return f }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := testutil.GatherAndLint(m.Registry, ownMetrics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
+	got := scrape(t, m)
+	if records["a"] != 3 || records["b"] != 10 || finished["a"] != 1 || finished["b"] != 2 {
+		t.Fatalf("the tasks finished hold %v records and are %v tasks by source, want a's first and b's twice", records, finished)
+	}
+	for _, c := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"raftmaster_source_records_total", []string{"raftmaster_job=mix", "source=a"}, 3},
+		{"raftmaster_source_records_total", []string{"raftmaster_job=mix", "source=b"}, 10},
+		{"raftmaster_source_tasks_finished_total", []string{"raftmaster_job=mix", "source=a"}, 1},
+		{"raftmaster_source_tasks_finished_total", []string{"raftmaster_job=mix", "source=b"}, 2},
+		{"raftmaster_source_weight", []string{"raftmaster_job=mix", "source=a"}, 0.5},
+		{"raftmaster_source_weight", []string{"raftmaster_job=mix", "source=b"}, 2.5},
+		{"raftmaster_source_pass", []string{"raftmaster_job=mix", "source=a"}, 0},
+		{"raftmaster_source_pass", []string{"raftmaster_job=mix", "source=b"}, 2},
+	} {
+		if v := value(t, got, c.name, c.labels...); v != c.want {
+			t.Errorf("%s%v = %v, want %v", c.name, c.labels, v, c.want)
+		}
+	}
+	for _, name := range []string{"raftmaster_source_records_total", "raftmaster_source_weight"} {
+		for _, s := range got[name].GetMetric() {
+			for _, l := range s.GetLabel() {
+				if l.GetName() == JobLabel && l.GetValue() != "mix" {
+					t.Errorf("%s has a series of job %q, which has one source", name, l.GetValue())
+				}
 			}
 		}
 	}
