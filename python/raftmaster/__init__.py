@@ -18,9 +18,10 @@ raftmaster.torchrun``); those two import torch, and only when used.
 """
 
 from .client import (CURSOR_PROTOCOL, DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_SESSION_TTL, DEFAULT_TIMEOUT,
-                     KV_STORE_PROTOCOL, MAX_PROGRESS, SESSION_PROTOCOL, SHUFFLE_PROTOCOL, AllgatherResult, Chunk,
-                     Client, CursorDetail, CursorInfo, CursorList, CursorTask, DatasetResult, KVDeleteResult, KVResult,
-                     KVValue, KVWatchResult, RestoreResult, SaveModelGrant, Task, TaskMeta, close_recorded_sessions)
+                     KV_STORE_PROTOCOL, MAX_PROGRESS, MIXTURE_PROTOCOL, SESSION_PROTOCOL, SHUFFLE_PROTOCOL,
+                     AllgatherResult, Chunk, Client, CursorDetail, CursorInfo, CursorList, CursorTask, DatasetResult,
+                     KVDeleteResult, KVResult, KVValue, KVWatchResult, Mixture, RestoreResult, SaveModelGrant,
+                     SourceStatus, Task, TaskMeta, WeightStep, close_recorded_sessions)
 from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, CursorFenced, Forbidden,
                      ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoContact,
                      NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
@@ -33,9 +34,9 @@ __version__ = "0.1.0"
 __all__ = [
     "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue", "KVResult",
     "KVDeleteResult", "KVWatchResult", "PassRecords", "close_recorded_sessions",
-    "CursorInfo", "CursorTask", "CursorDetail", "CursorList", "RestoreResult",
+    "CursorInfo", "CursorTask", "CursorDetail", "CursorList", "RestoreResult", "Mixture", "SourceStatus", "WeightStep",
     "DEFAULT_TIMEOUT", "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
-    "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MAX_PROGRESS",
+    "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MIXTURE_PROTOCOL", "MAX_PROGRESS",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",

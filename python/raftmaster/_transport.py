@@ -85,7 +85,7 @@ JOB_SCOPED = frozenset({
     "/v1/savemodel", "/v1/allgather/join", "/v1/allgather/leave", "/v1/allgather/watch",
     "/v1/kv/get", "/v1/kv/cas", "/v1/kv/delete", "/v1/kv/delete-prefix", "/v1/kv/add", "/v1/kv/multi-set",
     "/v1/kv/append", "/v1/kv/compare-set", "/v1/kv/multi-get", "/v1/kv/num-keys", "/v1/kv/watch",
-    "/v1/task/progress", "/v1/cursors",
+    "/v1/task/progress", "/v1/cursors", "/v1/weights",
 })
 #: The prefixes of the job-scoped endpoints whose paths name an object:
 #: /v1/cursors/{id} and /v1/cursors/{id}/restore.

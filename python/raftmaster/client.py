@@ -8,6 +8,7 @@ import binascii
 import json
 import logging
 import math
+import numbers
 import os
 import ssl
 import threading
@@ -15,8 +16,8 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Tuple, Union,
-                    overload)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple,
+                    Union, overload)
 
 from . import errors
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
@@ -84,6 +85,9 @@ class Task:
     #: protocol level 8), which a shuffle of the task's records seeds its
     #: generator from with the pass and the task's id (Client.records).
     seed: int = 0
+    #: The name of the mixture source the task belongs to (a dataset set
+    #: with ``sources``); None for a dataset of one source.
+    source: Optional[str] = None
 
     @property
     def record_count(self) -> int:
@@ -182,6 +186,83 @@ CURSOR_PROTOCOL = 7
 #: passes (set_dataset's ``seed`` and ``shuffle``); below it every pass is
 #: in id order.
 SHUFFLE_PROTOCOL = 8
+
+#: The protocol level from which a dataset may be a weighted mixture:
+#: set_dataset's ``sources``, set_weights and set_weight_schedule. A
+#: cluster below it answers them Unavailable.
+MIXTURE_PROTOCOL = 9
+
+#: The most sources of a mixture (fsm.MaxSources).
+MAX_SOURCES = 16
+#: The largest weight of a source (fsm.MaxWeight). Weights are relative,
+#: and count in millionths: 0.5, 0.3 and 0.2 mix as 5, 3 and 2 do.
+MAX_WEIGHT = 4000.0
+#: The most steps of a weight schedule (fsm.MaxScheduleSteps).
+MAX_SCHEDULE_STEPS = 64
+#: The longest name of a source (fsm.MaxSourceNameLen): 1 to 64 letters,
+#: digits, "_", "-" or ".".
+MAX_SOURCE_NAME = 64
+
+#: One source of a mixture, as set_dataset's ``sources`` takes it: a
+#: (name, weight, globs) triple, or a dict with the keys "name", "weight"
+#: and "globs"; globs are one pattern or a list of them.
+SourceArg = Union[Tuple[str, float, Union[str, Iterable[str]]], Mapping[str, Any]]
+
+#: One step of a weight schedule, as set_weight_schedule takes it: an
+#: (at_records, {name: weight}) pair, or a dict with the keys
+#: "at_records" and "weights".
+StepArg = Union[Tuple[int, Mapping[str, float]], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class SourceStatus:
+    """One source of a mixture job (rpc.SourceStatus)."""
+    name: str
+    #: The source's weight now, relative to the others'.
+    weight: float
+    #: The source's own pass: each source cycles through its tasks at its
+    #: own pace, and the job's pass is the least of its sources'.
+    pass_id: int = 0
+    #: The source's tasks, and how many of them are to do, out on a lease,
+    #: done and failed in its pass.
+    tasks: int = 0
+    todo: int = 0
+    pending: int = 0
+    done: int = 0
+    failed: int = 0
+    #: The records and the tasks of the source's finished tasks, in every
+    #: pass: exact, each finish counted once.
+    records: int = 0
+    finished: int = 0
+    #: The glob patterns the source was set with.
+    globs: Tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class WeightStep:
+    """A step of a weight schedule: once the job's records consumed (the
+    records of its finished tasks, in every pass) reach ``at_records``,
+    the sources named take these weights; the others keep theirs."""
+    at_records: int
+    weights: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """A mixture job's sources, in the order they were given, and the steps
+    of its weight schedule not yet reached. ``sources`` is empty for a job
+    whose dataset has one source (or none)."""
+    sources: Tuple[SourceStatus, ...] = ()
+    schedule: Tuple[WeightStep, ...] = ()
+    #: The records of every task of the job finished, in every pass: the
+    #: count the schedule's steps are keyed by.
+    records: int = 0
+
+    @property
+    def weights(self) -> Dict[str, float]:
+        """The sources' weights now, by name."""
+        return {s.name: s.weight for s in self.sources}
+
 
 #: The most progress entries one report or commit carries (rpc.MaxProgress).
 MAX_PROGRESS = 4096
@@ -298,9 +379,10 @@ class Client:
     cluster at protocol level 6 (one below it has none: the client works
     without, and asks again a minute later), and a daemon thread keeps it
     alive every third of its TTL, with the progress of the tasks it holds.
-    Every write but set_dataset is made under it. The tasks that get_task leases under it
-    are held (``Task.session``): they need no renewal, and come back to the
-    job at once when the session is closed, or after its TTL when the
+    Every write but set_dataset and a mixture's weight changes is made
+    under it. The tasks that get_task leases under it are held
+    (``Task.session``): they need no renewal, and come back to the job at
+    once when the session is closed, or after its TTL when the
     keep-alives stop (the process died or hangs). A call made under a
     session that has ended raises SessionExpired; the next call opens a
     new session. ``session_dir`` is a directory where the open session is
@@ -497,7 +579,8 @@ class Client:
 
     # Data dispatch.
 
-    def set_dataset(self, paths: Union[str, Iterable[str]], *, chunks_per_task: int = 0,
+    def set_dataset(self, paths: Union[str, Iterable[str], None] = None, *,
+                    sources: Optional[Iterable[SourceArg]] = None, chunks_per_task: int = 0,
                     task_timeout: Optional[Seconds] = None, failure_max: Optional[int] = None,
                     strict: bool = False, seed: Optional[int] = None, shuffle: bool = True) -> DatasetResult:
         """Set the job's dataset: the RecordIO files that the glob patterns
@@ -511,6 +594,19 @@ class Client:
         survives) and ``strict`` (refuse a late task_finished of an earlier
         lease) take the server's defaults when left out.
 
+        ``sources``, in place of ``paths``, makes the dataset a weighted
+        mixture (protocol level 9, MIXTURE_PROTOCOL): a list of (name,
+        weight, globs), or of dicts with those keys, such as
+        ``[("web", 0.5, "/data/web/*.recordio"), ("code", 0.3,
+        ["/data/code/*.recordio"])]``. A name is 1 to 64 letters, digits,
+        "_", "-" or "."; weights are relative, from 0 to 4000 and not all
+        0 (a source of weight 0 is not read until set_weights gives it
+        one); at most 16 sources. Each task holds records of one source
+        (``Task.source``), and the cluster hands out the sources' tasks so
+        that the records consumed follow the weights. The leader indexes
+        the sources' globs: a client made with client_indexing cannot set
+        a mixture. Bad sources raise ValueError before anything is sent.
+
         Each pass dispatches its tasks in a permutation of (``seed``, pass),
         the same whatever the number of trainers and whatever faults
         happen; ``shuffle=False`` keeps id order. Without a ``seed`` the
@@ -520,14 +616,26 @@ class Client:
         Unavailable, while one without is served in id order."""
         if seed is not None and not (isinstance(seed, int) and 0 <= seed < 1 << 64):
             raise ValueError("set_dataset: seed %r: want an integer in [0, 2**64)" % (seed,))
-        globs = [paths] if isinstance(paths, str) else list(paths)
         body: Dict[str, Any] = {}
-        if self.client_indexing:
-            from . import recordio
-            chunks = recordio.index_files(recordio.glob(globs))
-            body["chunks"] = [{"path": c.path, "offset": c.offset, "records": c.records} for c in chunks]
+        if sources is not None:
+            if paths is not None:
+                raise ValueError("raftmaster client: set_dataset: give paths or sources, not both: a mixture's "
+                                 "globs are its sources'")
+            if self.client_indexing:
+                raise ValueError("raftmaster client: set_dataset: the leader indexes a mixture's sources, and this "
+                                 "client was made with client_indexing; make one without it to set sources")
+            body["sources"] = _sources_body(sources)
+            globs = [g for src in body["sources"] for g in src["globs"]]
+        elif paths is None:
+            raise ValueError("raftmaster client: set_dataset: give paths (glob patterns) or sources")
         else:
-            body["globs"] = globs
+            globs = [paths] if isinstance(paths, str) else list(paths)
+            if self.client_indexing:
+                from . import recordio
+                chunks = recordio.index_files(recordio.glob(globs))
+                body["chunks"] = [{"path": c.path, "offset": c.offset, "records": c.records} for c in chunks]
+            else:
+                body["globs"] = globs
         if chunks_per_task:
             body["chunks_per_task"] = chunks_per_task
         if task_timeout is not None and to_nanoseconds(task_timeout) != 0:
@@ -550,6 +658,51 @@ class Client:
                                bool(out.get("shuffle")), int(out.get("seed") or 0))
         warn_other_patterns(log, self.job or DEFAULT_JOB, globs, result.ignored, result.current_patterns)
         return result
+
+    def set_weights(self, weights: Mapping[str, float]) -> Mixture:
+        """Change the weights of the job's mixture (a dataset set with
+        ``sources``): ``weights`` maps source names to their new weights,
+        relative, from 0 to 4000; the sources not named keep theirs. The
+        change takes effect at one log index for every trainer, from the
+        next task handed out: the records counted since the weights last
+        changed start again from 0, so the new weights hold from then on
+        and the past is not paid back. At least one source must keep a
+        weight above 0. It returns the mixture after the change. Bad input
+        raises ValueError before anything is sent; a name the job has no
+        source of raises Invalid, and so does a job whose dataset has one
+        source. Retried with one request id, it is applied once."""
+        return self._set_weights({"weights": _weights_body("set_weights", weights)})
+
+    def set_weight_schedule(self, steps: Iterable[StepArg]) -> Mixture:
+        """Replace the weight schedule of the job's mixture: steps of
+        (at_records, {name: weight}), in increasing at_records (at most
+        64). Once the job's records consumed (the records of its finished
+        tasks, in every pass; ``Mixture.records``) reach a step's
+        at_records, its sources take its weights, as set_weights would
+        give them, at the task finish that reaches it. A step already
+        reached takes effect at once. An empty list clears the schedule.
+        It returns the mixture after the change, whose ``schedule`` holds
+        the steps not yet reached."""
+        body: Dict[str, Any] = {"replace_schedule": True}
+        schedule = _schedule_body(steps)
+        if schedule:
+            body["schedule"] = schedule
+        return self._set_weights(body)
+
+    def _set_weights(self, body: Dict[str, Any]) -> Mixture:
+        # An operator's change, not a trainer's: it is made outside the
+        # client's session, so that it opens none.
+        out = self._do(Call("POST", "/v1/weights", body=body, write=True), session=False) or {}
+        return _mixture(out)
+
+    def mixture(self) -> Mixture:
+        """The job's mixture as the leader has it (from GET
+        /v1/jobs/{job}, an operator read): its sources, with their weights,
+        passes and exact record counts, the schedule's steps not yet
+        reached and the records of every finished task. Its ``sources`` are
+        empty when the job's dataset has one source, or none."""
+        out = self._do(Call("GET", "/v1/jobs/" + _quote(self.job or DEFAULT_JOB))) or {}
+        return _mixture(out)
 
     def get_task(self, pass_id: int) -> Task:
         """Lease the next task of pass pass_id. It raises PassBefore or
@@ -994,7 +1147,8 @@ class Client:
         read is linearizable; with ``stale`` whichever node answers describes
         itself from its local state, which may lag behind. For a client of
         a named job, ``status()["fsm"]`` summarises that job (its dataset,
-        pass, tasks, groups and save-model lease, from /v1/jobs/{job}; empty
+        pass, tasks, groups and save-model lease, and for a mixture its
+        "sources", "schedule" and "records", from /v1/jobs/{job}; empty
         while the job does not exist yet; left out under a trainer token,
         which may not read it) beside the cluster's figures, and
         ``status()["fsm"]["job"]`` names it."""
@@ -1013,8 +1167,8 @@ class Client:
         for k in _DEFAULT_JOB_ONLY + tuple(_JOB_FIELDS):
             fsm.pop(k, None)
         if info is not None:
-            for k in _JOB_FIELDS:
-                fsm[k] = info.get(k, _JOB_FIELDS[k])
+            for k, default in _JOB_FIELDS.items():
+                fsm[k] = info[k] if k in info else (list(default) if isinstance(default, list) else default)
         fsm["job"] = self.job
         st["fsm"] = fsm
         return st
@@ -1023,7 +1177,7 @@ class Client:
         """Send a write to path (such as "/v1/task/get") with body as JSON and
         return the decoded answer, with redirects and retries like every
         other call: for fields the typed calls do not return."""
-        return self._do(Call("POST", path, body=body, write=True), session=path != "/v1/dataset")
+        return self._do(Call("POST", path, body=body, write=True), session=path not in _NO_SESSION)
 
     def create_job(self, name: str) -> bool:
         """Create the job named name, empty (an operator call). It returns
@@ -1114,7 +1268,11 @@ class _ReadJob:
 #: The fields of a job's summary in status()["fsm"] (rpc.Job), with their
 #: values for a job that does not exist yet.
 _JOB_FIELDS: Dict[str, Any] = {"has_dataset": False, "pass": 0, "tasks": 0, "todo": 0, "pending": 0, "done": 0,
-                               "failed": 0, "uploads": 0, "groups": 0, "save_holder": "", "save_deadline": None}
+                               "failed": 0, "uploads": 0, "groups": 0, "save_holder": "", "save_deadline": None,
+                               "sources": [], "schedule": [], "records": 0}
+#: The writes that the client makes outside its session: the dataset, which
+#: the cluster refuses under one, and a mixture's weights, an operator's.
+_NO_SESSION = frozenset({"/v1/dataset", "/v1/weights"})
 #: The fields of /v1/status's summary that describe the default job only.
 _DEFAULT_JOB_ONLY = ("chunks", "params")
 
@@ -1196,6 +1354,153 @@ def _progress_body(progress: Iterable[ProgressEntry]) -> List[Dict[str, Any]]:
     return out
 
 
+_SOURCE_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.")
+
+
+def _check_source_name(call: str, name: Any) -> str:
+    """name, a valid source name; ValueError otherwise."""
+    if not isinstance(name, str):
+        raise ValueError("raftmaster client: %s: source name %r is not a string" % (call, name))
+    if not name or len(name) > MAX_SOURCE_NAME:
+        raise ValueError("raftmaster client: %s: source name %r: want 1 to %d characters"
+                         % (call, name[:MAX_SOURCE_NAME + 8], MAX_SOURCE_NAME))
+    if not set(name) <= _SOURCE_NAME_CHARS:
+        raise ValueError("raftmaster client: %s: source name %r: only letters, digits, '_', '-' and '.'"
+                         % (call, name))
+    return name
+
+
+def _check_weight(call: str, name: str, weight: Any) -> float:
+    """weight as a float, when it is a number in [0, MAX_WEIGHT]; ValueError otherwise."""
+    if isinstance(weight, bool) or not isinstance(weight, numbers.Real):
+        raise ValueError("raftmaster client: %s: source %r: weight %r is not a number" % (call, name, weight))
+    w = float(weight)
+    if not math.isfinite(w) or not 0 <= w <= MAX_WEIGHT:
+        raise ValueError("raftmaster client: %s: source %r: weight %r out of range [0, %g]"
+                         % (call, name, weight, MAX_WEIGHT))
+    return w
+
+
+def _check_keys(call: str, what: str, d: Mapping[Any, Any], want: Tuple[str, ...]) -> None:
+    """ValueError unless dict d has exactly the keys want."""
+    missing = [k for k in want if k not in d]
+    unknown = sorted(repr(k) for k in d if k not in want)
+    if missing or unknown:
+        raise ValueError("raftmaster client: %s: %s %r: want the keys %s%s%s"
+                         % (call, what, d, ", ".join(want),
+                            "; missing: " + ", ".join(missing) if missing else "",
+                            "; unknown: " + ", ".join(unknown) if unknown else ""))
+
+
+def _millionths(weight: float) -> int:
+    """A weight as the cluster counts it, in millionths."""
+    return int(round(weight * 1_000_000))
+
+
+def _sources_body(sources: Iterable[SourceArg]) -> List[Dict[str, Any]]:
+    """set_dataset's sources in their wire form; ValueError for bad ones."""
+    call = "set_dataset"
+    if isinstance(sources, (str, bytes, bytearray, Mapping)) or not isinstance(sources, Iterable):
+        raise ValueError("raftmaster client: %s: sources %r: want a list of (name, weight, globs) or of dicts "
+                         "with those keys" % (call, sources))
+    items = list(sources)
+    if not items:
+        raise ValueError("raftmaster client: %s: sources is empty: give at least one source" % call)
+    if len(items) > MAX_SOURCES:
+        raise ValueError("raftmaster client: %s: %d sources, more than %d" % (call, len(items), MAX_SOURCES))
+    out: List[Dict[str, Any]] = []
+    for k, src in enumerate(items):
+        if isinstance(src, Mapping):
+            _check_keys(call, "source %d" % k, src, ("name", "weight", "globs"))
+            name, weight, globs = src["name"], src["weight"], src["globs"]
+        elif isinstance(src, (tuple, list)) and len(src) == 3:
+            name, weight, globs = src
+        else:
+            raise ValueError("raftmaster client: %s: source %d %r: want (name, weight, globs) or a dict with those "
+                             "keys" % (call, k, src))
+        name = _check_source_name(call, name)
+        if any(o["name"] == name for o in out):
+            raise ValueError("raftmaster client: %s: source %r is named twice" % (call, name))
+        w = _check_weight(call, name, weight)
+        if isinstance(globs, str):
+            globs = [globs]
+        elif isinstance(globs, (bytes, bytearray, Mapping)) or not isinstance(globs, Iterable):
+            raise ValueError("raftmaster client: %s: source %r: globs %r: want a pattern or a list of patterns"
+                             % (call, name, globs))
+        patterns = list(globs)
+        if not patterns:
+            raise ValueError("raftmaster client: %s: source %r has no glob pattern" % (call, name))
+        for g in patterns:
+            if not isinstance(g, str) or not g:
+                raise ValueError("raftmaster client: %s: source %r: glob %r is not a non-empty string"
+                                 % (call, name, g))
+        out.append({"name": name, "weight": w, "globs": patterns})
+    if not any(_millionths(src["weight"]) for src in out):
+        raise ValueError("raftmaster client: %s: every source has weight 0 (weights count in millionths): give "
+                         "at least one a weight" % call)
+    return out
+
+
+def _weights_body(call: str, weights: Mapping[str, float]) -> Dict[str, float]:
+    """Weights by source name in their wire form; ValueError for bad ones."""
+    if not isinstance(weights, Mapping):
+        raise ValueError("raftmaster client: %s: weights %r: want a dict of source name to weight, such as "
+                         "{\"web\": 0.4, \"code\": 0.4}" % (call, weights))
+    if not weights:
+        raise ValueError("raftmaster client: %s: weights name no source" % call)
+    if len(weights) > MAX_SOURCES:
+        raise ValueError("raftmaster client: %s: %d weights, more than %d sources" % (call, len(weights), MAX_SOURCES))
+    return {_check_source_name(call, name): _check_weight(call, name, w) for name, w in weights.items()}
+
+
+def _schedule_body(steps: Iterable[StepArg]) -> List[Dict[str, Any]]:
+    """A weight schedule in its wire form; ValueError for a bad one."""
+    call = "set_weight_schedule"
+    if isinstance(steps, (str, bytes, bytearray, Mapping)) or not isinstance(steps, Iterable):
+        raise ValueError("raftmaster client: %s: steps %r: want a list of (at_records, {name: weight})"
+                         % (call, steps))
+    items = list(steps)
+    if len(items) > MAX_SCHEDULE_STEPS:
+        raise ValueError("raftmaster client: %s: %d steps, more than %d" % (call, len(items), MAX_SCHEDULE_STEPS))
+    out: List[Dict[str, Any]] = []
+    for k, step in enumerate(items):
+        if isinstance(step, Mapping):
+            _check_keys(call, "step %d" % k, step, ("at_records", "weights"))
+            at, weights = step["at_records"], step["weights"]
+        elif isinstance(step, (tuple, list)) and len(step) == 2:
+            at, weights = step
+        else:
+            raise ValueError("raftmaster client: %s: step %d %r: want (at_records, {name: weight})" % (call, k, step))
+        if isinstance(at, bool) or not isinstance(at, numbers.Integral) or at < 0:
+            raise ValueError("raftmaster client: %s: step %d: at_records %r is not an integer >= 0" % (call, k, at))
+        at = int(at)
+        if out and at <= out[-1]["at_records"]:
+            raise ValueError("raftmaster client: %s: step %d: at %d records, not after the step before (%d): steps "
+                             "go in increasing at_records" % (call, k, at, out[-1]["at_records"]))
+        out.append({"at_records": at, "weights": _weights_body("%s: step %d" % (call, k), weights)})
+    return out
+
+
+def _source_status(s: Dict[str, Any]) -> SourceStatus:
+    return SourceStatus(name=str(s.get("name") or ""), weight=float(s.get("weight") or 0.0),
+                        pass_id=int(s.get("pass") or 0), tasks=int(s.get("tasks") or 0), todo=int(s.get("todo") or 0),
+                        pending=int(s.get("pending") or 0), done=int(s.get("done") or 0),
+                        failed=int(s.get("failed") or 0), records=int(s.get("records") or 0),
+                        finished=int(s.get("finished") or 0), globs=tuple(s.get("globs") or ()))
+
+
+def _mixture(out: Dict[str, Any]) -> Mixture:
+    """A mixture from the answer to a weight change or from a job's description."""
+    sources = tuple(_source_status(s) for s in out.get("sources") or [])
+    schedule = tuple(WeightStep(int(st.get("at_records") or 0),
+                                {str(k): float(v) for k, v in (st.get("weights") or {}).items()})
+                     for st in out.get("schedule") or [])
+    # The job's records are its sources' (the answer to a weight change
+    # does not repeat them).
+    records = int(out.get("records") or 0) or sum(s.records for s in sources)
+    return Mixture(sources, schedule, records)
+
+
 def _cursor_info(c: Dict[str, Any]) -> CursorInfo:
     return CursorInfo(id=int(c.get("id") or 0), step=int(c.get("step") or 0), pass_id=int(c.get("pass") or 0),
                       tasks=int(c.get("tasks") or 0), finished=int(c.get("finished") or 0),
@@ -1217,10 +1522,12 @@ def _task(out: Dict[str, Any]) -> Task:
         session=int(t.get("session") or 0),
         skip=int(t.get("skip") or 0),
         seed=int(t.get("seed") or 0),
+        source=str(t["source"]) if t.get("source") else None,
     )
 
 
 __all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
            "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL", "close_recorded_sessions",
            "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MAX_PROGRESS", "ProgressEntry", "CursorInfo", "CursorTask",
-           "CursorDetail", "CursorList", "RestoreResult"]
+           "CursorDetail", "CursorList", "RestoreResult", "MIXTURE_PROTOCOL", "MAX_SOURCES", "MAX_WEIGHT",
+           "MAX_SCHEDULE_STEPS", "MAX_SOURCE_NAME", "SourceArg", "StepArg", "SourceStatus", "WeightStep", "Mixture"]
