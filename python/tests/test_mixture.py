@@ -463,10 +463,20 @@ def test_bad_mixture_requests_raise_and_change_nothing(mixture_cluster, make_cli
         c.set_weight_schedule([(100, {"nosuch": 1})])
     with pytest.raises(raftmaster.Invalid, match="weight 0"):
         c.set_weight_schedule([(100, {"web": 0}), (200, {"code": 0, "books": 0})])
-    # Cursors are refused for a mixture job, for now.
-    with pytest.raises(raftmaster.Invalid, match="mixture"):
-        c.commit_cursor(1)
     assert c.mixture() == before
+
+    # A cursor keeps the mixture's position: after more reading and a
+    # weight change, a restore puts its counts and weights back.
+    for _ in range(5):
+        c.task_finished(c.get_task(0))
+    at = c.mixture()
+    cursor = c.commit_cursor(1)
+    for _ in range(7):
+        c.task_finished(c.get_task(0))
+    c.set_weights({"web": 3})
+    assert c.mixture() != at
+    c.restore_cursor(cursor.id)
+    assert c.mixture() == at
 
     # A job of one source has no weights to change, and reads without a source.
     plain = make_client(job=job + "-plain")
