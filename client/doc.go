@@ -124,6 +124,31 @@
 // the tasks not all consumed, or finishes reporting them, in the
 // background, and Close waits for it.
 //
+// # Weighted mixtures
+//
+// A dataset set with DatasetParams.Sources (protocol level 9) is a
+// mixture: each Source is a set of patterns with a weight, and the
+// records handed out follow the weights, counted in records rather than
+// tasks, whatever the number of trainers: sources of weight 0.7 and 0.3
+// give about 7 records of the first for every 3 of the second, whatever
+// the size of each. Each task holds one source's records, and Task.Source
+// names it. Every source is read through at its own pace, its own passes,
+// and the job's pass is the least of them: a pass of the mixture ends when
+// every source has been read through once more.
+//
+//	_, err := c.SetDatasetWithParams(nil, client.DatasetParams{Sources: []client.Source{
+//		{Name: "web", Weight: 0.7, Patterns: []string{"/data/web/*.recordio"}},
+//		{Name: "code", Weight: 0.3, Patterns: []string{"/data/code/*.recordio"}},
+//	}})
+//
+// SetWeights changes the weights from the next task handed out, for every
+// trainer at once; the shares count afresh from the change, and the past
+// is not paid back. SetWeightSchedule sets the weights to come, each step
+// keyed by the job's records consumed (the records of its finished tasks,
+// in every pass), and nil clears it. Job describes each source (its
+// weight, pass, queues, records and finished tasks) and the steps not yet
+// reached.
+//
 // # Transport
 //
 // Every write carries a request id, the client's random id and a sequence
@@ -153,7 +178,7 @@
 //
 // Every call that talks to the cluster takes a context.Context, as the
 // calls of database/sql do: first among its parameters (Health, BackupTo,
-// Call, KVGet, KVCompareAndSet), or in a form named with the suffix
+// Call, KVGet, KVCompareAndSet, SetWeights), or in a form named with the suffix
 // Context beside the original's name (GetTaskContext beside GetTask,
 // JoinContext beside the three joins). The original names keep their
 // signatures and call their Context form with context.Background().

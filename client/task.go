@@ -45,6 +45,9 @@ type Task struct {
 	// that every reader of the task does alike (0 when the dataset has
 	// none: set before the cluster reached protocol level 8).
 	Seed uint64
+	// Source is the name of the mixture source the task's records come
+	// from (DatasetParams.Sources); empty for a dataset of one source.
+	Source string
 }
 
 // DatasetParams are the task-queue settings of SetDatasetWithParams. Zero
@@ -70,6 +73,14 @@ type DatasetParams struct {
 	// Seed seeds the permutations; nil lets the leader draw one. The
 	// dataset records it: the response and Job say which.
 	Seed *uint64
+	// Sources, when set, make the dataset a weighted mixture of them
+	// (protocol level 9), in place of the globs, which must then be none:
+	// each source's patterns are indexed by the leader (not with
+	// WithClientIndexing), its tasks hold its records alone (Task.Source
+	// names it), and the records handed out follow the weights. See
+	// SetWeights and SetWeightSchedule to change them, and Job for each
+	// source's progress.
+	Sources []Source
 }
 
 // SetDataset sets the dataset: the RecordIO files that globPaths match. As
@@ -96,7 +107,16 @@ func (c *Client) SetDatasetWithParams(globPaths []string, p DatasetParams) (rpc.
 
 // SetDatasetWithParamsContext is SetDatasetWithParams bounded by ctx,
 // which bounds the indexing of WithClientIndexing too.
+//
+// With p.Sources, globPaths must be empty: the dataset is the mixture of
+// the sources. Sources given with globs, or under WithClientIndexing,
+// sources without a name, with a name twice, without a pattern or with a
+// weight that is negative or not a number are ErrInvalid, and nothing is
+// sent.
 func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
+	if len(p.Sources) > 0 {
+		return c.setMixture(ctx, globPaths, p)
+	}
 	req := rpc.SetDatasetRequest{
 		ChunksPerTask: p.ChunksPerTask,
 		TaskTimeout:   rpc.Duration(p.TaskTimeout),
@@ -119,13 +139,42 @@ func (c *Client) SetDatasetWithParamsContext(ctx context.Context, globPaths []st
 	} else {
 		req.Globs = globPaths
 	}
+	return c.sendDataset(ctx, req, globPaths)
+}
+
+// setMixture sets the dataset of p.Sources.
+func (c *Client) setMixture(ctx context.Context, globPaths []string, p DatasetParams) (rpc.SetDatasetResponse, error) {
+	if len(globPaths) > 0 {
+		return rpc.SetDatasetResponse{}, fmt.Errorf("%w: SetDataset: globs and sources given: the sources' patterns are the dataset's", ErrInvalid)
+	}
+	if c.clientIndexing {
+		return rpc.SetDatasetResponse{}, fmt.Errorf("%w: SetDataset: a mixture's sources are indexed by the leader, not with WithClientIndexing", ErrInvalid)
+	}
+	if err := checkSources(p.Sources); err != nil {
+		return rpc.SetDatasetResponse{}, err
+	}
+	specs, patterns := sourceSpecs(p.Sources)
+	return c.sendDataset(ctx, rpc.SetDatasetRequest{
+		ChunksPerTask: p.ChunksPerTask,
+		TaskTimeout:   rpc.Duration(p.TaskTimeout),
+		FailureMax:    p.FailureMax,
+		Strict:        p.Strict,
+		Shuffle:       p.Shuffle,
+		Seed:          p.Seed,
+		Sources:       specs,
+	}, patterns)
+}
+
+// sendDataset sends req, a dataset of the patterns given, and warns when
+// the job reads other patterns.
+func (c *Client) sendDataset(ctx context.Context, req rpc.SetDatasetRequest, patterns []string) (rpc.SetDatasetResponse, error) {
 	var resp rpc.SetDatasetResponse
 	// Indexing a large dataset on the leader takes a while: let an attempt
 	// use the whole budget.
 	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathDataset, body: req, write: true, out: &resp,
 		timeout: max(c.retry, defaultAttemptTimeout)})
 	if err == nil {
-		c.warnOtherPatterns(globPaths, resp)
+		c.warnOtherPatterns(patterns, resp)
 	}
 	return resp, err
 }
@@ -189,7 +238,7 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 		return Task{}, err
 	}
 	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session,
-		Skip: resp.Task.Skip, Seed: resp.Task.Seed}, nil
+		Skip: resp.Task.Skip, Seed: resp.Task.Seed, Source: resp.Task.Source}, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:

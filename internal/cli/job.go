@@ -16,7 +16,7 @@ import (
 func jobCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "job",
-		Usage: "list, inspect, create and delete the jobs that share the cluster",
+		Usage: "list, inspect, create and delete the jobs that share the cluster; change a mixture's weights",
 		Description: "Every job has its own dataset, passes, save-model lease and allgather groups.\n" +
 			"Trainers pick theirs with --job (client.WithJob in Go); those that name none use the\n" +
 			"job named default. A job is created by its first dataset, join or save-model request.",
@@ -56,7 +56,10 @@ func jobCommand() *cli.Command {
 				Usage:     "describe one job",
 				UsageText: "raftmaster job inspect --addr 127.0.0.1:8001 JOB [--files] [--json | -o json]",
 				Description: "Shows the job's dataset (the patterns it was set with, its files, chunks, tasks\n" +
-					"and settings), its pass, its save-model lease, groups and register. The files are\n" +
+					"and settings), its pass, its save-model lease, groups and register. A mixture\n" +
+					"(dataset set --source) shows a line per source: its weight and share of the\n" +
+					"records, its own pass, its tasks by queue, the records and tasks it has finished\n" +
+					"in every pass; then the weight schedule's steps to come. The files are\n" +
 					"summarised per directory;\n" +
 					"--files lists them (the first " + fmt.Sprint(rpc.MaxJobPaths) + ", in the order of the dataset).",
 				Flags: clientFlags(append(outputFlags(),
@@ -126,6 +129,7 @@ func jobCommand() *cli.Command {
 					})
 				},
 			},
+			weightsCommand(),
 		},
 	}
 }
@@ -169,7 +173,12 @@ func printJob(w io.Writer, j rpc.Job, allFiles bool) {
 			fmt.Fprintf(w, "order:      %s\n", orderText(*p))
 		}
 		fmt.Fprintf(w, "pass %d:     todo %d, pending %d, done %d, failed %d\n", j.Pass, j.Todo, j.Pending, j.Done, j.Failed)
-		printPatterns(w, j.Patterns)
+		if len(j.Sources) > 0 {
+			printMixture(w, j.Sources, j.Schedule, j.Records)
+			printSourcePatterns(w, j.Sources)
+		} else {
+			printPatterns(w, j.Patterns)
+		}
 		printFiles(w, j, allFiles)
 	} else {
 		fmt.Fprintln(w, "dataset:    none set")
