@@ -1,5 +1,3 @@
-//go:build heavy
-
 package integration
 
 import (
@@ -66,6 +64,7 @@ func TestMixtureWindowsThroughKills(t *testing.T) {
 		leader := c.Leader()
 		c.Kill(leader)
 		c.Restart(leader)
+		t.Logf("the leader %s was killed and restarted", leader.ID)
 	})
 	if w, at := run.worstWindow(0, weights); w > 1 {
 		t.Errorf("a window of 10,000 records from finish %d is %.2f points off 0.5/0.3/0.2", at, w)
