@@ -141,26 +141,14 @@ type mixtureRun struct {
 }
 
 // read runs 16 trainers until the run logged records more records:
-// trainers 0 to 1 are killed holding a task, and fault runs once, a
-// third of the way. It returns how many trainers were killed.
+// trainers 0 and 1 are killed holding their 50th task, and fault runs
+// once, a third of the way. It returns how many trainers were killed.
 func (r *mixtureRun) read(t *testing.T, ctx context.Context, c *proccluster.Cluster, job string, records int64, fault func()) int {
 	t.Helper()
 	r.mu.Lock()
-	var target int64
-	for _, n := range r.records {
-		target += n
-	}
-	start := target
-	target += records
+	start := r.consumed()
 	r.mu.Unlock()
-	var total func() int64
-	total = func() int64 {
-		var n int64
-		for _, x := range r.records {
-			n += x
-		}
-		return n
-	}
+	target := start + records
 	var wg sync.WaitGroup
 	var faultOnce sync.Once
 	errs := make(chan error, 16)
@@ -173,7 +161,7 @@ func (r *mixtureRun) read(t *testing.T, ctx context.Context, c *proccluster.Clus
 			pass, dispatched := 0, 0
 			for ctx.Err() == nil {
 				r.mu.Lock()
-				done := total()
+				done := r.consumed()
 				r.mu.Unlock()
 				if done >= target {
 					return
@@ -238,6 +226,15 @@ func (r *mixtureRun) read(t *testing.T, ctx context.Context, c *proccluster.Clus
 		t.Fatalf("the run did not read %d records in time", records)
 	}
 	return killedCount
+}
+
+// consumed sums the records of the finishes logged; r.mu is held.
+func (r *mixtureRun) consumed() int64 {
+	var n int64
+	for _, x := range r.records {
+		n += x
+	}
+	return n
 }
 
 // index returns the index of source name.
