@@ -93,3 +93,18 @@ func needsProcesses(t *testing.T) {
 		t.Skip("starts real processes")
 	}
 }
+
+// waitProtocol waits until every running node of c reports the cluster at
+// protocol level or later: a new cluster raises its level once every node
+// has registered its release.
+func waitProtocol(t *testing.T, c *proccluster.Cluster, level uint64) {
+	t.Helper()
+	c.WaitFor(fmt.Sprintf("every node at protocol level %d", level), 2*time.Minute, func() bool {
+		for _, p := range c.Procs {
+			if st, err := proccluster.Status(context.Background(), p.APIAddr); p.Running() && (err != nil || st.ClusterProtocol < level) {
+				return false
+			}
+		}
+		return true
+	})
+}

@@ -104,14 +104,7 @@ func TestKVRaceAcrossLeaderKill(t *testing.T) {
 // 5, from which the register deletes keys.
 func waitProtocol5(t *testing.T, c *proccluster.Cluster) {
 	t.Helper()
-	c.WaitFor("every node at protocol level 5", 2*time.Minute, func() bool {
-		for _, p := range c.Procs {
-			if st, err := proccluster.Status(context.Background(), p.APIAddr); p.Running() && (err != nil || st.ClusterProtocol < fsm.Protocol5) {
-				return false
-			}
-		}
-		return true
-	})
+	waitProtocol(t, c, fsm.Protocol5)
 }
 
 // postKVDelete sends one attempt of a delete to addr under the request id

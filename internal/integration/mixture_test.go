@@ -33,14 +33,7 @@ func TestMixtureWindowsThroughKills(t *testing.T) {
 	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
-	c.WaitFor("every node at protocol level 9", 2*time.Minute, func() bool {
-		for _, p := range c.Procs {
-			if st, err := proccluster.Status(context.Background(), p.APIAddr); err != nil || st.ClusterProtocol < fsm.Protocol9 {
-				return false
-			}
-		}
-		return true
-	})
+	waitProtocol(t, c, fsm.Protocol9)
 	dir := t.TempDir()
 	names, weights := []string{"web", "code", "books"}, []float64{0.5, 0.3, 0.2}
 	var sources []client.Source

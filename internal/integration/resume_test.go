@@ -27,14 +27,7 @@ func TestResumeExactlyOnceOverFullRestarts(t *testing.T) {
 	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
-	c.WaitFor("every node at protocol level 7", 2*time.Minute, func() bool {
-		for _, p := range c.Procs {
-			if st, err := proccluster.Status(context.Background(), p.APIAddr); err != nil || st.ClusterProtocol < fsm.Protocol7 {
-				return false
-			}
-		}
-		return true
-	})
+	waitProtocol(t, c, fsm.Protocol7)
 	// Two leader kills at most per schedule, a few seconds apart, each
 	// over once the old leader is back; RESUME_LEADER_KILLS=n allows n,
 	// back to back.

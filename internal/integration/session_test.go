@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -71,14 +70,7 @@ func TestDeadTrainersTaskComesBack(t *testing.T) {
 func deadTrainer(t *testing.T, killLeader bool) {
 	c := proccluster.Start(t, proccluster.Options{Args: []string{"--task-timeout", "10m"}})
 	c.WaitReady()
-	c.WaitFor("every node at protocol level 6", 2*time.Minute, func() bool {
-		for _, p := range c.Procs {
-			if st, err := proccluster.Status(context.Background(), p.APIAddr); err != nil || st.ClusterProtocol < fsm.Protocol6 {
-				return false
-			}
-		}
-		return true
-	})
+	waitProtocol(t, c, fsm.Protocol6)
 	const records = 600
 	glob := writeDataset(t, t.TempDir(), records, 100, 200)
 	admin := newClient(t, client.WithAddrs(c.APIAddrs()...), client.WithoutSession())

@@ -34,14 +34,7 @@ func TestShuffledPassesDispatchInTheSameOrderAtAnyScale(t *testing.T) {
 	needsProcesses(t)
 	c := proccluster.Start(t, proccluster.Options{})
 	c.WaitReady()
-	c.WaitFor("every node at protocol level 8", 2*time.Minute, func() bool {
-		for _, p := range c.Procs {
-			if st, err := proccluster.Status(context.Background(), p.APIAddr); err != nil || st.ClusterProtocol < fsm.Protocol8 {
-				return false
-			}
-		}
-		return true
-	})
+	waitProtocol(t, c, fsm.Protocol8)
 	glob := writeDataset(t, t.TempDir(), 60, 15, 8)
 	const seed, passes = uint64(20261203), 3
 
