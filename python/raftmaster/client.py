@@ -631,6 +631,11 @@ class Client:
         else:
             globs = [paths] if isinstance(paths, str) else list(paths)
             if self.client_indexing:
+                remote = [g for g in globs if "://" in g and not g.startswith("file://")]
+                if remote:
+                    raise ValueError("raftmaster client: set_dataset: a client made with client_indexing indexes local "
+                                     "files only, and %r is in an object store; make one without it so that the "
+                                     "leader indexes the store" % remote[0])
                 from . import recordio
                 chunks = recordio.index_files(recordio.glob(globs))
                 body["chunks"] = [{"path": c.path, "offset": c.offset, "records": c.records} for c in chunks]

@@ -201,6 +201,9 @@ def test_bad_dataset_arguments_send_nothing(fake, clients):
     indexing = clients([s.addr], retry=0, client_indexing=True)
     with pytest.raises(ValueError, match="the leader indexes a mixture's sources.*client_indexing"):
         indexing.set_dataset(sources=SOURCES)
+    # Nor does it index an object store: the leader does.
+    with pytest.raises(ValueError, match="indexes local files only.*s3://bucket"):
+        indexing.set_dataset("s3://bucket/train-*.recordio")
     with pytest.raises(ValueError, match="set_weights: weights name no source"):
         c.set_weights({})
     with pytest.raises(ValueError, match="not after the step before"):
