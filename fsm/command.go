@@ -387,6 +387,14 @@ type GetTask struct {
 	// it is encoded only when set, so that older replicas read every
 	// GetTask without it, and a leader sends it only from that level.
 	JobNumber uint64
+	// Finished, when its ID is not 0, is a task the caller finished
+	// (Protocol9): the entry finishes it, exactly as a TaskFinished of it
+	// would, before it leases the next task, so that a trainer reading
+	// task after task costs one entry per task. Result.Finish says how
+	// the finish went; whatever it says, the lease is answered as a
+	// GetTask without it would be. It is written after JobNumber (0 when
+	// unset), only when set.
+	Finished TaskMeta
 }
 
 // TaskFinished reports a task done.
@@ -872,9 +880,21 @@ func (c *DatasetCommit) level() uint64 { return trailerLevel(c.Patterns, c.Param
 
 func (c *GetTask) encode(e *encoder) {
 	e.int(c.Pass)
-	if c.JobNumber != 0 {
+	if c.JobNumber != 0 || c.Finished.ID != 0 {
 		e.uvarint(c.JobNumber)
 	}
+	if c.Finished.ID != 0 {
+		encodeMeta(e, c.Finished)
+	}
+}
+
+// level is the protocol level the command's fields need: a finished
+// task needs Protocol9.
+func (c *GetTask) level() uint64 {
+	if c.Finished.ID != 0 {
+		return Protocol9
+	}
+	return Protocol1
 }
 
 // decode reads a GetTask; one written without the job's number, as every
@@ -883,6 +903,12 @@ func (c *GetTask) decode(d *decoder) {
 	c.Pass = d.int()
 	if !d.empty() {
 		c.JobNumber = d.uvarint()
+	}
+	if !d.empty() {
+		c.Finished = decodeMeta(d)
+		if d.err == nil && c.Finished.ID == 0 {
+			d.fail(errors.New("a finished task of id 0"))
+		}
 	}
 }
 

@@ -189,6 +189,7 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 			r.Lease = time.Duration(j.save.deadline - now)
 		}
 	case *GetTask:
+		r.Finish = finishOutcome(e.num)
 		if e.code != CodeOK {
 			break
 		}

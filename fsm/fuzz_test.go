@@ -179,6 +179,9 @@ func setupLogAt(level uint64) [][]byte {
 		&GetTask{Header: Header{Now: t0, Job: "mixed"}},
 		&GetTask{Header: Header{Now: t0, Job: "mixed"}},
 		&TaskFinished{Header: Header{Now: t0, Job: "mixed"}, Meta: TaskMeta{ID: 4, Epoch: 1}},
+		// A GetTask that finishes the task before, remembered with its
+		// finish's outcome.
+		&GetTask{Header: Header{Now: t0, Job: "mixed", Request: RequestID{Client: clientID(10), Seq: 1}}, Finished: TaskMeta{ID: 1, Epoch: 1}},
 		&SetWeights{Header: Header{Now: t0, Job: "mixed"}, ReplaceSchedule: true,
 			Schedule: []WeightStep{{AtRecords: 500, Weights: []SourceWeight{{Name: "b", Weight: 5}}}}},
 	} {
@@ -209,6 +212,8 @@ func FuzzApply(f *testing.F) {
 	// Patterns are invalid below Protocol4.
 	f.Add(Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: defaultParams, Chunks: testChunks(2), Patterns: []string{"data/*.rio"}}))
 	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: []string{"u/*"}}))
+	// A finish riding a GetTask is invalid below Protocol9.
+	f.Add(Encode(&GetTask{Header: Header{Now: t0}, Finished: TaskMeta{ID: 1, Epoch: 1}}))
 	// A seed and shuffle are invalid below Protocol8.
 	f.Add(Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, Shuffle: true, Seed: 5}, Chunks: testChunks(2)}))
 	log := setupLog()

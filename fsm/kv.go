@@ -385,13 +385,19 @@ func kvNumber(typ CmdType, r *Result) int64 {
 		return int64(r.Deleted)
 	case TypeReportProgress, TypeCommitCursor, TypeRestoreCursor:
 		return int64(r.Recorded)
+	case TypeGetTask:
+		return r.Finish.number()
 	}
 	return 0
 }
 
 // kvNumbered reports whether the de-duplication entries of typ keep a
-// number (kvNumber), which snapshots of version 8 write.
-func kvNumbered(typ CmdType) bool {
+// number (kvNumber), which snapshots of version 8 write: from version 12
+// on, GetTask's too (its finish's outcome).
+func kvNumbered(typ CmdType, version uint64) bool {
+	if typ == TypeGetTask {
+		return version >= 12
+	}
 	switch typ {
 	case TypeKVAdd, TypeKVAppend, TypeKVDelete, TypeKVDeletePrefix, TypeReportProgress, TypeCommitCursor, TypeRestoreCursor:
 		return true

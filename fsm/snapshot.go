@@ -238,7 +238,7 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 			if version >= 3 {
 				e.uvarint(en.job)
 			}
-			if version >= 8 && kvNumbered(en.typ) {
+			if version >= 8 && kvNumbered(en.typ, version) {
 				e.varint(en.num)
 			}
 		}
@@ -650,7 +650,7 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 			case lookup(e.typ) != nil && lookup(e.typ).jobScoped:
 				e.job = 1
 			}
-			if version >= 8 && kvNumbered(e.typ) {
+			if version >= 8 && kvNumbered(e.typ, version) {
 				e.num = d.varint()
 			}
 			c.entries = append(c.entries, e)

@@ -221,6 +221,40 @@ type Result struct {
 	Session uint64
 	// Ended counts the sessions an ExpireSessions ended.
 	Ended int
+	// Finish is, for a GetTask that carried a finished task, how its
+	// finish went; nil for one that carried none.
+	Finish *FinishOutcome
+}
+
+// FinishOutcome is how the finish a GetTask carried went: Code is CodeOK
+// when it was counted or Ignored (a finish of a task finished already,
+// or of an earlier pass), else the error a TaskFinished of it would have
+// got (CodeStaleEpoch, CodeUnknownTask, CodeNoDataset), which changed
+// nothing.
+type FinishOutcome struct {
+	Code    Code
+	Ignored bool
+}
+
+// number packs the outcome into a de-duplication entry's number (1 +
+// code*2 + ignored), 0 for none.
+func (o *FinishOutcome) number() int64 {
+	if o == nil {
+		return 0
+	}
+	n := 1 + 2*int64(o.Code)
+	if o.Ignored {
+		n++
+	}
+	return n
+}
+
+// finishOutcome unpacks what number packed.
+func finishOutcome(n int64) *FinishOutcome {
+	if n <= 0 {
+		return nil
+	}
+	return &FinishOutcome{Code: Code((n - 1) / 2), Ignored: (n-1)%2 == 1}
 }
 
 // Err returns the result as an error: nil, a sentinel, or ErrInvalid,

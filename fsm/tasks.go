@@ -206,6 +206,18 @@ func (j *job) getTask(c *GetTask) *Result {
 			return errResult(ErrUnknownJob)
 		}
 	}
+	var finish *FinishOutcome
+	if c.Finished.ID != 0 {
+		fr := j.taskFinished(&TaskFinished{Meta: c.Finished})
+		finish = &FinishOutcome{Code: fr.Code, Ignored: fr.Ignored}
+	}
+	r := j.leaseNext(c)
+	r.Finish = finish
+	return r
+}
+
+// leaseNext is GetTask without its finish.
+func (j *job) leaseNext(c *GetTask) *Result {
 	if j.ds == nil {
 		return errResult(ErrNoDataset)
 	}

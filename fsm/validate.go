@@ -73,6 +73,9 @@ func (c *GetTask) validate() error {
 	if c.Pass < 0 {
 		return invalidf("negative pass id %d", c.Pass)
 	}
+	if c.Finished.ID != 0 {
+		return validateMeta(c.Finished)
+	}
 	return nil
 }
 
@@ -286,6 +289,8 @@ func metaOf(c Command) (TaskMeta, bool) {
 		return c.Meta, true
 	case *RenewLease:
 		return c.Meta, true
+	case *GetTask:
+		return c.Finished, c.Finished.ID != 0
 	}
 	return TaskMeta{}, false
 }
