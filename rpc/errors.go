@@ -255,6 +255,10 @@ type Error struct {
 	// AppliedAt is the FSM time of an error of the original that an applied command
 	// returned (such as pass_after), zero for other errors.
 	AppliedAt time.Time `json:"applied_at,omitzero"`
+	// Finish is, for an error answer to a GetTaskRequest that carried a
+	// finished task, how that finish went: the finish is applied even
+	// when no task is leased (pass_before, no_more_available, ...).
+	Finish *FinishOutcome `json:"finish,omitempty"`
 	// Status is the HTTP status the error came with (not serialised).
 	Status int `json:"-"`
 }

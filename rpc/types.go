@@ -247,6 +247,23 @@ type GetTaskRequest struct {
 	// is leased. A cluster not yet upgraded to protocol level 2 leases as
 	// if it were absent.
 	JobNumber uint64 `json:"job_number,omitempty"`
+	// Finished, when set, is the task the caller finished (protocol
+	// level 9): one log entry finishes it, as PathTaskFinished would, and
+	// leases the next task, so that reading costs one write per task.
+	// The answer's Finish says how the finish went, on an error answer
+	// too (the finish counted even when no task was left to lease). A
+	// cluster below level 9 answers unavailable and changes nothing.
+	Finished *TaskMeta `json:"finished,omitempty"`
+}
+
+// FinishOutcome is how the finish a GetTaskRequest carried went: Code is
+// empty when it counted (Ignored when it was a finish of a task finished
+// already, or of an earlier lease of another pass), else the error code
+// PathTaskFinished would have answered (stale_epoch, unknown_task,
+// no_dataset), and the finish changed nothing.
+type FinishOutcome struct {
+	Code    string `json:"code,omitempty"`
+	Ignored bool   `json:"ignored,omitempty"`
 }
 
 // TaskMeta identifies one dispatch of a task: its id and the epoch of the
@@ -303,6 +320,9 @@ type GetTaskResponse struct {
 	// reader that remembers it knows when the job it read is gone.
 	// Absent from servers that predate it.
 	JobNumber uint64 `json:"job_number,omitempty"`
+	// Finish says how the finish the request carried went; absent when it
+	// carried none.
+	Finish *FinishOutcome `json:"finish,omitempty"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.
