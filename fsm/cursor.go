@@ -410,7 +410,7 @@ func (j *job) snapshotCursor() *cursor {
 	})
 	c.recount(j.ds)
 	if j.mix != nil {
-		c.mix, c.carried = j.cursorMixture()
+		c.mix, c.carried = j.cursorMixture(c)
 	}
 	return c
 }

@@ -22,7 +22,7 @@ import (
 // new pass, so that each pass of a source still finishes each of its
 // tasks once; a task whose lease outlives several passes of its source
 // (its trainer died, and the lease has not run out yet) owes each of
-// them, up to maxCarried. The
+// them, up to maxCarried passes, after which the source waits. The
 // job's pass is the least pass of its sources: a pass of the mixture
 // ends when every source has been read through once more.
 //
@@ -574,7 +574,11 @@ func (j *job) setWeights(c *SetWeights) *Result {
 		return errResult(err)
 	}
 	after := now
-	for k, s := range c.Schedule {
+	steps := j.mix.schedule
+	if c.ReplaceSchedule {
+		steps = c.Schedule
+	}
+	for k, s := range steps {
 		if after, err = j.checkWeights(after, s.Weights); err != nil {
 			return errResult(invalidf("schedule step %d: %s", k, trimInvalid(err.Error())))
 		}
@@ -601,8 +605,12 @@ func (j *job) setWeights(c *SetWeights) *Result {
 // mixed with the source's index.
 func sourceSeed(seed uint64, k int) uint64 { return mix64(seed ^ uint64(k+1)*golden64) }
 
-// maxCarried bounds the passes a task may owe.
-const maxCarried = 1<<16 - 1
+// maxCarried bounds the passes a task may owe: a source whose every other
+// task was read that many passes ahead of one still out on a lease (its
+// trainer died, and the lease has not run out) waits for it, rather than
+// owe it more passes, each of which reads it once more when it comes
+// back.
+const maxCarried = 8
 
 // mayCarry reports whether no leased task of source k owes maxCarried
 // passes already, so that its next pass may start.
@@ -664,6 +672,7 @@ func (j *job) mixtureNextPasses() {
 				continue
 			}
 			j.unlink(i)
+			j.forgetTask(i)
 			t.failures, t.passEpoch, t.deadline, t.carried = 0, t.epoch, 0, 0
 		}
 		src.pass++

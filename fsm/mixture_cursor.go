@@ -13,11 +13,23 @@ package fsm
 // cursorMixture returns the mixture state a cursor keeps: a copy of the
 // job's without its queues, and the carried tasks with the passes they
 // owe.
-func (j *job) cursorMixture() (*mixture, []cursorTask) {
+func (j *job) cursorMixture(c *cursor) (*mixture, []cursorTask) {
 	m := j.mix.clone()
 	for k := range m.src {
 		src := &m.src[k]
 		src.todo, src.count, src.leased = emptyList(), [numQueues]int{}, 0
+	}
+	// A leased task the cursor counts done had its records all consumed:
+	// it counts as finished, as its restore never hands it out again.
+	for i := range j.tasks {
+		if j.tasks[i].leased() && c.isDone(i) {
+			n := j.ds.taskRecords(i)
+			src := &m.src[j.ds.sourceOf(int32(i))]
+			src.window += n
+			src.records += n
+			src.finished++
+			m.records += n
+		}
 	}
 	var carried []cursorTask
 	for i := range j.tasks {
@@ -58,18 +70,28 @@ func (j *job) restoreMixture(cur *cursor) {
 	for k := range j.mix.src {
 		j.mix.src[k].todo = emptyList()
 	}
+	// A carried task the cursor counts done was consumed for a pass it
+	// owed: it owes one fewer, and its source's pass reads it again.
+	owed := make([]bool, len(j.tasks))
 	for _, c := range cur.carried {
-		j.tasks[c.index].carried = uint16(c.consumed)
+		n := uint16(c.consumed)
+		if cur.isDone(int(c.index)) {
+			n--
+			owed[c.index] = true
+		}
+		j.tasks[c.index].carried = n
 	}
+	done := func(i int32) bool { return cur.isDone(int(i)) && !owed[i] }
 	for k := range j.mix.src {
-		j.fillSourceWhere(k, func(i int32) bool { return !cur.isDone(int(i)) })
+		j.fillSourceWhere(k, func(i int32) bool { return !done(i) })
 	}
 	for i := range j.tasks {
-		if cur.isDone(i) {
+		if done(int32(i)) {
 			j.pushBack(qDone, int32(i))
 		}
 	}
 	j.account(j.mix.bytes() - before)
+	j.applyDueSteps()
 }
 
 // encodeCursorMixture writes the mixture part of a cursor.

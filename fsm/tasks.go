@@ -317,6 +317,14 @@ func (j *job) failTask(i int32) {
 	t := &j.tasks[i]
 	t.failures++
 	if int(t.failures) > j.ds.params.FailureMax {
+		if t.carried > 0 {
+			// It fails out of a pass it owed; the next one reads it again.
+			t.carried--
+			t.failures, t.passEpoch = 0, t.epoch
+			j.forgetTask(i)
+			j.pushBack(qTodo, i)
+			return
+		}
 		j.pushBack(qFailed, i)
 		return
 	}
