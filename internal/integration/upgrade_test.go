@@ -2,8 +2,11 @@ package integration
 
 import (
 	"context"
+	"os"
+	"regexp"
 	"runtime"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -138,9 +141,11 @@ func (u *upgrade) snapshotToPrevious(oldBin string) {
 	stopped := statusOf(u.t, old).LastIndex
 	installed := logCount(u.t, old, "Installed remote snapshot")
 	u.c.Term(old)
-	u.c.WaitFor("the log to move on", time.Minute, func() bool {
-		st, err := proccluster.Status(context.Background(), leader.APIAddr)
-		return err == nil && st.AppliedIndex > stopped+400
+	// The leader must have dropped the entries after the stopped node's
+	// last one, so that it can only send a snapshot: wait for its log to
+	// say so, however long a loaded machine takes to snapshot.
+	u.c.WaitFor("the leader to compact its log past "+old.ID+"'s last entry", 2*time.Minute, func() bool {
+		return compactedTo(u.t, leader) > stopped+1
 	})
 	newBin := u.c.Bin
 	u.c.Bin = oldBin
@@ -195,4 +200,24 @@ func (u *upgrade) whole() {
 		}
 		return true
 	})
+}
+
+// compactingLine matches hashicorp/raft's log line of a compaction.
+var compactingLine = regexp.MustCompile(`compacting logs: from=\d+ to=(\d+)`)
+
+// compactedTo returns the last index p's log compactions dropped, as its
+// log file says; 0 before any.
+func compactedTo(t *testing.T, p *proccluster.Proc) uint64 {
+	t.Helper()
+	b, err := readFile(p.LogPath)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var last uint64
+	for _, m := range compactingLine.FindAllStringSubmatch(b, -1) {
+		if n, err := strconv.ParseUint(m[1], 10, 64); err == nil {
+			last = max(last, n)
+		}
+	}
+	return last
 }
