@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -51,6 +52,27 @@ type Config struct {
 	Once []FaultKind
 	// OutDir receives the history and the report; empty means a temp dir.
 	OutDir string
+	// FinishAndGet is the share of each job's trainers that report a
+	// finished task on their next GetTask (history.FinishAndGet, protocol
+	// level 9) rather than by TaskFinished, spread over the trainers
+	// with sessions and the one without (finishAndGetTrainer): 0 means
+	// DefaultFinishAndGet, a negative share none, 1 every trainer.
+	FinishAndGet float64
+}
+
+// DefaultFinishAndGet is the share of trainers that read with
+// FinishAndGet when Config.FinishAndGet is 0: two of a job's three, one
+// under a session and the one without.
+const DefaultFinishAndGet = 0.5
+
+// finishAndGetTrainer reports whether trainer i (from 0) reads with
+// FinishAndGet when share of the trainers do: of n trainers, ceil(n*share),
+// spread evenly from the first.
+func finishAndGetTrainer(i int, share float64) bool {
+	if share <= 0 {
+		return false
+	}
+	return math.Ceil(float64(i+1)*share-1e-9) > math.Ceil(float64(i)*share-1e-9)
 }
 
 // Timing of the workload's datasets and the cluster.
@@ -235,22 +257,31 @@ func Run(t testing.TB, cfg Config) Report {
 	defer w.close()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	spawn := func(job string, n, sessions int, run func(*actor, context.Context)) {
+	share := cfg.FinishAndGet
+	if share == 0 {
+		share = DefaultFinishAndGet
+	}
+	// spawn starts n actors of job running run, the first sessions of
+	// them under sessions; combined is the share of them that read with
+	// FinishAndGet (trainers only).
+	spawn := func(job string, n, sessions int, combined float64, run func(*actor, context.Context)) {
 		for i := range n {
 			a, err := w.newSessionActor(job, i < sessions)
 			if err != nil {
 				t.Fatal(err)
 			}
+			a.finishAndGet = finishAndGetTrainer(i, combined)
 			wg.Add(1)
 			go func() { defer wg.Done(); run(a, ctx) }()
 		}
 	}
 	// The same workload in every job, at once. Two of the three trainers
-	// lease tasks under sessions, the third without.
+	// lease tasks under sessions, the third without; by default the first
+	// and the third report their finishes on their next GetTask.
 	for _, job := range Jobs {
-		spawn(job, 3, 2, (*actor).trainer)
-		spawn(job, 2, 0, (*actor).saver)
-		spawn(job, 3, 0, (*actor).kv)
+		spawn(job, 3, 2, share, (*actor).trainer)
+		spawn(job, 2, 0, 0, (*actor).saver)
+		spawn(job, 3, 0, 0, (*actor).kv)
 		wg.Add(1)
 		go func() { defer wg.Done(); w.gatherer(ctx, job, 0) }()
 	}

@@ -78,6 +78,18 @@ func TestChaos(t *testing.T) {
 	}
 	run := envDuration(t, "CHAOS_RUN", time.Minute)
 	nodes, _ := strconv.Atoi(os.Getenv("CHAOS_NODES"))
+	// CHAOS_FINISH_AND_GET is the share of trainers that read with
+	// FinishAndGet (Config.FinishAndGet); 0 means none, unset the default.
+	var combined float64
+	if s := os.Getenv("CHAOS_FINISH_AND_GET"); s != "" {
+		var err error
+		if combined, err = strconv.ParseFloat(s, 64); err != nil || combined < 0 || combined > 1 {
+			t.Fatalf("CHAOS_FINISH_AND_GET=%q: want a share from 0 to 1", s)
+		}
+		if combined == 0 {
+			combined = -1
+		}
+	}
 	out := os.Getenv("CHAOS_OUT")
 	// CHAOS_FAULTS narrows the kinds drawn; empty means AllFaults.
 	var faults []FaultKind
@@ -111,7 +123,7 @@ func TestChaos(t *testing.T) {
 		}
 		runs++
 		ok := t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			rep := Run(t, Config{Seed: seed, Duration: run, Nodes: nodes, Faults: faults, OutDir: out})
+			rep := Run(t, Config{Seed: seed, Duration: run, Nodes: nodes, Faults: faults, OutDir: out, FinishAndGet: combined})
 			report(t, rep)
 			sum.Add(rep)
 			for _, v := range rep.Violations {
@@ -197,6 +209,30 @@ func TestSummary(t *testing.T) {
 		"sessions: 5 opened, 2 ended, 1 stalls", "kill-leader", "  4  ", "2s", "3s"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestFinishAndGetTrainers: the share of trainers that read with
+// FinishAndGet is spread over them from the first, so that by default a
+// job's three trainers have one that does under a session and one without.
+func TestFinishAndGetTrainers(t *testing.T) {
+	for _, tc := range []struct {
+		share float64
+		want  []bool
+	}{
+		{DefaultFinishAndGet, []bool{true, false, true}},
+		{-1, []bool{false, false, false}},
+		{1, []bool{true, true, true}},
+		{0.3, []bool{true, false, false}},
+		{0.6, []bool{true, true, false}},
+	} {
+		var got []bool
+		for i := range 3 {
+			got = append(got, finishAndGetTrainer(i, tc.share))
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("share %v: %v, want %v", tc.share, got, tc.want)
 		}
 	}
 }

@@ -19,7 +19,12 @@
 // task the files of its chunks.
 //
 // Two of each job's three trainers lease their tasks under sessions of one
-// second (sessionTTL), the third without. A trainer under a session
+// second (sessionTTL), the third without. By default two of the three
+// (Config.FinishAndGet: the first, under a session, and the third)
+// report a finished task on their next GetTask (rpc.GetTaskRequest.Finished,
+// protocol level 9, history.FinishAndGet), one log entry that finishes it
+// and leases the next, rather than by a TaskFinished of their own; the
+// answer, an error too, says how the finish went. A trainer under a session
 // stalls now and then right after it leased a task, for two to four TTLs:
 // paused, its requests and answers (keep-alives included) held back as a
 // stopped process's, or cut off, its requests failing while its call
@@ -86,6 +91,15 @@
 // register's linearizability check must be the one to report it: a compare-and-set whose answer was
 // lost is applied twice, and the retry answers that it did not swap, at
 // the version its first attempt wrote.
+//
+// The chaos_broken_finish build makes the cluster look, through the
+// trainers' transport (brokenFinish), like one whose GetTask drops the
+// finish it carries yet answers it accepted: the task goes out again in
+// the pass it was reported finished in, which pass accounting reports as
+// a task finished twice in a pass, and the task leases' linearizability
+// as a dispatch of a task done in that pass:
+//
+//	CHAOS_EXPECT_VIOLATION='finished twice in pass' go test -count=1 -tags chaos_broken_finish -run '^TestChaosExpectViolation$' ./internal/chaos/
 //
 // A run is reproducible from its seed: the schedule and every random choice
 // of the workload derive from it (timing still varies from run to run).

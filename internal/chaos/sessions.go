@@ -261,7 +261,7 @@ func sessionReport(ops []history.Op) SessionReport {
 			r.Refused++
 		case history.Stall:
 			r.Stalls++
-		case history.GetTask, history.TaskFinished, history.TaskFailed:
+		case history.GetTask, history.TaskFinished, history.TaskFailed, history.FinishAndGet:
 			if op.Session != 0 {
 				r.TaskOps++
 			} else {

@@ -50,6 +50,9 @@ type actor struct {
 	gate *gate
 	// nextStall is when a trainer under a session may stall next.
 	nextStall time.Time
+	// finishAndGet makes a trainer report a finished task on its next
+	// GetTask (history.FinishAndGet) rather than by TaskFinished.
+	finishAndGet bool
 }
 
 // newActor returns an actor of job, whose client opens no session. The
@@ -64,7 +67,7 @@ func (w *workload) newActor(job string) (*actor, error) {
 // a session of sessionTTL when sessions is set. Its requests go through
 // its gate (see stall), the recorder of what the cluster answers of its
 // sessions (sessionWire), and the loss of answers (answerLoss), in that
-// order.
+// order (and, in the chaos_broken_finish build, brokenFinish last).
 func (w *workload) newSessionActor(job string, sessions bool) (*actor, error) {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.MaxIdleConnsPerHost = 16
@@ -73,7 +76,7 @@ func (w *workload) newSessionActor(job string, sessions bool) (*actor, error) {
 	id := w.nextID
 	w.nextID++
 	w.mu.Unlock()
-	var rt http.RoundTripper = sessionWire{base: t, rec: w.rec, client: id, job: job}
+	var rt http.RoundTripper = sessionWire{base: brokenFinish(t), rec: w.rec, client: id, job: job}
 	rt = gatedTransport{base: w.loss.transport(rt), g: g}
 	sess := client.WithoutSession()
 	if sessions {
@@ -147,31 +150,60 @@ func (a *actor) call(ctx context.Context, op history.Op, path string, in, out an
 		op.Return = history.Never
 	default:
 		op.Code, op.AppliedAt = code, at
+		var e *rpc.Error
+		if op.Kind == history.FinishAndGet && errors.As(err, &e) {
+			// The finish is applied even when the lease is refused.
+			op.Finish = finishOutcome(e.Finish)
+		}
 	}
 	a.w.rec.Add(op)
 	return op, err
+}
+
+// finishOutcome records what an answer says of the finish a GetTask
+// carried, nil when it says nothing.
+func finishOutcome(f *rpc.FinishOutcome) *history.FinishOutcome {
+	if f == nil {
+		return nil
+	}
+	return &history.FinishOutcome{Code: f.Code, Ignored: f.Ignored}
 }
 
 // trainer leases tasks pass after pass. It finishes most tasks, reports some
 // failed, and abandons a few, as a trainer that dies mid-task, so that
 // their leases expire (or, under a session, the leader revokes them). A
 // trainer under a session stalls now and then, holding a task (see
-// sessionTTL).
+// sessionTTL). A trainer with finishAndGet reports a finished task on its
+// next GetTask (rpc.GetTaskRequest.Finished), one log entry that finishes
+// it and leases the next; it sends the finish again, on the GetTask after,
+// when the answer does not say how the finish went (an unknown outcome,
+// a refusal before anything was applied).
 func (a *actor) trainer(ctx context.Context) {
 	pass := 0
+	var finished *rpc.TaskMeta // a finish to report on the next GetTask
 	for ctx.Err() == nil {
 		var resp rpc.GetTaskResponse
-		op, err := a.call(ctx, history.Op{Kind: history.GetTask, Pass: pass}, rpc.PathTaskGet,
-			rpc.GetTaskRequest{Pass: pass}, &resp, func(op *history.Op) {
-				// A trainer waiting on the next pass may be given a task
-				// of the current one: record the pass it belongs to.
-				op.Task, op.AppliedAt, op.Pass = fsm.TaskMeta(resp.Task.Meta), fsmTime(resp.AppliedAt), resp.Task.Pass
-				op.Holder = resp.Task.Session
-				// The files, so that a task of another job's dataset shows.
-				for _, c := range resp.Task.Chunks {
-					op.Chunks = append(op.Chunks, c.Path)
-				}
-			})
+		in := history.Op{Kind: history.GetTask, Pass: pass}
+		req := rpc.GetTaskRequest{Pass: pass}
+		if finished != nil {
+			in.Kind, in.Meta, req.Finished = history.FinishAndGet, fsm.TaskMeta(*finished), finished
+		}
+		op, err := a.call(ctx, in, rpc.PathTaskGet, req, &resp, func(op *history.Op) {
+			// A trainer waiting on the next pass may be given a task
+			// of the current one: record the pass it belongs to.
+			op.Task, op.AppliedAt, op.Pass = fsm.TaskMeta(resp.Task.Meta), fsmTime(resp.AppliedAt), resp.Task.Pass
+			op.Holder = resp.Task.Session
+			// The files, so that a task of another job's dataset shows.
+			for _, c := range resp.Task.Chunks {
+				op.Chunks = append(op.Chunks, c.Path)
+			}
+			if op.Kind == history.FinishAndGet {
+				op.Finish = finishOutcome(resp.Finish)
+			}
+		})
+		if op.Finish != nil {
+			finished = nil // reported
+		}
 		switch {
 		case err == nil:
 		case op.Code == "pass_before":
@@ -212,6 +244,8 @@ func (a *actor) trainer(ctx context.Context) {
 			var tr rpc.TaskResponse
 			a.call(ctx, history.Op{Kind: history.TaskFailed, Meta: fsm.TaskMeta(meta)}, rpc.PathTaskFailed,
 				rpc.TaskRequest{Meta: meta}, &tr, func(op *history.Op) { op.Ignored, op.AppliedAt = tr.Ignored, fsmTime(tr.AppliedAt) })
+		case a.finishAndGet:
+			finished = &meta
 		default:
 			var tr rpc.TaskResponse
 			a.call(ctx, history.Op{Kind: history.TaskFinished, Meta: fsm.TaskMeta(meta)}, rpc.PathTaskFinished,

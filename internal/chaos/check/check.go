@@ -133,6 +133,8 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, " pass %d", op.Pass)
 	case history.TaskFinished, history.TaskFailed:
 		fmt.Fprintf(&b, " task %d epoch %d", op.Meta.ID, op.Meta.Epoch)
+	case history.FinishAndGet:
+		fmt.Fprintf(&b, " finishing task %d epoch %d, pass %d", op.Meta.ID, op.Meta.Epoch, op.Pass)
 	case history.SaveModel:
 		fmt.Fprintf(&b, " %q for %v", op.Trainer, op.BlockDur)
 	case history.Join, history.Watch, history.Leave:
@@ -168,7 +170,7 @@ func describe(i int, op history.Op) string {
 		}
 	case op.Code != "":
 		fmt.Fprintf(&b, " -> %s", op.Code)
-	case op.Kind == history.GetTask:
+	case op.Kind == history.GetTask || op.Kind == history.FinishAndGet:
 		fmt.Fprintf(&b, " -> task %d epoch %d", op.Task.ID, op.Task.Epoch)
 		if op.Holder != 0 {
 			fmt.Fprintf(&b, " held by session %d", op.Holder)
@@ -193,6 +195,18 @@ func describe(i int, op history.Op) string {
 		fmt.Fprintf(&b, " -> versions %v", op.Versions)
 	default:
 		b.WriteString(" -> ok")
+	}
+	if op.Kind == history.FinishAndGet && !unknown(op) {
+		switch f := op.Finish; {
+		case f == nil:
+			b.WriteString(", its finish not reported")
+		case f.Code != "":
+			fmt.Fprintf(&b, ", its finish %s", f.Code)
+		case f.Ignored:
+			b.WriteString(", its finish ignored")
+		default:
+			b.WriteString(", its finish accepted")
+		}
 	}
 	if op.AppliedAt != 0 {
 		fmt.Fprintf(&b, " applied at %d", op.AppliedAt)

@@ -66,6 +66,24 @@
 //     ignored is legal for anything else, and for the current lease only
 //     after its deadline (todo). Unknown outcomes may or may not have taken
 //     effect. Any other answer (ignored finish, unexpected code) is illegal.
+//     FinishAndGet(finished (id, e), pass p), a GetTask that carries the
+//     task its caller finished (protocol level 9), is one log entry that
+//     applies TaskFinished(id, e) and then GetTask(p), and its answer, an
+//     error of the lease too, says how the finish went (history.Op.Finish).
+//     When the finish and the lease concern one task it is one step: the
+//     finish's rule, then the lease's from every state the finish may
+//     leave. Otherwise its finish is checked in the finished task's
+//     partition and its lease in the leased task's, each with the call's
+//     interval and FSM time (the partitions are independent, as for every
+//     operation). The finish is answered as a TaskFinished would be; an
+//     answer of the lease (a task, or pass_before, no_more_available, ...)
+//     that says nothing of the finish is illegal, since the finish is
+//     applied before the lease; a refusal before it (unknown_job, ...)
+//     finished nothing. The lease is checked as a GetTask is, left out
+//     when it failed. A retry answered stale_epoch, its lease ended since,
+//     replays the finish's outcome (checked without an FSM time) and leased
+//     a task of unknown epoch, as an unknown GetTask. An unknown outcome
+//     may or may not have finished, and relaxes the epoch rule.
 //   - The save-model lease, one partition. State {holder, deadline}.
 //     RequestSaveModel(trainer, d) granted at t is legal iff there is no
 //     holder, the trainer holds it, or t >= deadline; it then holds until
@@ -120,7 +138,8 @@
 // by a GetTask invoked after (in real time) or applied after (in FSM time)
 // an accepted finish of the same task in the same pass. Every (id, epoch) is
 // dispatched once, every finish names a dispatched lease, and every task id
-// is in 1..NumTasks.
+// is in 1..NumTasks. A FinishAndGet counts as its finish (as its answer
+// reports it) and its lease, here and in SessionHolds.
 //
 // # SingleSaveHolder
 //

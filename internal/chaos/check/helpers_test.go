@@ -108,3 +108,40 @@ func watch(c int, inv, ret int64, group string, m, rank int, result ...string) h
 }
 
 func ops(o ...history.Op) []history.Op { return o }
+
+// finGet is a FinishAndGet of pass p that carried the finish of task fid
+// epoch fe, answered with task id, epoch e, applied at a, its finish
+// accepted.
+func finGet(c int, inv, ret int64, fid, fe, p, id, e int, a int64) history.Op {
+	op := get(c, inv, ret, p, id, e, a)
+	op.Kind, op.Meta, op.Finish = history.FinishAndGet, fsm.TaskMeta{ID: fid, Epoch: fe}, &history.FinishOutcome{}
+	return op
+}
+
+// finGetErr is a FinishAndGet of pass p that carried the finish of task
+// fid epoch fe, answered with an error code, its finish accepted.
+func finGetErr(c int, inv, ret int64, fid, fe, p int, code string, a int64) history.Op {
+	op := getErr(c, inv, ret, p, code, a)
+	op.Kind, op.Meta, op.Finish = history.FinishAndGet, fsm.TaskMeta{ID: fid, Epoch: fe}, &history.FinishOutcome{}
+	return op
+}
+
+// finGetUnknown is a FinishAndGet whose outcome is unknown.
+func finGetUnknown(c int, inv int64, fid, fe, p int) history.Op {
+	op := getUnknown(c, inv, p)
+	op.Kind, op.Meta = history.FinishAndGet, fsm.TaskMeta{ID: fid, Epoch: fe}
+	return op
+}
+
+// finishWent sets how op's answer says its finish went: code ("" for
+// accepted) and ignored.
+func finishWent(op history.Op, code string, ignored bool) history.Op {
+	op.Finish = &history.FinishOutcome{Code: code, Ignored: ignored}
+	return op
+}
+
+// finishUnsaid makes op's answer say nothing of its finish.
+func finishUnsaid(op history.Op) history.Op {
+	op.Finish = nil
+	return op
+}

@@ -79,8 +79,8 @@ func NoCrossing(ops []history.Op, datasets map[string][]string) error {
 	for i, op := range ops {
 		job := history.JobOf(op)
 		switch op.Kind {
-		case history.GetTask:
-			if !succeeded(op) {
+		case history.GetTask, history.FinishAndGet:
+			if g, _ := getView(op); !succeeded(g) {
 				continue
 			}
 			if len(op.Chunks) == 0 {

@@ -29,11 +29,12 @@ type Result struct {
 	// Ops is the number of operations checked, Partitions the number of
 	// partitions (tasks and the save-model lease).
 	Ops, Partitions int
-	// Unattributed is the number of GetTask operations left out because
-	// they failed or their outcome is unknown.
+	// Unattributed is the number of GetTask operations (and lease parts
+	// of FinishAndGet operations) left out because they failed or their
+	// outcome is unknown.
 	Unattributed int
-	// Relaxed is set when a GetTask outcome was unknown, so a dispatch may
-	// skip epochs.
+	// Relaxed is set when a GetTask outcome (or a FinishAndGet's lease) was
+	// unknown, so a dispatch may skip epochs.
 	Relaxed bool
 	// Elapsed is how long porcupine took.
 	Elapsed time.Duration
@@ -90,7 +91,7 @@ func Linearizable(ops []history.Op, cfg Config, timeout time.Duration) (Result, 
 	m := &model{timeout: int64(cfg.TaskTimeout), grace: int64(cfg.Grace), base: math.MaxInt64, alive: aliveTimes(ops)}
 	var res Result
 	for _, op := range ops {
-		if op.Kind == history.GetTask && unknown(op) {
+		if g, ok := getView(op); ok && unknown(g) {
 			m.relaxed = true
 		}
 		if op.AppliedAt != 0 && op.AppliedAt < m.base {
@@ -106,22 +107,21 @@ func Linearizable(ops []history.Op, cfg Config, timeout time.Duration) (Result, 
 		if op.Invoke > op.Return {
 			return res, fmt.Errorf("linearizability: %s returns before it is invoked", describe(i, op))
 		}
-		in, ok := toModelOp(i, op)
-		if !ok {
-			if op.Kind == history.GetTask {
-				res.Unattributed++
+		ins := toModelOps(i, op)
+		if _, ok := getView(op); ok && !slices.ContainsFunc(ins, func(in mop) bool { return in.kind == history.GetTask || in.leases() }) {
+			res.Unattributed++
+		}
+		for _, in := range ins {
+			ret := op.Return
+			if in.res == rUnknown && !expiredRefusal(op) {
+				// It may take effect after the client gave up. One whose
+				// session had ended took effect before the refusal, if at all.
+				ret = history.Never
 			}
-			continue
+			hist = append(hist, porcupine.Operation{
+				ClientId: max(op.Client, 0), Input: in, Call: op.Invoke, Return: ret,
+			})
 		}
-		ret := op.Return
-		if in.res == rUnknown && !expiredRefusal(op) {
-			// It may take effect after the client gave up. One whose
-			// session had ended took effect before the refusal, if at all.
-			ret = history.Never
-		}
-		hist = append(hist, porcupine.Operation{
-			ClientId: max(op.Client, 0), Input: in, Call: op.Invoke, Return: ret,
-		})
 	}
 	res.Ops = len(hist)
 	parts := partition(hist)
@@ -154,7 +154,8 @@ const (
 
 func (s status) String() string { return [...]string{"todo", "pending", "done"}[s] }
 
-// answer is what an operation returned, as the model sees it.
+// answer is what an operation returned, as the model sees it; for a
+// FinishAndGet, what its finish did.
 type answer uint8
 
 const (
@@ -172,9 +173,9 @@ type mop struct {
 	kind    history.Kind
 	save    bool // the save-model partition, else the task partition id
 	id      int
-	epoch   int // GetTask: the leased epoch; finish and fail: the reported one
+	epoch   int // GetTask and a FinishAndGet's lease: the leased epoch; finish and fail: the reported one
 	pass    int
-	res     answer
+	res     answer // a FinishAndGet's: its finish's
 	why     string // rUnexpected: what was wrong
 	t       int64  // AppliedAt, 0 when not reported
 	trainer string
@@ -182,6 +183,63 @@ type mop struct {
 	// holder is the session a GetTask leased the task to, 0 for a lease
 	// with a deadline.
 	holder uint64
+	// part is, for a FinishAndGet, what of it the operation checks in
+	// task id's partition: its finish (of epoch finEpoch), its lease, or
+	// both when it finished and leased the same task.
+	part     part
+	finEpoch int
+}
+
+// part is the parts of a FinishAndGet one model operation holds.
+type part uint8
+
+const (
+	finishPart part = 1 << iota
+	leasePart
+)
+
+// finishes reports whether in is a FinishAndGet's finish, leases whether
+// it is its lease (each or both).
+func (in mop) finishes() bool { return in.part&finishPart != 0 }
+func (in mop) leases() bool   { return in.part&leasePart != 0 }
+
+// toModelOps converts op into the model operations that check it, none
+// when the model leaves it out. A FinishAndGet is one operation when it
+// finished and leased the same task, else its finish in the finished
+// task's partition and its lease in the leased task's, each as a
+// TaskFinished and a GetTask would be (a part the answer does not show
+// applied left out). Both parts of one call have the same real-time
+// interval and FSM time, so each partition orders them as one entry; the
+// partitions are checked each on its own, as for every operation.
+func toModelOps(i int, op history.Op) []mop {
+	if op.Kind != history.FinishAndGet {
+		if in, ok := toModelOp(i, op); ok {
+			return []mop{in}
+		}
+		return nil
+	}
+	var out []mop
+	if f, ok := finishView(op); ok {
+		in, _ := toModelOp(i, f)
+		in.kind, in.part, in.finEpoch = history.FinishAndGet, finishPart, in.epoch
+		out = append(out, in)
+	} else if !unknown(op) && leaseAfterFinish(op.Code) {
+		// Known, and answered after the finish was applied, yet silent
+		// about it.
+		out = append(out, mop{idx: i, kind: history.FinishAndGet, t: op.AppliedAt, id: op.Meta.ID, part: finishPart,
+			finEpoch: op.Meta.Epoch, res: rUnexpected, why: "the answer says nothing of the finish the call carried, which was applied before the lease"})
+	}
+	if g, ok := getView(op); ok {
+		if in, ok := toModelOp(i, g); ok {
+			in.kind, in.part = history.FinishAndGet, leasePart
+			if len(out) == 1 && out[0].id == in.id {
+				in.part, in.finEpoch, in.res, in.why = finishPart|leasePart, out[0].finEpoch, out[0].res, out[0].why
+				return []mop{in}
+			}
+			out = append(out, in)
+		}
+	}
+	return out
 }
 
 // toModelOp converts op, or reports that the model leaves it out.
@@ -328,6 +386,9 @@ func (m *model) step(s any, in mop) ([]any, string) {
 }
 
 func (m *model) stepTask(s taskState, in mop) ([]any, string) {
+	if in.kind == history.FinishAndGet {
+		return m.stepFinishAndGet(s, in)
+	}
 	hasT := in.t != 0
 	if hasT && in.t < s.clock {
 		return nil, fmt.Sprintf("applied at %s, before FSM time %s that an earlier operation reached", m.at(in.t), m.at(s.clock))
@@ -426,6 +487,44 @@ func (m *model) stepTask(s taskState, in mop) ([]any, string) {
 		return []any{next}, ""
 	}
 	return nil, "unexpected operation " + string(in.kind)
+}
+
+// stepFinishAndGet steps a FinishAndGet's parts in this partition: the
+// finish as a TaskFinished, then the lease as a GetTask, from every state
+// the finish may leave.
+func (m *model) stepFinishAndGet(s taskState, in mop) ([]any, string) {
+	states := []any{s}
+	if in.finishes() {
+		f := in
+		f.kind, f.epoch = history.TaskFinished, in.finEpoch
+		next, why := m.stepTask(s, f)
+		if why != "" {
+			return nil, "its finish: " + why
+		}
+		states = next
+	}
+	if !in.leases() {
+		return states, ""
+	}
+	g := in
+	g.kind, g.res = history.GetTask, rOK
+	var out []any
+	var whys []string
+	for _, st := range states {
+		next, why := m.stepTask(st.(taskState), g)
+		out = append(out, next...)
+		if why != "" && !slices.Contains(whys, why) {
+			whys = append(whys, why)
+		}
+	}
+	if len(out) == 0 {
+		prefix := "its lease: "
+		if in.finishes() {
+			prefix = "its lease, after its finish: "
+		}
+		return nil, prefix + strings.Join(whys, "; or ")
+	}
+	return dedupStates(out), ""
 }
 
 func (m *model) stepSave(s saveState, in mop) ([]any, string) {
@@ -566,6 +665,24 @@ func (m *model) describeOp(in mop) string {
 	case history.TaskFinished, history.TaskFailed:
 		fmt.Fprintf(&b, "%s(task %d epoch %d) -> ", in.kind, in.id, in.epoch)
 		b.WriteString([...]string{"accepted", "stale_epoch", "ignored", "", "unknown", in.why}[in.res])
+	case history.FinishAndGet:
+		b.WriteString("finish_and_get(")
+		if in.finishes() {
+			fmt.Fprintf(&b, "finish task %d epoch %d -> %s", in.id, in.finEpoch,
+				[...]string{"accepted", "stale_epoch", "ignored", "", "unknown", in.why}[in.res])
+		} else {
+			b.WriteString("its finish in another partition, or none")
+		}
+		b.WriteString("; ")
+		if in.leases() {
+			fmt.Fprintf(&b, "get pass %d -> task %d epoch %d", in.pass, in.id, in.epoch)
+			if in.holder != 0 {
+				fmt.Fprintf(&b, " held by session %d", in.holder)
+			}
+		} else {
+			b.WriteString("its lease in another partition, or none")
+		}
+		b.WriteString(")")
 	case history.SaveModel:
 		fmt.Fprintf(&b, "save_model(%q, %v) -> ", in.trainer, time.Duration(in.dur))
 		b.WriteString([...]string{"granted", "", "", "denied", "unknown", in.why}[in.res])

@@ -113,19 +113,24 @@ func SessionHolds(ops []history.Op, cfg Config) error {
 	lives := sessionLives(ops)
 	first := map[lease]int{}  // the first GetTask answering a lease
 	byTask := map[int][]int{} // per task id, the first answer of each lease, with a time
-	for i, op := range ops {
-		if op.Kind != history.GetTask || !succeeded(op) || op.Task.ID == 0 {
+	// The views of the operations as the GetTask and the TaskFinished
+	// they are or carry (a FinishAndGet is both).
+	views := make([]history.Op, len(ops))
+	for i, orig := range ops {
+		op, ok := getView(orig)
+		if !ok || !succeeded(op) || op.Task.ID == 0 {
 			continue
 		}
+		views[i] = op
 		if op.Session != 0 && op.Holder != op.Session {
 			v.add("%s: leased under session %d, but the answer says the task is held by session %d (0: a lease without one)",
-				describe(i, op), op.Session, op.Holder)
+				describe(i, orig), op.Session, op.Holder)
 		}
 		l := lease{op.Task.ID, op.Task.Epoch}
 		if j, ok := first[l]; ok {
 			if ops[j].Holder != op.Holder {
 				v.add("task %d epoch %d is held by sessions %d and %d: %s and %s", l.id, l.epoch, ops[j].Holder, op.Holder,
-					describe(j, ops[j]), describe(i, op))
+					describe(j, ops[j]), describe(i, orig))
 			}
 			continue
 		}
@@ -134,14 +139,17 @@ func SessionHolds(ops []history.Op, cfg Config) error {
 			byTask[l.id] = append(byTask[l.id], i)
 		}
 	}
-	releases := map[lease][]int{} // finishes and failures that may have released a lease
-	for i, op := range ops {
-		if op.Kind != history.TaskFinished && op.Kind != history.TaskFailed {
-			continue
+	// Finishes and failures that may have released a lease, as the
+	// operations they are or carry.
+	releases := map[lease][]history.Op{}
+	for _, orig := range ops {
+		op, ok := finishView(orig)
+		if !ok && orig.Kind == history.TaskFailed {
+			op, ok = orig, true
 		}
-		if unknown(op) || op.Code == "" && !op.Ignored {
+		if ok && (unknown(op) || op.Code == "" && !op.Ignored) {
 			l := lease{op.Meta.ID, op.Meta.Epoch}
-			releases[l] = append(releases[l], i)
+			releases[l] = append(releases[l], op)
 		}
 	}
 	ids := make([]int, 0, len(byTask))
@@ -152,15 +160,14 @@ func SessionHolds(ops []history.Op, cfg Config) error {
 	for _, id := range ids {
 		gs := byTask[id]
 		// Epochs grow in log order.
-		slices.SortFunc(gs, func(a, b int) int { return ops[a].Task.Epoch - ops[b].Task.Epoch })
+		slices.SortFunc(gs, func(a, b int) int { return views[a].Task.Epoch - views[b].Task.Epoch })
 		for k := 0; k+1 < len(gs); k++ {
-			g1, g2 := ops[gs[k]], ops[gs[k+1]]
+			g1, g2 := views[gs[k]], views[gs[k+1]]
 			s := g1.Holder
 			if s == 0 || cfg.TaskTimeout <= 0 || g2.AppliedAt >= g1.AppliedAt+int64(cfg.TaskTimeout) {
 				continue // a lease without a session, or the leader may have revoked it
 			}
-			released := slices.ContainsFunc(releases[lease{id, g1.Task.Epoch}], func(r int) bool {
-				op := ops[r]
+			released := slices.ContainsFunc(releases[lease{id, g1.Task.Epoch}], func(op history.Op) bool {
 				if !unknown(op) && op.AppliedAt != 0 {
 					return op.AppliedAt <= g2.AppliedAt
 				}
@@ -181,7 +188,7 @@ func SessionHolds(ops []history.Op, cfg Config) error {
 			}
 			if proof != "" {
 				v.add("task %d epoch %d, held by session %d (%s), was leased again within the task timeout by %s, with no finish or failure of it before, while the session lived on: %s",
-					id, g1.Task.Epoch, s, describe(gs[k], g1), describe(gs[k+1], g2), proof)
+					id, g1.Task.Epoch, s, describe(gs[k], ops[gs[k]]), describe(gs[k+1], ops[gs[k+1]]), proof)
 			}
 		}
 	}

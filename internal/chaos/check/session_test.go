@@ -12,7 +12,7 @@ import (
 // under makes op a call under session s; a leased task is held by it.
 func under(s uint64, op history.Op) history.Op {
 	op.Session = s
-	if op.Kind == history.GetTask && op.Code == "" && op.Task.ID != 0 {
+	if (op.Kind == history.GetTask || op.Kind == history.FinishAndGet) && op.Code == "" && op.Task.ID != 0 {
 		op.Holder = s
 	}
 	return op

@@ -43,6 +43,11 @@ type simStats struct {
 	// Sessions: opened, stalls, writes refused session_expired, and held
 	// tasks leased again within the task timeout (their session ended).
 	sessions, stalls, refused, heldTakenOver int
+	// FinishAndGet calls with a known answer: in all, those whose finish
+	// was refused stale, those whose lease was refused (the finish applied
+	// all the same), those that leased the task they finished; and those
+	// whose outcome is unknown.
+	finishAndGets, finishAndGetStale, finishAndGetRefused, finishAndGetSame, finishAndGetUnknown int
 }
 
 func statsOf(o []history.Op) simStats {
@@ -60,7 +65,26 @@ func statsOf(o []history.Op) simStats {
 		if op.Code == "session_expired" {
 			s.refused++
 		}
-		if op.Kind == history.GetTask && op.Code == "" && !op.Unknown() {
+		if op.Kind == history.FinishAndGet {
+			switch {
+			case op.Unknown():
+				s.finishAndGetUnknown++
+			case op.Finish == nil:
+			default:
+				s.finishAndGets++
+				if op.Finish.Code == "stale_epoch" {
+					s.finishAndGetStale++
+				}
+				if op.Code != "" {
+					s.finishAndGetRefused++
+				}
+				if op.Code == "" && op.Task.ID == op.Meta.ID {
+					s.finishAndGetSame++
+				}
+			}
+		}
+		leased := (op.Kind == history.GetTask || op.Kind == history.FinishAndGet) && op.Code == "" && !op.Unknown()
+		if leased {
 			if g, ok := held[op.Task.ID]; ok && g.Holder != 0 && g.Task.Epoch < op.Task.Epoch && op.AppliedAt-g.AppliedAt < int64(10*time.Millisecond) {
 				s.heldTakenOver++
 			}
@@ -72,7 +96,7 @@ func statsOf(o []history.Op) simStats {
 			continue
 		}
 		switch {
-		case op.Kind == history.GetTask && op.Code == "":
+		case leased:
 			s.dispatches++
 			s.passes = max(s.passes, op.Pass+1)
 		case op.Kind == history.TaskFinished && op.Code == "stale_epoch":
@@ -144,11 +168,53 @@ func TestSimulatedSessionHistories(t *testing.T) {
 	}
 }
 
+// finishAndGetSim has the first three of its five clients report their
+// finishes on their next GetTask (history.FinishAndGet).
+func finishAndGetSim(sc simConfig) simConfig {
+	sc.combined = 3
+	return sc
+}
+
+// TestSimulatedFinishAndGetHistories is TestSimulatedHistories, and its
+// sessions variant, with three of the five trainers reporting each finish
+// on their next GetTask: the checkers must pass those histories too.
+func TestSimulatedFinishAndGetHistories(t *testing.T) {
+	for _, sessions := range []bool{false, true} {
+		for _, seed := range []uint64{1, 2, 3, 4} {
+			sc := finishAndGetSim(bigSim(seed, 0.03))
+			if sessions {
+				sc = finishAndGetSim(sessionSim(seed, 0.03))
+			}
+			o := simulate(sc)
+			st := statsOf(o)
+			t.Logf("seed %d, sessions %v: %+v", seed, sessions, st)
+			if st.finishAndGets < 200 || st.finishAndGetStale == 0 || st.finishAndGetRefused == 0 || st.finishAndGetUnknown == 0 ||
+				st.passes < 5 || st.redispatches <= 0 {
+				t.Fatalf("seed %d: the simulation does not cover the interesting cases: %+v", seed, st)
+			}
+			cfg := simCheckConfig(t, sc)
+			res, err := Linearizable(o, cfg, time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Outcome != porcupine.Ok {
+				t.Fatalf("seed %d: %v", seed, res.Err())
+			}
+			for _, err := range All(o, cfg) {
+				t.Errorf("seed %d, sessions %v: %v", seed, sessions, err)
+			}
+		}
+	}
+}
+
 // mutation corrupts a valid simulated history the way a bug would, and
 // names the checkers that must notice.
 type mutation struct {
-	name   string
+	name string
+	// mutate corrupts the history; sim, when set, makes the simulated
+	// FSM a broken one instead (or as well).
 	mutate func(t *testing.T, o []history.Op) []history.Op
+	sim    func(*simConfig)
 	// lin is whether Linearizable must fail; others lists substrings one
 	// of All's other errors must contain.
 	lin    bool
@@ -274,6 +340,33 @@ func TestSimulatedMutationsAreCaught(t *testing.T) {
 				dup.AppliedAt++
 				return append(o, dup)
 			}},
+		{name: "FinishAndGet drops its finish and answers it accepted", lin: true, others: []string{"finished twice in pass", "dispatched again in pass"},
+			sim: func(sc *simConfig) { *sc = finishAndGetSim(*sc); sc.dropFinish = true }},
+		{name: "FinishAndGet drops its finish, under sessions", sessions: true, lin: true, others: []string{"finished twice in pass"},
+			sim: func(sc *simConfig) { *sc = finishAndGetSim(*sc); sc.dropFinish = true }},
+		{name: "FinishAndGet's late finish accepted", lin: true,
+			sim: func(sc *simConfig) { *sc = finishAndGetSim(*sc) },
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, 0, func(op history.Op) bool {
+					if op.Kind != history.FinishAndGet || op.Finish == nil || op.Finish.Code != "stale_epoch" {
+						return false
+					}
+					// A later lease of the task was applied before.
+					return slices.ContainsFunc(o, func(g history.Op) bool {
+						return (g.Kind == history.GetTask || g.Kind == history.FinishAndGet) && g.Code == "" &&
+							g.Task.ID == op.Meta.ID && g.Task.Epoch > op.Meta.Epoch && g.AppliedAt < op.AppliedAt
+					})
+				})
+				o[i].Finish = &history.FinishOutcome{}
+				return o
+			}},
+		{name: "FinishAndGet's answer silent about its finish", lin: true,
+			sim: func(sc *simConfig) { *sc = finishAndGetSim(*sc) },
+			mutate: func(t *testing.T, o []history.Op) []history.Op {
+				i := find(t, o, len(o)/2, func(op history.Op) bool { return op.Kind == history.FinishAndGet && op.Finish != nil })
+				o[i].Finish = nil
+				return o
+			}},
 		{name: "allgather data swapped", others: []string{"allgather"},
 			mutate: func(t *testing.T, o []history.Op) []history.Op {
 				i := find(t, o, 0, func(op history.Op) bool { return op.Kind == history.Watch && op.Code == "" })
@@ -289,7 +382,13 @@ func TestSimulatedMutationsAreCaught(t *testing.T) {
 			if mu.sessions {
 				sc = sessionSim(7, 0)
 			}
-			o := mu.mutate(t, simulate(sc))
+			if mu.sim != nil {
+				mu.sim(&sc)
+			}
+			o := simulate(sc)
+			if mu.mutate != nil {
+				o = mu.mutate(t, o)
+			}
 			cfg := simCheckConfig(t, sc)
 			res, err := Linearizable(o, cfg, time.Minute)
 			if err != nil {
@@ -338,27 +437,31 @@ func find(t *testing.T, o []history.Op, from int, match func(history.Op) bool) i
 
 // TestSimulatorFollowsFSM cross-checks the simulator's task queue against
 // the expectations the checkers encode, on the aggregate: each pass but
-// the last finishes every task exactly once.
+// the last finishes every task exactly once, with TaskFinished or with
+// FinishAndGet.
 func TestSimulatorFollowsFSM(t *testing.T) {
-	o := simulate(bigSim(11, 0))
-	finishes := map[[2]int]int{}
-	pass := map[fsm.TaskMeta]int{}
-	highest := 0
-	for _, op := range o {
-		if op.Kind == history.GetTask && op.Code == "" {
-			pass[op.Task] = op.Pass
-			highest = max(highest, op.Pass)
+	for _, sc := range []simConfig{bigSim(11, 0), finishAndGetSim(bigSim(11, 0))} {
+		o := simulate(sc)
+		finishes := map[[2]int]int{}
+		pass := map[fsm.TaskMeta]int{}
+		highest := 0
+		for _, op := range o {
+			if (op.Kind == history.GetTask || op.Kind == history.FinishAndGet) && op.Code == "" {
+				pass[op.Task] = op.Pass
+				highest = max(highest, op.Pass)
+			}
 		}
-	}
-	for _, op := range o {
-		if op.Kind == history.TaskFinished && op.Code == "" {
-			finishes[[2]int{op.Meta.ID, pass[op.Meta]}]++
+		for _, op := range o {
+			if op.Kind == history.TaskFinished && op.Code == "" ||
+				op.Kind == history.FinishAndGet && op.Finish != nil && op.Finish.Code == "" {
+				finishes[[2]int{op.Meta.ID, pass[op.Meta]}]++
+			}
 		}
-	}
-	for p := 0; p < highest; p++ {
-		for id := 1; id <= 8; id++ {
-			if n := finishes[[2]int{id, p}]; n != 1 {
-				t.Fatalf("task %d finished %d times in pass %d", id, n, p)
+		for p := 0; p < highest; p++ {
+			for id := 1; id <= 8; id++ {
+				if n := finishes[[2]int{id, p}]; n != 1 {
+					t.Fatalf("combined %d: task %d finished %d times in pass %d", sc.combined, id, n, p)
+				}
 			}
 		}
 	}

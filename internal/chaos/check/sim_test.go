@@ -29,6 +29,12 @@ type simConfig struct {
 	sessions   bool
 	ttl        time.Duration
 	stallEvery int
+	// combined: the first combined clients report a finish on their
+	// next GetTask (history.FinishAndGet) rather than by TaskFinished.
+	combined int
+	// dropFinish makes the FSM a broken one: a FinishAndGet leases the
+	// next task but drops the finish it carried, and answers it accepted.
+	dropFinish bool
 }
 
 // simTask and simFSM follow fsm's task queue (strict dataset, failureMax
@@ -253,6 +259,8 @@ func simulate(cfg simConfig) []history.Op {
 			switch {
 			case c.task.ID != 0 && rng.IntN(10) == 0:
 				op.Kind, op.Meta = history.TaskFailed, c.task
+			case c.task.ID != 0 && c.id < cfg.combined:
+				op.Kind, op.Meta, op.Pass = history.FinishAndGet, c.task, c.pass
 			case c.task.ID != 0:
 				op.Kind, op.Meta = history.TaskFinished, c.task
 			case rng.IntN(20) == 0:
@@ -302,6 +310,17 @@ func simulate(cfg simConfig) []history.Op {
 				if op.Code == "" {
 					op.Holder = op.Session
 				}
+			case history.FinishAndGet:
+				// The finish, then the lease, in one entry; the answer
+				// says how the finish went, an error answer too.
+				op.Finish = &history.FinishOutcome{}
+				if !cfg.dropFinish {
+					op.Finish.Code = f.finish(op.Meta)
+				}
+				op.Task, op.Code = f.getTask(op.Pass, op.Session)
+				if op.Code == "" {
+					op.Holder = op.Session
+				}
 			case history.TaskFinished:
 				op.Code = f.finish(op.Meta)
 			case history.TaskFailed:
@@ -327,7 +346,8 @@ func simulate(cfg simConfig) []history.Op {
 				continue
 			}
 			switch op.Kind {
-			case history.GetTask:
+			case history.GetTask, history.FinishAndGet:
+				c.task = fsm.TaskMeta{} // a FinishAndGet reported it
 				switch op.Code {
 				case "":
 					c.task = op.Task

@@ -23,6 +23,11 @@ const (
 	GetTask      Kind = "get_task"
 	TaskFinished Kind = "task_finished"
 	TaskFailed   Kind = "task_failed"
+	// FinishAndGet is a GetTask that carries the task its caller finished
+	// (protocol level 9): one log entry finishes Meta, exactly as a
+	// TaskFinished of it would, then leases the next task as a GetTask of
+	// Pass. Its answer, an error too, says how the finish went (Finish).
+	FinishAndGet Kind = "finish_and_get"
 	SaveModel    Kind = "save_model"
 	Join         Kind = "join"  // allgather join; the result arrives as a Watch op
 	Watch        Kind = "watch" // allgather result of one join
@@ -75,7 +80,7 @@ type Op struct {
 
 	// Inputs.
 	Pass     int           `json:"pass,omitempty"`
-	Meta     fsm.TaskMeta  `json:"meta,omitzero"`
+	Meta     fsm.TaskMeta  `json:"meta,omitzero"` // TaskFinished, TaskFailed; FinishAndGet: the task it finished
 	Trainer  string        `json:"trainer,omitempty"`
 	BlockDur time.Duration `json:"block_dur,omitempty"`
 	Group    string        `json:"group,omitempty"`
@@ -100,16 +105,22 @@ type Op struct {
 	Path string `json:"path,omitempty"`
 
 	// Outputs. Code is "" for success or the wire error code.
-	Code       string       `json:"code,omitempty"`
-	Task       fsm.TaskMeta `json:"task,omitzero"`     // GetTask: the leased task
-	Holder     uint64       `json:"holder,omitempty"`  // GetTask: the session the answer says holds the task, 0 for a lease
-	Chunks     []string     `json:"chunks,omitempty"`  // GetTask: the files of the task's chunks
-	Ignored    bool         `json:"ignored,omitempty"` // finished/failed had no effect
-	Granted    bool         `json:"granted,omitempty"` // SaveModel
-	AppliedAt  int64        `json:"applied_at,omitempty"`
-	Generation uint64       `json:"generation,omitempty"` // Join
-	Result     []string     `json:"result,omitempty"`     // Watch: every member's data in order
-	Rank       int          `json:"rank,omitempty"`
+	Code string `json:"code,omitempty"`
+	// Task, Holder and Chunks are a GetTask's or a FinishAndGet's: the
+	// leased task, the session the answer says holds it (0 for a lease
+	// with a deadline), and the files of its chunks.
+	Task    fsm.TaskMeta `json:"task,omitzero"`
+	Holder  uint64       `json:"holder,omitempty"`
+	Chunks  []string     `json:"chunks,omitempty"`
+	Ignored bool         `json:"ignored,omitempty"` // finished/failed had no effect
+	// Finish is, for a FinishAndGet, how its answer (an error answer too)
+	// says the finish went; nil when it says nothing of it.
+	Finish     *FinishOutcome `json:"finish,omitempty"`
+	Granted    bool           `json:"granted,omitempty"` // SaveModel
+	AppliedAt  int64          `json:"applied_at,omitempty"`
+	Generation uint64         `json:"generation,omitempty"` // Join
+	Result     []string       `json:"result,omitempty"`     // Watch: every member's data in order
+	Rank       int            `json:"rank,omitempty"`
 	// KVGet and KVCAS: whether the CAS stored its value, and the key as the
 	// answer reported it (the new value and version after a swap, else the
 	// key as it was).
@@ -125,6 +136,15 @@ type Op struct {
 	// a KVMultiSet's Versions, one per key.
 	Number   int64    `json:"number,omitempty"`
 	Versions []uint64 `json:"versions,omitempty"`
+}
+
+// FinishOutcome is how the finish a FinishAndGet carried went, as its
+// answer said: Code is "" when the finish counted (Ignored when it was
+// ignored), else the error a TaskFinished of it would have got, and the
+// finish changed nothing.
+type FinishOutcome struct {
+	Code    string `json:"code,omitempty"`
+	Ignored bool   `json:"ignored,omitempty"`
 }
 
 // DefaultJob is the job of an operation whose Job is empty.
