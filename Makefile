@@ -169,6 +169,8 @@ chaos-variants: ## prove the fault-injection checks catch deliberately broken bu
 		RAFTMASTER_BUILD_TAGS=chaos_broken_votes $(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 	CHAOS_EXPECT_VIOLATION='sessions hold tasks alone' RAFTMASTER_BUILD_TAGS=chaos_broken_sessions \
 		$(GO) test -count=1 -timeout 30m -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
+	CHAOS_EXPECT_VIOLATION='finished twice in pass' \
+		$(GO) test -count=1 -timeout 30m -tags chaos_broken_finish -run '^TestChaosExpectViolation$$' -v ./internal/chaos/
 
 version: ## print the version make stamps into the binary and tags the image with
 	@echo $(VERSION)
