@@ -302,12 +302,13 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 	wait := c.passWaitMin
 	var last *taskRun // the task whose records the reader delivered last
 	for {
+		ride := c.nextRide(ctx, p, last)
 		seen := p.reports()
 		var (
 			t   Task
 			err error
 		)
-		if ride := c.nextRide(ctx, p, last); ride != nil {
+		if ride != nil {
 			// The finish of a task all consumed rides this GetTask.
 			ride.endLease()
 			var finish *rpc.FinishOutcome

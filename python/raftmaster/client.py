@@ -756,7 +756,7 @@ class Client:
             out = self._do(Call("POST", "/v1/task/get", body=body, write=True, final=final)) or {}
         except errors.RaftmasterError as e:
             if finished is not None and finish_unsupported(e):
-                err = errors.UpgradePending(e.message, code=e.code, status=e.status)
+                err = errors.UpgradePending(e.message, status=e.status)
                 err.context = "raftmaster client: get_task carrying a finished task"
                 raise err from e
             if self._read.answered(0, e):

@@ -321,6 +321,8 @@ class UpgradePending(Unavailable):
     get_task raises it at once, without retrying, for a ``finished`` task
     below protocol level 9: report the task with task_finished and ask
     without it."""
+    #: Asking again does not help until the upgrade is over.
+    retryable = False
 
 
 class TransportError(RaftmasterError):
