@@ -82,6 +82,12 @@ type Client struct {
 	// closing is set when Close begins: a task its session holds and the
 	// training loop has not consumed is left to the session's close.
 	closing atomic.Bool
+	// ridesOffUntil is when the reader next lets a GetTask carry the
+	// finish of a task (GetTaskAfter), after a cluster below protocol
+	// level 9 refused one, in unix nanoseconds; rideRetry is how long
+	// after the refusal (tests shorten it).
+	ridesOffUntil atomic.Int64
+	rideRetry     time.Duration
 
 	watchers map[watchKey]map[*poller]struct{}
 
@@ -256,6 +262,7 @@ func NewClient(opts ...Option) (*Client, error) {
 		maxWriteRetry: rpc.MaxWriteRetry,
 		passWaitMin:   defaultPassWaitMin,
 		passWaitMax:   defaultPassWaitMax,
+		rideRetry:     rideRetry,
 		id:            uuid.New(),
 		watchers:      make(map[watchKey]map[*poller]struct{}),
 	}

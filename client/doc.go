@@ -85,7 +85,12 @@
 // the next tasks meanwhile, up to the channel's capacity (WithBuffer). A
 // reader whose pass is replaced, stopped or closed hands back the tasks
 // not all consumed, so that their records are read again, and finishes
-// the others. When the pass has nothing left for this trainer, NextRecord returns ErrNoMoreAvailable (others still hold tasks),
+// the others. The finish of a task rides the reader's next GetTask when
+// that comes soon after (GetTaskAfter: one write finishes the task and
+// leases the next, and the pass's last finish rides the GetTask answered
+// ErrPassBefore), so that reading costs one write per task; otherwise,
+// and while the cluster is below protocol level 9, it goes on its own
+// (TaskFinished). When the pass has nothing left for this trainer, NextRecord returns ErrNoMoreAvailable (others still hold tasks),
 // ErrPassBefore (the pass is over) or ErrAllTaskFailed. A trainer that asks
 // for a pass that has not started yet waits until the others finish the
 // current one, and meanwhile takes over the tasks of that pass that come

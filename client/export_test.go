@@ -36,3 +36,13 @@ func HeldTasks(c *Client) int {
 	defer c.held.mu.Unlock()
 	return len(c.held.m)
 }
+
+// WithRideRetry shortens how long the record reader reports its tasks
+// finished on their own after a cluster below protocol level 9 refused a
+// GetTask that carried a finish.
+func WithRideRetry(d time.Duration) Option {
+	return func(c *Client) error {
+		c.rideRetry = d
+		return nil
+	}
+}

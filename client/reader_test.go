@@ -161,7 +161,8 @@ func TestStartGetRecordsDoesNotWaitForReport(t *testing.T) {
 	ts := startServer(t, local, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if down.Load() {
-				if r.URL.Path == rpc.PathTaskFinished {
+				// The report on its own, or riding a GetTask.
+				if r.URL.Path == rpc.PathTaskFinished || finishedOf(t, r) != nil {
 					finishedWhileDown.Add(1)
 				}
 				answerError(w, rpc.CodeNoLeader)

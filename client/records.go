@@ -23,6 +23,18 @@ const (
 	// renewFallback is the renewal period when the server did not say how
 	// long the lease lasts: a third of the default task timeout.
 	renewFallback = 20 * time.Second
+	// rideWaitMax bounds how long the finish of a task whose records are
+	// all consumed waits for the reader's next GetTask to carry it
+	// (GetTaskAfter) before it is reported on its own (rideWait).
+	rideWaitMax = 5 * time.Second
+	// rideImminent bounds the reader's wait, before it asks for a task,
+	// for the finish of the task whose last record NextRecord has just
+	// taken, which comes at once.
+	rideImminent = 250 * time.Millisecond
+	// rideRetry is how long the reader reports its tasks finished on
+	// their own after a cluster below protocol level 9 refused a GetTask
+	// that carried a finish, before it tries again.
+	rideRetry = time.Minute
 )
 
 // record is one item of a record channel: a record, or an error for
@@ -55,6 +67,36 @@ type passRun struct {
 	// settled receives a token when a task of the pass is settled, for a
 	// reader waiting for its own tasks before it asks again.
 	settled chan struct{}
+
+	// rides are the finishes of tasks all consumed that wait for the
+	// reader's next GetTask to carry them (guarded by mu); rideReady
+	// receives a token when one is queued. over is closed, and readerOver
+	// set, once the reader asks for no more tasks: a finish then goes on
+	// its own.
+	rides      []*finishRide
+	rideReady  chan struct{}
+	over       chan struct{}
+	readerOver bool
+}
+
+// finishRide is the finish of a task whose records are all consumed,
+// offered to the reader's next GetTask (GetTaskAfter), so that one write
+// finishes it and leases the next task.
+type finishRide struct {
+	meta TaskMeta
+	// endLease ends the task's renewals; the reader calls it before it
+	// sends the finish.
+	endLease func()
+	claimed  bool // taken by the reader (guarded by the pass's mu)
+	// decided is closed once the reader has sent the finish; outcome is
+	// then how it went, nil when the answer did not say (the call failed,
+	// or the cluster is below protocol level 9), and the task is reported
+	// on its own.
+	decided chan struct{}
+	outcome *rpc.FinishOutcome
+	// released is closed once the task is released (awaitTask), for the
+	// reader to count it among the pass's reports.
+	released chan struct{}
 }
 
 // shownErrors remembers the corrupt tasks whose error NextRecord has
@@ -112,8 +154,10 @@ func (c *Client) current() *passRun {
 // task's chunks before it delivers any record, and goes on with the next
 // task once the last record is in the channel; it reports the task
 // finished once NextRecord has returned all its records (they are
-// consumed: see Progress), and hands back the tasks whose records were
-// not all consumed when the pass is replaced or stopped. A task
+// consumed: see Progress), with the GetTask that leases its next task
+// when it asks within a few seconds (GetTaskAfter), else on its own, and
+// hands back the tasks whose records were not all consumed when the pass
+// is replaced or stopped. A task
 // dispatched with Skip (after RestoreCursor) delivers only its records
 // from Skip on. A chunk that cannot be read
 // fails the task: none of its records are delivered, and NextRecord returns
@@ -140,14 +184,16 @@ func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 	prev.cancel()
 	rctx, cancel := c.callContext(ctx)
 	p := &passRun{
-		pass:     passID,
-		caller:   ctx,
-		ch:       make(chan record, c.bufSize),
-		cancel:   cancel,
-		replaced: make(chan struct{}),
-		done:     make(chan struct{}),
-		shown:    prev.shown,
-		settled:  make(chan struct{}, 1),
+		pass:      passID,
+		caller:    ctx,
+		ch:        make(chan record, c.bufSize),
+		cancel:    cancel,
+		replaced:  make(chan struct{}),
+		done:      make(chan struct{}),
+		shown:     prev.shown,
+		settled:   make(chan struct{}, 1),
+		rideReady: make(chan struct{}, 1),
+		over:      make(chan struct{}),
 	}
 	if !c.spawn(func() {
 		defer close(p.done)
@@ -157,9 +203,11 @@ func (c *Client) StartGetRecordsContext(ctx context.Context, passID int) {
 		select {
 		case <-prev.done:
 		case <-rctx.Done():
+			p.endReader()
 			return
 		}
 		c.getRecords(rctx, p, passID)
+		p.endReader()
 		// The tasks delivered are reported once the training loop has
 		// consumed them, or when the pass is over for this reader.
 		p.tasks.Wait()
@@ -252,9 +300,48 @@ func (c *Client) passOver(ctx context.Context, p *passRun) error {
 func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 	log := c.logger.With("pass", passID)
 	wait := c.passWaitMin
+	var last *taskRun // the task whose records the reader delivered last
 	for {
+		ride := c.nextRide(ctx, p, last)
 		seen := p.reports()
-		t, err := c.getTask(ctx, passID)
+		var (
+			t   Task
+			err error
+		)
+		if ride != nil {
+			// The finish of a task all consumed rides this GetTask.
+			ride.endLease()
+			var finish *rpc.FinishOutcome
+			t, finish, err = c.getTask(ctx, passID, &ride.meta)
+			switch {
+			case errors.Is(err, ErrUpgradePending):
+				c.ridesOffUntil.Store(time.Now().Add(c.rideRetry).UnixNano())
+				log.Info("the cluster is below protocol level 9: tasks are reported finished on their own for a while",
+					"retry_in", c.rideRetry, "error", err)
+				ride.decide(nil)
+				continue
+			case errors.Is(err, ErrSessionExpired) && ctx.Err() == nil:
+				// The session ended before the finish could count (or
+				// as it did): the task went back to the queue with it,
+				// and its finish is not sent under the next session, as
+				// TaskFinished's is not. Ask again, under a new one.
+				ride.decide(&rpc.FinishOutcome{Code: rpc.CodeSessionExpired})
+				continue
+			}
+			ride.decide(finish)
+			if finish != nil {
+				// The answer reflects the finish: the task counts among
+				// the reports it saw.
+				<-ride.released
+				select {
+				case <-p.settled:
+				default:
+				}
+				seen++
+			}
+		} else {
+			t, _, err = c.getTask(ctx, passID, nil)
+		}
 		switch {
 		case err == nil:
 			wait = c.passWaitMin
@@ -263,11 +350,13 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 		case errors.Is(err, ErrNoMoreAvailable) && p.holding(seen):
 			// What is left of the pass may be this reader's own tasks,
 			// whose records the training loop has yet to consume: ask
-			// again once one of them is reported.
+			// again once one of them is reported, or its finish waits
+			// for this reader to carry it.
 			log.Debug("waiting for the tasks held to be consumed", "reason", err)
-			if p.reports() == seen {
+			if p.reports() == seen && !p.rideQueued() {
 				select {
 				case <-p.settled:
+				case <-p.rideReady:
 				case <-ctx.Done():
 					return
 				}
@@ -305,7 +394,9 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 			} else {
 				log.Warn("cannot get a task", "error", err)
 			}
-			if !sleep(ctx, wait/2+rand.N(wait/2+1)) {
+			// The finish of a task of this reader's may be what the
+			// pass waits for: it is carried at once.
+			if !p.pause(ctx, wait/2+rand.N(wait/2+1), errors.Is(err, ErrPassAfter)) {
 				return
 			}
 			wait = min(2*wait, c.passWaitMax)
@@ -316,7 +407,177 @@ func (c *Client) getRecords(ctx context.Context, p *passRun, passID int) {
 			c.push(ctx, p, record{err: err})
 			return
 		}
-		c.runTask(ctx, p, t, log.With("task", t.Meta.ID, "epoch", t.Meta.Epoch, "task_pass", t.Pass))
+		last = c.runTask(ctx, p, t, log.With("task", t.Meta.ID, "epoch", t.Meta.Epoch, "task_pass", t.Pass))
+	}
+}
+
+// nextRide returns the finish the reader's next GetTask carries: the first
+// one queued, or, when the training loop has just taken the last record of
+// last (the task the reader delivered last; nothing is left in the
+// channel), last's, which comes at once; nil for none, or while the
+// cluster refuses them (ridesOffUntil).
+func (c *Client) nextRide(ctx context.Context, p *passRun, last *taskRun) *finishRide {
+	if time.Now().UnixNano() < c.ridesOffUntil.Load() {
+		return nil
+	}
+	imminent := last != nil && len(p.ch) == 0 && !last.isHanded()
+	if r := p.claimRide(); r != nil || !imminent {
+		return r
+	}
+	t := time.NewTimer(rideImminent)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.rideReady:
+			if r := p.claimRide(); r != nil {
+				return r
+			}
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return nil
+		}
+	}
+}
+
+// pause waits d, or until ctx is done (then it reports false), or, when
+// wake is set, until a finish is queued for the reader to carry.
+func (p *passRun) pause(ctx context.Context, d time.Duration, wake bool) bool {
+	var ready chan struct{}
+	if wake {
+		ready = p.rideReady
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ready:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// offerRide queues the finish of meta for the reader's next GetTask, and
+// returns it; nil once the reader asks for no more tasks.
+func (p *passRun) offerRide(meta TaskMeta, endLease func()) *finishRide {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.over == nil || p.readerOver {
+		return nil
+	}
+	r := &finishRide{meta: meta, endLease: endLease, decided: make(chan struct{}), released: make(chan struct{})}
+	p.rides = append(p.rides, r)
+	select {
+	case p.rideReady <- struct{}{}:
+	default:
+	}
+	return r
+}
+
+// claimRide takes the first finish queued, for the reader to send; nil
+// for none.
+func (p *passRun) claimRide() *finishRide {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.rides) == 0 {
+		return nil
+	}
+	r := p.rides[0]
+	p.rides = p.rides[1:]
+	r.claimed = true
+	return r
+}
+
+// rideQueued reports whether a finish waits for the reader.
+func (p *passRun) rideQueued() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.rides) > 0
+}
+
+// withdraw takes r back from the queue, unless the reader claimed it
+// first, and reports whether it did.
+func (p *passRun) withdraw(r *finishRide) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r.claimed {
+		return false
+	}
+	for i, q := range p.rides {
+		if q == r {
+			p.rides = append(p.rides[:i], p.rides[i+1:]...)
+			break
+		}
+	}
+	return true
+}
+
+// endReader records that the reader asks for no more tasks: the finishes
+// queued go on their own.
+func (p *passRun) endReader() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.readerOver {
+		p.readerOver = true
+		close(p.over)
+	}
+}
+
+// decide records how the finish r carried went (nil: the answer did not
+// say), for awaitTask.
+func (r *finishRide) decide(outcome *rpc.FinishOutcome) {
+	r.outcome = outcome
+	close(r.decided)
+}
+
+// awaitRide waits for the reader to carry r, for wait at most, and
+// returns how the finish went; nil when the reader did not carry it, or
+// the answer did not say: the task is then reported on its own.
+func (p *passRun) awaitRide(r *finishRide, wait time.Duration) *rpc.FinishOutcome {
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-r.decided:
+		return r.outcome
+	case <-t.C:
+	case <-p.over:
+	}
+	if p.withdraw(r) {
+		return nil
+	}
+	<-r.decided // claimed meanwhile: the reader is sending it
+	return r.outcome
+}
+
+// rideWait is how long the finish of t waits for the reader's next
+// GetTask: rideWaitMax, and well within its lease, or the TTL of the
+// session that holds it (a held task whose progress stalls for the job's
+// task timeout, at least the TTL, is revoked).
+func (c *Client) rideWait(t Task) time.Duration {
+	d := rideWaitMax
+	if t.Lease > 0 {
+		d = min(d, t.Lease/3)
+	}
+	if t.Session != 0 {
+		d = min(d, c.sessionTTL()/3)
+	}
+	return d
+}
+
+// finishCarried handles how the finish of meta that a GetTask carried
+// went, as taskReport and awaitTask handle the answer to TaskFinished.
+func (c *Client) finishCarried(o *rpc.FinishOutcome, meta TaskMeta, log hclog.Logger) {
+	out := finishOutcome(o)
+	switch {
+	case out.Err != nil:
+		err := out.Err
+		if c.read.reported(err) {
+			err = c.jobGone()
+		}
+		log.Warn("cannot report a finished task", "error", err)
+	case out.Ignored:
+		c.logger.Debug("task report ignored", "path", rpc.PathTaskGet, "task", meta.ID, "epoch", meta.Epoch)
 	}
 }
 
@@ -331,9 +592,10 @@ func transient(err error) bool {
 }
 
 // runTask delivers the records of t, renewing its lease meanwhile, and
-// leaves it to awaitTask, which reports it once they are consumed. A task
-// that cannot be read is reported failed at once.
-func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logger) {
+// leaves it to awaitTask, which reports it once they are consumed, and
+// returns it. A task that cannot be read is reported failed at once, and
+// runTask returns nil.
+func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logger) *taskRun {
 	tr := c.holdTask(t)
 	p.hold()
 	lctx, cancel := context.WithCancel(ctx)
@@ -349,14 +611,14 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 			c.keepLease(lctx, t, log)
 		}()
 	}
-	endLease := func() {
+	endLease := sync.OnceFunc(func() {
 		// Renewals end before the report, which they would race with.
 		cancel()
 		<-renewing
 		if t.Session != 0 {
 			c.untrackTask(c.job, t.Meta)
 		}
-	}
+	})
 	recs, first, err := c.readTask(ctx, t)
 	if err != nil && ctx.Err() == nil {
 		tr.settle()
@@ -372,7 +634,7 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 		if !errors.Is(err, recordio.ErrCorrupt) || p.shown.first(t.Meta.ID, t.Pass) {
 			c.push(ctx, p, record{err: err})
 		}
-		return
+		return nil
 	}
 	for i, r := range recs {
 		if !c.push(ctx, p, record{data: r, task: tr, off: first + int64(i)}) {
@@ -382,16 +644,26 @@ func (c *Client) runTask(ctx context.Context, p *passRun, t Task, log hclog.Logg
 	// The reader goes on with the next task while the training loop
 	// consumes the records of this one.
 	go c.awaitTask(ctx, p, t, tr, endLease, log)
+	return tr
 }
 
 // awaitTask reports t once the training loop has consumed all its records
-// (NextRecord returned them): finished. When the pass is over for the
+// (NextRecord returned them): finished, by the reader's next GetTask when
+// it asks within rideWait (GetTaskAfter: one write finishes t and leases
+// the next task), else on its own. When the pass is over for the
 // reader first (replaced, its context done, the client closed), t is
 // finished if it was consumed all the same, and otherwise handed back
 // (failed) so that it is dispatched again, or, when the client is closing
 // and its session holds t, left to the session's close, which releases
-// it without counting a failure. endLease ends t's renewals.
+// it without counting a failure. endLease ends t's renewals, which go on
+// while the finish waits for the reader.
 func (c *Client) awaitTask(ctx context.Context, p *passRun, t Task, tr *taskRun, endLease func(), log hclog.Logger) {
+	var ride *finishRide
+	defer func() {
+		if ride != nil {
+			close(ride.released) // after the release below
+		}
+	}()
 	defer p.release()
 	defer c.releaseTask(tr)
 	select {
@@ -400,8 +672,18 @@ func (c *Client) awaitTask(ctx context.Context, p *passRun, t Task, tr *taskRun,
 	case <-ctx.Done():
 	}
 	full := tr.settle()
+	var carried *rpc.FinishOutcome
+	if full && ctx.Err() == nil && time.Now().UnixNano() >= c.ridesOffUntil.Load() {
+		ride = p.offerRide(t.Meta, endLease)
+	}
+	tr.hand()
+	if ride != nil {
+		carried = p.awaitRide(ride, c.rideWait(t))
+	}
 	endLease()
 	switch {
+	case carried != nil:
+		c.finishCarried(carried, t.Meta, log)
 	case full:
 		// The report must not be cut short by a new pass, or the task
 		// would be dispatched again.
@@ -554,6 +836,24 @@ type taskRun struct {
 	sid  uint64
 	lost bool
 	gone chan struct{}
+	// handed is set once awaitTask has offered the task's finish to the
+	// reader, or decided not to.
+	handed bool
+}
+
+// hand records that awaitTask has offered the task's finish to the
+// reader, or decided not to.
+func (t *taskRun) hand() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.handed = true
+}
+
+// isHanded reports whether hand was called.
+func (t *taskRun) isHanded() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.handed
 }
 
 // lose settles the task, whose session ended before its records were all

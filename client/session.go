@@ -108,6 +108,20 @@ func (c *Client) Session() uint64 {
 	return c.sess.cur.id
 }
 
+// sessionTTL is the TTL of the Client's session: the open one's, else
+// the one it asks for.
+func (c *Client) sessionTTL() time.Duration {
+	c.sess.mu.Lock()
+	defer c.sess.mu.Unlock()
+	if c.sess.cur != nil && c.sess.cur.ttl > 0 {
+		return c.sess.cur.ttl
+	}
+	if c.sess.ttl > 0 {
+		return c.sess.ttl
+	}
+	return rpc.DefaultSessionTTL
+}
+
 // sessionFor returns the session a write goes under, opening one first
 // when none is open and the cluster has sessions; nil to go without.
 func (c *Client) sessionFor(ctx context.Context) *session {

@@ -213,13 +213,115 @@ func (c *Client) GetTask(passID int) (Task, error) {
 
 // GetTaskContext is GetTask bounded by ctx.
 func (c *Client) GetTaskContext(ctx context.Context, passID int) (Task, error) {
-	return c.getTask(ctx, passID)
+	t, _, err := c.getTask(ctx, passID, nil)
+	return t, err
 }
 
-func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
+// FinishOutcome is how the finish that GetTaskAfter carried went.
+type FinishOutcome struct {
+	// Answered reports whether the cluster said how the finish went. It
+	// is false when the call failed without an answer that says
+	// (ErrUpgradePending, an unreachable cluster, a job deleted, ...):
+	// below protocol level 9 nothing was finished, and otherwise the
+	// finish may or may not have counted; report the task with
+	// TaskFinished, which does no harm if it had.
+	Answered bool
+	// Ignored reports a finish that changed nothing and is no error, as
+	// TaskFinished's Ignored: a finish of a task finished already, or of
+	// an earlier lease of another pass.
+	Ignored bool
+	// Err is nil when the finish counted (or was ignored), else the error
+	// TaskFinished would have returned, which errors.Is matches with
+	// ErrStaleEpoch, ErrUnknownTask or ErrNoDataset: the finish changed
+	// nothing.
+	Err error
+}
+
+// GetTaskAfter is GetTaskContext for a caller that has just finished the
+// task finished: one write finishes it, exactly as TaskFinished would,
+// and leases the next task of pass, so that reading costs one write per
+// task rather than two. The FinishOutcome says how the finish went, also
+// when the lease part fails (ErrPassBefore, ErrNoMoreAvailable,
+// ErrAllTaskFailed, ...): the finish of a pass's last task counts, and the
+// answer is ErrPassBefore, since that finish ended the pass. It is
+// retried with one request id, redirected and sent under the Client's
+// session like GetTask; a retry is answered as the first attempt was,
+// the finish's outcome included.
+//
+// Unlike GetTask, it is not sent again under a new session when the
+// Client's session had ended before it: it fails with ErrSessionExpired,
+// nothing applied, as TaskFinished would, the task having gone back to
+// the queue with the session; ask again with GetTask.
+//
+// A cluster below protocol level 9 (a rolling upgrade not yet over)
+// cannot take the finish with the lease: GetTaskAfter then fails at once,
+// without retrying, with an error that errors.Is matches with
+// ErrUpgradePending, nothing finished nor leased: report the task with
+// TaskFinished and ask with GetTask instead, as the record reader does.
+func (c *Client) GetTaskAfter(ctx context.Context, pass int, finished TaskMeta) (Task, FinishOutcome, error) {
+	t, o, err := c.getTask(ctx, pass, &finished)
+	return t, finishOutcome(o), err
+}
+
+// ErrUpgradePending means the cluster is not yet at the protocol level a
+// call needs: a rolling upgrade is under way, and a node of an earlier
+// release, or the cluster's level, refused what it does not know yet.
+// Nothing changed. GetTaskAfter returns it below protocol level 9.
+var ErrUpgradePending = errors.New("raftmaster client: the cluster is not upgraded yet")
+
+// finishOutcome is the client's form of how a finish went, as the answer
+// said (nil: it did not say).
+func finishOutcome(o *rpc.FinishOutcome) FinishOutcome {
+	if o == nil {
+		return FinishOutcome{}
+	}
+	out := FinishOutcome{Answered: true, Ignored: o.Ignored}
+	if o.Code != "" {
+		out.Err = rpc.ErrorFromCode(o.Code, "the finish that GetTask carried changed nothing", rpc.HTTPStatus(o.Code))
+	}
+	return out
+}
+
+// upgradePending reports whether err is a refusal of a GetTask carrying
+// a finished task because the cluster does not take it yet: unavailable
+// for a level below 9 (fsm.ErrUpgradePending, "the cluster is not
+// upgraded yet"), or invalid from a node of a release before the field.
+func upgradePending(err error) bool {
+	e, ok := errors.AsType[*rpc.Error](err)
+	switch {
+	case !ok:
+		return false
+	case e.Code == rpc.CodeUnavailable:
+		return strings.Contains(e.Message, "not upgraded")
+	case e.Code == rpc.CodeInvalid:
+		return strings.Contains(e.Message, `unknown field "finished"`)
+	}
+	return false
+}
+
+// getTask leases the next task of passID, finishing finished first when
+// it is not nil; it returns how that finish went, nil when the answer did
+// not say.
+func (c *Client) getTask(ctx context.Context, passID int, finished *TaskMeta) (Task, *rpc.FinishOutcome, error) {
 	var resp rpc.GetTaskResponse
-	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true, grants: true,
-		body: rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber()}, write: true, out: &resp})
+	cl := &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true, grants: finished == nil,
+		body: rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber(), Finished: finished}, write: true, out: &resp}
+	if finished != nil {
+		// Retrying would not raise the cluster's level: the caller
+		// reports the task on its own instead. And the finish of a task
+		// of a session that ended is not sent again under the next one,
+		// as TaskFinished's is not: the task went back to the queue.
+		cl.final = upgradePending
+	}
+	err := c.do(ctx, cl)
+	finish := resp.Finish
+	if e, ok := errors.AsType[*rpc.Error](err); ok {
+		finish = e.Finish
+	}
+	if finished != nil && err != nil && upgradePending(err) {
+		return Task{}, nil, fmt.Errorf("raftmaster client: GetTask carrying the finish of task %d (epoch %d): %w: %w",
+			finished.ID, finished.Epoch, ErrUpgradePending, err)
+	}
 	if gone := c.read.answered(resp.JobNumber, err); gone {
 		if err == nil {
 			// A task of the job created again under the name, from a
@@ -232,13 +334,13 @@ func (c *Client) getTask(ctx context.Context, passID int) (Task, error) {
 			}
 			cancel()
 		}
-		return Task{}, c.jobGone()
+		return Task{}, finish, c.jobGone()
 	}
 	if err != nil {
-		return Task{}, err
+		return Task{}, finish, err
 	}
 	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session,
-		Skip: resp.Task.Skip, Seed: resp.Task.Seed, Source: resp.Task.Source}, nil
+		Skip: resp.Task.Skip, Seed: resp.Task.Seed, Source: resp.Task.Source}, finish, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:

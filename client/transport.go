@@ -323,6 +323,9 @@ type call struct {
 	ids *lanes
 	// session is the session the write goes under (set by do).
 	session uint64
+	// final, when set, ends the call at an error it holds for, though
+	// retryable: an answer that asking again would not change.
+	final func(error) bool
 	// stream, when set, reads a 2xx answer's body instead of out: the
 	// attempt's timeout then covers the wait for the answer's headers
 	// only, and a failure once stream has begun is not retried, as what
@@ -458,7 +461,7 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 				"and what the session held went back: %w", cl.method, cl.path, ae.err)
 		}
 		first = false
-		if !ae.retry || cl.addr != "" {
+		if !ae.retry || cl.addr != "" || cl.final != nil && cl.final(ae.err) {
 			return ae.err
 		}
 		if !ae.moved {

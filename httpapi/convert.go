@@ -35,6 +35,19 @@ func TaskMetaToFSM(m rpc.TaskMeta) fsm.TaskMeta { return fsm.TaskMeta{ID: m.ID, 
 // TaskMetaFromFSM returns a task meta's wire form.
 func TaskMetaFromFSM(m fsm.TaskMeta) rpc.TaskMeta { return rpc.TaskMeta{ID: m.ID, Epoch: m.Epoch} }
 
+// FinishOutcomeFromFSM returns the wire form of how the finish a GetTask
+// carried went: an empty code when it counted; nil for none.
+func FinishOutcomeFromFSM(o *fsm.FinishOutcome) *rpc.FinishOutcome {
+	if o == nil {
+		return nil
+	}
+	out := &rpc.FinishOutcome{Ignored: o.Ignored}
+	if o.Code != fsm.CodeOK {
+		out.Code = o.Code.String()
+	}
+	return out
+}
+
 // StatsFromFSM returns the wire form of the state summary.
 func StatsFromFSM(s fsm.Stats) rpc.Stats {
 	return rpc.Stats{

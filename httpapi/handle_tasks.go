@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"errors"
+	"fmt"
 	"math"
 	"net/http"
 	"time"
@@ -9,7 +11,12 @@ import (
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
-// handleGetTask leases the next task of a pass.
+// handleGetTask leases the next task of a pass. A request that carries
+// the task its caller finished (Finished, fsm.Protocol9) has it finished
+// by the same entry, before the lease: the answer says how the finish
+// went (Finish), on an error answer too, since the finish counts even
+// when no task is left to lease. Below fsm.Protocol9 such a request is
+// answered unavailable (fsm.ErrUpgradePending) and nothing is proposed.
 func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	var in rpc.GetTaskRequest
 	req, err := s.readWrite(w, r, &in)
@@ -20,13 +27,32 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		return invalidf("pass %d out of range [0, %d]", in.Pass, math.MaxInt32)
 	}
 	c := &fsm.GetTask{Pass: in.Pass, JobNumber: in.JobNumber}
+	if in.Finished != nil {
+		if err := checkTaskMeta("finished task", *in.Finished); err != nil {
+			return err
+		}
+		if err := s.finishRidesAllowed(); err != nil {
+			return err
+		}
+		c.Finished = TaskMetaToFSM(*in.Finished)
+	}
 	if c.JobNumber != 0 && s.b.FSM().Protocol() < fsm.Protocol2 {
 		// Replicas of the previous release cannot read it. The level
 		// only rises, so at Protocol2 here every replica applies it.
 		c.JobNumber = 0
 	}
-	res, err := s.apply(r, req, c)
+	c.Hdr().Job = jobOf(r)
+	res, err := s.propose(r, req, c)
 	if err != nil {
+		return err
+	}
+	finish := FinishOutcomeFromFSM(res.Finish)
+	if err := resultError(res); err != nil {
+		// The finish the request carried went its way all the same: say
+		// how, for the caller to know whether to send it again.
+		if e, ok := errors.AsType[*rpc.Error](err); ok {
+			e.Finish = finish
+		}
 		return err
 	}
 	if res.Task == nil {
@@ -34,11 +60,42 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 	}
 	out := rpc.GetTaskResponse{Task: rpc.Task{Meta: TaskMetaFromFSM(res.Task.Meta), Chunks: make([]rpc.Chunk, len(res.Task.Chunks)),
 		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease), Session: res.Task.Session, Skip: res.Task.Skip, Seed: res.Task.Seed,
-		Source: res.Task.Source}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber}
+		Source: res.Task.Source}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber, Finish: finish}
 	for i, c := range res.Task.Chunks {
 		out.Task.Chunks[i] = ChunkFromFSM(c)
 	}
 	writeJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// finishRidesAllowed refuses a GetTask that carries a finished task, on
+// a leader whose cluster is below fsm.Protocol9, with
+// fsm.ErrUpgradePending (unavailable): replicas of earlier releases
+// cannot read it. A node that does not lead sends the request to the
+// leader rather than judge by its own view of the level.
+func (s *Handler) finishRidesAllowed() error {
+	level := s.b.FSM().Protocol()
+	if level >= fsm.Protocol9 {
+		return nil
+	}
+	if !s.leads() {
+		return ErrNotLeader
+	}
+	return fmt.Errorf("%w: a GetTask that carries the finished task needs protocol level %d, and the cluster is at %d "+
+		"until every node runs a release that knows it: report the task finished on its own (%s), then ask for the next",
+		fsm.ErrUpgradePending, fsm.Protocol9, level, rpc.PathTaskFinished)
+}
+
+// checkTaskMeta checks the range of a task meta of a request; what names
+// its task in the error ("task", "finished task").
+func checkTaskMeta(what string, m rpc.TaskMeta) error {
+	if m.ID < 1 || m.ID > math.MaxInt32 {
+		return invalidf("%s id %d out of range [1, %d]", what, m.ID, math.MaxInt32)
+	}
+	if m.Epoch < 0 || m.Epoch > fsm.MaxEpoch {
+		// An epoch of a restored cluster carries its era above 32 bits.
+		return invalidf("%s epoch %d out of range [0, %d]", what, m.Epoch, int64(fsm.MaxEpoch))
+	}
 	return nil
 }
 
@@ -63,12 +120,8 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if err != nil {
 		return err
 	}
-	if in.Meta.ID < 1 || in.Meta.ID > math.MaxInt32 {
-		return invalidf("task id %d out of range [1, %d]", in.Meta.ID, math.MaxInt32)
-	}
-	if in.Meta.Epoch < 0 || in.Meta.Epoch > fsm.MaxEpoch {
-		// An epoch of a restored cluster carries its era above 32 bits.
-		return invalidf("task epoch %d out of range [0, %d]", in.Meta.Epoch, int64(fsm.MaxEpoch))
+	if err := checkTaskMeta("task", in.Meta); err != nil {
+		return err
 	}
 	c := cmd(TaskMetaToFSM(in.Meta))
 	res, err := s.apply(r, req, c)

@@ -17,10 +17,23 @@ func (s *Handler) apply(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm
 }
 
 // applyCluster is apply for a cluster-wide command, which names no job.
-// The session of the request's HeaderSession goes into c's header, with
-// ParamAttach on a register write that stores keys; the leader's keeper
-// counts a write under a session as a keep-alive.
 func (s *Handler) applyCluster(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
+	res, err := s.propose(r, req, c)
+	if err != nil {
+		return nil, err
+	}
+	if err := resultError(res); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// propose stamps req into c, proposes it and returns the FSM's result,
+// whatever its outcome, or the error of a backend failure. The session
+// of the request's HeaderSession goes into c's header, with ParamAttach
+// on a register write that stores keys; the leader's keeper counts a
+// write under a session as a keep-alive.
+func (s *Handler) propose(r *http.Request, req fsm.RequestID, c fsm.Command) (*fsm.Result, error) {
 	ctx := r.Context()
 	h := c.Hdr()
 	h.Request = req
@@ -45,9 +58,6 @@ func (s *Handler) applyCluster(r *http.Request, req fsm.RequestID, c fsm.Command
 	}
 	if s.cfg.Observer != nil {
 		s.cfg.Observer.Applied(c, res)
-	}
-	if err := resultError(res); err != nil {
-		return nil, err
 	}
 	return res, nil
 }

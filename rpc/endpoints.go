@@ -155,7 +155,10 @@ var Endpoints = []Endpoint{
 		Method: http.MethodPost, Path: PathTaskGet,
 		Summary: "Lease the next task of a pass. Renew the lease (" + PathTaskRenew + ") well before it runs out. " +
 			"Give the job_number of an earlier answer to be told unknown_job, rather than no_dataset or another job's task, " +
-			"once the job read is deleted.",
+			"once the job read is deleted. Give the task just read as finished to have the same entry finish it, as " +
+			PathTaskFinished + " would, before it leases the next (protocol level 9: a cluster below it answers unavailable and " +
+			"changes nothing): the answer's finish says how the finish went, on an error answer too (pass_before, " +
+			"no_more_available, ...), since it counts even when no task is left; a retry with the same request id replays both.",
 		Request: GetTaskRequest{}, Response: GetTaskResponse{},
 		Write: true, Redirects: true, Job: true,
 		Errors: codes(requestErrors, CodeNoDataset, CodePassBefore, CodePassAfter, CodeNoMoreAvailable, CodeAllTaskFailed, CodeStaleEpoch,

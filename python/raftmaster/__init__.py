@@ -22,17 +22,19 @@ from .client import (CURSOR_PROTOCOL, DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_SESSION_
                      AllgatherResult, Chunk, Client, CursorDetail, CursorInfo, CursorList, CursorTask, DatasetResult,
                      KVDeleteResult, KVResult, KVValue, KVWatchResult, Mixture, RestoreResult, SaveModelGrant,
                      SourceStatus, Task, TaskMeta, WeightStep, close_recorded_sessions)
-from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, CursorFenced, Forbidden,
-                     ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded, MethodNotAllowed, NoContact,
-                     NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter, PassBefore, RaftmasterError,
-                     RateLimited, Reconnected, SessionExpired, StaleEpoch, TooLarge, TooManyClients, TransportError,
-                     Unauthorized, Unavailable, UnknownClient, UnknownCursor, UnknownJob, UnknownOutcome, UnknownTask)
+from .errors import (AllGatherTimeoutExceeded, AllTaskFailed, ChunkError, ClientClosed, Closed, CursorFenced,
+                     FinishOutcome, Forbidden, ForeignClient, GroupMismatch, Internal, Invalid, LimitExceeded,
+                     MethodNotAllowed, NoContact, NoDataset, NoLeader, NoMoreAvailable, NotFound, NotLeader, PassAfter,
+                     PassBefore, RaftmasterError, RateLimited, Reconnected, SessionExpired, StaleEpoch, TooLarge,
+                     TooManyClients, TransportError, Unauthorized, Unavailable, UnknownClient, UnknownCursor,
+                     UnknownJob, UnknownOutcome, UnknownTask, UpgradePending)
 from .records import PassRecords
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue", "KVResult",
+    "Client", "Task", "TaskMeta", "Chunk", "FinishOutcome", "DatasetResult", "SaveModelGrant", "AllgatherResult",
+    "KVValue", "KVResult",
     "KVDeleteResult", "KVWatchResult", "PassRecords", "close_recorded_sessions",
     "CursorInfo", "CursorTask", "CursorDetail", "CursorList", "RestoreResult", "Mixture", "SourceStatus", "WeightStep",
     "DEFAULT_TIMEOUT", "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
@@ -42,7 +44,7 @@ __all__ = [
     "LimitExceeded", "UnknownJob", "UnknownClient", "TooManyClients", "NotLeader", "NoLeader", "UnknownOutcome",
     "Unavailable", "TooLarge",
     "NotFound", "MethodNotAllowed", "Internal", "Unauthorized", "Forbidden", "ForeignClient", "SessionExpired",
-    "RateLimited", "UnknownCursor", "CursorFenced",
+    "RateLimited", "UnknownCursor", "CursorFenced", "UpgradePending",
     "ClientClosed", "TransportError", "NoContact",
     "ChunkError",
 ]

@@ -673,12 +673,14 @@ class Transport:
             conn.close()
             body, read_failed = b"", True
         code = message = applied_at = ""
+        finish = None
         try:
             doc = json.loads(body)
             if isinstance(doc, dict) and isinstance(doc.get("code"), str):
                 code = doc["code"]
                 message = str(doc.get("message") or "")
                 applied_at = str(doc.get("applied_at") or "")
+                finish = errors.finish_from_wire(doc.get("finish"))
         except ValueError:
             pass
         if not code:
@@ -688,6 +690,7 @@ class Transport:
                 code = "unavailable"
             message = body.decode("utf-8", "replace").strip() or "%d %s" % (resp.status, resp.reason)
         err = errors.from_wire(code, message, resp.status, applied_at)
+        err.finish = finish
         return False, None, _AttemptError(err, retry=err.retryable and bool(err.code),
                                           retry_after=parse_retry_after(resp.getheader("Retry-After")))
 

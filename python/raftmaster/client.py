@@ -20,6 +20,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping,
                     Union, overload)
 
 from . import errors
+from .errors import FinishOutcome
 from ._duration import Seconds, format_duration, parse_duration, to_nanoseconds
 from ._patterns import warn_other_patterns
 from ._session import (CLOSE_BUDGET, DEFAULT_SESSION_TTL, SESSION_FILE_SUFFIX, SESSION_PROTOCOL, Progress, Session,
@@ -88,6 +89,9 @@ class Task:
     #: The name of the mixture source the task belongs to (a dataset set
     #: with ``sources``); None for a dataset of one source.
     source: Optional[str] = None
+    #: How the finish that the get_task which leased it carried
+    #: (``finished``) went; None when it carried none.
+    finish: Optional[errors.FinishOutcome] = None
 
     @property
     def record_count(self) -> int:
@@ -428,6 +432,9 @@ class Client:
         self._shown: Dict[tuple, bool] = {}
         self._shown_lock = threading.Lock()
         self._read = _ReadJob()
+        # When (time.monotonic()) the record iterators next let a get_task
+        # carry a finish, after a cluster below protocol level 9 refused one.
+        self._rides_off_until = 0.0
 
     @property
     def id(self) -> uuid.UUID:
@@ -709,23 +716,53 @@ class Client:
         out = self._do(Call("GET", "/v1/jobs/" + _quote(self.job or DEFAULT_JOB))) or {}
         return _mixture(out)
 
-    def get_task(self, pass_id: int) -> Task:
+    def get_task(self, pass_id: int, finished: Union[TaskMeta, Task, None] = None) -> Task:
         """Lease the next task of pass pass_id. It raises PassBefore or
         PassAfter for another pass, NoMoreAvailable when the rest of the pass
         is leased to others, AllTaskFailed, or NoDataset while the job has
         none yet. Once the client has seen the job with a dataset, it raises
         UnknownJob when that job has been deleted, even if a job of the same
-        name was created since: make a new client to read that one."""
+        name was created since: make a new client to read that one.
+
+        With ``finished``, the task the caller has just finished, one write
+        finishes it, exactly as task_finished would, and leases the next
+        task (protocol level 9), so that reading costs one write per task.
+        The task's ``finish`` (a FinishOutcome) says how the finish went;
+        when the lease part fails, the error's ``finish`` does: the finish
+        of a pass's last task counts, and the answer is PassBefore, since
+        that finish ended the pass. A retry is answered as the first
+        attempt was, the finish's outcome included. An error whose
+        ``finish`` is None did not say: report the task with task_finished,
+        which does no harm if the finish had counted. A cluster below
+        protocol level 9 (or a node of an earlier release) takes no
+        finish with the lease: get_task then raises UpgradePending at
+        once, nothing finished nor leased; report the task with
+        task_finished and ask without it, as records() does."""
         body: Dict[str, Any] = {"pass": pass_id}
         number = self._read.number
         if number:
             # The cluster answers unknown_job once this job is gone.
             body["job_number"] = number
+        final = None
+        if finished is not None:
+            meta = finished.meta if isinstance(finished, Task) else finished
+            body["finished"] = {"id": meta.id, "epoch": meta.epoch}
+            sid = self._sessions.current_id
+            if sid:
+                self._sessions.forget(sid, self.job or DEFAULT_JOB, meta.id, meta.epoch)
+            # Retrying would not raise the cluster's level.
+            final = finish_unsupported
         try:
-            out = self._do(Call("POST", "/v1/task/get", body=body, write=True)) or {}
+            out = self._do(Call("POST", "/v1/task/get", body=body, write=True, final=final)) or {}
         except errors.RaftmasterError as e:
+            if finished is not None and finish_unsupported(e):
+                err = errors.UpgradePending(e.message, status=e.status)
+                err.context = "raftmaster client: get_task carrying a finished task"
+                raise err from e
             if self._read.answered(0, e):
-                raise self._job_gone() from e
+                gone = self._job_gone()
+                gone.finish = e.finish
+                raise gone from e
             raise
         task = _task(out)
         if self._read.answered(int(out.get("job_number") or 0), None):
@@ -875,8 +912,10 @@ class Client:
         the client's session needs no renewal: the session's keep-alives
         carry how many of its records were taken), reads and verifies
         all of a task's chunks before it yields any record, and reports the
-        task finished when the record after its last one is asked for (or
-        at close, once its last record was taken): a record counts as
+        task finished when the record after its last one is asked for, with
+        the get_task that leases the next task (``finished``: one write per
+        task; on its own while the cluster is below protocol level 9), or
+        at close, once its last record was taken: a record counts as
         consumed once it is yielded, and the iterator's ``progress()``
         gives the consumed offset of the task it reads, for
         commit_cursor. A task dispatched again by a restored cursor
@@ -1514,6 +1553,20 @@ def _cursor_info(c: Dict[str, Any]) -> CursorInfo:
                       created_at=str(c.get("created_at") or ""))
 
 
+def finish_unsupported(e: errors.RaftmasterError) -> bool:
+    """Whether e refuses a get_task that carried a finished task because
+    the cluster does not take it yet: Unavailable below protocol level 9
+    ("not upgraded"), or Invalid from a node of a release before the
+    field."""
+    if isinstance(e, errors.UpgradePending):
+        return True
+    if e.code == "unavailable":
+        return "not upgraded" in (e.message or "")
+    if e.code == "invalid":
+        return 'unknown field "finished"' in (e.message or "")
+    return False
+
+
 def _task(out: Dict[str, Any]) -> Task:
     t = out.get("task") or {}
     meta = t.get("meta") or {}
@@ -1528,11 +1581,13 @@ def _task(out: Dict[str, Any]) -> Task:
         skip=int(t.get("skip") or 0),
         seed=int(t.get("seed") or 0),
         source=str(t["source"]) if t.get("source") else None,
+        finish=errors.finish_from_wire(out.get("finish")),
     )
 
 
-__all__ = ["Client", "Task", "TaskMeta", "Chunk", "DatasetResult", "SaveModelGrant", "AllgatherResult", "KVValue",
-           "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL", "close_recorded_sessions",
+__all__ = ["Client", "Task", "TaskMeta", "Chunk", "FinishOutcome", "DatasetResult", "SaveModelGrant", "AllgatherResult",
+           "KVValue", "KVResult", "DEFAULT_TIMEOUT", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
+           "close_recorded_sessions",
            "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MAX_PROGRESS", "ProgressEntry", "CursorInfo", "CursorTask",
            "CursorDetail", "CursorList", "RestoreResult", "MIXTURE_PROTOCOL", "MAX_SOURCES", "MAX_WEIGHT",
            "MAX_SCHEDULE_STEPS", "MAX_SOURCE_NAME", "SourceArg", "StepArg", "SourceStatus", "WeightStep", "Mixture"]

@@ -11,7 +11,8 @@ the transport's codes, after the code (``unauthorized`` is
 
 from __future__ import annotations
 
-from typing import Dict, Optional, Type
+from dataclasses import dataclass
+from typing import Any, Dict, Optional, Type
 
 
 class RaftmasterError(Exception):
@@ -28,6 +29,10 @@ class RaftmasterError(Exception):
     #: Whether a request that failed with this error may be sent again
     #: with the same request id (the Go client's rpc.Retryable).
     retryable = False
+    #: For the answer to a get_task that carried a finished task: how
+    #: that finish went (it counts even when no task is left to lease, as
+    #: on PassBefore or NoMoreAvailable); None when the answer did not say.
+    finish: Optional["FinishOutcome"] = None
 
     def __init__(self, message: str = "", *, code: Optional[str] = None,
                  status: int = 0, applied_at: str = "", context: str = "") -> None:
@@ -309,6 +314,17 @@ class ClientClosed(RaftmasterError):
         super().__init__(message, **kw)
 
 
+class UpgradePending(Unavailable):
+    """The cluster is not yet at the protocol level the call needs: a
+    rolling upgrade is under way, and the cluster's level, or a node of an
+    earlier release, refused what it does not know yet. Nothing changed.
+    get_task raises it at once, without retrying, for a ``finished`` task
+    below protocol level 9: report the task with task_finished and ask
+    without it."""
+    #: Asking again does not help until the upgrade is over.
+    retryable = False
+
+
 class TransportError(RaftmasterError):
     """The cluster could not be reached, or its answer could not be read.
 
@@ -361,3 +377,28 @@ def from_wire(code: str, message: str, status: int = 0, applied_at: str = "") ->
     """Build the error of a code and message received from the cluster."""
     cls = error_class(code)
     return cls(message, code=code, status=status, applied_at=applied_at)
+
+
+@dataclass(frozen=True)
+class FinishOutcome:
+    """How the finish that a get_task carried (``finished``) went.
+
+    ``error`` is None when the finish counted, or was ``ignored``: it
+    changed nothing and is no error, as task_finished's ignored answer (a
+    finish of a task finished already, or of an earlier lease of another
+    pass). Otherwise it is the error task_finished would have raised
+    (StaleEpoch, UnknownTask, NoDataset), and the finish changed nothing.
+    """
+    ignored: bool = False
+    error: Optional[RaftmasterError] = None
+
+
+def finish_from_wire(doc: Any) -> Optional[FinishOutcome]:
+    """The FinishOutcome of an answer's ``finish`` object; None for none."""
+    if not isinstance(doc, dict):
+        return None
+    code = doc.get("code")
+    error = None
+    if isinstance(code, str) and code:
+        error = from_wire(code, "the finish that get_task carried changed nothing")
+    return FinishOutcome(ignored=bool(doc.get("ignored")), error=error)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 import random
 import threading
+import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
@@ -26,6 +27,10 @@ ABANDON_TIMEOUT = 5.0
 # when the server did not say how long the lease lasts.
 RENEW_FLOOR = 0.1
 RENEW_FALLBACK = 20.0
+# How long, in seconds, the iterator reports its tasks finished on their
+# own after a cluster below protocol level 9 refused a get_task that
+# carried a finish, before it tries again.
+RIDE_RETRY = 60.0
 
 
 def _transient(e: errors.RaftmasterError) -> bool:
@@ -135,6 +140,7 @@ class PassRecords:
     def __next__(self) -> bytes:
         while True:
             t = self._task
+            finished: Optional["TaskMeta"] = None
             if t is not None:
                 if self._pos < len(self._recs):
                     rec = self._recs[self._pos]
@@ -142,10 +148,10 @@ class PassRecords:
                         self._pos += 1
                     self.last = (t.meta, self._first + self._pos - 1, self._count)
                     return rec
-                self._release(finished=True)
+                finished = self._settle()
             if self._done:
                 raise StopIteration
-            self._lease()
+            self._lease(finished)
 
     def progress(self) -> List[Dict[str, Any]]:
         """The consumed offset of the task being read, as a list of the
@@ -159,12 +165,92 @@ class PassRecords:
             return []
         return [{"meta": {"id": t.meta.id, "epoch": t.meta.epoch}, "consumed": consumed}]
 
-    def _lease(self) -> None:
-        """Lease the next task and read its records, or end the pass."""
+    def _settle(self) -> Optional["TaskMeta"]:
+        """Stop renewing the task held, whose records were all consumed, and
+        return its meta, for the get_task that leases the next task to
+        carry its finish; None when it is reported on its own (while the
+        cluster is below protocol level 9) or left to the caller (without
+        ``finish``)."""
+        c = self._c
+        if not self._finish or c._t.closed.is_set() or time.monotonic() < c._rides_off_until:
+            self._release(finished=True)
+            return None
+        with self._lock:
+            t, renewer = self._task, self._renewer
+            self._task, self._renewer, self._recs, self._pos, self._first, self._count = None, None, [], 0, 0, 0
+        if renewer is not None:
+            renewer.stop()
+        return t.meta if t is not None else None
+
+    def _ask(self, finished: Optional["TaskMeta"]) -> "Task":
+        """get_task for the pass, carrying the finish of ``finished`` when
+        given: whatever the answer, that finish is then carried, reported
+        on its own, or (its session having ended) dropped, as _release
+        would."""
+        c = self._c
+        if finished is None:
+            return c.get_task(self.pass_id)
+        try:
+            t = c.get_task(self.pass_id, finished=finished)
+        except errors.UpgradePending as e:
+            c._rides_off_until = time.monotonic() + RIDE_RETRY
+            log.info("pass %d: the cluster takes no finish with a lease yet; tasks are reported finished on their "
+                     "own for %gs: %s", self.pass_id, RIDE_RETRY, e)
+            self._finished_alone(finished)
+            return c.get_task(self.pass_id)
+        except errors.SessionExpired:
+            self._session_ended(finished)
+            raise
+        except errors.RaftmasterError as e:
+            self._finish_went(finished, e.finish)
+            raise
+        self._finish_went(finished, t.finish)
+        return t
+
+    def _finish_went(self, meta: "TaskMeta", outcome: Optional[errors.FinishOutcome]) -> None:
+        """Handle how the finish of meta that a get_task carried went, as
+        _release handles the answer to task_finished; report it on its own
+        when the answer did not say."""
+        if outcome is None:
+            self._finished_alone(meta)
+        elif outcome.error is not None:
+            e = outcome.error
+            if isinstance(e, errors.NoDataset) and self._c._read.reported(e):
+                e = self._c._job_gone()
+            log.warning("task %d epoch %d: cannot report the task finished: %s", meta.id, meta.epoch, e)
+        elif outcome.ignored:
+            log.debug("task report ignored: /v1/task/get task %d epoch %d", meta.id, meta.epoch)
+
+    def _finished_alone(self, meta: "TaskMeta") -> None:
+        """Report the task of meta finished on its own."""
+        if self._c._t.closed.is_set():
+            return
+        try:
+            # Not exactly when its records were used, but close enough, as
+            # in the original.
+            self._c._report("/v1/task/finished", meta)
+        except errors.SessionExpired:
+            self._session_ended(meta)
+        except errors.RaftmasterError as e:
+            log.warning("task %d epoch %d: cannot report the task finished: %s", meta.id, meta.epoch, e)
+
+    @staticmethod
+    def _session_ended(meta: "TaskMeta") -> None:
+        # The session that held it ended, and the task went back to the
+        # job, where another trainer may hold it now: the report of the
+        # ended session is not made under the next one, so that it never
+        # counts against that trainer's.
+        log.warning("task %d epoch %d: its session ended before it was reported finished; "
+                    "it went back to the job", meta.id, meta.epoch)
+
+    def _lease(self, finished: Optional["TaskMeta"] = None) -> None:
+        """Lease the next task and read its records, or end the pass; the
+        first get_task carries the finish of ``finished``, when given."""
         c = self._c
         while not self._done:
+            carried, finished = finished, None
             try:
-                t = c.get_task(self.pass_id)
+                t = self._ask(carried)
             except (errors.PassBefore, errors.NoMoreAvailable) as e:
                 log.debug("pass %d ends: %s", self.pass_id, e)
                 self._end(e)
@@ -258,27 +344,15 @@ class PassRecords:
             renewer.stop()
         if self._c._t.closed.is_set() or (finished and not self._finish):
             return
+        if finished:
+            self._finished_alone(t.meta)
+            return
         try:
-            if finished:
-                # Not exactly when its records were used, but close enough,
-                # as in the original.
-                try:
-                    self._c._report("/v1/task/finished", t.meta)
-                except errors.SessionExpired:
-                    # The session that held it ended, and the task went back
-                    # to the job, where another trainer may hold it now: the
-                    # report of the ended session is not made under the next
-                    # one, so that it never counts against that trainer's.
-                    log.warning("task %d epoch %d: its session ended before it was reported finished; "
-                                "it went back to the job", t.meta.id, t.meta.epoch)
-            else:
-                try:
-                    self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)
-                except errors.SessionExpired:
-                    pass  # the session that held it ended: the task is back already
+            self._c._report("/v1/task/failed", t.meta, budget=ABANDON_TIMEOUT)
+        except errors.SessionExpired:
+            pass  # the session that held it ended: the task is back already
         except errors.RaftmasterError as e:
-            log.warning("task %d epoch %d: cannot report the task %s: %s", t.meta.id, t.meta.epoch,
-                        "finished" if finished else "handed back", e)
+            log.warning("task %d epoch %d: cannot report the task handed back: %s", t.meta.id, t.meta.epoch, e)
 
     def close(self) -> None:
         """End the iteration. A task whose records were all consumed is

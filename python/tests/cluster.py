@@ -15,7 +15,7 @@ import socketserver
 import subprocess
 import threading
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -179,16 +179,21 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 class Proxy:
     """An HTTP proxy on 127.0.0.1 in front of one upstream address. It
-    records every request (method, path, headers) as it arrives, and the
-    status and body the upstream answered once it has, and can drop the answers of chosen requests after the
+    records every request (method, path, headers, and the body sent) as it
+    arrives, and the status and body the upstream answered once it has,
+    and can drop the answers of chosen requests after the
     upstream has applied them: drop(path, n) makes it close the connection
     without answering the next n requests to a path ending with path (the
-    query left out), answer(path) ends that."""
+    query left out), answer(path) ends that. ``intercept``, when set, is
+    called with each request's method, path and body, and answers the
+    request itself, without the upstream, with the (status, JSON body) it
+    returns, unless that is None."""
 
     def __init__(self, upstream: str, ssl_context=None) -> None:
         self.upstream = upstream
         self.requests: List[Dict] = []
         self.dropped: List[Dict] = []
+        self.intercept: Optional[Callable[[str, str, Optional[bytes]], Optional[Tuple[int, Any]]]] = None
         self._drops: Dict[str, int] = {}
         self._lock = threading.Lock()
         proxy = self
@@ -204,9 +209,21 @@ class Proxy:
                 body = self.rfile.read(n) if n else None
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
                 entry = {"method": self.command, "path": self.path, "headers": dict(self.headers),
-                         "status": None, "body": None}
+                         "sent": body, "status": None, "body": None}
                 with proxy._lock:
                     proxy.requests.append(entry)
+                own = proxy.intercept(self.command, self.path, body) if proxy.intercept is not None else None
+                if own is not None:
+                    status, doc = own
+                    data = json.dumps(doc).encode()
+                    with proxy._lock:
+                        entry["status"], entry["body"] = status, data
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    self.end_headers()
+                    self.wfile.write(data)
+                    return
                 conn = http.client.HTTPConnection(proxy.upstream, timeout=60)
                 try:
                     conn.request(self.command, self.path, body=body, headers=headers)
