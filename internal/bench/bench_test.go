@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -48,7 +50,7 @@ func TestSmoke(t *testing.T) {
 		t.Fatalf("errors %v, dispatch %+v\n%s", res.Errors, res.Dispatch, progress.String())
 	}
 	row := res.Dispatch.Rows[0]
-	for name, s := range map[string]Series{"raftmaster": row.Raftmaster, "etcd": row.EtcdPut, "raw raft": row.RawRaft} {
+	for name, s := range map[string]Series{"raftmaster": row.Raftmaster, "raftmaster one write": row.OneWrite, "etcd": row.EtcdPut, "raw raft": row.RawRaft} {
 		if !s.ok() || s.Runs[0].Ops == 0 {
 			t.Errorf("%s: no operations measured: %+v\n%s", name, s, progress.String())
 		}
@@ -60,6 +62,72 @@ func TestSmoke(t *testing.T) {
 	}
 	if _, err := Replot(cfg.Out); err != nil {
 		t.Errorf("replot: %v", err)
+	}
+}
+
+// TestDispatchReport renders a dispatch part with both raftmaster series:
+// the pairs in tasks per second beside one write per task, and their
+// ratio; a row without the one-write series renders a dash.
+func TestDispatchReport(t *testing.T) {
+	run := func(ops, p50, p99 float64) measure.Run {
+		return measure.Run{Ops: int(ops * 2), Seconds: 2, OpsPerSec: ops, P50: p50, P99: p99}
+	}
+	var pair, one, etcd, raw Series
+	for _, r := range []measure.Run{run(800, 1, 4), run(1000, 1.5, 5), run(900, 2, 6)} {
+		pair.add(r)
+	}
+	for _, r := range []measure.Run{run(700, 2.5, 7), run(600, 3, 8), run(800, 2, 6)} {
+		one.add(r)
+	}
+	etcd.add(run(1000, 1, 2))
+	raw.add(run(1200, 1, 2))
+	row := DispatchRow{Concurrency: 8, Raftmaster: pair, OneWrite: one, EtcdPut: etcd, RawRaft: raw}
+	row.VsEtcd, row.VsRawRaft = ratio(row.Raftmaster, row.EtcdPut), ratio(row.Raftmaster, row.RawRaft)
+	row.RaftmasterTasks = pairTasks(row.Raftmaster)
+	row.OneWriteVsPair = oneWriteVsPair(&row)
+	if want := (measure.Summary{Median: 450, Min: 400, Max: 500, N: 3}); row.RaftmasterTasks != want {
+		t.Errorf("pair tasks/s %+v, want %+v", row.RaftmasterTasks, want)
+	}
+	if math.Abs(row.OneWriteVsPair-700.0/450) > 1e-9 {
+		t.Errorf("one write / pair = %v, want %v", row.OneWriteVsPair, 700.0/450)
+	}
+	failed := DispatchRow{Concurrency: 64, Raftmaster: pair, OneWrite: Series{Error: "GetTaskAfter(3): boom"}}
+	failed.RaftmasterTasks = pairTasks(failed.Raftmaster)
+	failed.OneWriteVsPair = oneWriteVsPair(&failed)
+	if failed.OneWriteVsPair != 0 {
+		t.Errorf("ratio without a one-write series: %v", failed.OneWriteVsPair)
+	}
+	r := &Results{Dispatch: &DispatchResults{Tasks: 100, EntryBytes: 90, Rows: []DispatchRow{row, failed}}}
+	md := Markdown(r)
+	for _, want := range []string{
+		"| 8 | 900 (800–1000) | 1.50 (1.00–2.00) | 5.00 (4.00–6.00) | 1000 | 1.00 | 2.00 | 1200 | 1.00 | 2.00 | 0.90x | 0.75x |",
+		"| clients | GetTask+TaskFinished tasks/s | p50 ms | p99 ms | one write per task, tasks/s |",
+		"| 8 | 450 (400–500) | 1.50 (1.00–2.00) | 5.00 (4.00–6.00) | 700 (600–800) | 2.50 (2.00–3.00) | 7.00 (6.00–8.00) | 1.56x |",
+		"| 64 | 450 (400–500) | 1.50 (1.00–2.00) | 5.00 (4.00–6.00) | failed: GetTaskAfter(3): boom | – | – | – |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(b, &fields); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"raftmaster", "raftmaster_vs_etcd", "raftmaster_tasks_per_sec", "raftmaster_one_write", "one_write_vs_pair"} {
+		if _, ok := fields[k]; !ok {
+			t.Errorf("results.json lacks %q: %s", k, b)
+		}
+	}
+	// Results of a release before the one-write series render no table
+	// for it.
+	old := row
+	old.OneWrite, old.RaftmasterTasks, old.OneWriteVsPair = Series{}, measure.Summary{}, 0
+	if md := Markdown(&Results{Dispatch: &DispatchResults{Rows: []DispatchRow{old}}}); strings.Contains(md, "one write per task, tasks/s") {
+		t.Errorf("a one-write table without figures:\n%s", md)
 	}
 }
 

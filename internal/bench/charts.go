@@ -125,18 +125,19 @@ func dispatchChart(d *DispatchResults) (*plot.Plot, bool, error) {
 	p.Y.Tick.Marker = logTicks{}
 	var xs []float64
 	var ticks []plot.Tick
-	rm, etcd, raw := []Series{}, []Series{}, []Series{}
+	rm, etcd, raw, one := []Series{}, []Series{}, []Series{}, []Series{}
 	for _, row := range d.Rows {
 		xs = append(xs, float64(row.Concurrency))
 		ticks = append(ticks, plot.Tick{Value: float64(row.Concurrency), Label: fmt.Sprint(row.Concurrency)})
-		rm, etcd, raw = append(rm, row.Raftmaster), append(etcd, row.EtcdPut), append(raw, row.RawRaft)
+		rm, etcd, raw, one = append(rm, row.Raftmaster), append(etcd, row.EtcdPut), append(raw, row.RawRaft), append(one, row.OneWrite)
 	}
 	p.X.Tick.Marker = plot.ConstantTicks(ticks)
 	drawn := false
 	for i, s := range []struct {
 		name string
 		v    []Series
-	}{{"raftmaster (GetTask, TaskFinished)", rm}, {"etcd Put", etcd}, {"raw hashicorp/raft Apply", raw}} {
+	}{{"raftmaster (GetTask, TaskFinished)", rm}, {"etcd Put", etcd}, {"raw hashicorp/raft Apply", raw},
+		{"raftmaster, one write per task (GetTaskAfter)", one}} {
 		ok, err := addSeries(p, i, s.name, xs, s.v)
 		if err != nil {
 			return nil, false, err

@@ -39,6 +39,19 @@ type DispatchRow struct {
 	// the other's median operations per second.
 	VsEtcd    float64 `json:"raftmaster_vs_etcd"`
 	VsRawRaft float64 `json:"raftmaster_vs_raw_raft"`
+	// RaftmasterTasks is the Raftmaster series in tasks per second: half
+	// its writes per second, a GetTask and TaskFinished pair being one
+	// task.
+	RaftmasterTasks measure.Summary `json:"raftmaster_tasks_per_sec"`
+	// OneWrite is raftmaster read with one write per task: each trainer
+	// carries the task it holds into its next GetTaskAfter, which finishes
+	// it and leases the next in one Raft entry. An operation is a task
+	// finished (its OpsPerSec are tasks per second); the GetTask that
+	// starts each pass finishes none and does not count.
+	OneWrite Series `json:"raftmaster_one_write"`
+	// OneWriteVsPair is OneWrite's median tasks per second over
+	// RaftmasterTasks' median.
+	OneWriteVsPair float64 `json:"one_write_vs_pair"`
 }
 
 // Series is repeated throughput runs of one system and configuration.
@@ -122,13 +135,19 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 			series  *Series
 			down    error
 			measure func() (measure.Run, error)
-			label   string // "raftmaster writes/s" style, padded for the columns
+			label   func(r measure.Run) string // "raftmaster   1234 writes/s" style, padded for the columns
 			logs    func() string
 		}{
 			{&row.Raftmaster, nil, func() (measure.Run, error) { return s.dispatchRaftmaster(ctx, rm, c, &trainers) },
-				"raftmaster %8.0f writes/s ", func() string { return "\n" + rm.LogTail() }},
+				func(r measure.Run) string {
+					return fmt.Sprintf("raftmaster %8.0f writes/s  (%6.0f tasks/s)", r.OpsPerSec, r.OpsPerSec/2)
+				}, func() string { return "\n" + rm.LogTail() }},
+			{&row.OneWrite, nil, func() (measure.Run, error) { return s.dispatchOneWrite(ctx, rm, c, &trainers) },
+				func(r measure.Run) string {
+					return fmt.Sprintf("raftmaster one write per task %6.0f tasks/s", r.OpsPerSec)
+				}, func() string { return "\n" + rm.LogTail() }},
 			{&row.EtcdPut, etcdErr, func() (measure.Run, error) { return s.dispatchEtcdPut(ctx, etcd.Endpoints, c, value) },
-				"etcd Put   %8.0f puts/s   ", nil},
+				func(r measure.Run) string { return fmt.Sprintf("etcd Put   %8.0f puts/s   ", r.OpsPerSec) }, nil},
 			{&row.RawRaft, rawErr, func() (measure.Run, error) {
 				r, err := raw.Load(ctx, load)
 				if err != nil && ctx.Err() == nil {
@@ -140,9 +159,9 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 					r, err = raw.Load(ctx, load)
 				}
 				return r, err
-			}, "raw Raft   %8.0f applies/s", nil},
+			}, func(r measure.Run) string { return fmt.Sprintf("raw Raft   %8.0f applies/s", r.OpsPerSec) }, nil},
 		}
-		names := []string{"raftmaster", "etcd", "raw raft"}
+		names := []string{"raftmaster", "raftmaster one write", "etcd", "raw raft"}
 		for run := range cfg.Runs {
 			// The systems take turns, starting with another one each run.
 			for j := range systems {
@@ -169,12 +188,15 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 					continue
 				}
 				sys.series.add(r)
-				s.logf("dispatch c=%-3d run %d/%d  "+sys.label+" p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, r.OpsPerSec, r.P50, r.P99)
+				s.logf("dispatch c=%-3d run %d/%d  %s p50 %6.2f ms  p99 %6.2f ms", c, run+1, cfg.Runs, sys.label(r), r.P50, r.P99)
 			}
 		}
 		row.VsEtcd = ratio(row.Raftmaster, row.EtcdPut)
 		row.VsRawRaft = ratio(row.Raftmaster, row.RawRaft)
-		s.logf("dispatch c=%d: raftmaster/etcd %s, raftmaster/raw Raft %s", c, ratioText(row.VsEtcd), ratioText(row.VsRawRaft))
+		row.RaftmasterTasks = pairTasks(row.Raftmaster)
+		row.OneWriteVsPair = oneWriteVsPair(row)
+		s.logf("dispatch c=%d: raftmaster/etcd %s, raftmaster/raw Raft %s; one write per task / GetTask+TaskFinished %s (%.0f / %.0f tasks/s)",
+			c, ratioText(row.VsEtcd), ratioText(row.VsRawRaft), ratioText(row.OneWriteVsPair), row.OneWrite.OpsPerSec.Median, row.RaftmasterTasks.Median)
 	}
 	return nil
 }
@@ -185,6 +207,56 @@ func ratio(a, b Series) float64 {
 		return 0
 	}
 	return a.OpsPerSec.Median / b.OpsPerSec.Median
+}
+
+// pairTasks is s, a series of GetTask and TaskFinished writes, in tasks
+// per second (two writes a task).
+func pairTasks(s Series) measure.Summary {
+	if !s.ok() {
+		return measure.Summary{}
+	}
+	return measure.Runs(s.Runs, func(r measure.Run) float64 { return r.OpsPerSec / 2 })
+}
+
+// oneWriteVsPair is row's one-write series over its pairs, in tasks per
+// second, or 0 when either is missing.
+func oneWriteVsPair(row *DispatchRow) float64 {
+	tasks := pairTasks(row.Raftmaster)
+	if !row.OneWrite.ok() || tasks.Median == 0 {
+		return 0
+	}
+	return row.OneWrite.OpsPerSec.Median / tasks.Median
+}
+
+// dispatchOneWrite runs conc trainers of d, each with its own client,
+// reading with one write per task (GetTaskAfter) as fast as they can;
+// every task finished counts. Once the window is over, each reports the
+// task it still holds with TaskFinished, so that the pass can end.
+func (s *suite) dispatchOneWrite(ctx context.Context, c *harness.Cluster, conc int, d *harness.Dispatch) (measure.Run, error) {
+	clients := make([]*client.Client, conc)
+	defer func() {
+		for _, cl := range clients {
+			if cl != nil {
+				cl.Close()
+			}
+		}
+	}()
+	for i := range clients {
+		var err error
+		if clients[i], err = c.NewClient(); err != nil {
+			return measure.Run{}, err
+		}
+	}
+	readers := make([]harness.Reader, conc)
+	run, err := measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
+		return d.Step(ctx, &readers[w.ID], clients[w.ID], w.Record, w.Failed)
+	})
+	for i := range readers {
+		if rerr := d.Release(&readers[i], clients[i]); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return run, err
 }
 
 // dispatchRaftmaster runs conc trainers of d, each with its own client,

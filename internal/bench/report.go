@@ -29,7 +29,8 @@ func systems(cfg Config) []System {
 				"leader lease %v, raft-boltdb/v2 (NoFreelistSync, fsync on) behind a %d-entry log cache, TCP transport, a snapshot every 8,192 entries",
 				raftnode.DefaultHeartbeatTimeout, raftnode.DefaultElectionTimeout, raftnode.DefaultLeaderLeaseTimeout, raftnode.LogCacheEntries),
 			Includes: "Go client (one per trainer) → HTTP/JSON → leader → request de-duplication and the FSM → " +
-				"Raft Apply (fsync, replication to a quorum) → answer. GetTask and TaskFinished are one write each"},
+				"Raft Apply (fsync, replication to a quorum) → answer. GetTask and TaskFinished are one write each; " +
+				"read with one write per task, GetTaskAfter finishes the task held and leases the next in one write"},
 		{Name: "etcd Put",
 			Setup: "3 etcd v3.7.3 members (go.etcd.io/etcd/server/v3/embed), one child process each, etcd's defaults " +
 				"(fsync on, snapshot every 10,000 entries, 1.5 MiB requests, 2 GiB quota), " + compaction,
@@ -85,6 +86,27 @@ func Markdown(r *Results) string {
 				ratioText(row.VsEtcd), ratioText(row.VsRawRaft))
 		}
 		p("\n")
+		if oneWriteMeasured(d) {
+			p("Tasks per second: the pairs above (GetTask then TaskFinished, two writes a task; p50/p99 of each write) beside trainers that read " +
+				"with one write per task: each carries the task it holds into its next GetTaskAfter, which finishes it and leases the next in one " +
+				"Raft entry (p50/p99 of that write). At a pass's end the finish of its last task counts and the next pass starts with a GetTask, " +
+				"which finishes nothing and does not count.\n\n")
+			p("| clients | GetTask+TaskFinished tasks/s | p50 ms | p99 ms | one write per task, tasks/s | p50 ms | p99 ms | one write per task / GetTask+TaskFinished |\n")
+			p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+			for _, row := range d.Rows {
+				pair := "–"
+				if row.Raftmaster.ok() {
+					pair = sum(row.RaftmasterTasks, 0)
+				} else if row.Raftmaster.Error != "" {
+					pair = "failed: " + esc(row.Raftmaster.Error)
+				}
+				p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", row.Concurrency,
+					pair, sum(row.Raftmaster.P50, 2), sum(row.Raftmaster.P99, 2),
+					series(row.OneWrite, 0), sum(row.OneWrite.P50, 2), sum(row.OneWrite.P99, 2),
+					ratioText(row.OneWriteVsPair))
+			}
+			p("\n")
+		}
 	}
 
 	if g := r.Growth; g != nil {
@@ -224,6 +246,17 @@ func Markdown(r *Results) string {
 		}
 	}
 	return b.String()
+}
+
+// oneWriteMeasured reports whether d has a one-write-per-task series (results
+// of an earlier release have none).
+func oneWriteMeasured(d *DispatchResults) bool {
+	for _, row := range d.Rows {
+		if len(row.OneWrite.Runs) > 0 || row.OneWrite.Error != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // series renders a throughput median with its range, or the error.

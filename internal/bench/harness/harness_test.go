@@ -105,6 +105,56 @@ func TestBenchDispatchWithoutLimitGoesOnToTheNextPass(t *testing.T) {
 	}
 }
 
+// TestBenchReaderWritesOncePerTask: a Reader finishes each task with the
+// write that leases the next, goes on to the next pass when a finish ends
+// the pass, and its held task is finished by Release.
+func TestBenchReaderWritesOncePerTask(t *testing.T) {
+	c, local := localCluster(t)
+	const tasks = 4
+	if _, err := c.SetDataset(dataset(t, tasks), time.Minute, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	cl, err := c.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var d Dispatch
+	var r Reader
+	finished, writes := 0, 0
+	record := func(t0, t1 time.Time) {
+		if t1.Before(t0) {
+			t.Errorf("a finish recorded from %v to the earlier %v", t0, t1)
+		}
+		finished++
+	}
+	for finished < 2*tasks+1 {
+		if err := d.Step(context.Background(), &r, cl, record, nil); err != nil {
+			t.Fatal(err)
+		}
+		if writes++; writes > 100 {
+			t.Fatalf("%d writes for %d tasks finished", writes, finished)
+		}
+	}
+	// One write per task, and a GetTask that finishes nothing at the start
+	// of each of the three passes.
+	if want := 2*tasks + 1 + 3; writes != want {
+		t.Errorf("%d writes for %d tasks, want %d", writes, finished, want)
+	}
+	if !r.Holding() {
+		t.Error("the reader holds no task after a finish that leased one")
+	}
+	if err := d.Release(&r, cl); err != nil {
+		t.Fatal(err)
+	}
+	if r.Holding() {
+		t.Error("the reader still holds its task after Release")
+	}
+	if st := local.FSM().Stats(fsm.DefaultJob); st.Pass != 2 || st.Done != 2 || st.Pending != 0 {
+		t.Errorf("at pass %d with %d done and %d leased, want pass 2 with 2 done and none leased", st.Pass, st.Done, st.Pending)
+	}
+}
+
 // TestBenchDispatchStopsWithItsContext: a trainer waiting for the others
 // to finish a pass stops when its context ends.
 func TestBenchDispatchStopsWithItsContext(t *testing.T) {
