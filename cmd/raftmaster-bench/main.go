@@ -60,7 +60,8 @@ func app() *cli.App {
 			"  etcd backend  3 `raftmaster serve --backend etcd` masters against a 3-member etcd\n\n" +
 			"Parts (--parts):\n" +
 			"  dispatch   GetTask+TaskFinished through the Go client at each --concurrency, against etcd Put and\n" +
-			"             raw Raft Apply at the same concurrency; ops/s, p50/p99 and the ratios\n" +
+			"             raw Raft Apply at the same concurrency; ops/s, p50/p99 and the ratios; and GetTaskAfter\n" +
+			"             (one write per task): tasks/s against the pair's\n" +
 			"  growth     dispatch throughput with datasets of --sizes tasks, Raft and etcd backends\n" +
 			"  failover   --kills leader SIGKILLs under --trainers trainers, per backend; kill → next write, in phases\n" +
 			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result\n" +
