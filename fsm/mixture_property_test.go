@@ -84,9 +84,9 @@ func checkMixInvariants(t *testing.T, f *FSM, name string) {
 	}
 }
 
+// mixTrainer is a trainer of the random workload: the task it holds.
 type mixTrainer struct {
-	task    *Task
-	session uint64
+	task *Task
 }
 
 // TestMixtureRandomWorkloadKeepsInvariants: random workloads on
