@@ -228,24 +228,36 @@ func oneWriteVsPair(row *DispatchRow) float64 {
 	return row.OneWrite.OpsPerSec.Median / tasks.Median
 }
 
+// newClients returns n clients of c; on an error, those made so far
+// with it, for closeClients.
+func newClients(c *harness.Cluster, n int) ([]*client.Client, error) {
+	clients := make([]*client.Client, 0, n)
+	for range n {
+		cl, err := c.NewClient()
+		if err != nil {
+			return clients, err
+		}
+		clients = append(clients, cl)
+	}
+	return clients, nil
+}
+
+// closeClients closes clients.
+func closeClients(clients []*client.Client) {
+	for _, cl := range clients {
+		cl.Close()
+	}
+}
+
 // dispatchOneWrite runs conc trainers of d, each with its own client,
 // reading with one write per task (GetTaskAfter) as fast as they can;
 // every task finished counts. Once the window is over, each reports the
 // task it still holds with TaskFinished, so that the pass can end.
 func (s *suite) dispatchOneWrite(ctx context.Context, c *harness.Cluster, conc int, d *harness.Dispatch) (measure.Run, error) {
-	clients := make([]*client.Client, conc)
-	defer func() {
-		for _, cl := range clients {
-			if cl != nil {
-				cl.Close()
-			}
-		}
-	}()
-	for i := range clients {
-		var err error
-		if clients[i], err = c.NewClient(); err != nil {
-			return measure.Run{}, err
-		}
+	clients, err := newClients(c, conc)
+	defer closeClients(clients)
+	if err != nil {
+		return measure.Run{}, err
 	}
 	readers := make([]harness.Reader, conc)
 	run, err := measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
@@ -263,19 +275,10 @@ func (s *suite) dispatchOneWrite(ctx context.Context, c *harness.Cluster, conc i
 // leasing tasks and reporting them finished as fast as they can; both
 // writes of a pair count.
 func (s *suite) dispatchRaftmaster(ctx context.Context, c *harness.Cluster, conc int, d *harness.Dispatch) (measure.Run, error) {
-	clients := make([]*client.Client, conc)
-	defer func() {
-		for _, cl := range clients {
-			if cl != nil {
-				cl.Close()
-			}
-		}
-	}()
-	for i := range clients {
-		var err error
-		if clients[i], err = c.NewClient(); err != nil {
-			return measure.Run{}, err
-		}
+	clients, err := newClients(c, conc)
+	defer closeClients(clients)
+	if err != nil {
+		return measure.Run{}, err
 	}
 	return measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
 		return d.Pair(ctx, clients[w.ID], func(_ harness.Op, t0, t1 time.Time) { w.Record(t0, t1) }, w.Failed)
