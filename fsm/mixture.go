@@ -609,8 +609,11 @@ func sourceSeed(seed uint64, k int) uint64 { return mix64(seed ^ uint64(k+1)*gol
 // task was read that many passes ahead of one still out on a lease (its
 // trainer died, and the lease has not run out) waits for it, rather than
 // owe it more passes, each of which reads it once more when it comes
-// back.
-const maxCarried = 8
+// back. A source of realistic size never comes near it (a dead lease lasts
+// seconds, a pass of the source far longer); a source of a few tasks read
+// many times a second may, and waiting there would bend the mixture for
+// the rest of the lease, so the bound is generous.
+const maxCarried = 255
 
 // mayCarry reports whether no leased task of source k owes maxCarried
 // passes already, so that its next pass may start.
