@@ -175,6 +175,12 @@ func (m *model) apply(b []byte) Result {
 	if p, ok := datasetParams(c); ok && (p.Shuffle || p.Seed != 0) && m.protocol < Protocol8 {
 		return invalidResult // a seed and shuffle are fields of Protocol8
 	}
+	if p, ok := datasetParams(c); ok && len(p.Sources) > 0 && m.protocol < Protocol9 {
+		return invalidResult // sources are a field of Protocol9
+	}
+	if g, ok := c.(*GetTask); ok && g.Finished.ID != 0 && m.protocol < Protocol9 {
+		return invalidResult // a finish riding a GetTask is a field of Protocol9
+	}
 	req := c.Hdr().Request
 	if req.Owner != [16]byte{} && m.protocol < Protocol3 {
 		return invalidResult // an owner is a field of Protocol3
@@ -446,7 +452,16 @@ func (m *modelJob) dispatch(c Command) Result {
 				return codeResult(ErrUnknownJob)
 			}
 		}
-		return m.getTask(c.Pass)
+		// A finish it carries is applied first, as a TaskFinished, and
+		// its outcome rides the answer.
+		var finish *FinishOutcome
+		if c.Finished.ID != 0 {
+			fr := m.finish(c.Finished)
+			finish = &FinishOutcome{Code: fr.Code, Ignored: fr.Ignored}
+		}
+		r := m.getTask(c.Pass)
+		r.Finish = finish
+		return r
 	case *TaskFinished:
 		return m.finish(c.Meta)
 	case *TaskFailed:

@@ -214,8 +214,13 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		if j := g.f.s.jobs[jobName(job)]; j != nil {
 			number = j.seq
 		}
-		return &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta")),
+		get := &GetTask{Pass: max(-1, g.f.Pass(job)+rapid.SampledFrom([]int{0, 0, 0, 0, -1, 1}).Draw(t, "passDelta")),
 			JobNumber: rapid.SampledFrom([]uint64{0, 0, 0, number, number, max(number, 2) - 1, 1 << 30}).Draw(t, "jobNumber")}
+		// From Protocol9, now and then carrying a task it finished.
+		if g.f.s.atLeast(Protocol9) && rapid.IntRange(0, 2).Draw(t, "finishRides") == 0 {
+			get.Finished = g.meta(t)
+		}
+		return get
 	case "finish":
 		return &TaskFinished{Meta: g.meta(t)}
 	case "fail":
