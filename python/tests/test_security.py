@@ -85,7 +85,9 @@ def test_https_addresses(secured, proxies, tls, job, tmp_path):
     paths, _ = write_dataset(tmp_path, files=1, records=6)
     c.set_dataset(paths, chunks_per_task=2)
     assert list(c.records(0)) == [b"file 0 record %04d" % i for i in range(6)]
-    assert p.seen("/task/finished")
+    # The tasks went through the proxy: leased, and finished riding the
+    # next lease's request.
+    assert any(b'"finished"' in (r["sent"] or b"") for r in p.seen("/task/get")) or p.seen("/task/finished")
     # The system's trust does not know the certificate: the handshake fails.
     untrusting = raftmaster.Client(["https://" + p.addr], job=job, token=TRAINER, retry=0)
     with pytest.raises(raftmaster.TransportError) as e:
