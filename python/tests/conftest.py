@@ -103,3 +103,32 @@ def write_dataset(directory, files=2, records=60, max_chunk_size=64, compressor=
 def dataset(tmp_path):
     """Two gzip files of 60 records each, in chunks of 3 records."""
     return write_dataset(tmp_path)
+
+
+@pytest.fixture
+def fake():
+    """Makes FakeServers (test_transport) that answer as given; closed at the end."""
+    from test_transport import FakeServer
+    made = []
+
+    def make(answers, sessions=None):
+        s = FakeServer(answers, sessions)
+        made.append(s)
+        return s
+    yield make
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
+def clients():
+    """Makes raftmaster Clients; closed at the end."""
+    made = []
+
+    def make(*args, **kw):
+        c = raftmaster.Client(*args, **kw)
+        made.append(c)
+        return c
+    yield make
+    for c in made:
+        c.close()

@@ -17,7 +17,7 @@ from raftmaster.client import _schedule_body, _sources_body, _weights_body
 from cluster import wait_until
 from conftest import write_dataset
 from test_sessions import FakeSessions
-from test_transport import TASK, FakeServer, recording_waits
+from test_transport import TASK, recording_waits
 
 # The answer to a weight change, as rpc.SetWeightsResponse writes it.
 WEIGHTS = {"sources": [
@@ -36,32 +36,6 @@ SOURCES_BODY = [
     {"name": "code", "weight": 0.3, "globs": ["/data/code/*.recordio"]},
     {"name": "books", "weight": 0.2, "globs": ["/data/books/a-*.recordio", "/data/books/b-*.recordio"]},
 ]
-
-
-@pytest.fixture
-def fake():
-    made = []
-
-    def make(answers, sessions=None):
-        s = FakeServer(answers, sessions)
-        made.append(s)
-        return s
-    yield make
-    for s in made:
-        s.close()
-
-
-@pytest.fixture
-def clients():
-    made = []
-
-    def make(*args, **kw):
-        c = raftmaster.Client(*args, **kw)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
 
 
 # The request bodies.

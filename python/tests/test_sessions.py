@@ -18,7 +18,7 @@ import pytest
 import raftmaster
 from raftmaster import _session, _transport
 from cluster import REPO, wait_until
-from test_transport import TASK, FakeServer, recording_waits
+from test_transport import TASK, recording_waits
 
 HELD = dict(TASK, task=dict(TASK["task"], session=7))
 
@@ -52,32 +52,6 @@ class FakeSessions:
     def expire(self, sid):
         with self.lock:
             self.open.discard(sid)
-
-
-@pytest.fixture
-def fake():
-    made = []
-
-    def make(answers, sessions=None):
-        s = FakeServer(answers, sessions)
-        made.append(s)
-        return s
-    yield make
-    for s in made:
-        s.close()
-
-
-@pytest.fixture
-def clients():
-    made = []
-
-    def make(*args, **kw):
-        c = raftmaster.Client(*args, **kw)
-        made.append(c)
-        return c
-    yield make
-    for c in made:
-        c.close()
 
 
 def lane_of(request):

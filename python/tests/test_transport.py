@@ -189,19 +189,6 @@ class FakeServer:
         self.server.server_close()
 
 
-@pytest.fixture
-def fake():
-    made = []
-
-    def make(answers, sessions=None):
-        s = FakeServer(answers, sessions)
-        made.append(s)
-        return s
-    yield make
-    for s in made:
-        s.close()
-
-
 TASK = {"task": {"meta": {"id": 3, "epoch": 1}, "chunks": [], "pass": 0, "lease": "1m0s"},
         "applied_at": "2026-01-01T00:00:00Z"}
 
