@@ -263,6 +263,40 @@ func (c *Client) GetTaskAfter(ctx context.Context, pass int, finished TaskMeta) 
 	return t, finishOutcome(o), err
 }
 
+// MaxTasksPerGet bounds GetTasks: the tasks it leases, and the finished
+// tasks it carries.
+const MaxTasksPerGet = 32
+
+// GetTasks is GetTaskAfter for a reader that prefetches: one write
+// finishes every task of finished (at most MaxTasksPerGet, in order,
+// each as TaskFinished would) and leases up to n tasks of pass (1 to
+// MaxTasksPerGet), fewer when fewer are left, in the order GetTask would
+// lease them one after another; so n tasks cost one write. The
+// FinishOutcomes say how each finish went, in the order of finished,
+// also when the lease part fails as GetTaskAfter's may. Tasks leased
+// under the Client's session are held by it, as GetTask's are; without a
+// session each must be renewed (RenewLease) while it is read.
+//
+// It needs protocol level 10 for more than one task or one finish, and
+// level 9 for one finish: below, it fails at once with an error that
+// errors.Is matches with ErrUpgradePending, nothing finished nor leased.
+// A retry is answered with the tasks of the first answer still leased to
+// it.
+func (c *Client) GetTasks(ctx context.Context, pass, n int, finished []TaskMeta) ([]Task, []FinishOutcome, error) {
+	if n < 1 || n > MaxTasksPerGet || len(finished) > MaxTasksPerGet {
+		return nil, nil, fmt.Errorf("raftmaster client: GetTasks of %d tasks and %d finishes: each must be at most %d, and the tasks at least 1",
+			n, len(finished), MaxTasksPerGet)
+	}
+	tasks, outcomes, err := c.getTasks(ctx, pass, n, finished)
+	out := make([]FinishOutcome, len(finished))
+	for i := range out {
+		if i < len(outcomes) {
+			out[i] = finishOutcome(outcomes[i])
+		}
+	}
+	return tasks, out, err
+}
+
 // ErrUpgradePending means the cluster is not yet at the protocol level a
 // call needs: a rolling upgrade is under way, and a node of an earlier
 // release, or the cluster's level, refused what it does not know yet.
@@ -294,7 +328,8 @@ func upgradePending(err error) bool {
 	case e.Code == rpc.CodeUnavailable:
 		return strings.Contains(e.Message, "not upgraded")
 	case e.Code == rpc.CodeInvalid:
-		return strings.Contains(e.Message, `unknown field "finished"`)
+		return strings.Contains(e.Message, `unknown field "finished"`) || strings.Contains(e.Message, `unknown field "count"`) ||
+			strings.Contains(e.Message, `unknown field "more_finished"`)
 	}
 	return false
 }
@@ -303,44 +338,85 @@ func upgradePending(err error) bool {
 // it is not nil; it returns how that finish went, nil when the answer did
 // not say.
 func (c *Client) getTask(ctx context.Context, passID int, finished *TaskMeta) (Task, *rpc.FinishOutcome, error) {
-	var resp rpc.GetTaskResponse
-	cl := &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true, grants: finished == nil,
-		body: rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber(), Finished: finished}, write: true, out: &resp}
+	var done []TaskMeta
 	if finished != nil {
+		done = []TaskMeta{*finished}
+	}
+	tasks, outcomes, err := c.getTasks(ctx, passID, 1, done)
+	var finish *rpc.FinishOutcome
+	if len(outcomes) > 0 {
+		finish = outcomes[0]
+	}
+	if len(tasks) == 0 {
+		return Task{}, finish, err
+	}
+	return tasks[0], finish, err
+}
+
+// getTasks leases up to n tasks of passID, finishing finished first; it
+// returns how each finish went, nil where the answer did not say.
+func (c *Client) getTasks(ctx context.Context, passID, n int, finished []TaskMeta) ([]Task, []*rpc.FinishOutcome, error) {
+	var resp rpc.GetTaskResponse
+	in := rpc.GetTaskRequest{Pass: passID, JobNumber: c.read.jobNumber()}
+	if n > 1 {
+		in.Count = n
+	}
+	if len(finished) > 0 {
+		in.Finished, in.MoreFinished = &finished[0], finished[1:]
+	}
+	cl := &call{method: http.MethodPost, path: rpc.PathTaskGet, underSession: true, grants: len(finished) == 0,
+		body: in, write: true, out: &resp}
+	if len(finished) > 0 {
 		// Retrying would not raise the cluster's level: the caller
 		// reports the task on its own instead. And the finish of a task
 		// of a session that ended is not sent again under the next one,
 		// as TaskFinished's is not: the task went back to the queue.
 		cl.final = upgradePending
 	}
+	if n > 1 {
+		cl.final = upgradePending
+	}
 	err := c.do(ctx, cl)
-	finish := resp.Finish
+	first, more := resp.Finish, resp.MoreFinish
 	if e, ok := errors.AsType[*rpc.Error](err); ok {
-		finish = e.Finish
+		first, more = e.Finish, e.MoreFinish
 	}
-	if finished != nil && err != nil && upgradePending(err) {
-		return Task{}, nil, fmt.Errorf("raftmaster client: GetTask carrying the finish of task %d (epoch %d): %w: %w",
-			finished.ID, finished.Epoch, ErrUpgradePending, err)
+	var outcomes []*rpc.FinishOutcome
+	if len(finished) > 0 {
+		outcomes = append(outcomes, first)
+		for i := range more {
+			outcomes = append(outcomes, &more[i])
+		}
 	}
+	if err != nil && upgradePending(err) && (len(finished) > 0 || n > 1) {
+		return nil, nil, fmt.Errorf("raftmaster client: GetTask of %d tasks carrying %d finishes: %w: %w", n, len(finished), ErrUpgradePending, err)
+	}
+	leased := append([]rpc.Task{resp.Task}, resp.More...)
 	if gone := c.read.answered(resp.JobNumber, err); gone {
 		if err == nil {
-			// A task of the job created again under the name, from a
+			// Tasks of the job created again under the name, from a
 			// cluster below protocol level 2, which does not check the
-			// number: hand it back at once rather than hold it for its
-			// whole lease.
+			// number: hand them back at once rather than hold them for
+			// their whole lease.
 			actx, cancel := context.WithTimeout(c.ctx, abandonTimeout)
-			if rerr := c.taskReport(actx, rpc.PathTaskFailed, resp.Task.Meta); rerr != nil {
-				c.logger.Debug("cannot hand back a task of a job created again", "task", resp.Task.Meta.ID, "error", rerr)
+			for _, t := range leased {
+				if rerr := c.taskReport(actx, rpc.PathTaskFailed, t.Meta); rerr != nil {
+					c.logger.Debug("cannot hand back a task of a job created again", "task", t.Meta.ID, "error", rerr)
+				}
 			}
 			cancel()
 		}
-		return Task{}, finish, c.jobGone()
+		return nil, outcomes, c.jobGone()
 	}
 	if err != nil {
-		return Task{}, finish, err
+		return nil, outcomes, err
 	}
-	return Task{Meta: resp.Task.Meta, Chunks: resp.Task.Chunks, Pass: resp.Task.Pass, Lease: time.Duration(resp.Task.Lease), Session: resp.Task.Session,
-		Skip: resp.Task.Skip, Seed: resp.Task.Seed, Source: resp.Task.Source}, finish, nil
+	tasks := make([]Task, len(leased))
+	for i, t := range leased {
+		tasks[i] = Task{Meta: t.Meta, Chunks: t.Chunks, Pass: t.Pass, Lease: time.Duration(t.Lease), Session: t.Session,
+			Skip: t.Skip, Seed: t.Seed, Source: t.Source}
+	}
+	return tasks, outcomes, nil
 }
 
 // readJob is what a client learnt of its job from the answers to GetTask:

@@ -395,6 +395,18 @@ type GetTask struct {
 	// GetTask without it would be. It is written after JobNumber (0 when
 	// unset), only when set.
 	Finished TaskMeta
+	// Count is how many tasks to lease (Protocol10): up to Count, in the
+	// order a GetTask each would lease them, stopping early when no more
+	// is available. 0 and 1 lease one. The first is Result.Task, the
+	// rest Result.More; a GetTask that leases none is answered as one of
+	// Count 1 is.
+	Count int
+	// MoreFinished are further tasks the caller finished (Protocol10),
+	// with Finished set: each is finished after Finished, in order, as
+	// a TaskFinished of it would be, and its outcome is in
+	// Result.MoreFinish. A reader that leased a batch reports the batch
+	// with its next GetTask.
+	MoreFinished []TaskMeta
 }
 
 // TaskFinished reports a task done.
@@ -879,36 +891,63 @@ func (c *DatasetCommit) decode(d *decoder) {
 func (c *DatasetCommit) level() uint64 { return trailerLevel(c.Patterns, c.Params) }
 
 func (c *GetTask) encode(e *encoder) {
+	batch := c.batched()
 	e.int(c.Pass)
-	if c.JobNumber != 0 || c.Finished.ID != 0 {
+	if c.JobNumber != 0 || c.Finished.ID != 0 || batch {
 		e.uvarint(c.JobNumber)
 	}
-	if c.Finished.ID != 0 {
+	if c.Finished.ID != 0 || batch {
 		encodeMeta(e, c.Finished)
+	}
+	if batch {
+		e.int(c.Count)
+		e.uvarint(uint64(len(c.MoreFinished)))
+		for _, m := range c.MoreFinished {
+			encodeMeta(e, m)
+		}
 	}
 }
 
+// batched reports whether the GetTask has fields of Protocol10: a Count
+// above 1 or more finishes.
+func (c *GetTask) batched() bool { return c.Count > 1 || len(c.MoreFinished) > 0 }
+
 // level is the protocol level the command's fields need: a finished
-// task needs Protocol9.
+// task needs Protocol9, a batch Protocol10.
 func (c *GetTask) level() uint64 {
-	if c.Finished.ID != 0 {
+	switch {
+	case c.batched():
+		return Protocol10
+	case c.Finished.ID != 0:
 		return Protocol9
 	}
 	return Protocol1
 }
 
 // decode reads a GetTask; one written without the job's number, as every
-// one before Protocol2, reads the whole job as before.
+// one before Protocol2, reads the whole job as before. A finished task of
+// id 0 is written only before a batch's fields.
 func (c *GetTask) decode(d *decoder) {
 	c.Pass = d.int()
 	if !d.empty() {
 		c.JobNumber = d.uvarint()
 	}
-	if !d.empty() {
-		c.Finished = decodeMeta(d)
+	if d.empty() {
+		return
+	}
+	c.Finished = decodeMeta(d)
+	if d.empty() {
 		if d.err == nil && c.Finished.ID == 0 {
 			d.fail(errors.New("a finished task of id 0"))
 		}
+		return
+	}
+	c.Count = d.int()
+	for range d.length(2) {
+		c.MoreFinished = append(c.MoreFinished, decodeMeta(d))
+	}
+	if d.err == nil && !c.batched() {
+		d.fail(errors.New("a GetTask batch of one task and no finishes"))
 	}
 }
 

@@ -71,6 +71,18 @@ type dedupEntry struct {
 	num   int64
 	clock int64
 	job   uint64 // the seq of the job the command ran on, 0 for none
+	// more are the tasks a GetTask leased after taskID (Protocol10).
+	more []leasedRef
+	// moreFinish are the outcomes of a GetTask's MoreFinished, each
+	// packed as num packs its Finished's (FinishOutcome.number).
+	moreFinish []int64
+}
+
+// leasedRef names one lease a GetTask granted: the task's id and its
+// wire epoch.
+type leasedRef struct {
+	id    int32
+	epoch int
 }
 
 func newDedupTable() dedupTable {
@@ -190,16 +202,33 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		}
 	case *GetTask:
 		r.Finish = finishOutcome(e.num)
+		for _, n := range e.moreFinish {
+			r.MoreFinish = append(r.MoreFinish, *finishOutcome(n))
+		}
 		if e.code != CodeOK {
 			break
 		}
-		if i, ok := held(int(e.taskID), e.epoch); ok {
-			r.Task = j.taskOf(i, now)
-			if j.tasks[i].queue == qHeld {
-				r.Task.Session = c.Session
+		// The leases still held, the first one first: a retry after
+		// the first lease ended gets none.
+		task := func(id int32, epoch int) *Task {
+			i, ok := held(int(id), epoch)
+			if !ok {
+				return nil
 			}
-		} else {
+			t := j.taskOf(i, now)
+			if j.tasks[i].queue == qHeld {
+				t.Session = c.Session
+			}
+			return t
+		}
+		if r.Task = task(e.taskID, e.epoch); r.Task == nil {
 			r.Code = CodeStaleEpoch
+			break
+		}
+		for _, m := range e.more {
+			if t := task(m.id, m.epoch); t != nil {
+				r.More = append(r.More, t)
+			}
 		}
 	case *RenewLease:
 		if e.code != CodeOK {
@@ -281,6 +310,12 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	e := dedupEntry{seq: req.Seq, typ: typ, code: r.Code, ignored: r.Ignored, granted: r.Granted, gen: r.Generation, clock: r.Clock, job: job}
 	if r.Task != nil {
 		e.taskID, e.epoch = int32(r.Task.Meta.ID), r.Task.Meta.Epoch
+	}
+	for _, t := range r.More {
+		e.more = append(e.more, leasedRef{id: int32(t.Meta.ID), epoch: t.Meta.Epoch})
+	}
+	for _, o := range r.MoreFinish {
+		e.moreFinish = append(e.moreFinish, o.number())
 	}
 	if r.KV != nil {
 		e.granted, e.gen = r.Swapped, r.KV.Version

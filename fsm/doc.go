@@ -172,6 +172,14 @@
 // is todo, pending or done, and ErrNoMoreAvailable when nothing is todo
 // but some tasks are pending or done.
 //
+// From Protocol10 a GetTask is a batch: Count leases up to that many
+// tasks in one entry, as that many GetTasks in a row would (the first in
+// Result.Task, the rest in Result.More), stopping at the first that finds
+// none; and MoreFinished finishes further tasks after Finished, each as
+// a TaskFinished of it would, its outcome in Result.MoreFinish. A reader
+// that prefetches reports a batch and leases the next in one entry, so
+// that n tasks cost one entry. Both are bounded by MaxTasksPerGet.
+//
 // Epochs are per task. On the wire an epoch carries the cluster's era
 // above its low 32 bits (see Eras); an epoch of another era names no lease
 // of this cluster: TaskFinished and RenewLease answer it ErrStaleEpoch,
@@ -461,7 +469,9 @@
 //     what remains of it, so that the holder does not count on the
 //     length the first answer gave.
 //   - GetTask: the same task, with the lease's remaining length, while the
-//     lease is current; once it has ended, ErrStaleEpoch (ask again).
+//     lease is current; once it has ended, ErrStaleEpoch (ask again). A
+//     batch's retry gets, with its first task, those of the rest still
+//     leased to it; its finishes' outcomes are replayed as they were.
 //   - RenewLease: the lease's remaining length while the lease is
 //     current; ErrStaleEpoch once it has ended.
 //   - KVCompareAndSet: a swap is the first outcome, with the version it

@@ -67,6 +67,10 @@ const (
 	// MaxGrace bounds LeaderGrace.
 	MaxGrace = time.Hour
 
+	// MaxTasksPerGet bounds a GetTask's Count, the tasks it leases, and
+	// the finishes it carries (Finished and MoreFinished together).
+	MaxTasksPerGet = 32
+
 	// DedupPerClient is how many recent requests are remembered per client.
 	DedupPerClient = 16
 	// DedupMaxClients bounds the clients remembered at once at Protocol1,

@@ -181,6 +181,9 @@ func (m *model) apply(b []byte) Result {
 	if g, ok := c.(*GetTask); ok && g.Finished.ID != 0 && m.protocol < Protocol9 {
 		return invalidResult // a finish riding a GetTask is a field of Protocol9
 	}
+	if g, ok := c.(*GetTask); ok && (g.Count > 1 || len(g.MoreFinished) > 0) && m.protocol < Protocol10 {
+		return invalidResult // a batch is a field of Protocol10
+	}
 	req := c.Hdr().Request
 	if req.Owner != [16]byte{} && m.protocol < Protocol3 {
 		return invalidResult // an owner is a field of Protocol3
@@ -261,12 +264,26 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 		if r.Code != CodeOK {
 			break
 		}
-		if t, ok := held(r.Task.Meta); ok {
-			task := *r.Task
+		// The leases still held, the first first; none when it ended.
+		still := func(first *Task) *Task {
+			t, ok := held(first.Meta)
+			if !ok {
+				return nil
+			}
+			task := *first
 			task.Lease = time.Duration(t.deadline - now)
-			r.Task = &task
-		} else {
-			r.Code, r.Task = CodeStaleEpoch, nil
+			return &task
+		}
+		more := r.More
+		r.More = nil
+		if r.Task = still(r.Task); r.Task == nil {
+			r.Code = CodeStaleEpoch
+			break
+		}
+		for _, t := range more {
+			if t := still(t); t != nil {
+				r.More = append(r.More, t)
+			}
 		}
 	case *RenewLease:
 		if r.Code != CodeOK {
@@ -455,12 +472,26 @@ func (m *modelJob) dispatch(c Command) Result {
 		// A finish it carries is applied first, as a TaskFinished, and
 		// its outcome rides the answer.
 		var finish *FinishOutcome
+		var more []FinishOutcome
 		if c.Finished.ID != 0 {
 			fr := m.finish(c.Finished)
 			finish = &FinishOutcome{Code: fr.Code, Ignored: fr.Ignored}
+			for _, meta := range c.MoreFinished {
+				fr := m.finish(meta)
+				more = append(more, FinishOutcome{Code: fr.Code, Ignored: fr.Ignored})
+			}
 		}
+		// A batch leases as that many GetTasks would, stopping at the
+		// first that leases nothing.
 		r := m.getTask(c.Pass)
-		r.Finish = finish
+		for n := 1; n < c.Count && r.Code == CodeOK; n++ {
+			next := m.getTask(c.Pass)
+			if next.Code != CodeOK {
+				break
+			}
+			r.More = append(r.More, next.Task)
+		}
+		r.Finish, r.MoreFinish = finish, more
 		return r
 	case *TaskFinished:
 		return m.finish(c.Meta)

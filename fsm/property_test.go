@@ -220,6 +220,16 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		if g.f.s.atLeast(Protocol9) && rapid.IntRange(0, 2).Draw(t, "finishRides") == 0 {
 			get.Finished = g.meta(t)
 		}
+		// From Protocol10, now and then a batch: several tasks leased,
+		// several finished (some twice, which is refused).
+		if g.f.s.atLeast(Protocol10) && rapid.IntRange(0, 2).Draw(t, "batch") == 0 {
+			get.Count = rapid.IntRange(0, 4).Draw(t, "count")
+			if get.Finished.ID != 0 {
+				for range rapid.IntRange(0, 3).Draw(t, "moreFinished") {
+					get.MoreFinished = append(get.MoreFinished, g.meta(t))
+				}
+			}
+		}
 		return get
 	case "finish":
 		return &TaskFinished{Meta: g.meta(t)}
@@ -394,11 +404,15 @@ func propChunks(t *rapid.T, lo, hi int) []Chunk {
 
 // sameResult compares everything a caller sees of a result.
 func sameResult(a, b *Result) bool {
-	if (a.Task == nil) != (b.Task == nil) {
+	if !sameTask(a.Task, b.Task) || len(a.More) != len(b.More) {
 		return false
 	}
-	if a.Task != nil && (a.Task.Meta != b.Task.Meta || !slices.Equal(a.Task.Chunks, b.Task.Chunks) ||
-		a.Task.Pass != b.Task.Pass || a.Task.Lease != b.Task.Lease || a.Task.JobNumber != b.Task.JobNumber) {
+	for i := range a.More {
+		if !sameTask(a.More[i], b.More[i]) {
+			return false
+		}
+	}
+	if (a.Finish == nil) != (b.Finish == nil) || a.Finish != nil && *a.Finish != *b.Finish || !slices.Equal(a.MoreFinish, b.MoreFinish) {
 		return false
 	}
 	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {
@@ -409,6 +423,15 @@ func sameResult(a, b *Result) bool {
 	}
 	return a.Code == b.Code && a.Granted == b.Granted && a.Lease == b.Lease && a.Generation == b.Generation && a.Swapped == b.Swapped &&
 		a.Ignored == b.Ignored && a.Duplicate == b.Duplicate && slices.Equal(a.Collected, b.Collected)
+}
+
+// sameTask reports whether two leased tasks (or none) are the same for
+// the model: the fields it keeps.
+func sameTask(a, b *Task) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Meta == b.Meta && slices.Equal(a.Chunks, b.Chunks) && a.Pass == b.Pass && a.Lease == b.Lease && a.JobNumber == b.JobNumber
 }
 
 // TestPropertyReplicasAgree: two replicas fed the same log give the same

@@ -57,9 +57,15 @@ const (
 	// sources with each dataset and each mixture's weights, passes,
 	// counts and schedule.
 	Protocol9 uint64 = 9
+	// Protocol10 adds batches to GetTask: Count, leasing up to that many
+	// tasks in one entry, and MoreFinished, finishing several tasks
+	// before it leases (at the end of GetTask), and snapshot version 13,
+	// whose de-duplication entries of GetTask keep every task leased and
+	// every finish's outcome.
+	Protocol10 uint64 = 10
 
 	// Protocol is the highest level this build applies.
-	Protocol = Protocol9
+	Protocol = Protocol10
 )
 
 // ErrUpgradePending means a command needs a protocol level the cluster has
@@ -148,6 +154,8 @@ func unsupportedLevel(c Command) error {
 // snapshot a leader may send it until the level rises.
 func snapshotVersionAt(p uint64) uint64 {
 	switch {
+	case p >= Protocol10:
+		return 13
 	case p >= Protocol9:
 		return 12
 	case p >= Protocol8:

@@ -324,8 +324,11 @@ func (s *state) afterSession(c Command, r *Result, seq uint64) {
 	switch c := c.(type) {
 	case *GetTask:
 		if r.Task != nil {
-			i := int32(r.Task.Meta.ID - 1)
-			ss.tasks = append(s.pruneTasks(ss.tasks), taskRef{job: name, seq: seq, index: i, epoch: j.tasks[i].epoch})
+			ss.tasks = s.pruneTasks(ss.tasks)
+			for _, t := range append([]*Task{r.Task}, r.More...) {
+				i := int32(t.Meta.ID - 1)
+				ss.tasks = append(ss.tasks, taskRef{job: name, seq: seq, index: i, epoch: j.tasks[i].epoch})
+			}
 		}
 	case *RequestSaveModel:
 		if r.Granted {

@@ -12,6 +12,10 @@ import (
 )
 
 // snapshotMagic starts every snapshot; snapshotVersion follows it.
+// Version 13, written from Protocol10 on, adds to each de-duplication
+// entry of GetTask the tasks it leased after the first and the outcomes
+// of the finishes it carried after the first (dedupEntry.more and
+// moreFinish), after its number.
 // Version 12, written from Protocol9 on, adds each dataset's sources
 // after its seed and, after the queues of a mixture job, its changing
 // state (encodeMixture); a mixture's todo queue is written source after
@@ -43,7 +47,7 @@ import (
 // did.
 const (
 	snapshotMagic   = "RMFSM"
-	snapshotVersion = 12
+	snapshotVersion = 13
 )
 
 // clone returns a copy of s that later applies cannot change. Immutable
@@ -240,6 +244,17 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 			}
 			if version >= 8 && kvNumbered(en.typ, version) {
 				e.varint(en.num)
+			}
+			if version >= 13 && en.typ == TypeGetTask {
+				e.uvarint(uint64(len(en.more)))
+				for _, m := range en.more {
+					e.int(int(m.id))
+					e.int(m.epoch)
+				}
+				e.uvarint(uint64(len(en.moreFinish)))
+				for _, n := range en.moreFinish {
+					e.varint(n)
+				}
 			}
 		}
 		sw.flushIfFull()
@@ -653,6 +668,9 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 			if version >= 8 && kvNumbered(e.typ, version) {
 				e.num = d.varint()
 			}
+			if version >= 13 && e.typ == TypeGetTask {
+				decodeBatch(d, &e)
+			}
 			c.entries = append(c.entries, e)
 		}
 		if d.err != nil {
@@ -902,6 +920,32 @@ func encodeNodes(e *encoder, nodes map[string]Registration, version uint64) {
 		if version >= 5 {
 			e.string(n.Version)
 			e.uvarint(n.Protocol)
+		}
+	}
+}
+
+// decodeBatch reads what a GetTask's de-duplication entry keeps of a
+// batch (version 13): the tasks leased after the first, and the outcomes
+// of the finishes after the first, each no more than a GetTask may have.
+func decodeBatch(d *decoder, e *dedupEntry) {
+	n := d.length(2)
+	if n > MaxTasksPerGet {
+		d.fail(fmt.Errorf("a GetTask entry of %d tasks", n))
+		return
+	}
+	for range n {
+		e.more = append(e.more, leasedRef{id: int32(d.int()), epoch: d.epoch()})
+	}
+	n = d.length(1)
+	if n > MaxTasksPerGet {
+		d.fail(fmt.Errorf("a GetTask entry of %d finishes", n))
+		return
+	}
+	for range n {
+		if v := d.varint(); v > 0 {
+			e.moreFinish = append(e.moreFinish, v)
+		} else if d.err == nil {
+			d.fail(fmt.Errorf("a GetTask entry's finish outcome %d", v))
 		}
 	}
 }

@@ -224,6 +224,12 @@ type Result struct {
 	// Finish is, for a GetTask that carried a finished task, how its
 	// finish went; nil for one that carried none.
 	Finish *FinishOutcome
+	// More are the tasks a GetTask of Count above 1 leased after Task,
+	// in the order it leased them.
+	More []*Task
+	// MoreFinish is how each of a GetTask's MoreFinished went, in its
+	// order.
+	MoreFinish []FinishOutcome
 }
 
 // FinishOutcome is how the finish a GetTask carried went: Code is CodeOK

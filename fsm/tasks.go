@@ -207,12 +207,24 @@ func (j *job) getTask(c *GetTask) *Result {
 		}
 	}
 	var finish *FinishOutcome
+	var more []FinishOutcome
 	if c.Finished.ID != 0 {
 		fr := j.taskFinished(&TaskFinished{Meta: c.Finished})
 		finish = &FinishOutcome{Code: fr.Code, Ignored: fr.Ignored}
+		for _, m := range c.MoreFinished {
+			fr := j.taskFinished(&TaskFinished{Meta: m})
+			more = append(more, FinishOutcome{Code: fr.Code, Ignored: fr.Ignored})
+		}
 	}
 	r := j.leaseNext(c)
-	r.Finish = finish
+	for n := 1; n < c.Count && r.Code == CodeOK; n++ {
+		next := j.leaseNext(c)
+		if next.Code != CodeOK {
+			break
+		}
+		r.More = append(r.More, next.Task)
+	}
+	r.Finish, r.MoreFinish = finish, more
 	return r
 }
 

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -73,8 +74,27 @@ func (c *GetTask) validate() error {
 	if c.Pass < 0 {
 		return invalidf("negative pass id %d", c.Pass)
 	}
-	if c.Finished.ID != 0 {
-		return validateMeta(c.Finished)
+	if c.Count < 0 || c.Count > MaxTasksPerGet {
+		return invalidf("count %d: a GetTask leases 1 to %d tasks", c.Count, MaxTasksPerGet)
+	}
+	if len(c.MoreFinished) > 0 && c.Finished.ID == 0 {
+		return invalidf("more finished tasks without a finished task")
+	}
+	if len(c.MoreFinished)+1 > MaxTasksPerGet {
+		return invalidf("%d finished tasks: a GetTask carries at most %d", len(c.MoreFinished)+1, MaxTasksPerGet)
+	}
+	if c.Finished.ID == 0 {
+		return nil
+	}
+	seen := make([]int, 0, len(c.MoreFinished)+1)
+	for _, m := range append([]TaskMeta{c.Finished}, c.MoreFinished...) {
+		if err := validateMeta(m); err != nil {
+			return err
+		}
+		if slices.Contains(seen, m.ID) {
+			return invalidf("task %d is finished twice in one GetTask", m.ID)
+		}
+		seen = append(seen, m.ID)
 	}
 	return nil
 }

@@ -35,6 +35,16 @@ func TaskMetaToFSM(m rpc.TaskMeta) fsm.TaskMeta { return fsm.TaskMeta{ID: m.ID, 
 // TaskMetaFromFSM returns a task meta's wire form.
 func TaskMetaFromFSM(m fsm.TaskMeta) rpc.TaskMeta { return rpc.TaskMeta{ID: m.ID, Epoch: m.Epoch} }
 
+// TaskFromFSM returns the wire form of a leased task.
+func TaskFromFSM(t *fsm.Task) rpc.Task {
+	out := rpc.Task{Meta: TaskMetaFromFSM(t.Meta), Chunks: make([]rpc.Chunk, len(t.Chunks)), Pass: t.Pass,
+		Lease: rpc.Duration(t.Lease), Session: t.Session, Skip: t.Skip, Seed: t.Seed, Source: t.Source}
+	for i, c := range t.Chunks {
+		out.Chunks[i] = ChunkFromFSM(c)
+	}
+	return out
+}
+
 // FinishOutcomeFromFSM returns the wire form of how the finish a GetTask
 // carried went: an empty code when it counted; nil for none.
 func FinishOutcomeFromFSM(o *fsm.FinishOutcome) *rpc.FinishOutcome {

@@ -227,3 +227,51 @@ func TestGetTaskFinishBelowProtocol9(t *testing.T) {
 	r = fe.post(rpc.PathTaskGet, rpc.GetTaskRequest{Finished: &a.Task.Meta}, reqID(uuid.New(), 1)...)
 	wantError(t, r, http.StatusTemporaryRedirect, rpc.CodeNotLeader)
 }
+
+// TestGetTaskBatch: a request of count 3 leases three tasks in one
+// entry, and the next reports them (finished, more_finished) with the
+// next lease, each outcome in order; a batch out of bounds is invalid
+// and changes nothing; below protocol level 10 a batch is answered
+// unavailable.
+func TestGetTaskBatch(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	e.setDataset(5, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute})
+	before := e.state()
+	for _, body := range []string{`{"count":33}`, `{"count":-1}`, `{"more_finished":[{"id":1,"epoch":1}]}`,
+		`{"finished":{"id":1,"epoch":1},"more_finished":[{"id":0,"epoch":1}]}`} {
+		r := e.do(http.MethodPost, rpc.PathTaskGet, []byte(body))
+		wantError(t, r, http.StatusBadRequest, rpc.CodeInvalid)
+	}
+	if e.state() != before {
+		t.Fatal("a refused request changed the state")
+	}
+	var a rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{Count: 3}, &a)
+	if len(a.More) != 2 || a.Task.Meta.ID == 0 {
+		t.Fatalf("a batch of 3 leased %+v and %d more", a.Task.Meta, len(a.More))
+	}
+	applied := e.state().applied
+	var b rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{Count: 3, Finished: &a.Task.Meta,
+		MoreFinished: []rpc.TaskMeta{a.More[0].Meta, a.More[1].Meta, {ID: 99, Epoch: 1}}}, &b)
+	if b.Finish == nil || *b.Finish != counted || len(b.MoreFinish) != 3 || b.MoreFinish[0] != counted || b.MoreFinish[1] != counted ||
+		b.MoreFinish[2].Code != rpc.CodeUnknownTask {
+		t.Fatalf("the batch's finishes went %+v, %+v", b.Finish, b.MoreFinish)
+	}
+	if len(b.More) != 1 || e.state().applied != applied+1 {
+		t.Fatalf("the second batch leased %d more (want 1, the 2 left) in %d entries", len(b.More), e.state().applied-applied)
+	}
+	if st := e.local.FSM().Stats(fsm.DefaultJob); st.Done != 3 || st.Pending != 2 {
+		t.Fatalf("after two batches: %+v", st)
+	}
+
+	old := &level1{f: fsm.New()}
+	if r, _ := old.Apply(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol9}); r.Code != fsm.CodeOK {
+		t.Fatal(r)
+	}
+	oe := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { old.Local = l; return old }, nil)
+	r := oe.post(rpc.PathTaskGet, rpc.GetTaskRequest{Count: 2}, reqID(uuid.New(), 1)...)
+	if msg := wantError(t, r, http.StatusServiceUnavailable, rpc.CodeUnavailable).Message; !strings.Contains(msg, "protocol level 10") {
+		t.Errorf("the refusal %q does not name protocol level 10", msg)
+	}
+}

@@ -36,6 +36,9 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		}
 		c.Finished = TaskMetaToFSM(*in.Finished)
 	}
+	if err := s.batch(c, in); err != nil {
+		return err
+	}
 	if c.JobNumber != 0 && s.b.FSM().Protocol() < fsm.Protocol2 {
 		// Replicas of the previous release cannot read it. The level
 		// only rises, so at Protocol2 here every replica applies it.
@@ -47,25 +50,56 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	finish := FinishOutcomeFromFSM(res.Finish)
+	var moreFinish []rpc.FinishOutcome
+	for _, o := range res.MoreFinish {
+		moreFinish = append(moreFinish, *FinishOutcomeFromFSM(&o))
+	}
 	if err := resultError(res); err != nil {
-		// The finish the request carried went its way all the same: say
-		// how, for the caller to know whether to send it again.
+		// The finishes the request carried went their way all the same:
+		// say how, for the caller to know whether to send them again.
 		if e, ok := errors.AsType[*rpc.Error](err); ok {
-			e.Finish = finish
+			e.Finish, e.MoreFinish = finish, moreFinish
 		}
 		return err
 	}
 	if res.Task == nil {
 		return rpc.Errorf(rpc.CodeInternal, "GetTask succeeded without a task")
 	}
-	out := rpc.GetTaskResponse{Task: rpc.Task{Meta: TaskMetaFromFSM(res.Task.Meta), Chunks: make([]rpc.Chunk, len(res.Task.Chunks)),
-		Pass: res.Task.Pass, Lease: rpc.Duration(res.Task.Lease), Session: res.Task.Session, Skip: res.Task.Skip, Seed: res.Task.Seed,
-		Source: res.Task.Source}, AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber, Finish: finish}
-	for i, c := range res.Task.Chunks {
-		out.Task.Chunks[i] = ChunkFromFSM(c)
+	out := rpc.GetTaskResponse{Task: TaskFromFSM(res.Task), AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber,
+		Finish: finish, MoreFinish: moreFinish}
+	for _, t := range res.More {
+		out.More = append(out.More, TaskFromFSM(t))
 	}
 	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// batch checks and sets a GetTask's batch fields (fsm.Protocol10): a
+// Count to lease, and more finished tasks, which need a first one. Below
+// fsm.Protocol10 a request that asks for more than one task, or carries
+// more finishes, is answered unavailable, as finishRidesAllowed says.
+func (s *Handler) batch(c *fsm.GetTask, in rpc.GetTaskRequest) error {
+	if in.Count < 0 || in.Count > fsm.MaxTasksPerGet {
+		return invalidf("count %d out of range [0, %d]", in.Count, fsm.MaxTasksPerGet)
+	}
+	if len(in.MoreFinished) > 0 && in.Finished == nil {
+		return invalidf("more_finished without finished: name the first finished task in finished")
+	}
+	if len(in.MoreFinished) >= fsm.MaxTasksPerGet {
+		return invalidf("%d finished tasks: a request carries at most %d", len(in.MoreFinished)+1, fsm.MaxTasksPerGet)
+	}
+	if in.Count <= 1 && len(in.MoreFinished) == 0 {
+		return nil
+	}
+	for _, m := range in.MoreFinished {
+		if err := checkTaskMeta("finished task", m); err != nil {
+			return err
+		}
+		c.MoreFinished = append(c.MoreFinished, TaskMetaToFSM(m))
+	}
+	c.Count = in.Count
+	return s.levelAllows(fsm.Protocol10, "a GetTask of a batch (count above 1, or more_finished)",
+		"ask for one task at a time and report the others on their own ("+rpc.PathTaskFinished+")")
 }
 
 // finishRidesAllowed refuses a GetTask that carries a finished task, on
@@ -74,16 +108,24 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 // cannot read it. A node that does not lead sends the request to the
 // leader rather than judge by its own view of the level.
 func (s *Handler) finishRidesAllowed() error {
+	return s.levelAllows(fsm.Protocol9, "a GetTask that carries the finished task",
+		"report the task finished on its own ("+rpc.PathTaskFinished+"), then ask for the next")
+}
+
+// levelAllows refuses, on a leader whose cluster is below level need,
+// with fsm.ErrUpgradePending: what (a request's field) needs that level,
+// and instead says what to do until then.
+func (s *Handler) levelAllows(need uint64, what, instead string) error {
 	level := s.b.FSM().Protocol()
-	if level >= fsm.Protocol9 {
+	if level >= need {
 		return nil
 	}
 	if !s.leads() {
 		return ErrNotLeader
 	}
-	return fmt.Errorf("%w: a GetTask that carries the finished task needs protocol level %d, and the cluster is at %d "+
-		"until every node runs a release that knows it: report the task finished on its own (%s), then ask for the next",
-		fsm.ErrUpgradePending, fsm.Protocol9, level, rpc.PathTaskFinished)
+	return fmt.Errorf("%w: %s needs protocol level %d, and the cluster is at %d "+
+		"until every node runs a release that knows it: %s",
+		fsm.ErrUpgradePending, what, need, level, instead)
 }
 
 // checkTaskMeta checks the range of a task meta of a request; what names

@@ -259,6 +259,9 @@ type Error struct {
 	// finished task, how that finish went: the finish is applied even
 	// when no task is leased (pass_before, no_more_available, ...).
 	Finish *FinishOutcome `json:"finish,omitempty"`
+	// MoreFinish is, likewise, how each of the request's MoreFinished
+	// went.
+	MoreFinish []FinishOutcome `json:"more_finish,omitempty"`
 	// Status is the HTTP status the error came with (not serialised).
 	Status int `json:"-"`
 }

@@ -254,6 +254,17 @@ type GetTaskRequest struct {
 	// too (the finish counted even when no task was left to lease). A
 	// cluster below level 9 answers unavailable and changes nothing.
 	Finished *TaskMeta `json:"finished,omitempty"`
+	// Count, when above 1, leases up to that many tasks in one log entry
+	// (protocol level 10), for a reader that prefetches: the first is the
+	// answer's Task, the rest its More, fewer when fewer are left. At
+	// most 32.
+	Count int `json:"count,omitempty"`
+	// MoreFinished are further tasks the caller finished, with Finished
+	// set (protocol level 10): each is finished after it, in order, by
+	// the same entry, and the answer's MoreFinish says how each went. A
+	// reader that leased a batch reports the whole batch with its next
+	// request. At most 31 (32 finishes with Finished).
+	MoreFinished []TaskMeta `json:"more_finished,omitempty"`
 }
 
 // FinishOutcome is how the finish a GetTaskRequest carried went: Code is
@@ -323,6 +334,12 @@ type GetTaskResponse struct {
 	// Finish says how the finish the request carried went; absent when it
 	// carried none.
 	Finish *FinishOutcome `json:"finish,omitempty"`
+	// More are the tasks a request of Count above 1 leased after Task, in
+	// the order they were leased.
+	More []Task `json:"more,omitempty"`
+	// MoreFinish says how each of the request's MoreFinished went, in
+	// its order.
+	MoreFinish []FinishOutcome `json:"more_finish,omitempty"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.

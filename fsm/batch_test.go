@@ -1,0 +1,195 @@
+package fsm
+
+import (
+	"testing"
+	"time"
+)
+
+// batchIDs returns the ids of the tasks a GetTask leased, first first.
+func batchIDs(r *Result) []int {
+	var ids []int
+	if r.Task != nil {
+		ids = append(ids, r.Task.Meta.ID)
+	}
+	for _, t := range r.More {
+		ids = append(ids, t.Meta.ID)
+	}
+	return ids
+}
+
+// batchMetas returns the metas of the tasks a GetTask leased.
+func batchMetas(r *Result) []TaskMeta {
+	var ms []TaskMeta
+	if r.Task != nil {
+		ms = append(ms, r.Task.Meta)
+	}
+	for _, t := range r.More {
+		ms = append(ms, t.Meta)
+	}
+	return ms
+}
+
+// TestGetTaskBatchReadsEveryPassOnceAtOneEntryPerBatch: a reader that
+// leases four tasks at a time and reports them with its next GetTask
+// reads every task of every pass exactly once, at one entry per batch.
+func TestGetTaskBatchReadsEveryPassOnceAtOneEntryPerBatch(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(10, defaultParams)
+	before := h.index
+	var held []TaskMeta
+	seen := map[int]map[int]bool{}
+	pass, batches := 0, 0
+	for pass < 3 {
+		c := &GetTask{Pass: pass, Count: 4}
+		if len(held) > 0 {
+			c.Finished, c.MoreFinished = held[0], held[1:]
+		}
+		r := h.apply(c)
+		batches++
+		if len(held) > 0 {
+			outcomes := append([]FinishOutcome{*r.Finish}, r.MoreFinish...)
+			if len(outcomes) != len(held) {
+				t.Fatalf("%d outcomes for %d finishes", len(outcomes), len(held))
+			}
+			for i, o := range outcomes {
+				if o.Code != CodeOK || o.Ignored {
+					t.Fatalf("the finish of %+v went %+v", held[i], o)
+				}
+			}
+		}
+		held = nil
+		switch r.Code {
+		case CodeOK:
+		case CodePassBefore, CodeNoMoreAvailable:
+			// The last batch of the pass was short, or the pass ended
+			// with the finishes this entry carried.
+			if r.Code == CodePassBefore {
+				pass++
+			}
+			continue
+		default:
+			t.Fatalf("GetTask(%d): %v", pass, r.Err())
+		}
+		for _, task := range append([]*Task{r.Task}, r.More...) {
+			if seen[task.Pass] == nil {
+				seen[task.Pass] = map[int]bool{}
+			}
+			if seen[task.Pass][task.Meta.ID] {
+				t.Fatalf("task %d leased twice in pass %d", task.Meta.ID, task.Pass)
+			}
+			seen[task.Pass][task.Meta.ID] = true
+		}
+		held = batchMetas(r)
+	}
+	for p := range 3 {
+		if len(seen[p]) != 10 {
+			t.Fatalf("pass %d read %d of 10 tasks", p, len(seen[p]))
+		}
+	}
+	// Per pass of 10 tasks: batches of 4, 4 and 2, then one that
+	// finishes the last 2 and is told the pass ended.
+	if n := h.index - before; n != uint64(batches) || batches != 12 {
+		t.Fatalf("%d entries, %d batches for 30 tasks in 3 passes, want 12", n, batches)
+	}
+}
+
+// TestGetTaskBatchStopsWhenNoneIsLeft: a batch larger than what is left
+// leases what is left; one that leases none is answered as a GetTask of
+// one task is.
+func TestGetTaskBatchStopsWhenNoneIsLeft(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(3, defaultParams)
+	r := h.ok(&GetTask{Count: MaxTasksPerGet})
+	if got := batchIDs(r); len(got) != 3 || got[0] != 1 || got[1] != 2 || got[2] != 3 {
+		t.Fatalf("leased %v, want [1 2 3]", got)
+	}
+	h.fails(&GetTask{Count: 5}, ErrNoMoreAvailable)
+	for _, id := range []int{1, 2, 3} {
+		h.wantTask(id, "pending", 1, 0)
+	}
+}
+
+// TestGetTaskBatchRetryReplaysWhatIsStillHeld: a retried batch gets the
+// tasks still leased to it, and the outcomes of its finishes; none once
+// the first lease ended.
+func TestGetTaskBatchRetryReplaysWhatIsStillHeld(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(8, defaultParams)
+	a, b := h.getTask(0), h.getTask(0)
+	req := Header{Request: RequestID{Client: clientID(7), Seq: 1}}
+	first := h.ok(&GetTask{Header: req, Count: 3, Finished: a, MoreFinished: []TaskMeta{b, {ID: 99, Epoch: 1}}})
+	if got := batchIDs(first); len(got) != 3 {
+		t.Fatalf("leased %v, want 3 tasks", got)
+	}
+	if first.Finish.Code != CodeOK || len(first.MoreFinish) != 2 || first.MoreFinish[0].Code != CodeOK || first.MoreFinish[1].Code != CodeUnknownTask {
+		t.Fatalf("finishes went %+v, %+v", first.Finish, first.MoreFinish)
+	}
+	// One of the three is finished meanwhile: the retry gets the other
+	// two, and the same outcomes, and changes nothing.
+	h.finish(first.More[0].Meta)
+	again := h.ok(&GetTask{Header: req, Count: 3, Finished: a, MoreFinished: []TaskMeta{b, {ID: 99, Epoch: 1}}})
+	if !again.Duplicate || again.Task.Meta != first.Task.Meta || len(again.More) != 1 || again.More[0].Meta != first.More[1].Meta {
+		t.Fatalf("retry leased %v, want %v without %d", batchIDs(again), batchIDs(first), first.More[0].Meta.ID)
+	}
+	if *again.Finish != *first.Finish || len(again.MoreFinish) != 2 || again.MoreFinish[1] != first.MoreFinish[1] {
+		t.Fatalf("retry's finishes %+v %+v, first %+v %+v", again.Finish, again.MoreFinish, first.Finish, first.MoreFinish)
+	}
+	checkRoundTrip(t, h.f)
+	// Once the leases end, the retry gets none.
+	h.advance(defaultParams.TaskTimeout + time.Second)
+	h.tick()
+	late := h.apply(&GetTask{Header: req, Count: 3, Finished: a, MoreFinished: []TaskMeta{b, {ID: 99, Epoch: 1}}})
+	if late.Code != CodeStaleEpoch || late.Task != nil || len(late.More) != 0 {
+		t.Fatalf("a retry after the leases ended: %v, leased %v", late.Err(), batchIDs(late))
+	}
+}
+
+// TestGetTaskBatchUnderASessionIsHeldAndReleasedTogether: a batch leased
+// under a session is held by it, and its close returns every task.
+func TestGetTaskBatchUnderASessionIsHeldAndReleasedTogether(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(6, defaultParams)
+	id := h.open(1, 5*time.Second)
+	r := h.ok(&GetTask{Header: under(2, 1, id), Count: 4})
+	for _, task := range append([]*Task{r.Task}, r.More...) {
+		if task.Session != id {
+			t.Fatalf("task %d: session %d, want %d", task.Meta.ID, task.Session, id)
+		}
+		h.wantTask(task.Meta.ID, "held", 1, 0)
+	}
+	checkRoundTrip(t, h.f)
+	h.ok(&CloseSession{Header: Header{Request: RequestID{Client: clientID(1), Seq: 2}}, ID: id})
+	for _, m := range batchMetas(r) {
+		h.wantTask(m.ID, "todo", 1, 0)
+	}
+}
+
+// TestGetTaskBatchBadInput: a batch out of bounds, more finishes without
+// a first, a task finished twice, or a batch below Protocol10 is refused
+// and changes nothing.
+func TestGetTaskBatchBadInput(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(4, defaultParams)
+	a, b := h.getTask(0), h.getTask(0)
+	h.rejects(&GetTask{Count: MaxTasksPerGet + 1})
+	h.rejects(&GetTask{MoreFinished: []TaskMeta{a}})
+	h.rejects(&GetTask{Finished: a, MoreFinished: []TaskMeta{b, a}})
+	h.rejects(&GetTask{Finished: a, MoreFinished: []TaskMeta{{ID: 0, Epoch: 1}}})
+	many := make([]TaskMeta, MaxTasksPerGet)
+	for i := range many {
+		many[i] = TaskMeta{ID: i + 10, Epoch: 1}
+	}
+	h.rejects(&GetTask{Finished: a, MoreFinished: many})
+
+	old := newHarness(t)
+	old.ok(&SetProtocol{Level: Protocol9})
+	old.setDataset(4, defaultParams)
+	m := old.getTask(0)
+	old.rejects(&GetTask{Count: 2})
+	old.rejects(&GetTask{Finished: m, MoreFinished: []TaskMeta{{ID: 2, Epoch: 1}}})
+}
