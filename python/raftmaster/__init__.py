@@ -18,7 +18,8 @@ raftmaster.torchrun``); those two import torch, and only when used.
 """
 
 from .client import (CURSOR_PROTOCOL, DEFAULT_KV_WATCH_TIMEOUT, DEFAULT_SESSION_TTL, DEFAULT_TIMEOUT,
-                     KV_STORE_PROTOCOL, MAX_PROGRESS, MIXTURE_PROTOCOL, SESSION_PROTOCOL, SHUFFLE_PROTOCOL,
+                     KV_STORE_PROTOCOL, MAX_PROGRESS, MAX_TASKS_PER_GET, MIXTURE_PROTOCOL, SESSION_PROTOCOL,
+                     SHUFFLE_PROTOCOL,
                      AllgatherResult, Chunk, Client, CursorDetail, CursorInfo, CursorList, CursorTask, DatasetResult,
                      KVDeleteResult, KVResult, KVValue, KVWatchResult, Mixture, RestoreResult, SaveModelGrant,
                      SourceStatus, Task, TaskMeta, WeightStep, close_recorded_sessions)
@@ -37,7 +38,8 @@ __all__ = [
     "KVValue", "KVResult",
     "KVDeleteResult", "KVWatchResult", "PassRecords", "close_recorded_sessions",
     "CursorInfo", "CursorTask", "CursorDetail", "CursorList", "RestoreResult", "Mixture", "SourceStatus", "WeightStep",
-    "DEFAULT_TIMEOUT", "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
+    "DEFAULT_TIMEOUT", "MAX_TASKS_PER_GET",
+    "DEFAULT_KV_WATCH_TIMEOUT", "KV_STORE_PROTOCOL", "DEFAULT_SESSION_TTL", "SESSION_PROTOCOL",
     "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MIXTURE_PROTOCOL", "MAX_PROGRESS",
     "RaftmasterError", "PassBefore", "PassAfter", "NoMoreAvailable", "AllTaskFailed", "NoDataset", "UnknownTask",
     "StaleEpoch", "Closed", "Reconnected", "AllGatherTimeoutExceeded", "GroupMismatch", "Invalid",

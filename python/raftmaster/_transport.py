@@ -674,6 +674,7 @@ class Transport:
             body, read_failed = b"", True
         code = message = applied_at = ""
         finish = None
+        more_finish: List[errors.FinishOutcome] = []
         try:
             doc = json.loads(body)
             if isinstance(doc, dict) and isinstance(doc.get("code"), str):
@@ -681,6 +682,7 @@ class Transport:
                 message = str(doc.get("message") or "")
                 applied_at = str(doc.get("applied_at") or "")
                 finish = errors.finish_from_wire(doc.get("finish"))
+                more_finish = [o for o in map(errors.finish_from_wire, doc.get("more_finish") or []) if o is not None]
         except ValueError:
             pass
         if not code:
@@ -691,6 +693,7 @@ class Transport:
             message = body.decode("utf-8", "replace").strip() or "%d %s" % (resp.status, resp.reason)
         err = errors.from_wire(code, message, resp.status, applied_at)
         err.finish = finish
+        err.more_finish = more_finish
         return False, None, _AttemptError(err, retry=err.retryable and bool(err.code),
                                           retry_after=parse_retry_after(resp.getheader("Retry-After")))
 

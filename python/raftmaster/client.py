@@ -16,7 +16,7 @@ import time
 import uuid
 import weakref
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Tuple,
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple,
                     Union, overload)
 
 from . import errors
@@ -270,6 +270,10 @@ class Mixture:
 
 #: The most progress entries one report or commit carries (rpc.MaxProgress).
 MAX_PROGRESS = 4096
+
+#: The most tasks a get_tasks leases, and the most finished tasks it
+#: carries (the server's bound).
+MAX_TASKS_PER_GET = 32
 
 #: One task's consumed offset, as report_progress and commit_cursor take it:
 #: {"meta": {"id": ..., "epoch": ...}, "consumed": k} (the meta may be a
@@ -715,6 +719,65 @@ class Client:
         empty when the job's dataset has one source, or none."""
         out = self._do(Call("GET", "/v1/jobs/" + _quote(self.job or DEFAULT_JOB))) or {}
         return _mixture(out)
+
+    def get_tasks(self, pass_id: int, n: int,
+                  finished: Sequence[Union[TaskMeta, Task]] = ()) -> Tuple[List[Task], List[errors.FinishOutcome]]:
+        """get_task for a reader that prefetches: one write finishes every
+        task of ``finished`` (at most MAX_TASKS_PER_GET, in order, each as
+        task_finished would) and leases up to ``n`` tasks of the pass (1 to
+        MAX_TASKS_PER_GET), fewer when fewer are left, so that n tasks
+        cost one write (protocol level 10). It returns the tasks and how
+        each finish went, in the order of ``finished``. When the lease part
+        fails it raises as get_task does, and the error's ``finish`` and
+        ``more_finish`` say how the finishes went. Tasks leased under the
+        client's session are held by it; without one, renew each while it
+        is read. A cluster below protocol level 10 raises UpgradePending at
+        once, nothing finished nor leased."""
+        if not 1 <= n <= MAX_TASKS_PER_GET or len(finished) > MAX_TASKS_PER_GET:
+            raise ValueError("get_tasks of %d tasks and %d finishes: each must be at most %d, and the tasks at least 1"
+                             % (n, len(finished), MAX_TASKS_PER_GET))
+        metas = [f.meta if isinstance(f, Task) else f for f in finished]
+        body: Dict[str, Any] = {"pass": pass_id}
+        if n > 1:
+            body["count"] = n
+        if metas:
+            body["finished"] = {"id": metas[0].id, "epoch": metas[0].epoch}
+        if len(metas) > 1:
+            body["more_finished"] = [{"id": m.id, "epoch": m.epoch} for m in metas[1:]]
+        number = self._read.number
+        if number:
+            body["job_number"] = number
+        sid = self._sessions.current_id
+        if sid:
+            for m in metas:
+                self._sessions.forget(sid, self.job or DEFAULT_JOB, m.id, m.epoch)
+        final = batch_unsupported if metas or n > 1 else None
+        try:
+            out = self._do(Call("POST", "/v1/task/get", body=body, write=True, final=final)) or {}
+        except errors.RaftmasterError as e:
+            if (metas or n > 1) and batch_unsupported(e):
+                err = errors.UpgradePending(e.message, status=e.status)
+                err.context = "raftmaster client: get_tasks of a batch"
+                raise err from e
+            if self._read.answered(0, e):
+                gone = self._job_gone()
+                gone.finish, gone.more_finish = e.finish, e.more_finish
+                raise gone from e
+            raise
+        tasks = [_task(out)] + [_task({"task": t, "applied_at": out.get("applied_at")}) for t in out.get("more") or []]
+        outcomes: List[errors.FinishOutcome] = []
+        if metas:
+            outcomes.append(errors.finish_from_wire(out.get("finish")) or errors.FinishOutcome())
+            more = map(errors.finish_from_wire, out.get("more_finish") or [])
+            outcomes.extend(o or errors.FinishOutcome() for o in more)
+        if self._read.answered(int(out.get("job_number") or 0), None):
+            for t in tasks:
+                try:
+                    self._report("/v1/task/failed", t.meta, budget=5.0)
+                except errors.RaftmasterError as e:
+                    log.debug("cannot hand back a task of a job created again: %s", e)
+            raise self._job_gone()
+        return tasks, outcomes
 
     def get_task(self, pass_id: int, finished: Union[TaskMeta, Task, None] = None) -> Task:
         """Lease the next task of pass pass_id. It raises PassBefore or
@@ -1553,6 +1616,15 @@ def _cursor_info(c: Dict[str, Any]) -> CursorInfo:
                       created_at=str(c.get("created_at") or ""))
 
 
+def batch_unsupported(e: errors.RaftmasterError) -> bool:
+    """Whether e refuses a get_tasks batch because the cluster does not
+    take it yet: as finish_unsupported, for the fields of level 10."""
+    if finish_unsupported(e):
+        return True
+    msg = e.message or ""
+    return e.code == "invalid" and ('unknown field "count"' in msg or 'unknown field "more_finished"' in msg)
+
+
 def finish_unsupported(e: errors.RaftmasterError) -> bool:
     """Whether e refuses a get_task that carried a finished task because
     the cluster does not take it yet: Unavailable below protocol level 9
@@ -1590,4 +1662,5 @@ __all__ = ["Client", "Task", "TaskMeta", "Chunk", "FinishOutcome", "DatasetResul
            "close_recorded_sessions",
            "CURSOR_PROTOCOL", "SHUFFLE_PROTOCOL", "MAX_PROGRESS", "ProgressEntry", "CursorInfo", "CursorTask",
            "CursorDetail", "CursorList", "RestoreResult", "MIXTURE_PROTOCOL", "MAX_SOURCES", "MAX_WEIGHT",
-           "MAX_SCHEDULE_STEPS", "MAX_SOURCE_NAME", "SourceArg", "StepArg", "SourceStatus", "WeightStep", "Mixture"]
+           "MAX_SCHEDULE_STEPS", "MAX_SOURCE_NAME",
+           "MAX_TASKS_PER_GET", "SourceArg", "StepArg", "SourceStatus", "WeightStep", "Mixture"]

@@ -12,7 +12,7 @@ the transport's codes, after the code (``unauthorized`` is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Dict, Optional, Type
+from typing import Any, Dict, List, Optional, Type
 
 
 class RaftmasterError(Exception):
@@ -33,6 +33,10 @@ class RaftmasterError(Exception):
     #: that finish went (it counts even when no task is left to lease, as
     #: on PassBefore or NoMoreAvailable); None when the answer did not say.
     finish: Optional["FinishOutcome"] = None
+    #: Likewise, for a get_tasks that carried more finished tasks: how
+    #: each after the first went, in order; empty when the answer did not
+    #: say.
+    more_finish: List["FinishOutcome"] = []
 
     def __init__(self, message: str = "", *, code: Optional[str] = None,
                  status: int = 0, applied_at: str = "", context: str = "") -> None:

@@ -174,3 +174,37 @@ def test_the_iterator_tries_again_after_ride_retry(make_client, proxies, cluster
     it = c.records(0)
     assert collections.Counter(it) == collections.Counter(recs)
     assert len(carrying(p)) == 10 and len(p.seen("/task/finished")) == 10
+
+
+def test_get_tasks_reads_a_pass_in_batches(level9, make_client, dataset):
+    """get_tasks leases several tasks in one write and reports the batch
+    before with the next, each finish's outcome in order: a pass of 10
+    tasks read 4 at a time takes 4 requests (the last only finishing),
+    every task once, and the finish of the last batch counts on the
+    PassBefore that ends the pass."""
+    paths, _ = dataset
+    c = make_client()
+    wait_until(lambda: c.protocol() >= 10, "protocol level 10")
+    c.set_dataset(paths, chunks_per_task=1)
+    total = c.status()["fsm"]["tasks"]
+    seen = set()
+    held = []
+    calls = 0
+    while True:
+        calls += 1
+        try:
+            tasks, outcomes = c.get_tasks(0, 4, finished=held)
+        except raftmaster.PassBefore as e:
+            assert e.finish == COUNTED and e.more_finish == [COUNTED] * (len(held) - 1)
+            break
+        assert outcomes == [COUNTED] * len(held)
+        for t in tasks:
+            assert t.meta.id not in seen
+            seen.add(t.meta.id)
+        held = tasks
+    assert len(seen) == total
+    assert calls == -(-total // 4) + 1
+    with pytest.raises(ValueError):
+        c.get_tasks(0, 0)
+    with pytest.raises(ValueError):
+        c.get_tasks(0, raftmaster.MAX_TASKS_PER_GET + 1)
