@@ -66,7 +66,7 @@ func (s *Handler) handleGetTask(w http.ResponseWriter, r *http.Request) error {
 		return rpc.Errorf(rpc.CodeInternal, "GetTask succeeded without a task")
 	}
 	out := rpc.GetTaskResponse{Task: TaskFromFSM(res.Task), AppliedAt: FSMTime(res.Clock), JobNumber: res.Task.JobNumber,
-		Finish: finish, MoreFinish: moreFinish}
+		Finish: finish, MoreFinish: moreFinish, Replayed: res.Duplicate}
 	for _, t := range res.More {
 		out.More = append(out.More, TaskFromFSM(t))
 	}

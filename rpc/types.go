@@ -340,6 +340,10 @@ type GetTaskResponse struct {
 	// MoreFinish says how each of the request's MoreFinished went, in
 	// its order.
 	MoreFinish []FinishOutcome `json:"more_finish,omitempty"`
+	// Replayed marks the answer to a retry of a request already applied:
+	// it carries the tasks of the first answer still leased to the
+	// caller, which for a batch may be fewer than it leased.
+	Replayed bool `json:"replayed,omitempty"`
 }
 
 // TaskRequest reports on a task: finished, failed or renew.

@@ -280,6 +280,10 @@ func Run(t testing.TB, cfg Config) Report {
 	// and the third report their finishes on their next GetTask.
 	for _, job := range Jobs {
 		spawn(job, 3, 2, share, (*actor).trainer)
+		// A fourth trainer, under a session, prefetches: it leases a
+		// batch of tasks and reports them with the next (protocol
+		// level 10), one log entry per batch.
+		spawn(job, 1, 1, 0, func(a *actor, ctx context.Context) { a.batch = 2 + a.rng.IntN(3); a.trainer(ctx) })
 		spawn(job, 2, 0, 0, (*actor).saver)
 		spawn(job, 3, 0, 0, (*actor).kv)
 		wg.Add(1)

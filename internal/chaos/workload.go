@@ -53,6 +53,9 @@ type actor struct {
 	// finishAndGet makes a trainer report a finished task on its next
 	// GetTask (history.FinishAndGet) rather than by TaskFinished.
 	finishAndGet bool
+	// batch, above 1, makes a trainer lease that many tasks at a time
+	// and report the finished ones with its next GetTask (batchTrainer).
+	batch int
 }
 
 // newActor returns an actor of job, whose client opens no session. The
@@ -179,6 +182,10 @@ func finishOutcome(f *rpc.FinishOutcome) *history.FinishOutcome {
 // when the answer does not say how the finish went (an unknown outcome,
 // a refusal before anything was applied).
 func (a *actor) trainer(ctx context.Context) {
+	if a.batch > 1 {
+		a.batchTrainer(ctx)
+		return
+	}
 	pass := 0
 	var finished *rpc.TaskMeta // a finish to report on the next GetTask
 	for ctx.Err() == nil {
