@@ -61,7 +61,8 @@ func app() *cli.App {
 			"Parts (--parts):\n" +
 			"  dispatch   GetTask+TaskFinished through the Go client at each --concurrency, against etcd Put and\n" +
 			"             raw Raft Apply at the same concurrency; ops/s, p50/p99 and the ratios; and GetTaskAfter\n" +
-			"             (one write per task): tasks/s against the pair's\n" +
+			"             (one write per task) and GetTasks of --dispatch-batch tasks (one write per batch):\n" +
+			"             tasks/s against the pair's\n" +
 			"  growth     dispatch throughput with datasets of --sizes tasks, Raft and etcd backends\n" +
 			"  failover   --kills leader SIGKILLs under --trainers trainers, per backend; kill → next write, in phases\n" +
 			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result\n" +
@@ -90,6 +91,7 @@ func app() *cli.App {
 			&cli.DurationFlag{Name: "window", Value: def.Window, Usage: "length of one throughput measurement"},
 			&cli.DurationFlag{Name: "warmup", Value: def.Warmup, Usage: "unmeasured warm-up before each window"},
 			&cli.StringFlag{Name: "concurrency", Value: ints(def.Concurrency), Usage: "concurrent clients of the dispatch comparison"},
+			&cli.IntFlag{Name: "dispatch-batch", Value: def.DispatchBatch, Usage: "tasks each write of the dispatch part's prefetching trainers leases (1 to 32)"},
 			&cli.StringFlag{Name: "dispatch-tasks", Value: fmt.Sprint(def.DispatchTasks), Usage: "dataset size of the dispatch comparison and of the fail-over load"},
 			&cli.StringFlag{Name: "sizes", Value: ints(def.Sizes), Usage: "dataset sizes (tasks) of the growth part; 1e6 notation works"},
 			&cli.IntFlag{Name: "growth-concurrency", Value: def.GrowthConcurrency, Usage: "trainers of the growth part"},
@@ -169,7 +171,7 @@ func run(c *cli.Context) error {
 		return err
 	}
 	for name, dst := range map[string]*int{"runs": &cfg.Runs, "growth-concurrency": &cfg.GrowthConcurrency, "kills": &cfg.Kills, "trainers": &cfg.Trainers,
-		"session-kills": &cfg.SessionKills, "baseline-kills": &cfg.BaselineKills, "idle-trainers": &cfg.IdleTrainers,
+		"dispatch-batch": &cfg.DispatchBatch, "session-kills": &cfg.SessionKills, "baseline-kills": &cfg.BaselineKills, "idle-trainers": &cfg.IdleTrainers,
 		"cursor-in-flight": &cfg.CursorInFlight, "cursor-commits": &cfg.CursorCommits} {
 		if c.IsSet(name) {
 			*dst = c.Int(name)

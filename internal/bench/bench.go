@@ -42,6 +42,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/raftmaster/raftmaster/client"
 	"github.com/raftmaster/raftmaster/internal/bench/harness"
 	"github.com/raftmaster/raftmaster/rpc"
 )
@@ -85,6 +86,9 @@ type Config struct {
 	// DispatchTasks is the dataset size of the dispatch comparison and of
 	// the fail-over load.
 	DispatchTasks int `json:"dispatch_tasks"`
+	// DispatchBatch is how many tasks each write of the dispatch
+	// comparison's prefetching trainers leases (GetTasks).
+	DispatchBatch int `json:"dispatch_batch"`
 	// Sizes are the dataset sizes (tasks) of the cost-growth part.
 	Sizes []int `json:"sizes"`
 	// GrowthConcurrency is the number of trainers of the cost-growth part.
@@ -140,6 +144,7 @@ func Defaults() Config {
 		Window:              10 * time.Second,
 		Concurrency:         []int{1, 8, 64},
 		DispatchTasks:       10_000,
+		DispatchBatch:       8,
 		Sizes:               []int{1_000, 10_000, 100_000, 1_000_000},
 		GrowthConcurrency:   8,
 		Kills:               20,
@@ -193,7 +198,7 @@ func (c Config) Check() error {
 		return nil
 	}
 	return errors.Join(
-		positive("runs", c.Runs), positive("concurrency", c.Concurrency...), positive("dispatch tasks", c.DispatchTasks),
+		positive("runs", c.Runs), positive("concurrency", c.Concurrency...), positive("dispatch tasks", c.DispatchTasks), positive("dispatch batch", c.DispatchBatch),
 		positive("sizes", c.Sizes...), positive("growth concurrency", c.GrowthConcurrency), positive("kills", c.Kills),
 		positive("trainers", c.Trainers), positive("peers", c.Peers...), positive("footprint tasks", c.FootprintTasks),
 		positive("session kills", c.SessionKills), positive("idle trainers", c.IdleTrainers),
@@ -210,6 +215,12 @@ func (c Config) Check() error {
 			}
 			if c.BaselineTaskTimeout < time.Second || c.IdleHold <= 0 {
 				return errors.New("the baseline's task timeout must be at least 1s and the idle hold positive")
+			}
+			return nil
+		}(),
+		func() error {
+			if c.DispatchBatch > client.MaxTasksPerGet {
+				return fmt.Errorf("the dispatch batch must be at most %d tasks (GetTasks' limit)", client.MaxTasksPerGet)
 			}
 			return nil
 		}(),

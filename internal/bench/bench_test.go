@@ -131,6 +131,37 @@ func TestDispatchReport(t *testing.T) {
 	}
 }
 
+// TestDispatchReportBatches renders the series of batches beside the
+// pairs and one write per task, with its ratio to the pairs.
+func TestDispatchReportBatches(t *testing.T) {
+	run := func(ops, p50, p99 float64) measure.Run {
+		return measure.Run{Ops: int(ops * 2), Seconds: 2, OpsPerSec: ops, P50: p50, P99: p99}
+	}
+	var pair, one, batch Series
+	for _, r := range []measure.Run{run(800, 1, 4), run(1000, 1.5, 5), run(900, 2, 6)} {
+		pair.add(r)
+	}
+	one.add(run(700, 2, 6))
+	for _, r := range []measure.Run{run(3000, 3, 9), run(3600, 4, 10), run(2700, 3.5, 11)} {
+		batch.add(r)
+	}
+	row := DispatchRow{Concurrency: 64, Raftmaster: pair, OneWrite: one, Batch: batch}
+	row.RaftmasterTasks = pairTasks(row.Raftmaster)
+	row.OneWriteVsPair, row.BatchVsPair = oneWriteVsPair(&row), tasksVsPair(&row, row.Batch)
+	if math.Abs(row.BatchVsPair-3000.0/450) > 1e-9 {
+		t.Errorf("batches / pair = %v, want %v", row.BatchVsPair, 3000.0/450)
+	}
+	md := Markdown(&Results{Dispatch: &DispatchResults{Tasks: 100, EntryBytes: 90, Batch: 8, Rows: []DispatchRow{row}}})
+	for _, want := range []string{
+		"batches of 8, tasks/s | p50 ms | p99 ms | batches / GetTask+TaskFinished |",
+		"| 64 | 450 (400–500) | 1.50 (1.00–2.00) | 5.00 (4.00–6.00) | 700 | 2.00 | 6.00 | 1.56x | 3000 (2700–3600) | 3.50 (3.00–4.00) | 10.00 (9.00–11.00) | 6.67x |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 // TestSessionsReport renders a sessions part: every run and the idle
 // trainers have their row.
 func TestSessionsReport(t *testing.T) {

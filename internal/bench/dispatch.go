@@ -23,8 +23,10 @@ type DispatchResults struct {
 	Tasks int `json:"tasks"`
 	// EntryBytes is the size of a GetTask log entry, the size of the raw
 	// Raft entries and of the etcd values.
-	EntryBytes int           `json:"entry_bytes"`
-	Rows       []DispatchRow `json:"rows"`
+	EntryBytes int `json:"entry_bytes"`
+	// Batch is how many tasks a write of the Batch series leases.
+	Batch int           `json:"batch,omitempty"`
+	Rows  []DispatchRow `json:"rows"`
 }
 
 // DispatchRow is one concurrency.
@@ -52,6 +54,14 @@ type DispatchRow struct {
 	// OneWriteVsPair is OneWrite's median tasks per second over
 	// RaftmasterTasks' median.
 	OneWriteVsPair float64 `json:"one_write_vs_pair"`
+	// Batch is raftmaster read by prefetching trainers: each write
+	// (GetTasks) finishes the batch a trainer holds and leases the next
+	// DispatchResults.Batch tasks in one Raft entry. An operation is a
+	// task finished; p50 and p99 are those of the writes.
+	Batch Series `json:"raftmaster_batch"`
+	// BatchVsPair is Batch's median tasks per second over
+	// RaftmasterTasks' median.
+	BatchVsPair float64 `json:"batch_vs_pair"`
 }
 
 // Series is repeated throughput runs of one system and configuration.
@@ -89,7 +99,7 @@ func getTaskEntryBytes() int {
 
 func (s *suite) dispatch(ctx context.Context, res *Results) error {
 	cfg := s.cfg
-	out := &DispatchResults{Tasks: cfg.DispatchTasks, EntryBytes: getTaskEntryBytes()}
+	out := &DispatchResults{Tasks: cfg.DispatchTasks, EntryBytes: getTaskEntryBytes(), Batch: cfg.DispatchBatch}
 	res.Dispatch = out
 	for _, c := range cfg.Concurrency {
 		out.Rows = append(out.Rows, DispatchRow{Concurrency: c})
@@ -146,6 +156,10 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 				func(r measure.Run) string {
 					return fmt.Sprintf("raftmaster one write per task %6.0f tasks/s", r.OpsPerSec)
 				}, func() string { return "\n" + rm.LogTail() }},
+			{&row.Batch, nil, func() (measure.Run, error) { return s.dispatchBatch(ctx, rm, c, &trainers) },
+				func(r measure.Run) string {
+					return fmt.Sprintf("raftmaster batches of %-2d      %6.0f tasks/s", cfg.DispatchBatch, r.OpsPerSec)
+				}, func() string { return "\n" + rm.LogTail() }},
 			{&row.EtcdPut, etcdErr, func() (measure.Run, error) { return s.dispatchEtcdPut(ctx, etcd.Endpoints, c, value) },
 				func(r measure.Run) string { return fmt.Sprintf("etcd Put   %8.0f puts/s   ", r.OpsPerSec) }, nil},
 			{&row.RawRaft, rawErr, func() (measure.Run, error) {
@@ -161,7 +175,7 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 				return r, err
 			}, func(r measure.Run) string { return fmt.Sprintf("raw Raft   %8.0f applies/s", r.OpsPerSec) }, nil},
 		}
-		names := []string{"raftmaster", "raftmaster one write", "etcd", "raw raft"}
+		names := []string{"raftmaster", "raftmaster one write", "raftmaster batch", "etcd", "raw raft"}
 		for run := range cfg.Runs {
 			// The systems take turns, starting with another one each run.
 			for j := range systems {
@@ -195,8 +209,11 @@ func (s *suite) dispatch(ctx context.Context, res *Results) error {
 		row.VsRawRaft = ratio(row.Raftmaster, row.RawRaft)
 		row.RaftmasterTasks = pairTasks(row.Raftmaster)
 		row.OneWriteVsPair = oneWriteVsPair(row)
-		s.logf("dispatch c=%d: raftmaster/etcd %s, raftmaster/raw Raft %s; one write per task / GetTask+TaskFinished %s (%.0f / %.0f tasks/s)",
-			c, ratioText(row.VsEtcd), ratioText(row.VsRawRaft), ratioText(row.OneWriteVsPair), row.OneWrite.OpsPerSec.Median, row.RaftmasterTasks.Median)
+		row.BatchVsPair = tasksVsPair(row, row.Batch)
+		s.logf("dispatch c=%d: raftmaster/etcd %s, raftmaster/raw Raft %s; one write per task / GetTask+TaskFinished %s (%.0f / %.0f tasks/s); "+
+			"batches of %d / GetTask+TaskFinished %s (%.0f tasks/s)",
+			c, ratioText(row.VsEtcd), ratioText(row.VsRawRaft), ratioText(row.OneWriteVsPair), row.OneWrite.OpsPerSec.Median, row.RaftmasterTasks.Median,
+			cfg.DispatchBatch, ratioText(row.BatchVsPair), row.Batch.OpsPerSec.Median)
 	}
 	return nil
 }
@@ -220,12 +237,42 @@ func pairTasks(s Series) measure.Summary {
 
 // oneWriteVsPair is row's one-write series over its pairs, in tasks per
 // second, or 0 when either is missing.
-func oneWriteVsPair(row *DispatchRow) float64 {
+func oneWriteVsPair(row *DispatchRow) float64 { return tasksVsPair(row, row.OneWrite) }
+
+// tasksVsPair is s, a series in tasks per second, over row's pairs, or 0
+// when either is missing.
+func tasksVsPair(row *DispatchRow, s Series) float64 {
 	tasks := pairTasks(row.Raftmaster)
-	if !row.OneWrite.ok() || tasks.Median == 0 {
+	if !s.ok() || tasks.Median == 0 {
 		return 0
 	}
-	return row.OneWrite.OpsPerSec.Median / tasks.Median
+	return s.OpsPerSec.Median / tasks.Median
+}
+
+// dispatchBatch runs conc prefetching trainers of d, each with its own
+// client, reading with one write per batch of DispatchBatch tasks
+// (GetTasks) as fast as they can; every task finished counts. Once the
+// window is over, each reports the tasks it still holds, so that the
+// pass can end.
+func (s *suite) dispatchBatch(ctx context.Context, c *harness.Cluster, conc int, d *harness.Dispatch) (measure.Run, error) {
+	clients, err := newClients(c, conc)
+	defer closeClients(clients)
+	if err != nil {
+		return measure.Run{}, err
+	}
+	readers := make([]harness.BatchReader, conc)
+	for i := range readers {
+		readers[i].Size = s.cfg.DispatchBatch
+	}
+	run, err := measure.Drive(ctx, conc, s.cfg.Warmup, s.cfg.Window, func(ctx context.Context, w *measure.Worker) error {
+		return d.StepBatch(ctx, &readers[w.ID], clients[w.ID], w.Record, w.Failed)
+	})
+	for i := range readers {
+		if rerr := d.ReleaseBatch(&readers[i], clients[i]); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	return run, err
 }
 
 // newClients returns n clients of c; on an error, those made so far

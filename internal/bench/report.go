@@ -91,8 +91,20 @@ func Markdown(r *Results) string {
 				"with one write per task: each carries the task it holds into its next GetTaskAfter, which finishes it and leases the next in one " +
 				"Raft entry (p50/p99 of that write). At a pass's end the finish of its last task counts and the next pass starts with a GetTask, " +
 				"which finishes nothing and does not count.\n\n")
-			p("| clients | GetTask+TaskFinished tasks/s | p50 ms | p99 ms | one write per task, tasks/s | p50 ms | p99 ms | one write per task / GetTask+TaskFinished |\n")
-			p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+			batched := batchMeasured(d)
+			if batched {
+				p("Prefetching trainers read with one write per batch: each GetTasks finishes the %d tasks a trainer holds and leases the next %d "+
+					"in one Raft entry (p50/p99 of that write).\n\n", d.Batch, d.Batch)
+			}
+			p("| clients | GetTask+TaskFinished tasks/s | p50 ms | p99 ms | one write per task, tasks/s | p50 ms | p99 ms | one write per task / GetTask+TaskFinished |")
+			if batched {
+				p(" batches of %d, tasks/s | p50 ms | p99 ms | batches / GetTask+TaskFinished |", d.Batch)
+			}
+			p("\n| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+			if batched {
+				p(" ---: | ---: | ---: | ---: |")
+			}
+			p("\n")
 			for _, row := range d.Rows {
 				pair := "–"
 				if row.Raftmaster.ok() {
@@ -100,10 +112,14 @@ func Markdown(r *Results) string {
 				} else if row.Raftmaster.Error != "" {
 					pair = "failed: " + esc(row.Raftmaster.Error)
 				}
-				p("| %d | %s | %s | %s | %s | %s | %s | %s |\n", row.Concurrency,
+				p("| %d | %s | %s | %s | %s | %s | %s | %s |", row.Concurrency,
 					pair, sum(row.Raftmaster.P50, 2), sum(row.Raftmaster.P99, 2),
 					series(row.OneWrite, 0), sum(row.OneWrite.P50, 2), sum(row.OneWrite.P99, 2),
 					ratioText(row.OneWriteVsPair))
+				if batched {
+					p(" %s | %s | %s | %s |", series(row.Batch, 0), sum(row.Batch.P50, 2), sum(row.Batch.P99, 2), ratioText(row.BatchVsPair))
+				}
+				p("\n")
 			}
 			p("\n")
 		}
@@ -246,6 +262,17 @@ func Markdown(r *Results) string {
 		}
 	}
 	return b.String()
+}
+
+// batchMeasured reports whether d has a series of batches (results of
+// earlier releases have none).
+func batchMeasured(d *DispatchResults) bool {
+	for _, row := range d.Rows {
+		if len(row.Batch.Runs) > 0 || row.Batch.Error != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // oneWriteMeasured reports whether d has a one-write-per-task series (results
