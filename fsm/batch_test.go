@@ -193,3 +193,24 @@ func TestGetTaskBatchBadInput(t *testing.T) {
 	old.rejects(&GetTask{Count: 2})
 	old.rejects(&GetTask{Finished: m, MoreFinished: []TaskMeta{{ID: 2, Epoch: 1}}})
 }
+
+// TestGetTaskBatchSnapshotVersions: a state at Protocol9 writes snapshot
+// version 12, which a replica of the previous release reads, and from
+// Protocol10 version 13, which keeps a batch's de-duplication entry; both
+// restore to the same bytes.
+func TestGetTaskBatchSnapshotVersions(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol9})
+	h.setDataset(6, defaultParams)
+	h.ok(&GetTask{Header: Header{Request: RequestID{Client: clientID(5), Seq: 1}}})
+	if v := snapshotVersionOf(t, h.f); v != 12 {
+		t.Fatalf("snapshot version %d at Protocol9, want 12", v)
+	}
+	checkRoundTrip(t, h.f)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.ok(&GetTask{Header: Header{Request: RequestID{Client: clientID(5), Seq: 2}}, Count: 3})
+	if v := snapshotVersionOf(t, h.f); v != 13 {
+		t.Fatalf("snapshot version %d at Protocol10, want 13", v)
+	}
+	checkRoundTrip(t, h.f)
+}

@@ -187,6 +187,13 @@ func setupLogAt(level uint64) [][]byte {
 	} {
 		log = append(log, Encode(c))
 	}
+	if level < Protocol10 {
+		return log
+	}
+	// A batch that finishes two tasks and leases three, remembered with
+	// every lease and outcome.
+	log = append(log, Encode(&GetTask{Header: Header{Now: t0, Job: "mixed", Request: RequestID{Client: clientID(10), Seq: 2}},
+		Count: 3, Finished: TaskMeta{ID: 2, Epoch: 1}, MoreFinished: []TaskMeta{{ID: 5, Epoch: 1}}}))
 	return log
 }
 
@@ -214,6 +221,8 @@ func FuzzApply(f *testing.F) {
 	f.Add(Encode(&DatasetCommit{Header: Header{Now: t0}, UploadID: "u", Parts: 1, NumChunks: 2, Params: defaultParams, Patterns: []string{"u/*"}}))
 	// A finish riding a GetTask is invalid below Protocol9.
 	f.Add(Encode(&GetTask{Header: Header{Now: t0}, Finished: TaskMeta{ID: 1, Epoch: 1}}))
+	// A batch is invalid below Protocol10.
+	f.Add(Encode(&GetTask{Header: Header{Now: t0}, Count: 2, Finished: TaskMeta{ID: 1, Epoch: 1}, MoreFinished: []TaskMeta{{ID: 2, Epoch: 1}}}))
 	// A seed and shuffle are invalid below Protocol8.
 	f.Add(Encode(&SetDataset{Header: Header{Now: t0, Job: "empty"}, Params: DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Second, Shuffle: true, Seed: 5}, Chunks: testChunks(2)}))
 	log := setupLog()
@@ -257,6 +266,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(applyLog(setupLogAt(Protocol5)).SnapshotBytes())
 	f.Add(applyLog(setupLogAt(Protocol8)).SnapshotBytes())
 	f.Add(applyLog(setupLogAt(Protocol9)).SnapshotBytes())
+	f.Add(applyLog(setupLogAt(Protocol10)).SnapshotBytes())
 	f.Add([]byte(snapshotMagic))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fsm := New()
