@@ -120,3 +120,38 @@ func TestGetTasksBadInput(t *testing.T) {
 		t.Fatal("GetTasks of too many finishes: no error")
 	}
 }
+
+// TestRenewLeases: RenewLeases renews a batch held without a session in
+// one write, each outcome in order, a stale lease not failing the others.
+func TestRenewLeases(t *testing.T) {
+	path := writeRecords(t, 4, 1)
+	local := apitest.NewLocal()
+	var renews atomic.Int64
+	ts := startServer(t, local, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == rpc.PathTaskRenew {
+				renews.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	c := newClient(t, client.WithAddr(ts.URL))
+	if _, err := c.SetDatasetWithParams([]string{path}, client.DatasetParams{ChunksPerTask: 1}); err != nil {
+		t.Fatal(err)
+	}
+	tasks, _, err := c.GetTasks(context.Background(), 0, 3, nil)
+	if err != nil || len(tasks) != 3 {
+		t.Fatalf("GetTasks: %d tasks, %v", len(tasks), err)
+	}
+	stale := client.TaskMeta{ID: tasks[1].Meta.ID, Epoch: tasks[1].Meta.Epoch + 2}
+	out, err := c.RenewLeases(context.Background(), []client.TaskMeta{tasks[0].Meta, stale, tasks[2].Meta})
+	if err != nil || len(out) != 3 || renews.Load() != 1 {
+		t.Fatalf("RenewLeases: %+v, %v in %d writes", out, err, renews.Load())
+	}
+	if out[0].Err != nil || out[0].Lease <= 0 || !errors.Is(out[1].Err, client.ErrStaleEpoch) || out[2].Err != nil || out[2].Lease <= 0 {
+		t.Fatalf("RenewLeases outcomes %+v", out)
+	}
+	if _, err := c.RenewLeases(context.Background(), nil); err == nil {
+		t.Fatal("RenewLeases of no lease: no error")
+	}
+}

@@ -329,7 +329,7 @@ func upgradePending(err error) bool {
 		return strings.Contains(e.Message, "not upgraded")
 	case e.Code == rpc.CodeInvalid:
 		return strings.Contains(e.Message, `unknown field "finished"`) || strings.Contains(e.Message, `unknown field "count"`) ||
-			strings.Contains(e.Message, `unknown field "more_finished"`)
+			strings.Contains(e.Message, `unknown field "more_finished"`) || strings.Contains(e.Message, `unknown field "more"`)
 	}
 	return false
 }
@@ -522,6 +522,57 @@ func (c *Client) RenewLease(meta TaskMeta) error {
 // RenewLeaseContext is RenewLease bounded by ctx.
 func (c *Client) RenewLeaseContext(ctx context.Context, meta TaskMeta) error {
 	return c.taskReport(ctx, rpc.PathTaskRenew, meta)
+}
+
+// RenewOutcome is how one renewal of RenewLeases went: Err is nil when
+// the lease was renewed, for Lease from the answer, else what RenewLease
+// of it alone would have returned (errors.Is matches ErrStaleEpoch or
+// ErrUnknownTask), which changed nothing.
+type RenewOutcome struct {
+	Lease time.Duration
+	Err   error
+}
+
+// RenewLeases renews the leases of metas (1 to MaxTasksPerGet, no task
+// twice) in one write, as RenewLease of each would, for a caller that
+// holds a batch of tasks without a session (tasks held by a session need
+// no renewal). It returns one RenewOutcome per lease, in order: a lease
+// that could not be renewed does not fail the others. Several leases
+// need protocol level 10: below, it fails at once with an error that
+// errors.Is matches with ErrUpgradePending, nothing renewed. A retry
+// says what remains of each lease still held.
+func (c *Client) RenewLeases(ctx context.Context, metas []TaskMeta) ([]RenewOutcome, error) {
+	if len(metas) < 1 || len(metas) > MaxTasksPerGet {
+		return nil, fmt.Errorf("raftmaster client: RenewLeases of %d leases: 1 to %d", len(metas), MaxTasksPerGet)
+	}
+	if len(metas) == 1 {
+		lease, err := c.taskReportLease(ctx, rpc.PathTaskRenew, metas[0])
+		if err != nil && !errors.Is(err, ErrStaleEpoch) && !errors.Is(err, ErrUnknownTask) {
+			return nil, err
+		}
+		return []RenewOutcome{{Lease: lease, Err: err}}, nil
+	}
+	var resp rpc.TaskResponse
+	err := c.do(ctx, &call{method: http.MethodPost, path: rpc.PathTaskRenew, body: rpc.TaskRequest{Meta: metas[0], More: metas[1:]},
+		write: true, out: &resp, underSession: true, final: upgradePending})
+	switch {
+	case c.read.reported(err):
+		return nil, c.jobGone()
+	case err != nil && upgradePending(err):
+		return nil, fmt.Errorf("raftmaster client: RenewLeases of %d leases: %w: %w", len(metas), ErrUpgradePending, err)
+	case err != nil:
+		return nil, err
+	case len(resp.Renewed) != len(metas):
+		return nil, fmt.Errorf("raftmaster client: RenewLeases of %d leases answered %d outcomes", len(metas), len(resp.Renewed))
+	}
+	out := make([]RenewOutcome, len(metas))
+	for i, o := range resp.Renewed {
+		out[i].Lease = time.Duration(o.Lease)
+		if o.Code != "" {
+			out[i].Err = rpc.ErrorFromCode(o.Code, "the lease was not renewed", rpc.HTTPStatus(o.Code))
+		}
+	}
+	return out, nil
 }
 
 func (c *Client) taskReport(ctx context.Context, path string, meta TaskMeta) error {

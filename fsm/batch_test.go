@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -213,4 +214,44 @@ func TestGetTaskBatchSnapshotVersions(t *testing.T) {
 		t.Fatalf("snapshot version %d at Protocol10, want 13", v)
 	}
 	checkRoundTrip(t, h.f)
+}
+
+// TestRenewLeaseBatch: one RenewLease renews several leases, each as it
+// would alone, a stale one refused without failing the others; a retry
+// says how each went and what remains of the leases still held.
+func TestRenewLeaseBatch(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(4, defaultParams)
+	a, b, c := h.getTask(0), h.getTask(0), h.getTask(0)
+	h.advance(10 * time.Second)
+	req := Header{Request: RequestID{Client: clientID(8), Seq: 1}}
+	stale := TaskMeta{ID: c.ID, Epoch: c.Epoch + 3}
+	r := h.ok(&RenewLease{Header: req, Meta: a, More: []TaskMeta{stale, b}})
+	want := []RenewOutcome{{Code: CodeOK, Lease: defaultParams.TaskTimeout}, {Code: CodeStaleEpoch}, {Code: CodeOK, Lease: defaultParams.TaskTimeout}}
+	if !slices.Equal(r.Renewed, want) {
+		t.Fatalf("renewed %+v, want %+v", r.Renewed, want)
+	}
+	// c's lease was not renewed: it ends 10 s before a's and b's.
+	h.advance(defaultParams.TaskTimeout - 5*time.Second)
+	h.tick()
+	h.wantTask(c.ID, "todo", 1, 1)
+	h.wantTask(a.ID, "pending", 1, 0)
+	// b is finished meanwhile: the retry says a's lease holds for what
+	// remains of it, b's has ended.
+	h.finish(b)
+	again := h.ok(&RenewLease{Header: req, Meta: a, More: []TaskMeta{stale, b}})
+	want = []RenewOutcome{{Code: CodeOK, Lease: 5 * time.Second}, {Code: CodeStaleEpoch}, {Code: CodeStaleEpoch}}
+	if !again.Duplicate || !slices.Equal(again.Renewed, want) {
+		t.Fatalf("retry renewed %+v (duplicate %v), want %+v", again.Renewed, again.Duplicate, want)
+	}
+	checkRoundTrip(t, h.f)
+	h.rejects(&RenewLease{Meta: a, More: []TaskMeta{a}})
+	h.rejects(&RenewLease{Meta: a, More: make([]TaskMeta, MaxTasksPerGet)})
+
+	old := newHarness(t)
+	old.ok(&SetProtocol{Level: Protocol9})
+	old.setDataset(4, defaultParams)
+	m, n := old.getTask(0), old.getTask(0)
+	old.rejects(&RenewLease{Meta: m, More: []TaskMeta{n}})
 }

@@ -425,6 +425,11 @@ type TaskFailed struct {
 type RenewLease struct {
 	Header
 	Meta TaskMeta
+	// More are further leases to renew in the same entry (Protocol10),
+	// for a caller that holds a batch without a session: with More the
+	// answer is CodeOK and Result.Renewed says how each renewal went,
+	// Meta's first, as a RenewLease of it alone would have.
+	More []TaskMeta
 }
 
 // Tick advances the FSM clock and expires what is due.
@@ -957,8 +962,39 @@ func (c *TaskFinished) encode(e *encoder) { encodeMeta(e, c.Meta) }
 func (c *TaskFinished) decode(d *decoder) { c.Meta = decodeMeta(d) }
 func (c *TaskFailed) encode(e *encoder)   { encodeMeta(e, c.Meta) }
 func (c *TaskFailed) decode(d *decoder)   { c.Meta = decodeMeta(d) }
-func (c *RenewLease) encode(e *encoder)   { encodeMeta(e, c.Meta) }
-func (c *RenewLease) decode(d *decoder)   { c.Meta = decodeMeta(d) }
+func (c *RenewLease) encode(e *encoder) {
+	encodeMeta(e, c.Meta)
+	if len(c.More) > 0 {
+		e.uvarint(uint64(len(c.More)))
+		for _, m := range c.More {
+			encodeMeta(e, m)
+		}
+	}
+}
+
+// decode reads a RenewLease; More, of Protocol10, is written only when
+// set, and then holds at least one lease.
+func (c *RenewLease) decode(d *decoder) {
+	c.Meta = decodeMeta(d)
+	if d.empty() {
+		return
+	}
+	for range d.length(2) {
+		c.More = append(c.More, decodeMeta(d))
+	}
+	if d.err == nil && len(c.More) == 0 {
+		d.fail(errors.New("a RenewLease of no more leases"))
+	}
+}
+
+// level is the protocol level the command's fields need: more leases
+// need Protocol10.
+func (c *RenewLease) level() uint64 {
+	if len(c.More) > 0 {
+		return Protocol10
+	}
+	return Protocol1
+}
 func (c *Tick) encode(*encoder)           {}
 func (c *Tick) decode(*decoder)           {}
 

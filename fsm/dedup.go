@@ -74,7 +74,8 @@ type dedupEntry struct {
 	// more are the tasks a GetTask leased after taskID (Protocol10).
 	more []leasedRef
 	// moreFinish are the outcomes of a GetTask's MoreFinished, each
-	// packed as num packs its Finished's (FinishOutcome.number).
+	// packed as num packs its Finished's (FinishOutcome.number); for a
+	// RenewLease with More, each renewal's code, plus 1.
 	moreFinish []int64
 }
 
@@ -234,12 +235,32 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		if e.code != CodeOK {
 			break
 		}
-		if i, ok := held(c.Meta.ID, c.Meta.Epoch); ok && j.tasks[i].queue == qHeld {
-			r.Lease = s.heldLease(c.Session)
-		} else if ok {
-			r.Lease = time.Duration(j.tasks[i].deadline - now)
-		} else {
-			r.Code = CodeStaleEpoch
+		// lease is what remains of the lease m names, or a stale epoch
+		// once it has ended.
+		lease := func(m TaskMeta) (Code, time.Duration) {
+			i, ok := held(m.ID, m.Epoch)
+			switch {
+			case ok && j.tasks[i].queue == qHeld:
+				return CodeOK, s.heldLease(c.Session)
+			case ok:
+				return CodeOK, time.Duration(j.tasks[i].deadline - now)
+			}
+			return CodeStaleEpoch, 0
+		}
+		if len(c.More) == 0 {
+			r.Code, r.Lease = lease(c.Meta)
+			break
+		}
+		// Each renewal as it went, and, when it renewed, what remains.
+		for k, m := range append([]TaskMeta{c.Meta}, c.More...) {
+			o := RenewOutcome{Code: CodeStaleEpoch}
+			if k < len(e.moreFinish) {
+				o.Code = Code(e.moreFinish[k] - 1)
+			}
+			if o.Code == CodeOK {
+				o.Code, o.Lease = lease(m)
+			}
+			r.Renewed = append(r.Renewed, o)
 		}
 	case *KVCompareAndSet:
 		return s.replayKV(c, e, r)
@@ -316,6 +337,9 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	}
 	for _, o := range r.MoreFinish {
 		e.moreFinish = append(e.moreFinish, o.number())
+	}
+	for _, o := range r.Renewed {
+		e.moreFinish = append(e.moreFinish, 1+int64(o.Code))
 	}
 	if r.KV != nil {
 		e.granted, e.gen = r.Swapped, r.KV.Version

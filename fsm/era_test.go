@@ -225,7 +225,19 @@ func TestPropertyNewEraHandsOutNewTokens(t *testing.T) {
 				if r.Swapped && !r.Duplicate && c.Version > at[0] && c.Version < 1<<EraShift {
 					t.Fatalf("entry %d: a compare-and-set naming the old cluster's version %d swapped", i+1, c.Version)
 				}
-			case *TaskFinished, *RenewLease, *TaskFailed:
+			case *RenewLease:
+				if len(c.More) == 0 {
+					if c.Meta.Epoch != 0 && c.Meta.Epoch>>32 == 0 && r.Code == CodeOK && !r.Duplicate {
+						t.Fatalf("entry %d: %v under the old era's epoch %d counted", i+1, c.Type(), c.Meta.Epoch)
+					}
+					break
+				}
+				for k, m := range append([]TaskMeta{c.Meta}, c.More...) {
+					if m.Epoch != 0 && m.Epoch>>32 == 0 && k < len(r.Renewed) && r.Renewed[k].Code == CodeOK && !r.Duplicate {
+						t.Fatalf("entry %d: a renewal under the old era's epoch %d counted", i+1, m.Epoch)
+					}
+				}
+			case *TaskFinished, *TaskFailed:
 				if m, _ := metaOf(c); m.Epoch != 0 && m.Epoch>>32 == 0 && r.Code == CodeOK && !r.Ignored && !r.Duplicate {
 					t.Fatalf("entry %d: %v under the old era's epoch %d counted", i+1, c.Type(), m.Epoch)
 				}

@@ -67,8 +67,9 @@ const (
 	// MaxGrace bounds LeaderGrace.
 	MaxGrace = time.Hour
 
-	// MaxTasksPerGet bounds a GetTask's Count, the tasks it leases, and
-	// the finishes it carries (Finished and MoreFinished together).
+	// MaxTasksPerGet bounds a GetTask's Count, the tasks it leases, the
+	// finishes it carries (Finished and MoreFinished together), and the
+	// leases a RenewLease renews (Meta and More together).
 	MaxTasksPerGet = 32
 
 	// DedupPerClient is how many recent requests are remembered per client.

@@ -184,6 +184,9 @@ func (m *model) apply(b []byte) Result {
 	if g, ok := c.(*GetTask); ok && (g.Count > 1 || len(g.MoreFinished) > 0) && m.protocol < Protocol10 {
 		return invalidResult // a batch is a field of Protocol10
 	}
+	if r, ok := c.(*RenewLease); ok && len(r.More) > 0 && m.protocol < Protocol10 {
+		return invalidResult // more leases are a field of Protocol10
+	}
 	req := c.Hdr().Request
 	if req.Owner != [16]byte{} && m.protocol < Protocol3 {
 		return invalidResult // an owner is a field of Protocol3
@@ -287,6 +290,22 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 		}
 	case *RenewLease:
 		if r.Code != CodeOK {
+			break
+		}
+		if len(c.More) > 0 {
+			// Each renewal as it went; one that renewed, what remains.
+			renewed := slices.Clone(r.Renewed)
+			for k, meta := range append([]TaskMeta{c.Meta}, c.More...) {
+				if renewed[k].Code != CodeOK {
+					continue
+				}
+				if t, ok := held(meta); ok {
+					renewed[k].Lease = time.Duration(t.deadline - now)
+				} else {
+					renewed[k] = RenewOutcome{Code: CodeStaleEpoch}
+				}
+			}
+			r.Renewed = renewed
 			break
 		}
 		if t, ok := held(c.Meta); ok {
@@ -498,7 +517,17 @@ func (m *modelJob) dispatch(c Command) Result {
 	case *TaskFailed:
 		return m.fail(c.Meta)
 	case *RenewLease:
-		return m.renew(c.Meta)
+		if len(c.More) == 0 {
+			return m.renew(c.Meta)
+		}
+		// Each renewal as a RenewLease of it alone, the answer saying how
+		// each went.
+		var r Result
+		for _, meta := range append([]TaskMeta{c.Meta}, c.More...) {
+			one := m.renew(meta)
+			r.Renewed = append(r.Renewed, RenewOutcome{Code: one.Code, Lease: one.Lease})
+		}
+		return r
 	case *RequestSaveModel:
 		if m.holder != "" && m.holder != c.TrainerID && m.saveEnd > m.clock {
 			return Result{}

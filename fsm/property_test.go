@@ -236,7 +236,14 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 	case "fail":
 		return &TaskFailed{Meta: g.meta(t)}
 	case "renew":
-		return &RenewLease{Meta: g.meta(t)}
+		renew := &RenewLease{Meta: g.meta(t)}
+		// From Protocol10, now and then several leases at once.
+		if g.f.s.atLeast(Protocol10) && rapid.IntRange(0, 2).Draw(t, "renewBatch") == 0 {
+			for range rapid.IntRange(1, 3).Draw(t, "moreRenewed") {
+				renew.More = append(renew.More, g.meta(t))
+			}
+		}
+		return renew
 	case "dataset":
 		return &SetDataset{Params: g.params(t), Chunks: propChunks(t, 1, 6), Patterns: propPatterns(t)}
 	case "part":
@@ -412,7 +419,8 @@ func sameResult(a, b *Result) bool {
 			return false
 		}
 	}
-	if (a.Finish == nil) != (b.Finish == nil) || a.Finish != nil && *a.Finish != *b.Finish || !slices.Equal(a.MoreFinish, b.MoreFinish) {
+	if (a.Finish == nil) != (b.Finish == nil) || a.Finish != nil && *a.Finish != *b.Finish || !slices.Equal(a.MoreFinish, b.MoreFinish) ||
+		!slices.Equal(a.Renewed, b.Renewed) {
 		return false
 	}
 	if (a.KV == nil) != (b.KV == nil) || a.KV != nil && (a.KV.Found != b.KV.Found || a.KV.Version != b.KV.Version || !bytes.Equal(a.KV.Value, b.KV.Value)) {

@@ -15,7 +15,8 @@ import (
 // Version 13, written from Protocol10 on, adds to each de-duplication
 // entry of GetTask the tasks it leased after the first and the outcomes
 // of the finishes it carried after the first (dedupEntry.more and
-// moreFinish), after its number.
+// moreFinish), after its number; and to each of RenewLease the outcome
+// of each of its renewals, when it renewed more than one.
 // Version 12, written from Protocol9 on, adds each dataset's sources
 // after its seed and, after the queues of a mixture job, its changing
 // state (encodeMixture); a mixture's todo queue is written source after
@@ -245,7 +246,7 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 			if version >= 8 && kvNumbered(en.typ, version) {
 				e.varint(en.num)
 			}
-			if version >= 13 && en.typ == TypeGetTask {
+			if version >= 13 && (en.typ == TypeGetTask || en.typ == TypeRenewLease) {
 				e.uvarint(uint64(len(en.more)))
 				for _, m := range en.more {
 					e.int(int(m.id))
@@ -668,7 +669,7 @@ func decodeDedup(d *decoder, s *state, version uint64) {
 			if version >= 8 && kvNumbered(e.typ, version) {
 				e.num = d.varint()
 			}
-			if version >= 13 && e.typ == TypeGetTask {
+			if version >= 13 && (e.typ == TypeGetTask || e.typ == TypeRenewLease) {
 				decodeBatch(d, &e)
 			}
 			c.entries = append(c.entries, e)
@@ -924,9 +925,10 @@ func encodeNodes(e *encoder, nodes map[string]Registration, version uint64) {
 	}
 }
 
-// decodeBatch reads what a GetTask's de-duplication entry keeps of a
-// batch (version 13): the tasks leased after the first, and the outcomes
-// of the finishes after the first, each no more than a GetTask may have.
+// decodeBatch reads what a GetTask's or RenewLease's de-duplication entry
+// keeps of a batch (version 13): the tasks leased after the first, and
+// the outcomes of the finishes after the first or of every renewal, each
+// no more than a batch may have.
 func decodeBatch(d *decoder, e *dedupEntry) {
 	n := d.length(2)
 	if n > MaxTasksPerGet {

@@ -230,6 +230,18 @@ type Result struct {
 	// MoreFinish is how each of a GetTask's MoreFinished went, in its
 	// order.
 	MoreFinish []FinishOutcome
+	// Renewed is, for a RenewLease with More, how each renewal went,
+	// its Meta's first.
+	Renewed []RenewOutcome
+}
+
+// RenewOutcome is how one renewal of a RenewLease with More went: Code is
+// CodeOK, with the Lease a RenewLease of it alone would have answered,
+// or the error that one would have got (CodeStaleEpoch, CodeUnknownTask),
+// which changed nothing.
+type RenewOutcome struct {
+	Code  Code
+	Lease time.Duration
 }
 
 // FinishOutcome is how the finish a GetTask carried went: Code is CodeOK

@@ -344,7 +344,20 @@ func (j *job) failTask(i int32) {
 }
 
 func (j *job) renewLease(c *RenewLease) *Result {
-	m := c.Meta
+	if len(c.More) == 0 {
+		return j.renewOne(c.Meta, c.Session)
+	}
+	r := &Result{}
+	for _, m := range append([]TaskMeta{c.Meta}, c.More...) {
+		one := j.renewOne(m, c.Session)
+		r.Renewed = append(r.Renewed, RenewOutcome{Code: one.Code, Lease: one.Lease})
+	}
+	return r
+}
+
+// renewOne renews the lease m names, as a RenewLease of it alone under
+// session would.
+func (j *job) renewOne(m TaskMeta, session uint64) *Result {
 	i, err := j.taskIndex(m.ID)
 	if err != nil {
 		return errResult(err)
@@ -355,7 +368,7 @@ func (j *job) renewLease(c *RenewLease) *Result {
 	}
 	if t.queue == qHeld {
 		// Its session holds it; nothing to renew.
-		return &Result{Lease: j.cluster.heldLease(c.Session)}
+		return &Result{Lease: j.cluster.heldLease(session)}
 	}
 	j.unlink(i)
 	t.deadline = j.leaseEnd()

@@ -101,7 +101,22 @@ func (c *GetTask) validate() error {
 
 func (c *TaskFinished) validate() error { return validateMeta(c.Meta) }
 func (c *TaskFailed) validate() error   { return validateMeta(c.Meta) }
-func (c *RenewLease) validate() error   { return validateMeta(c.Meta) }
+func (c *RenewLease) validate() error {
+	if len(c.More)+1 > MaxTasksPerGet {
+		return invalidf("%d leases: a RenewLease renews at most %d", len(c.More)+1, MaxTasksPerGet)
+	}
+	seen := make([]int, 0, len(c.More)+1)
+	for _, m := range append([]TaskMeta{c.Meta}, c.More...) {
+		if err := validateMeta(m); err != nil {
+			return err
+		}
+		if slices.Contains(seen, m.ID) {
+			return invalidf("task %d is renewed twice in one RenewLease", m.ID)
+		}
+		seen = append(seen, m.ID)
+	}
+	return nil
+}
 
 // validate accepts every Tick: it carries nothing but the header.
 func (c *Tick) validate() error { return nil }

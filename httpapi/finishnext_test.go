@@ -238,7 +238,7 @@ func TestGetTaskBatch(t *testing.T) {
 	e.setDataset(5, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute})
 	before := e.state()
 	for _, body := range []string{`{"count":33}`, `{"count":-1}`, `{"more_finished":[{"id":1,"epoch":1}]}`,
-		`{"finished":{"id":1,"epoch":1},"more_finished":[{"id":0,"epoch":1}]}`} {
+		`{"finished":{"id":1,"epoch":1},"more_finished":[{"id":0,"epoch":1}]}`, `{"finished":{"id":1,"epoch":1},"more_finished":[{"id":1,"epoch":2}]}`} {
 		r := e.do(http.MethodPost, rpc.PathTaskGet, []byte(body))
 		wantError(t, r, http.StatusBadRequest, rpc.CodeInvalid)
 	}
@@ -274,4 +274,42 @@ func TestGetTaskBatch(t *testing.T) {
 	if msg := wantError(t, r, http.StatusServiceUnavailable, rpc.CodeUnavailable).Message; !strings.Contains(msg, "protocol level 10") {
 		t.Errorf("the refusal %q does not name protocol level 10", msg)
 	}
+}
+
+// TestRenewBatch: one renewal request renews several leases, each
+// outcome in order, a stale one refused without failing the others;
+// finished and failed refuse more; below protocol level 10 a batch is
+// answered unavailable.
+func TestRenewBatch(t *testing.T) {
+	e := newEnv(t, testConfig(), nil, nil)
+	e.setDataset(4, fsm.DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Minute})
+	var a, b, c rpc.GetTaskResponse
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &a)
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &b)
+	e.ok(rpc.PathTaskGet, rpc.GetTaskRequest{}, &c)
+	stale := rpc.TaskMeta{ID: c.Task.Meta.ID, Epoch: c.Task.Meta.Epoch + 4}
+	var out rpc.TaskResponse
+	e.ok(rpc.PathTaskRenew, rpc.TaskRequest{Meta: a.Task.Meta, More: []rpc.TaskMeta{stale, b.Task.Meta}}, &out)
+	if len(out.Renewed) != 3 || out.Renewed[0].Code != "" || out.Renewed[0].Lease != rpc.Duration(time.Minute) ||
+		out.Renewed[1].Code != rpc.CodeStaleEpoch || out.Renewed[2].Code != "" {
+		t.Fatalf("renewed %+v", out.Renewed)
+	}
+	before := e.state()
+	for _, path := range []string{rpc.PathTaskFinished, rpc.PathTaskFailed} {
+		r := e.post(path, rpc.TaskRequest{Meta: a.Task.Meta, More: []rpc.TaskMeta{b.Task.Meta}})
+		wantError(t, r, http.StatusBadRequest, rpc.CodeInvalid)
+	}
+	r := e.post(rpc.PathTaskRenew, rpc.TaskRequest{Meta: a.Task.Meta, More: []rpc.TaskMeta{a.Task.Meta}})
+	wantError(t, r, http.StatusBadRequest, rpc.CodeInvalid)
+	if e.state() != before {
+		t.Fatal("a refused request changed the state")
+	}
+
+	old := &level1{f: fsm.New()}
+	if r, _ := old.Apply(context.Background(), &fsm.SetProtocol{Level: fsm.Protocol9}); r.Code != fsm.CodeOK {
+		t.Fatal(r)
+	}
+	oe := newEnv(t, testConfig(), func(l *apitest.Local) httpapi.Backend { old.Local = l; return old }, nil)
+	r = oe.post(rpc.PathTaskRenew, rpc.TaskRequest{Meta: rpc.TaskMeta{ID: 1, Epoch: 1}, More: []rpc.TaskMeta{{ID: 2, Epoch: 1}}}, reqID(uuid.New(), 1)...)
+	wantError(t, r, http.StatusServiceUnavailable, rpc.CodeUnavailable)
 }

@@ -97,6 +97,11 @@ func (s *Handler) batch(c *fsm.GetTask, in rpc.GetTaskRequest) error {
 		}
 		c.MoreFinished = append(c.MoreFinished, TaskMetaToFSM(m))
 	}
+	if len(in.MoreFinished) > 0 {
+		if err := distinctTasks("finished", *in.Finished, in.MoreFinished); err != nil {
+			return err
+		}
+	}
 	c.Count = in.Count
 	return s.levelAllows(fsm.Protocol10, "a GetTask of a batch (count above 1, or more_finished)",
 		"ask for one task at a time and report the others on their own ("+rpc.PathTaskFinished+")")
@@ -143,20 +148,41 @@ func checkTaskMeta(what string, m rpc.TaskMeta) error {
 
 // handleTaskFinished reports a task done.
 func (s *Handler) handleTaskFinished(w http.ResponseWriter, r *http.Request) error {
-	return s.taskReport(w, r, func(m fsm.TaskMeta) fsm.Command { return &fsm.TaskFinished{Meta: m} })
+	return s.taskReport(w, r, single(func(m fsm.TaskMeta) fsm.Command { return &fsm.TaskFinished{Meta: m} }))
 }
 
 // handleTaskFailed reports a task failed.
 func (s *Handler) handleTaskFailed(w http.ResponseWriter, r *http.Request) error {
-	return s.taskReport(w, r, func(m fsm.TaskMeta) fsm.Command { return &fsm.TaskFailed{Meta: m} })
+	return s.taskReport(w, r, single(func(m fsm.TaskMeta) fsm.Command { return &fsm.TaskFailed{Meta: m} }))
 }
 
-// handleTaskRenew extends a task's lease.
+// handleTaskRenew extends a task's lease, or, with More (fsm.Protocol10),
+// several leases in one entry.
 func (s *Handler) handleTaskRenew(w http.ResponseWriter, r *http.Request) error {
-	return s.taskReport(w, r, func(m fsm.TaskMeta) fsm.Command { return &fsm.RenewLease{Meta: m} })
+	return s.taskReport(w, r, func(in rpc.TaskRequest) (fsm.Command, error) {
+		c := &fsm.RenewLease{Meta: TaskMetaToFSM(in.Meta)}
+		if len(in.More) == 0 {
+			return c, nil
+		}
+		if len(in.More) >= fsm.MaxTasksPerGet {
+			return nil, invalidf("%d leases: a renewal renews at most %d", len(in.More)+1, fsm.MaxTasksPerGet)
+		}
+		for _, m := range in.More {
+			if err := checkTaskMeta("task", m); err != nil {
+				return nil, err
+			}
+			c.More = append(c.More, TaskMetaToFSM(m))
+		}
+		if err := distinctTasks("renewed", in.Meta, in.More); err != nil {
+			return nil, err
+		}
+		return c, s.levelAllows(fsm.Protocol10, "a renewal of several leases (more)", "renew each lease on its own")
+	})
 }
 
-func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fsm.TaskMeta) fsm.Command) error {
+// taskReport applies the command cmd makes of a task report; more, the
+// further leases of a batch renewal, is refused by the others.
+func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(rpc.TaskRequest) (fsm.Command, error)) error {
 	var in rpc.TaskRequest
 	req, err := s.readWrite(w, r, &in)
 	if err != nil {
@@ -165,15 +191,50 @@ func (s *Handler) taskReport(w http.ResponseWriter, r *http.Request, cmd func(fs
 	if err := checkTaskMeta("task", in.Meta); err != nil {
 		return err
 	}
-	c := cmd(TaskMetaToFSM(in.Meta))
+	c, err := cmd(in)
+	if err != nil {
+		return err
+	}
 	res, err := s.apply(r, req, c)
 	if err != nil {
 		return err
 	}
 	// A renewal's answer says how long its lease lasts, a replayed one
 	// what remains of it at the retry.
-	writeJSON(w, http.StatusOK, rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: rpc.Duration(res.Lease)})
+	out := rpc.TaskResponse{Ignored: res.Ignored, AppliedAt: FSMTime(res.Clock), Lease: rpc.Duration(res.Lease)}
+	for _, o := range res.Renewed {
+		ro := rpc.RenewOutcome{Lease: rpc.Duration(o.Lease)}
+		if o.Code != fsm.CodeOK {
+			ro.Code = o.Code.String()
+		}
+		out.Renewed = append(out.Renewed, ro)
+	}
+	writeJSON(w, http.StatusOK, out)
 	return nil
+}
+
+// distinctTasks refuses a batch that names a task twice (what: how the
+// batch treats its tasks).
+func distinctTasks(what string, first rpc.TaskMeta, more []rpc.TaskMeta) error {
+	seen := map[int]bool{first.ID: true}
+	for _, m := range more {
+		if seen[m.ID] {
+			return invalidf("task %d is %s twice in one request", m.ID, what)
+		}
+		seen[m.ID] = true
+	}
+	return nil
+}
+
+// single is the command of a task report that takes one task: more is
+// refused.
+func single(cmd func(fsm.TaskMeta) fsm.Command) func(rpc.TaskRequest) (fsm.Command, error) {
+	return func(in rpc.TaskRequest) (fsm.Command, error) {
+		if len(in.More) > 0 {
+			return nil, invalidf("more: only a renewal (%s) takes several tasks", rpc.PathTaskRenew)
+		}
+		return cmd(TaskMetaToFSM(in.Meta)), nil
+	}
 }
 
 // handleSaveModel asks for the save-model lease.

@@ -349,6 +349,19 @@ type GetTaskResponse struct {
 // TaskRequest reports on a task: finished, failed or renew.
 type TaskRequest struct {
 	Meta TaskMeta `json:"meta"`
+	// More, in a renewal only, are further leases to renew in the same
+	// log entry (protocol level 10), for a caller that holds a batch
+	// without a session: the answer's Renewed says how each went, Meta's
+	// first. At most 31 (32 leases with Meta).
+	More []TaskMeta `json:"more,omitempty"`
+}
+
+// RenewOutcome is how one renewal of a batch went: Code is empty when it
+// renewed, with the lease's Lease, else the error a renewal of it alone
+// would have got (stale_epoch, unknown_task), which changed nothing.
+type RenewOutcome struct {
+	Code  string   `json:"code,omitempty"`
+	Lease Duration `json:"lease,omitempty"`
 }
 
 // TaskResponse says whether the report had no effect (a stale or late
@@ -361,6 +374,10 @@ type TaskResponse struct {
 	// answer to a retried renewal says what remains of the lease at the
 	// retry, which may be less than from AppliedAt, the first time.
 	Lease Duration `json:"lease,omitempty"`
+	// Renewed, in the answer to a renewal with More, says how each
+	// renewal went, the request's Meta first; a retried request's says
+	// what remains of each lease still held.
+	Renewed []RenewOutcome `json:"renewed,omitempty"`
 }
 
 // SaveModelRequest asks for the save-model lease.
