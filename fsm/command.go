@@ -995,8 +995,8 @@ func (c *RenewLease) level() uint64 {
 	}
 	return Protocol1
 }
-func (c *Tick) encode(*encoder)           {}
-func (c *Tick) decode(*decoder)           {}
+func (c *Tick) encode(*encoder) {}
+func (c *Tick) decode(*decoder) {}
 
 func (c *RequestSaveModel) encode(e *encoder) {
 	e.string(c.TrainerID)
