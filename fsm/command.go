@@ -995,6 +995,7 @@ func (c *RenewLease) level() uint64 {
 	}
 	return Protocol1
 }
+
 func (c *Tick) encode(*encoder) {}
 func (c *Tick) decode(*decoder) {}
 
