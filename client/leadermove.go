@@ -72,9 +72,13 @@ func (c *Client) watchLeaderMove(ctx context.Context, current *atomic.Pointer[st
 
 // otherLeader returns the base URL of a leader other than current, or ""
 // while current still answers as the leader (it may be known under another
-// address, or simply be slow) or no other leader is known.
+// address, or simply be slow) or no other leader is known. A leader that
+// a node names but that did not answer the same round, or that refused a
+// connection of late, is no leader to move to: a follower names a killed
+// leader until the election timeout, and moving the attempt there would
+// only take it off a node that holds it until the next leader serves.
 func (c *Client) otherLeader(ctx context.Context, current string) string {
-	statuses := c.probeAll(ctx, current)
+	statuses, asked := c.probeAll(ctx, current)
 	if st, ok := statuses[current]; ok && st.State == "Leader" && st.Ready {
 		return ""
 	}
@@ -82,13 +86,17 @@ func (c *Client) otherLeader(ctx context.Context, current string) string {
 	if st, ok := statuses[current]; ok {
 		currentID = st.NodeID
 	}
+	silent := func(base string) bool {
+		_, answered := statuses[base]
+		return asked[base] && !answered || c.ep.refusedLately(base)
+	}
 	for base, st := range statuses {
 		switch {
 		case base == current:
 		case st.State == "Leader" && st.Ready && st.NodeID != currentID:
 			return base
 		case st.Leader.APIAddr != "" && st.Leader.ID != currentID:
-			if l, err := c.normalize(st.Leader.APIAddr); err == nil && l != current {
+			if l, err := c.normalize(st.Leader.APIAddr); err == nil && l != current && !silent(l) {
 				// A node the token goes to reports it as the leader.
 				c.ep.trust(l)
 				return l
@@ -99,9 +107,10 @@ func (c *Client) otherLeader(ctx context.Context, current string) string {
 }
 
 // probeAll asks current and every known node for its own status, in
-// parallel, and returns the answers by base URL. A round younger than
-// leaderProbeEvery/2 is reused; a round in flight is waited for.
-func (c *Client) probeAll(ctx context.Context, current string) map[string]rpc.StatusResponse {
+// parallel, and returns the answers by base URL and the base URLs asked.
+// A round younger than leaderProbeEvery/2 is reused; a round in flight is
+// waited for.
+func (c *Client) probeAll(ctx context.Context, current string) (map[string]rpc.StatusResponse, map[string]bool) {
 	p := &c.probes
 	p.mu.Lock()
 	for p.running != nil {
@@ -110,14 +119,14 @@ func (c *Client) probeAll(ctx context.Context, current string) map[string]rpc.St
 		select {
 		case <-running:
 		case <-ctx.Done():
-			return nil
+			return nil, nil
 		}
 		p.mu.Lock()
 	}
 	if p.asked[current] && time.Since(p.at) < leaderProbeEvery/2 {
-		res := p.results
+		res, asked := p.results, p.asked
 		p.mu.Unlock()
-		return res
+		return res, asked
 	}
 	p.running = make(chan struct{})
 	p.mu.Unlock()
@@ -172,7 +181,7 @@ func (c *Client) probeAll(ctx context.Context, current string) map[string]rpc.St
 	close(p.running)
 	p.running = nil
 	p.mu.Unlock()
-	return res
+	return res, asked
 }
 
 func contains(list []string, s string) bool {

@@ -197,6 +197,19 @@ func (e *endpoints) refusedBy(base string) {
 	e.refused[u.Host] = time.Now()
 }
 
+// refusedLately reports whether the node at base refused a connection
+// within deadRefusal.
+func (e *endpoints) refusedLately(base string) bool {
+	u, err := url.Parse(base)
+	if err != nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	at, ok := e.refused[u.Host]
+	return ok && time.Since(at) <= deadRefusal
+}
+
 // unreachable returns the nodes that refused a connection within
 // deadRefusal, comma separated, and forgets older ones.
 func (e *endpoints) unreachable() string {
@@ -475,6 +488,11 @@ func (c *Client) do(ctx context.Context, cl *call) error {
 			refusals++
 		} else {
 			refusals = 0
+		}
+		if ae.moved {
+			// Abandoned for the leader the probe found, after the
+			// probe's delay at least: the call goes there at once.
+			wait = 0
 		}
 		if ae.refused && refusals < c.ep.count() {
 			// A killed node: ask the next one at once. It holds the call

@@ -573,3 +573,62 @@ func TestRefusedNodeIsNamedUnreachable(t *testing.T) {
 		t.Fatalf("the live node was told %q is unreachable, want %q", got, dead)
 	}
 }
+
+// TestHeldAttemptIsNotMovedToADeadLeader: the leader was killed (its port
+// refuses connections) and the followers, one of which holds the write
+// until the next leader serves, still name it as the leader in their
+// status, as followers do until their election timeout. The client's
+// probes of who leads must not abandon the held attempt for the dead
+// node: each such move would send the write again, and leave it off the
+// followers, in a backoff, when the next leader is elected.
+func TestHeldAttemptIsNotMovedToADeadLeader(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close() // the killed leader: connections are refused
+
+	release := make(chan struct{})
+	var writes, probes atomic.Int32
+	var unreachable atomic.Value
+	follower := func(id string) *httptest.Server {
+		ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			if r.URL.Path == rpc.PathStatus {
+				probes.Add(1)
+				json.NewEncoder(w).Encode(rpc.StatusResponse{NodeID: id, State: "Follower", Ready: true,
+					Leader: rpc.NodeRef{ID: "killed", APIAddr: dead}})
+				return
+			}
+			writes.Add(1)
+			unreachable.Store(r.Header.Get(rpc.HeaderUnreachable))
+			select { // held until the next leader serves
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			w.Write([]byte("{}"))
+		}))
+		t.Cleanup(ts.Close)
+		return ts
+	}
+	f1, f2 := follower("f1"), follower("f2")
+
+	c := newClient(t, client.WithAddrs(dead, f1.URL, f2.URL))
+	done := make(chan error, 1)
+	go func() { done <- c.Call(context.Background(), rpc.PathSaveModel, map[string]any{}, nil) }()
+	// Three probe rounds of both followers: the held attempt had every
+	// chance to be moved.
+	waitFor(t, "three probe rounds", 30*time.Second, func() bool { return probes.Load() >= 6 })
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if n := writes.Load(); n != 1 {
+		t.Fatalf("the followers got the write %d times, want once: the held attempt was moved to the dead leader", n)
+	}
+	if got, _ := unreachable.Load().(string); got != dead {
+		t.Fatalf("the follower was told %q is unreachable, want %q", got, dead)
+	}
+}

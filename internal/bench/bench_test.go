@@ -267,3 +267,27 @@ func TestCursorsSmoke(t *testing.T) {
 		}
 	}
 }
+
+// TestAckLogEveryAfter: every trainer's first acknowledgement after t is
+// the slowest trainer's, and none while one trainer has none.
+func TestAckLogEveryAfter(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	var a ackLog
+	a.add(0, at(-5)) // before t: not counted
+	a.add(0, at(30))
+	a.add(1, at(10))
+	a.add(0, at(20))
+	if _, ok := a.everyAfter(t0, 3); ok {
+		t.Fatal("everyAfter holds while trainer 2 has no acknowledgement")
+	}
+	a.add(2, at(50))
+	a.add(1, at(60))
+	got, ok := a.everyAfter(t0, 3)
+	if !ok || !got.Equal(at(50)) {
+		t.Fatalf("everyAfter = %v, %v; want trainer 2's first, +50ms", got.Sub(t0), ok)
+	}
+	if first, _ := a.firstAfter(t0); !first.Equal(at(10)) {
+		t.Fatalf("firstAfter = %v, want +10ms", first.Sub(t0))
+	}
+}

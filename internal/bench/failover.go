@@ -39,6 +39,12 @@ type FailoverBackend struct {
 	// Rediscovery is → the next acknowledged write (the clients' retries
 	// and backoff).
 	Rediscovery measure.Distribution `json:"rediscovery_ms"`
+	// EveryTrainer is kill → every trainer has had a write acknowledged,
+	// and SlowestRediscovery its part after the new leader reported
+	// ready: the slowest client's retries and backoff, which Total, the
+	// first write of any trainer, does not show.
+	EveryTrainer       measure.Distribution `json:"every_trainer_ms"`
+	SlowestRediscovery measure.Distribution `json:"slowest_rediscovery_ms"`
 	// Failed counts kills after which no write was acknowledged in time.
 	Failed int `json:"failed,omitempty"`
 	// Errors counts trainer calls that failed even after the client's
@@ -59,7 +65,12 @@ type Kill struct {
 	NewLeaderMs   float64 `json:"new_leader_ms"`
 	TakeOverMs    float64 `json:"take_over_ms"`
 	RediscoveryMs float64 `json:"rediscovery_ms"`
-	Error         string  `json:"error,omitempty"`
+	// EveryTrainerMs is kill → every trainer has had a write
+	// acknowledged; SlowestRediscoveryMs is its part after the new
+	// leader reported ready.
+	EveryTrainerMs       float64 `json:"every_trainer_ms"`
+	SlowestRediscoveryMs float64 `json:"slowest_rediscovery_ms"`
+	Error                string  `json:"error,omitempty"`
 }
 
 // pollPeriod is how often the survivors' status is polled during a
@@ -132,7 +143,7 @@ func (s *suite) killLoop(ctx context.Context, c *harness.Cluster, dataset string
 	tctx, stopTrainers := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var trainers harness.Dispatch
-	for range s.cfg.Trainers {
+	for trainer := range s.cfg.Trainers {
 		cl, err := c.NewClient()
 		if err != nil {
 			stopTrainers()
@@ -143,7 +154,7 @@ func (s *suite) killLoop(ctx context.Context, c *harness.Cluster, dataset string
 			defer wg.Done()
 			defer cl.Close()
 			for tctx.Err() == nil {
-				err := trainers.Pair(tctx, cl, func(_ harness.Op, _, t1 time.Time) { acks.add(t1) }, nil)
+				err := trainers.Pair(tctx, cl, func(_ harness.Op, _, t1 time.Time) { acks.add(trainer, t1) }, nil)
 				if err != nil && tctx.Err() == nil {
 					if n := errs.Add(1); n <= 5 {
 						s.logf("fail-over %s: a trainer's call failed after the client's retries: %v", c.Backend, err)
@@ -164,7 +175,7 @@ func (s *suite) killLoop(ctx context.Context, c *harness.Cluster, dataset string
 		out.Errors = int(errs.Load())
 	}()
 
-	var total, elected, takeover, rediscovery []float64
+	var total, elected, takeover, rediscovery, every, slowest []float64
 	for k := range s.cfg.Kills {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -183,13 +194,17 @@ func (s *suite) killLoop(ctx context.Context, c *harness.Cluster, dataset string
 		elected = append(elected, kill.NewLeaderMs)
 		takeover = append(takeover, kill.TakeOverMs)
 		rediscovery = append(rediscovery, kill.RediscoveryMs)
-		s.logf("fail-over %s kill %2d/%d of %s: next write after %7.0f ms (new leader %s at %6.0f ms, ready +%5.0f ms, write +%5.0f ms)",
-			c.Backend, k+1, s.cfg.Kills, kill.Node, kill.TotalMs, kill.NewLeader, kill.NewLeaderMs, kill.TakeOverMs, kill.RediscoveryMs)
+		every = append(every, kill.EveryTrainerMs)
+		slowest = append(slowest, kill.SlowestRediscoveryMs)
+		s.logf("fail-over %s kill %2d/%d of %s: next write after %7.0f ms (new leader %s at %6.0f ms, ready +%5.0f ms, write +%5.0f ms; every trainer +%5.0f ms after ready)",
+			c.Backend, k+1, s.cfg.Kills, kill.Node, kill.TotalMs, kill.NewLeader, kill.NewLeaderMs, kill.TakeOverMs, kill.RediscoveryMs, kill.SlowestRediscoveryMs)
 	}
 	out.Total = measure.Distribute(total)
 	out.NewLeader = measure.Distribute(elected)
 	out.TakeOver = measure.Distribute(takeover)
 	out.Rediscovery = measure.Distribute(rediscovery)
+	out.EveryTrainer = measure.Distribute(every)
+	out.SlowestRediscovery = measure.Distribute(slowest)
 	return nil
 }
 
@@ -247,10 +262,13 @@ func (s *suite) killOnce(ctx context.Context, c *harness.Cluster, acks *ackLog) 
 	kill := Kill{Node: victim.ID, ReapMs: measure.Millis(reaped.Sub(sent))}
 	// The etcd backend waits for the session TTL; allow for it.
 	deadline := time.Now().Add(2 * time.Minute)
-	var acked time.Time
+	var acked, everyAcked time.Time
 	for {
-		if t, ok := acks.firstAfter(reaped); ok {
+		if t, ok := acks.firstAfter(reaped); ok && acked.IsZero() {
 			acked = t
+		}
+		if t, ok := acks.everyAfter(reaped, s.cfg.Trainers); ok {
+			everyAcked = t
 			break
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
@@ -263,11 +281,16 @@ func (s *suite) killOnce(ctx context.Context, c *harness.Cluster, acks *ackLog) 
 	}
 	stopPolls()
 	pwg.Wait()
-	if acked.IsZero() {
+	switch {
+	case acked.IsZero():
 		kill.Error = "no write acknowledged within 2 minutes"
-	} else {
+	case everyAcked.IsZero():
+		kill.Error = "a trainer had no write acknowledged within 2 minutes"
+	default:
 		kill.TotalMs = measure.Millis(acked.Sub(sent))
-		phases(&kill, victim, sent, acked, samples)
+		ready := phases(&kill, victim, sent, acked, samples)
+		kill.EveryTrainerMs = measure.Millis(everyAcked.Sub(sent))
+		kill.SlowestRediscoveryMs = measure.Millis(everyAcked.Sub(ready))
 	}
 	if err := c.Restart(victim); err != nil {
 		return kill, err
@@ -302,8 +325,9 @@ func (s *suite) pollStatus(ctx context.Context, c *harness.Cluster, p *procs.Pro
 // phases splits a fail-over from the survivors' polls: the first report
 // of a leader other than the victim, the first report of that leader that
 // it leads and is ready, and the acknowledged write. A phase shorter than
-// the poll period can come out as 0.
-func phases(k *Kill, victim *procs.Proc, sent, acked time.Time, samples [][]statusSample) {
+// the poll period can come out as 0. It returns when the new leader
+// reported ready, as the phases count it.
+func phases(k *Kill, victim *procs.Proc, sent, acked time.Time, samples [][]statusSample) time.Time {
 	isVictim := func(ref rpc.NodeRef) bool {
 		return ref.ID == "" || ref.ID == victim.ID || ref.ID == victim.APIAddr || ref.APIAddr == victim.APIAddr
 	}
@@ -337,23 +361,30 @@ func phases(k *Kill, victim *procs.Proc, sent, acked time.Time, samples [][]stat
 	k.NewLeaderMs = measure.Millis(elected.Sub(sent))
 	k.TakeOverMs = measure.Millis(ready.Sub(elected))
 	k.RediscoveryMs = measure.Millis(acked.Sub(ready))
+	return ready
 }
 
-// ackLog collects the times of acknowledged writes.
+// ackLog collects the times of acknowledged writes, by trainer.
 type ackLog struct {
-	mu    sync.Mutex
-	times []time.Time
+	mu   sync.Mutex
+	acks []ack
 }
 
-func (a *ackLog) add(t time.Time) {
+// ack is one acknowledged write of a trainer.
+type ack struct {
+	trainer int
+	at      time.Time
+}
+
+func (a *ackLog) add(trainer int, t time.Time) {
 	a.mu.Lock()
-	a.times = append(a.times, t)
+	a.acks = append(a.acks, ack{trainer, t})
 	a.mu.Unlock()
 }
 
 func (a *ackLog) reset() {
 	a.mu.Lock()
-	a.times = a.times[:0]
+	a.acks = a.acks[:0]
 	a.mu.Unlock()
 }
 
@@ -362,10 +393,33 @@ func (a *ackLog) firstAfter(t time.Time) (time.Time, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var first time.Time
-	for _, x := range a.times {
-		if x.After(t) && (first.IsZero() || x.Before(first)) {
-			first = x
+	for _, x := range a.acks {
+		if x.at.After(t) && (first.IsZero() || x.at.Before(first)) {
+			first = x.at
 		}
 	}
 	return first, !first.IsZero()
+}
+
+// everyAfter returns when the last of trainers 0..n-1 had its first
+// acknowledgement after t, and false while one has none.
+func (a *ackLog) everyAfter(t time.Time, n int) (time.Time, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	first := make([]time.Time, n)
+	for _, x := range a.acks {
+		if x.trainer < n && x.at.After(t) && (first[x.trainer].IsZero() || x.at.Before(first[x.trainer])) {
+			first[x.trainer] = x.at
+		}
+	}
+	var last time.Time
+	for _, f := range first {
+		if f.IsZero() {
+			return time.Time{}, false
+		}
+		if f.After(last) {
+			last = f
+		}
+	}
+	return last, true
 }

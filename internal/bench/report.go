@@ -150,6 +150,7 @@ func Markdown(r *Results) string {
 		p("%d trainers dispatch (GetTask, TaskFinished) on a dataset of %d tasks while the leader (the active master of the etcd backend) "+
 			"is killed with SIGKILL; after each kill the node is restarted on its data and the cluster is whole again before the next. "+
 			"Total is the kill → the next write acknowledged to any trainer (after the killed process was reaped). "+
+			"Every trainer is the kill → the moment each trainer has had a write acknowledged, the slowest client's rediscovery included. "+
 			"Phases come from polling the survivors' `GET /v1/status?stale` every %.0f ms, so a phase shorter than that may read 0.\n\n",
 			f.Trainers, f.Tasks, f.PollMillis)
 		p("| backend | kills | phase | p50 ms | p99 ms | min ms | max ms |\n| --- | ---: | --- | ---: | ---: | ---: | ---: |\n")
@@ -179,6 +180,8 @@ func Markdown(r *Results) string {
 				{"kill → a survivor names a new leader", fb.b.NewLeader},
 				{"→ that leader reports ready (take-over)", fb.b.TakeOver},
 				{"→ next acknowledged write (client rediscovery)", fb.b.Rediscovery},
+				{"kill → every trainer had a write acknowledged", fb.b.EveryTrainer},
+				{"that leader ready → the slowest trainer's write (its rediscovery)", fb.b.SlowestRediscovery},
 			} {
 				p("| %s | %s | %s | %s | %s | %s | %s |\n", fb.name, kills, ph.name, num(ph.d.P50, 0), num(ph.d.P99, 0), num(ph.d.Min, 0), num(ph.d.Max, 0))
 				kills = ""
@@ -187,7 +190,7 @@ func Markdown(r *Results) string {
 				p("| %s | | stopped early: %s | | | | |\n", fb.name, esc(fb.b.Error))
 			}
 		}
-		p("\n<details><summary>Every kill</summary>\n\n| backend | # | killed | new leader | total ms | new leader ms | take-over ms | rediscovery ms |\n| --- | ---: | --- | --- | ---: | ---: | ---: | ---: |\n")
+		p("\n<details><summary>Every kill</summary>\n\n| backend | # | killed | new leader | total ms | new leader ms | take-over ms | rediscovery ms | every trainer ms | slowest rediscovery ms |\n| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, fb := range []struct {
 			name string
 			b    *FailoverBackend
@@ -197,10 +200,10 @@ func Markdown(r *Results) string {
 			}
 			for i, k := range fb.b.Kills {
 				if k.Error != "" {
-					p("| %s | %d | %s | | %s | | | |\n", fb.name, i+1, k.Node, esc(k.Error))
+					p("| %s | %d | %s | | %s | | | | | |\n", fb.name, i+1, k.Node, esc(k.Error))
 					continue
 				}
-				p("| %s | %d | %s | %s | %.0f | %.0f | %.0f | %.0f |\n", fb.name, i+1, k.Node, k.NewLeader, k.TotalMs, k.NewLeaderMs, k.TakeOverMs, k.RediscoveryMs)
+				p("| %s | %d | %s | %s | %.0f | %.0f | %.0f | %.0f | %.0f | %.0f |\n", fb.name, i+1, k.Node, k.NewLeader, k.TotalMs, k.NewLeaderMs, k.TakeOverMs, k.RediscoveryMs, k.EveryTrainerMs, k.SlowestRediscoveryMs)
 			}
 		}
 		p("\n</details>\n\n")
