@@ -861,6 +861,49 @@ class Client:
         raises StaleEpoch when the lease is no longer this one."""
         return self._report("/v1/task/renew", meta)
 
+    def renew_leases(self, metas: Sequence[Union[TaskMeta, Task]]
+                     ) -> List[Tuple[float, Optional[errors.RaftmasterError]]]:
+        """renew_lease of several leases in one write (protocol level 10),
+        for a reader that holds a batch without a session. It returns, per
+        lease in order, how long the renewed lease lasts in seconds and
+        None, or 0 and the error renew_lease of it alone would have raised
+        (StaleEpoch, UnknownTask): one that could not be renewed does not
+        fail the others. Below level 10 it raises UpgradePending at once,
+        nothing renewed."""
+        ms = [m.meta if isinstance(m, Task) else m for m in metas]
+        if not 1 <= len(ms) <= MAX_TASKS_PER_GET:
+            raise ValueError("renew_leases of %d leases: 1 to %d" % (len(ms), MAX_TASKS_PER_GET))
+        body: Dict[str, Any] = {"meta": {"id": ms[0].id, "epoch": ms[0].epoch}}
+        if len(ms) > 1:
+            body["more"] = [{"id": m.id, "epoch": m.epoch} for m in ms[1:]]
+        try:
+            out = self._do(Call("POST", "/v1/task/renew", body=body, write=True,
+                                final=batch_unsupported if len(ms) > 1 else None)) or {}
+        except errors.RaftmasterError as e:
+            if len(ms) > 1 and batch_unsupported(e):
+                err = errors.UpgradePending(e.message, status=e.status)
+                err.context = "raftmaster client: renew_leases of several leases"
+                raise err from e
+            if len(ms) == 1 and isinstance(e, (errors.StaleEpoch, errors.UnknownTask)):
+                return [(0.0, e)]
+            if isinstance(e, errors.NoDataset) and self._read.reported(e):
+                raise self._job_gone() from e
+            raise
+        if len(ms) == 1:
+            return [(parse_duration(out["lease"]) if out.get("lease") else 0.0, None)]
+        renewed = out.get("renewed") or []
+        if len(renewed) != len(ms):
+            raise errors.RaftmasterError("raftmaster client: renew_leases of %d leases answered %d outcomes"
+                                         % (len(ms), len(renewed)))
+        result: List[Tuple[float, Optional[errors.RaftmasterError]]] = []
+        for o in renewed:
+            code = o.get("code")
+            if code:
+                result.append((0.0, errors.from_wire(code, "the lease was not renewed")))
+            else:
+                result.append((parse_duration(o["lease"]) if o.get("lease") else 0.0, None))
+        return result
+
     def _report(self, path: str, meta: Union[TaskMeta, Task], budget: Optional[float] = None,
                 cancel: Optional[threading.Event] = None) -> float:
         """Send a task report; return the renewed lease in seconds, which

@@ -208,3 +208,20 @@ def test_get_tasks_reads_a_pass_in_batches(level9, make_client, dataset):
         c.get_tasks(0, 0)
     with pytest.raises(ValueError):
         c.get_tasks(0, raftmaster.MAX_TASKS_PER_GET + 1)
+
+
+def test_renew_leases(level9, make_client, dataset):
+    """renew_leases renews a batch held without a session in one write,
+    each outcome in order; a stale lease does not fail the others."""
+    paths, _ = dataset
+    c = make_client()
+    wait_until(lambda: c.protocol() >= 10, "protocol level 10")
+    c.set_dataset(paths, chunks_per_task=1)
+    tasks, _ = c.get_tasks(0, 3)
+    stale = raftmaster.TaskMeta(tasks[1].meta.id, tasks[1].meta.epoch + 3)
+    out = c.renew_leases([tasks[0], stale, tasks[2].meta])
+    assert [e is None for _, e in out] == [True, False, True]
+    assert isinstance(out[1][1], raftmaster.StaleEpoch)
+    assert out[0][0] > 0 and out[2][0] > 0
+    with pytest.raises(ValueError):
+        c.renew_leases([])
