@@ -117,6 +117,7 @@ func app() *cli.App {
 			&cli.DurationFlag{Name: "fleet-duration", Value: def.FleetDuration, Usage: fmt.Sprintf("measured window of each fleet, once every trainer has its first task (short: %s)", short.FleetDuration)},
 			&cli.IntFlag{Name: "fleet-connections", Value: def.FleetConnections, Usage: "HTTP connections a node that the fleet's trainers share"},
 			&cli.DurationFlag{Name: "fleet-session-ttl", Usage: "TTL of the fleet trainers' sessions (default: the client's)"},
+			&cli.DurationFlag{Name: "fleet-ramp", Usage: "time over which the fleet's trainers make their first calls (default: one cadence)"},
 			&cli.IntFlag{Name: "fleet-extrapolate", Value: def.FleetExtrapolate, Usage: "fleet size the fleet figures are extrapolated to"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the clients and load generators) to `FILE`; serve's --pprof-addr profiles the servers", TakesFile: true},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
@@ -140,7 +141,8 @@ func fleetCommand() *cli.Command {
 			"client (its own identity and session, whose keep-alives its client sends in the background) over one HTTP\n" +
 			"transport that all share, bounded to --connections connections a node, and its own period, the cadence\n" +
 			"±10%: every period it finishes the task it holds and leases the next in one call (GetTaskAfter), starting\n" +
-			"at a random moment of its first period. Once every trainer has its first task, it measures --duration:\n" +
+			"at a random moment of --ramp. Once every trainer has its first task (or a minute past the ramp), it measures\n" +
+			"--duration:\n" +
 			"p50/p99 latency of those calls (keep-alives excluded), Raft writes/s (the leader's applied index),\n" +
 			"keep-alives/s the leader served, and the CPU of the leader (/proc/PID/stat) in cores and per 1,000\n" +
 			"trainers. It then extrapolates the figures linearly to --extrapolate trainers on a machine of this one's\n" +
@@ -151,6 +153,7 @@ func fleetCommand() *cli.Command {
 			&cli.DurationFlag{Name: "duration", Value: def.FleetDuration, Usage: "measured window, once every trainer has its first task"},
 			&cli.IntFlag{Name: "connections", Value: def.FleetConnections, Usage: "HTTP connections a node that the trainers share"},
 			&cli.DurationFlag{Name: "session-ttl", Usage: "TTL of the trainers' sessions (default: the client's, 5s)"},
+			&cli.DurationFlag{Name: "ramp", Usage: "time over which the trainers make their first calls, each at a random moment of it (default: one cadence)"},
 			&cli.IntFlag{Name: "extrapolate", Value: def.FleetExtrapolate, Usage: "fleet size the figures are extrapolated to"},
 			&cli.StringFlag{Name: "out", Value: "bench-out/fleet", Usage: "directory for results.md and results.json"},
 			&cli.StringFlag{Name: "raftmaster", Usage: "the raftmaster binary to measure (default: found or built, as the suite's)"},
@@ -176,6 +179,7 @@ func runFleet(c *cli.Context) error {
 	cfg.FleetDuration = c.Duration("duration")
 	cfg.FleetConnections = c.Int("connections")
 	cfg.FleetSessionTTL = c.Duration("session-ttl")
+	cfg.FleetRamp = c.Duration("ramp")
 	cfg.FleetExtrapolate = c.Int("extrapolate")
 	cfg.Keep = c.Bool("keep")
 	if err := cfg.Check(); err != nil {
@@ -254,7 +258,7 @@ func run(c *cli.Context) error {
 	}
 	for name, dst := range map[string]*time.Duration{"window": &cfg.Window, "warmup": &cfg.Warmup, "etcd-ttl": &cfg.EtcdTTL, "etcd-compaction": &cfg.EtcdCompaction,
 		"baseline-task-timeout": &cfg.BaselineTaskTimeout, "idle-hold": &cfg.IdleHold,
-		"fleet-cadence": &cfg.FleetCadence, "fleet-duration": &cfg.FleetDuration, "fleet-session-ttl": &cfg.FleetSessionTTL} {
+		"fleet-cadence": &cfg.FleetCadence, "fleet-duration": &cfg.FleetDuration, "fleet-session-ttl": &cfg.FleetSessionTTL, "fleet-ramp": &cfg.FleetRamp} {
 		if c.IsSet(name) {
 			*dst = c.Duration(name)
 		}

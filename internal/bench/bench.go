@@ -136,6 +136,9 @@ type Config struct {
 	FleetDuration    time.Duration `json:"fleet_duration"`
 	FleetConnections int           `json:"fleet_connections"`
 	FleetSessionTTL  time.Duration `json:"fleet_session_ttl,omitempty"`
+	// FleetRamp is the time over which the trainers make their first
+	// calls, each at a random moment of it (0: one cadence).
+	FleetRamp time.Duration `json:"fleet_ramp,omitempty"`
 	FleetExtrapolate int           `json:"fleet_extrapolate"`
 	// Keep keeps the temporary directory with every log and data dir.
 	Keep bool `json:"-"`
@@ -228,6 +231,9 @@ func (c Config) Check() error {
 			if c.FleetSessionTTL != 0 && c.FleetSessionTTL < time.Second {
 				return errors.New("the fleet's session TTL must be 0 (the client's default) or at least 1s")
 			}
+			if c.FleetRamp < 0 {
+				return errors.New("the fleet's ramp must not be negative")
+			}
 			return nil
 		}(),
 		func() error {
@@ -256,6 +262,14 @@ func (c Config) Check() error {
 			}
 			return nil
 		}())
+}
+
+// fleetRamp is FleetRamp, or one cadence when it is zero.
+func (c Config) fleetRamp() time.Duration {
+	if c.FleetRamp > 0 {
+		return c.FleetRamp
+	}
+	return c.FleetCadence
 }
 
 func (c Config) has(part string) bool { return slices.Contains(c.Parts, part) }

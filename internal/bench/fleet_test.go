@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"errors"
+	"maps"
 	"math"
 	"strings"
 	"testing"
@@ -44,12 +46,12 @@ func TestExtrapolateFleet(t *testing.T) {
 // TestFleetTasks checks that the dataset outlasts the run: every trainer
 // at its shortest period over the ramp, the window and a longest period.
 func TestFleetTasks(t *testing.T) {
-	// Periods 9–11 s: (22 + 60) / 9 → 10 calls, and one more.
-	if got := fleetTasks(1_000, 10*time.Second, 0.1, time.Minute); got != 11_000 {
-		t.Errorf("fleetTasks(1000, 10s, 10%%, 1m) = %d, want 11000", got)
+	// Periods 9–11 s: (10 + 22 + 60) / 9 → 11 calls, and one more.
+	if got := fleetTasks(1_000, 10*time.Second, 10*time.Second, 0.1, time.Minute); got != 12_000 {
+		t.Errorf("fleetTasks(1000, 10s, ramp 10s, 10%%, 1m) = %d, want 12000", got)
 	}
-	if got := fleetTasks(10, time.Second, 0, 10*time.Second); got != 130 {
-		t.Errorf("fleetTasks(10, 1s, 0, 10s) = %d, want 130", got)
+	if got := fleetTasks(10, time.Second, 30*time.Second, 0, 10*time.Second); got != 430 {
+		t.Errorf("fleetTasks(10, 1s, ramp 30s, 0, 10s) = %d, want 430", got)
 	}
 }
 
@@ -79,5 +81,24 @@ func TestFleetReport(t *testing.T) {
 	}
 	if strings.Contains(md, "etcd Put") {
 		t.Error("a fleet-only report describes systems it did not run")
+	}
+}
+
+// TestFleetErrorKinds checks that errors differing only in their digits
+// count as one kind, on their first line, and that the most frequent
+// kinds are kept.
+func TestFleetErrorKinds(t *testing.T) {
+	counts := map[string]int{}
+	for _, e := range []string{"GetTaskAfter(0): task 12 expired\nmore", "GetTaskAfter(1): task 34 expired", "GetTaskAfter(2): task 56 expired",
+		"dial 127.0.0.1:80: refused", "dial 127.0.0.2:81: refused", "rare"} {
+		counts[errorKind(errors.New(e))]++
+	}
+	got := topKinds(counts, 2)
+	want := map[string]int{"GetTaskAfter(N): task NN expired": 3, "dial NNN.N.N.N:NN: refused": 2}
+	if !maps.Equal(got, want) {
+		t.Errorf("topKinds = %v, want %v", got, want)
+	}
+	if got := topKinds(map[string]int{}, 3); got != nil {
+		t.Errorf("topKinds of none = %v, want nil", got)
 	}
 }
