@@ -138,7 +138,7 @@ type Config struct {
 	FleetSessionTTL  time.Duration `json:"fleet_session_ttl,omitempty"`
 	// FleetRamp is the time over which the trainers make their first
 	// calls, each at a random moment of it (0: one cadence).
-	FleetRamp time.Duration `json:"fleet_ramp,omitempty"`
+	FleetRamp        time.Duration `json:"fleet_ramp,omitempty"`
 	FleetExtrapolate int           `json:"fleet_extrapolate"`
 	// Keep keeps the temporary directory with every log and data dir.
 	Keep bool `json:"-"`
