@@ -137,7 +137,8 @@ type Config struct {
 	FleetConnections int           `json:"fleet_connections"`
 	FleetSessionTTL  time.Duration `json:"fleet_session_ttl,omitempty"`
 	// FleetRamp is the time over which the trainers make their first
-	// calls, each at a random moment of it (0: one cadence).
+	// calls, each at a random moment of it (0: one cadence, or longer
+	// for a fleet larger than 250 trainers a second of it).
 	FleetRamp        time.Duration `json:"fleet_ramp,omitempty"`
 	FleetExtrapolate int           `json:"fleet_extrapolate"`
 	// Keep keeps the temporary directory with every log and data dir.
@@ -264,12 +265,17 @@ func (c Config) Check() error {
 		}())
 }
 
-// fleetRamp is FleetRamp, or one cadence when it is zero.
-func (c Config) fleetRamp() time.Duration {
+// fleetStartRate is how many trainers a second a fleet starts at most
+// when FleetRamp is zero.
+const fleetStartRate = 250
+
+// fleetRamp is FleetRamp, or, when it is zero, one cadence or the time
+// to start n trainers at fleetStartRate a second, whichever is longer.
+func (c Config) fleetRamp(n int) time.Duration {
 	if c.FleetRamp > 0 {
 		return c.FleetRamp
 	}
-	return c.FleetCadence
+	return max(c.FleetCadence, time.Duration(n)*time.Second/fleetStartRate)
 }
 
 func (c Config) has(part string) bool { return slices.Contains(c.Parts, part) }

@@ -36,9 +36,6 @@ type FleetResults struct {
 	// SessionTTLMillis is the TTL the trainers' sessions asked for (the
 	// client's default when zero was configured).
 	SessionTTLMillis float64 `json:"session_ttl_ms"`
-	// RampMillis is the time over which the trainers make their first
-	// calls, each at a random moment of it.
-	RampMillis float64 `json:"ramp_ms"`
 	// Connections bounds the HTTP connections to each node that the
 	// trainers share.
 	Connections   int           `json:"connections"`
@@ -64,9 +61,10 @@ type FleetRun struct {
 	Tasks int `json:"tasks"`
 	// RampSeconds is the start → every trainer has made its first call,
 	// which opens its session and leases its first task; each trainer
-	// starts at a random moment of the ramp (FleetResults.RampMillis).
+	// starts at a random moment of the first RampMillis.
 	// When not every trainer had by a minute past the ramp, the window
 	// starts then anyway, and Ramped counts those that had.
+	RampMillis  float64 `json:"ramp_ms"`
 	RampSeconds float64 `json:"ramp_seconds"`
 	Ramped      int     `json:"ramped"`
 	// First is the latency of those first calls (session open + GetTask,
@@ -193,7 +191,7 @@ const fleetSpread = 0.1
 func (s *suite) fleet(ctx context.Context, res *Results) error {
 	cfg := s.cfg
 	out := &FleetResults{CadenceMillis: measure.Millis(cfg.FleetCadence), CadenceSpread: fleetSpread,
-		SessionTTLMillis: measure.Millis(cfg.FleetSessionTTL), RampMillis: measure.Millis(cfg.fleetRamp()), Connections: cfg.FleetConnections,
+		SessionTTLMillis: measure.Millis(cfg.FleetSessionTTL), Connections: cfg.FleetConnections,
 		WindowSeconds: cfg.FleetDuration.Seconds(), Extrapolate: cfg.FleetExtrapolate,
 		Hardware: FleetHardware{CPUModel: cpuModel(), Cores: res.Host.CPUs}}
 	res.Fleet = out
@@ -232,8 +230,8 @@ func (s *suite) fleet(ctx context.Context, res *Results) error {
 // window.
 func (s *suite) fleetRun(ctx context.Context, n int) (run FleetRun) {
 	cfg := s.cfg
-	ramp := cfg.fleetRamp()
-	run = FleetRun{Trainers: n, Tasks: fleetTasks(n, cfg.FleetCadence, ramp, fleetSpread, cfg.FleetDuration)}
+	ramp := cfg.fleetRamp(n)
+	run = FleetRun{Trainers: n, Tasks: fleetTasks(n, cfg.FleetCadence, ramp, fleetSpread, cfg.FleetDuration), RampMillis: measure.Millis(ramp)}
 	var c *harness.Cluster
 	fail := func(err error) FleetRun {
 		run.Error = firstLine(err.Error())
@@ -244,8 +242,8 @@ func (s *suite) fleetRun(ctx context.Context, n int) (run FleetRun) {
 		}
 		return run
 	}
-	s.logf("fleet: %d trainers, a task every %s (±%.0f%%) each, over %d connections a node, %s window; %d tasks",
-		n, cfg.FleetCadence, fleetSpread*100, cfg.FleetConnections, cfg.FleetDuration, run.Tasks)
+	s.logf("fleet: %d trainers, a task every %s (±%.0f%%) each, starting over %s, over %d connections a node, %s window; %d tasks",
+		n, cfg.FleetCadence, fleetSpread*100, ramp, cfg.FleetConnections, cfg.FleetDuration, run.Tasks)
 	path, err := s.dataset(run.Tasks)
 	if err != nil {
 		return fail(err)
@@ -269,7 +267,11 @@ func (s *suite) fleetRun(ctx context.Context, n int) (run FleetRun) {
 	defer t.CloseIdleConnections()
 	counts := &requestCounter{}
 	hc := &http.Client{Transport: counts.wrap(t)}
-	opts := []client.Option{client.WithAddrs(c.APIs()...), client.WithRetry(time.Minute), client.WithHTTPClient(hc)}
+	// A new client's first call may wait for a connection of the shared
+	// pool longer than the client's first-contact timeout: let it wait
+	// its retry budget, as a call to a cluster it has reached does.
+	opts := []client.Option{client.WithAddrs(c.APIs()...), client.WithRetry(time.Minute), client.WithHTTPClient(hc),
+		client.WithFirstContactTimeout(0)}
 	if cfg.FleetSessionTTL > 0 {
 		opts = append(opts, client.WithSessionTTL(cfg.FleetSessionTTL))
 	}

@@ -547,13 +547,14 @@ const (
 func fleetReport(p func(string, ...any), fr *FleetResults) {
 	p("## 8. A fleet of trainers\n\n")
 	p("Simulated trainers in the bench's process, each with its own Go client (its own identity and session) over one shared HTTP transport "+
-		"of at most %d connections a node, each taking a task every %s ±%.0f%% (its own period; its first call, which opens its session, at a random moment of the first %s): "+
+		"of at most %d connections a node, each taking a task every %s ±%.0f%% (its own period; its first call, which opens its session, at a random moment of the ramp, "+
+		"one cadence or as long as starting 250 trainers a second takes): "+
 		"GetTaskAfter finishes the task held and leases the next in one write. A 3-node cluster of its own per fleet size, a dataset of one-chunk tasks "+
 		"large enough for one pass to last the run, sessions of TTL %s (their keep-alives run in the clients' background, served from the leader's memory). "+
 		"Measured for %s once every trainer has its first task: the latency of the trainers' calls (keep-alives and the first call excluded), "+
 		"Raft writes/s from the leader's applied index, and the CPU of the leader's process (/proc/PID/stat, user + system) over wall time. "+
 		"The bench's clients share the machine's %d cores with the three servers, and other work ran beside them: the load average is in the table.\n\n",
-		fr.Connections, msText(fr.CadenceMillis), fr.CadenceSpread*100, msText(fr.RampMillis), msText(fr.SessionTTLMillis), secs(fr.WindowSeconds), fr.Hardware.Cores)
+		fr.Connections, msText(fr.CadenceMillis), fr.CadenceSpread*100, msText(fr.SessionTTLMillis), secs(fr.WindowSeconds), fr.Hardware.Cores)
 	if len(fr.Runs) > 0 {
 		p("| trainers | calls/s | p50 ms | **p99 ms** | max ms | first call p50 / p99 ms | Raft writes/s | writes a call | keep-alives/s | **leader cores** | leader cores per 1,000 trainers | follower cores | bench cores | load average |\n")
 		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
@@ -570,8 +571,8 @@ func fleetReport(p func(string, ...any), fr *FleetResults) {
 		for _, r := range fr.Runs {
 			var notes []string
 			if r.Ramped < r.Trainers && r.RampSeconds > 0 {
-				notes = append(notes, fmt.Sprintf("only %s trainers had made their first call %s after the start, when the window began",
-					count(r.Ramped), secs(r.RampSeconds)))
+				notes = append(notes, fmt.Sprintf("only %s trainers had made their first call %s after the start (ramp %s), when the window began",
+					count(r.Ramped), secs(r.RampSeconds), msText(r.RampMillis)))
 			}
 			if r.Errors > 0 {
 				notes = append(notes, fmt.Sprintf("%d calls failed", r.Errors))
