@@ -141,11 +141,10 @@ func fleetCommand() *cli.Command {
 			"client (its own identity and session, whose keep-alives its client sends in the background) over one HTTP\n" +
 			"transport that all share, bounded to --connections connections a node, and its own period, the cadence\n" +
 			"±10%: every period it finishes the task it holds and leases the next in one call (GetTaskAfter), starting\n" +
-			"at a random moment of --ramp. Once every trainer has its first task (or a minute past the ramp), it measures\n" +
-			"--duration:\n" +
-			"p50/p99 latency of those calls (keep-alives excluded), Raft writes/s (the leader's applied index),\n" +
-			"keep-alives/s the leader served, and the CPU of the leader (/proc/PID/stat) in cores and per 1,000\n" +
-			"trainers. It then extrapolates the figures linearly to --extrapolate trainers on a machine of this one's\n" +
+			"at a random moment of --ramp. Once every trainer has its first task (or a minute past the ramp), it\n" +
+			"measures --duration: p50/p99 latency of those calls (keep-alives excluded), Raft writes/s (the leader's\n" +
+			"applied index), keep-alives/s the leader served, and the CPU of the leader (/proc/PID/stat) in cores and\n" +
+			"per 1,000 trainers. It then extrapolates the figures linearly to --extrapolate trainers on a machine of this one's\n" +
 			"cores (see docs/bench/fleet.md). The report goes to stdout and, with results.json, to --out.",
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "trainers", Value: "1000", Usage: "simulated trainers (a comma-separated list runs each size; 1e4 notation works)"},
