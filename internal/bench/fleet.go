@@ -143,10 +143,11 @@ type FleetModel struct {
 // writes a call cost in run, the keep-alives grow with the trainers, and
 // the leader's CPU grows with the writes at run's CPU per write (which
 // includes the keep-alives, in their measured proportion to writes). A
-// run without writes or calls models nothing.
+// run in which not every trainer started, or without writes or calls,
+// was no steady fleet and models nothing.
 func ExtrapolateFleet(run FleetRun, cadence time.Duration, trainers, cores int) FleetModel {
 	m := FleetModel{Trainers: trainers, Cores: cores}
-	if run.Trainers <= 0 || run.Calls.N == 0 || run.WritesPerSec <= 0 || cadence <= 0 {
+	if run.Trainers <= 0 || run.Ramped < run.Trainers || run.Calls.N == 0 || run.WritesPerSec <= 0 || cadence <= 0 {
 		return m
 	}
 	m.TasksPerSec = float64(trainers) / cadence.Seconds()
@@ -216,6 +217,10 @@ func (s *suite) fleet(ctx context.Context, res *Results) error {
 			continue
 		}
 		m := run.Model
+		if m.WritesPerSec == 0 {
+			s.logf("fleet %d trainers: not a steady fleet (%d of them started), not extrapolated", n, run.Ramped)
+			continue
+		}
 		s.logf("fleet %d trainers: extrapolated to %d: %.0f writes/s, %.0f keep-alives/s, leader %.2f cores (%.3f ms CPU a write) of %d",
 			n, m.Trainers, m.WritesPerSec, m.KeepAlivesPerSec, m.LeaderCores, m.LeaderCPUMsPerWrite, m.Cores)
 	}

@@ -15,7 +15,7 @@ import (
 // make every term known: 1,000 trainers at a task every 10 s, 1.1 writes
 // a call, 100 writes/s, 600 keep-alives/s and the leader at 0.2 cores.
 func TestExtrapolateFleet(t *testing.T) {
-	run := FleetRun{Trainers: 1_000, Calls: measure.Distribution{N: 5_000}, WritesPerSec: 100, WritesPerCall: 1.1,
+	run := FleetRun{Trainers: 1_000, Ramped: 1_000, Calls: measure.Distribution{N: 5_000}, WritesPerSec: 100, WritesPerCall: 1.1,
 		KeepAlivesPerSec: 600, LeaderCores: 0.2}
 	m := ExtrapolateFleet(run, 10*time.Second, 100_000, 2)
 	near := func(name string, got, want float64) {
@@ -36,7 +36,10 @@ func TestExtrapolateFleet(t *testing.T) {
 		t.Errorf("the run's own size on 64 cores: %+v, want 0.22 cores, fitting", m)
 	}
 	// A run that measured nothing models nothing.
-	for _, bad := range []FleetRun{{Trainers: 1_000}, {Trainers: 1_000, Calls: measure.Distribution{N: 1}}, {Calls: measure.Distribution{N: 1}, WritesPerSec: 1}} {
+	notAllStarted := run
+	notAllStarted.Ramped = 999
+	for _, bad := range []FleetRun{{Trainers: 1_000, Ramped: 1_000}, {Trainers: 1_000, Ramped: 1_000, Calls: measure.Distribution{N: 1}},
+		{Calls: measure.Distribution{N: 1}, WritesPerSec: 1}, notAllStarted} {
 		if m := ExtrapolateFleet(bad, 10*time.Second, 100_000, 2); m.WritesPerSec != 0 || m.LeaderCores != 0 || m.Fits {
 			t.Errorf("ExtrapolateFleet(%+v) = %+v, want nothing modelled", bad, m)
 		}
@@ -58,7 +61,7 @@ func TestFleetTasks(t *testing.T) {
 // TestFleetReport checks that the fleet's rows, the target's verdict and
 // the model print.
 func TestFleetReport(t *testing.T) {
-	run := FleetRun{Trainers: 10_000, Calls: measure.Distribution{N: 60_000, P50: 12.5, P99: 140.25, Max: 300},
+	run := FleetRun{Trainers: 10_000, Ramped: 10_000, Calls: measure.Distribution{N: 60_000, P50: 12.5, P99: 140.25, Max: 300},
 		CallsPerSec: 1_000, WritesPerSec: 1_000, WritesPerCall: 1, KeepAlivesPerSec: 6_000, LeaderCores: 0.8, LeaderCoresPer1000: 0.08, Late: 7}
 	run.Model = ExtrapolateFleet(run, 10*time.Second, 100_000, 2)
 	r := &Results{Config: Config{Parts: []string{PartFleet}}, Fleet: &FleetResults{CadenceMillis: 10_000, CadenceSpread: 0.1, SessionTTLMillis: 5_000,
