@@ -58,10 +58,10 @@ func Markdown(r *Results) string {
 	p("# raftmaster-bench\n\n")
 	preset := "full run (defaults)"
 	switch {
-	case slices.Equal(r.Config.Parts, []string{PartFleet}):
-		preset = "raftmaster-bench fleet"
 	case r.Config.Short:
 		preset = "short run (--short)"
+	case slices.Equal(r.Config.Parts, []string{PartFleet}):
+		preset = "raftmaster-bench fleet"
 	}
 	p("%s, %s, took %s. %d CPUs (%s), %s, %s; load average %s at the start, %s at the end.\n",
 		r.Started.Format("2006-01-02 15:04 MST"), preset, (time.Duration(r.Seconds) * time.Second).String(),
