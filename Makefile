@@ -122,10 +122,10 @@ bench-build: ## build bin/raftmaster-bench, the side-by-side suite (embeds etcd,
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BENCH_BIN) ./cmd/raftmaster-bench
 
 BENCH_OUT ?= bench-out
-bench-short: build bench-build ## raftmaster beside etcd, raw Raft and the etcd backend, and the sessions part, short (a few minutes; BENCH_OUT=dir)
+bench-short: build bench-build ## raftmaster beside etcd, raw Raft and the etcd backend, the sessions part and a fleet of 1,000 trainers, short (a few minutes; BENCH_OUT=dir)
 	$(BENCH_BIN) --short --raftmaster $(BIN) --out $(BENCH_OUT)
 
-bench-full: build bench-build ## the full side-by-side run behind the README's figures, into docs/bench (about 30 minutes on 2 cores)
+bench-full: build bench-build ## the full side-by-side run behind the README's figures, fleets of 1,000 and 10,000 trainers included, into docs/bench (about 35 minutes on 2 cores)
 	$(BENCH_BIN) --raftmaster $(BIN) --out docs/bench
 
 # The simulated-scale rendezvous: AGENTS threads of one Python process,

@@ -51,7 +51,8 @@ func app() *cli.App {
 			"raftmaster-bench --short                          # every figure and ratio in a few minutes\n" +
 			"raftmaster-bench --parts failover --kills 50      # one part, larger\n" +
 			"raftmaster-bench --short --parts sessions         # dead and idle trainers with sessions, short\n" +
-			"raftmaster-bench --parts cursors                  # cursor commits at 1e6 tasks",
+			"raftmaster-bench --parts cursors                  # cursor commits at 1e6 tasks\n" +
+			"raftmaster-bench fleet --trainers 10000           # 10,000 simulated trainers, a task every 10s each",
 		Description: "Starts every system it measures itself, on 127.0.0.1, in a temporary directory, with fsync on:\n" +
 			"  raftmaster    3 `raftmaster serve` processes (Raft backend, default flags)\n" +
 			"  etcd Put      3 etcd members (etcd's embedded server, in child processes of this binary)\n" +
@@ -74,7 +75,11 @@ func app() *cli.App {
 			"  cursors    a job of --cursor-tasks one-chunk tasks, half finished (built offline with the FSM, written as a\n" +
 			"             backup, brought up with `raftmaster restore` and two nodes joining), --cursor-in-flight tasks\n" +
 			"             leased and partly consumed; --cursor-commits cursor commits after a progress report and as many\n" +
-			"             carrying the progress: p50/p99/max ms, bytes a cursor adds; then restores of the newest cursor\n\n" +
+			"             carrying the progress: p50/p99/max ms, bytes a cursor adds; then restores of the newest cursor\n" +
+			"  fleet      for each of --fleet-trainers, that many simulated trainers (own client and session each, a task\n" +
+			"             every --fleet-cadence ±10% through GetTaskAfter, over --fleet-connections shared connections a node)\n" +
+			"             for --fleet-duration: p50/p99 call latency, Raft writes/s, leader CPU per 1,000 trainers, and\n" +
+			"             those figures extrapolated to --fleet-extrapolate trainers (also: raftmaster-bench fleet --help)\n\n" +
 			"Progress goes to stderr. The report goes to stdout and, with results.json and PNG charts, to --out.\n" +
 			"The raftmaster binary is --raftmaster, else the raftmaster next to this binary, else bin/raftmaster,\n" +
 			"else one built from the module around the working directory. Figures are medians of --runs runs\n" +
@@ -109,12 +114,85 @@ func app() *cli.App {
 			&cli.StringFlag{Name: "cursor-tasks", Value: fmt.Sprint(def.CursorTasks), Usage: fmt.Sprintf("one-chunk tasks of the cursors part's job, half finished (short: %d)", short.CursorTasks)},
 			&cli.IntFlag{Name: "cursor-in-flight", Value: def.CursorInFlight, Usage: "tasks of the cursors part leased and reported partly consumed before the commits"},
 			&cli.IntFlag{Name: "cursor-commits", Value: def.CursorCommits, Usage: "cursor commits of each of the cursors part's two series"},
+			&cli.StringFlag{Name: "fleet-trainers", Value: ints(def.FleetTrainers), Usage: fmt.Sprintf("fleet sizes of the fleet part (short: %s)", ints(short.FleetTrainers))},
+			&cli.DurationFlag{Name: "fleet-cadence", Value: def.FleetCadence, Usage: "mean time between two tasks of a fleet trainer"},
+			&cli.DurationFlag{Name: "fleet-duration", Value: def.FleetDuration, Usage: fmt.Sprintf("measured window of each fleet, once every trainer has its first task (short: %s)", short.FleetDuration)},
+			&cli.IntFlag{Name: "fleet-connections", Value: def.FleetConnections, Usage: "HTTP connections a node that the fleet's trainers share"},
+			&cli.DurationFlag{Name: "fleet-session-ttl", Usage: "TTL of the fleet trainers' sessions (default: the client's)"},
+			&cli.DurationFlag{Name: "fleet-ramp", Usage: "time over which the fleet's trainers make their first calls (default: one cadence, or N/250 seconds if longer)"},
+			&cli.IntFlag{Name: "fleet-extrapolate", Value: def.FleetExtrapolate, Usage: "fleet size the fleet figures are extrapolated to"},
 			&cli.StringFlag{Name: "cpuprofile", Usage: "write a CPU profile of this process (the clients and load generators) to `FILE`; serve's --pprof-addr profiles the servers", TakesFile: true},
 			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
 			&cli.StringFlag{Name: "replot", Usage: "measure nothing: redraw the charts and results.md of DIR/results.json", TakesFile: true},
 		},
-		Action: run,
+		Action:   run,
+		Commands: []*cli.Command{fleetCommand()},
 	}
+}
+
+// fleetCommand is "raftmaster-bench fleet": the fleet part alone, sized by
+// its own flags.
+func fleetCommand() *cli.Command {
+	def := bench.Defaults()
+	return &cli.Command{
+		Name:      "fleet",
+		Usage:     "simulate a fleet of trainers against a 3-node cluster: call latency, Raft writes/s, leader CPU, extrapolated",
+		UsageText: "raftmaster-bench fleet [--trainers N] [--cadence 10s] [--duration 1m] [--connections 100] [--out DIR]",
+		Description: "Starts a 3-node raftmaster cluster on 127.0.0.1 (fsync on, default flags) with a dataset of one-chunk tasks\n" +
+			"large enough for one pass to last the run, then N simulated trainers in this process. Each has its own Go\n" +
+			"client (its own identity and session, whose keep-alives its client sends in the background) over one HTTP\n" +
+			"transport that all share, bounded to --connections connections a node, and its own period, the cadence\n" +
+			"±10%: every period it finishes the task it holds and leases the next in one call (GetTaskAfter), starting\n" +
+			"at a random moment of --ramp. Once every trainer has its first task (or a minute past the ramp), it\n" +
+			"measures --duration: p50/p99 latency of those calls (keep-alives excluded), Raft writes/s (the leader's\n" +
+			"applied index), keep-alives/s the leader served, and the CPU of the leader (/proc/PID/stat) in cores and\n" +
+			"per 1,000 trainers. It then extrapolates the figures linearly to --extrapolate trainers on a machine of this one's\n" +
+			"cores (see docs/bench/fleet.md). The report goes to stdout and, with results.json, to --out.",
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "trainers", Value: "1000", Usage: "simulated trainers (a comma-separated list runs each size; 1e4 notation works)"},
+			&cli.DurationFlag{Name: "cadence", Value: def.FleetCadence, Usage: "mean time between two tasks of a trainer"},
+			&cli.DurationFlag{Name: "duration", Value: def.FleetDuration, Usage: "measured window, once every trainer has its first task"},
+			&cli.IntFlag{Name: "connections", Value: def.FleetConnections, Usage: "HTTP connections a node that the trainers share"},
+			&cli.DurationFlag{Name: "session-ttl", Usage: "TTL of the trainers' sessions (default: the client's, 5s)"},
+			&cli.DurationFlag{Name: "ramp", Usage: "time over which the trainers make their first calls, each at a random moment of it (default: one cadence, or N/250 seconds if longer)"},
+			&cli.IntFlag{Name: "extrapolate", Value: def.FleetExtrapolate, Usage: "fleet size the figures are extrapolated to"},
+			&cli.StringFlag{Name: "out", Value: "bench-out/fleet", Usage: "directory for results.md and results.json"},
+			&cli.StringFlag{Name: "raftmaster", Usage: "the raftmaster binary to measure (default: found or built, as the suite's)"},
+			&cli.BoolFlag{Name: "keep", Usage: "keep the temporary directory (every log and data dir) and print where it is"},
+		},
+		Action: runFleet,
+	}
+}
+
+func runFleet(c *cli.Context) error {
+	if c.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q (see raftmaster-bench fleet --help)", c.Args().Slice())
+	}
+	cfg := bench.Defaults()
+	cfg.Parts = []string{bench.PartFleet}
+	cfg.Out = c.String("out")
+	cfg.Raftmaster = c.String("raftmaster")
+	var err error
+	if cfg.FleetTrainers, err = parseInts(c.String("trainers")); err != nil {
+		return fmt.Errorf("--trainers: %w", err)
+	}
+	cfg.FleetCadence = c.Duration("cadence")
+	cfg.FleetDuration = c.Duration("duration")
+	cfg.FleetConnections = c.Int("connections")
+	cfg.FleetSessionTTL = c.Duration("session-ttl")
+	cfg.FleetRamp = c.Duration("ramp")
+	cfg.FleetExtrapolate = c.Int("extrapolate")
+	cfg.Keep = c.Bool("keep")
+	if err := cfg.Check(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	_, err = bench.Run(ctx, cfg, c.App.Writer, c.App.ErrWriter)
+	if errors.Is(err, context.Canceled) {
+		return cli.Exit(fmt.Sprintf("raftmaster-bench fleet: interrupted; what was measured is in %s", cfg.Out), 130)
+	}
+	return err
 }
 
 func run(c *cli.Context) error {
@@ -167,18 +245,21 @@ func run(c *cli.Context) error {
 	str("dispatch-tasks", one(&cfg.DispatchTasks))
 	str("footprint-tasks", one(&cfg.FootprintTasks))
 	str("cursor-tasks", one(&cfg.CursorTasks))
+	str("fleet-trainers", list(&cfg.FleetTrainers))
 	if err != nil {
 		return err
 	}
 	for name, dst := range map[string]*int{"runs": &cfg.Runs, "growth-concurrency": &cfg.GrowthConcurrency, "kills": &cfg.Kills, "trainers": &cfg.Trainers,
 		"dispatch-batch": &cfg.DispatchBatch, "session-kills": &cfg.SessionKills, "baseline-kills": &cfg.BaselineKills, "idle-trainers": &cfg.IdleTrainers,
-		"cursor-in-flight": &cfg.CursorInFlight, "cursor-commits": &cfg.CursorCommits} {
+		"cursor-in-flight": &cfg.CursorInFlight, "cursor-commits": &cfg.CursorCommits,
+		"fleet-connections": &cfg.FleetConnections, "fleet-extrapolate": &cfg.FleetExtrapolate} {
 		if c.IsSet(name) {
 			*dst = c.Int(name)
 		}
 	}
 	for name, dst := range map[string]*time.Duration{"window": &cfg.Window, "warmup": &cfg.Warmup, "etcd-ttl": &cfg.EtcdTTL, "etcd-compaction": &cfg.EtcdCompaction,
-		"baseline-task-timeout": &cfg.BaselineTaskTimeout, "idle-hold": &cfg.IdleHold} {
+		"baseline-task-timeout": &cfg.BaselineTaskTimeout, "idle-hold": &cfg.IdleHold,
+		"fleet-cadence": &cfg.FleetCadence, "fleet-duration": &cfg.FleetDuration, "fleet-session-ttl": &cfg.FleetSessionTTL, "fleet-ramp": &cfg.FleetRamp} {
 		if c.IsSet(name) {
 			*dst = c.Duration(name)
 		}

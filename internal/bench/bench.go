@@ -56,10 +56,11 @@ const (
 	PartFootprint = "footprint"
 	PartSessions  = "sessions"
 	PartCursors   = "cursors"
+	PartFleet     = "fleet"
 )
 
 // AllParts lists every part in the order they run.
-var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint, PartSessions, PartCursors}
+var AllParts = []string{PartDispatch, PartGrowth, PartFailover, PartAllgather, PartFootprint, PartSessions, PartCursors, PartFleet}
 
 // etcdPrefix is where the etcd backend's masters of the suite keep their
 // keys (serve --etcd-prefix).
@@ -127,6 +128,23 @@ type Config struct {
 	CursorTasks    int `json:"cursor_tasks"`
 	CursorInFlight int `json:"cursor_in_flight"`
 	CursorCommits  int `json:"cursor_commits"`
+	// FleetTrainers lists the sizes of the fleets of simulated trainers,
+	// each taking a task every FleetCadence (within ±10%) under its own
+	// client and session, over FleetConnections HTTP connections a node
+	// that they share, measured for FleetDuration once every trainer has
+	// its first task. FleetSessionTTL is their sessions' TTL (0: the
+	// client's default) and FleetExtrapolate the fleet size the figures
+	// are extrapolated to.
+	FleetTrainers    []int         `json:"fleet_trainers"`
+	FleetCadence     time.Duration `json:"fleet_cadence"`
+	FleetDuration    time.Duration `json:"fleet_duration"`
+	FleetConnections int           `json:"fleet_connections"`
+	FleetSessionTTL  time.Duration `json:"fleet_session_ttl,omitempty"`
+	// FleetRamp is the time over which the trainers make their first
+	// calls, each at a random moment of it (0: one cadence, or longer
+	// for a fleet larger than 250 trainers a second of it).
+	FleetRamp        time.Duration `json:"fleet_ramp,omitempty"`
+	FleetExtrapolate int           `json:"fleet_extrapolate"`
 	// Keep keeps the temporary directory with every log and data dir.
 	Keep bool `json:"-"`
 	// Short records that the short preset was chosen.
@@ -161,6 +179,11 @@ func Defaults() Config {
 		CursorTasks:         1_000_000,
 		CursorInFlight:      64,
 		CursorCommits:       200,
+		FleetTrainers:       []int{1_000, 10_000},
+		FleetCadence:        10 * time.Second,
+		FleetDuration:       time.Minute,
+		FleetConnections:    100,
+		FleetExtrapolate:    100_000,
 	}
 }
 
@@ -179,6 +202,8 @@ func Short() Config {
 	c.IdleTrainers = 20
 	c.IdleHold = 15 * time.Second
 	c.CursorTasks = 100_000
+	c.FleetTrainers = []int{1_000}
+	c.FleetDuration = 20 * time.Second
 	return c
 }
 
@@ -203,6 +228,20 @@ func (c Config) Check() error {
 		positive("trainers", c.Trainers), positive("peers", c.Peers...), positive("footprint tasks", c.FootprintTasks),
 		positive("session kills", c.SessionKills), positive("idle trainers", c.IdleTrainers),
 		positive("cursor tasks", c.CursorTasks), positive("cursor commits", c.CursorCommits),
+		positive("fleet trainers", c.FleetTrainers...), positive("fleet connections", c.FleetConnections),
+		positive("fleet extrapolation", c.FleetExtrapolate),
+		func() error {
+			if c.FleetCadence < 100*time.Millisecond || c.FleetDuration < time.Second {
+				return errors.New("the fleet's cadence must be at least 100ms and its duration at least 1s")
+			}
+			if c.FleetSessionTTL != 0 && c.FleetSessionTTL < time.Second {
+				return errors.New("the fleet's session TTL must be 0 (the client's default) or at least 1s")
+			}
+			if c.FleetRamp < 0 {
+				return errors.New("the fleet's ramp must not be negative")
+			}
+			return nil
+		}(),
 		func() error {
 			if c.CursorInFlight < 0 || c.CursorInFlight > min(rpc.MaxProgress, c.CursorTasks/2) {
 				return fmt.Errorf("cursor in-flight tasks must be between 0 and %d, and at most half the cursor tasks", rpc.MaxProgress)
@@ -237,6 +276,19 @@ func (c Config) Check() error {
 		}())
 }
 
+// fleetStartRate is how many trainers a second a fleet starts at most
+// when FleetRamp is zero.
+const fleetStartRate = 250
+
+// fleetRamp is FleetRamp, or, when it is zero, one cadence or the time
+// to start n trainers at fleetStartRate a second, whichever is longer.
+func (c Config) fleetRamp(n int) time.Duration {
+	if c.FleetRamp > 0 {
+		return c.FleetRamp
+	}
+	return max(c.FleetCadence, time.Duration(n)*time.Second/fleetStartRate)
+}
+
 func (c Config) has(part string) bool { return slices.Contains(c.Parts, part) }
 
 // Results is everything a run measured; it is written as results.json.
@@ -254,6 +306,7 @@ type Results struct {
 	Footprint *FootprintResults `json:"footprint,omitempty"`
 	Sessions  *SessionsResults  `json:"sessions,omitempty"`
 	Cursors   *CursorsResults   `json:"cursors,omitempty"`
+	Fleet     *FleetResults     `json:"fleet,omitempty"`
 	Errors    map[string]string `json:"errors,omitempty"`
 	Charts    []string          `json:"charts,omitempty"`
 }
@@ -334,6 +387,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) (*Results, e
 		{PartFootprint, s.footprint},
 		{PartSessions, s.sessions},
 		{PartCursors, s.cursors},
+		{PartFleet, s.fleet},
 	}
 	for _, p := range parts {
 		if !cfg.has(p.name) || ctx.Err() != nil {

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -56,18 +57,29 @@ func Markdown(r *Results) string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	p("# raftmaster-bench\n\n")
 	preset := "full run (defaults)"
-	if r.Config.Short {
+	switch {
+	case r.Config.Short:
 		preset = "short run (--short)"
+	case slices.Equal(r.Config.Parts, []string{PartFleet}):
+		preset = "raftmaster-bench fleet"
 	}
 	p("%s, %s, took %s. %d CPUs (%s), %s, %s; load average %s at the start, %s at the end.\n",
 		r.Started.Format("2006-01-02 15:04 MST"), preset, (time.Duration(r.Seconds) * time.Second).String(),
 		r.Host.CPUs, r.Host.OS, r.Host.GoVersion, r.Host.Raftmaster, r.Host.Load, r.Host.LoadEnd)
 	p("Everything ran on 127.0.0.1 of this one machine, started by the bench in a temporary directory, fsync on. ")
-	p("Throughput figures are the median of %d runs of %s (after %s of warm-up) with (min–max); ", r.Config.Runs, r.Config.Window, r.Config.Warmup)
-	p("latencies are per-run percentiles, summarised the same way. Clients are closed loops: each waits for its answer before sending again.\n\n")
+	fleetOnly := slices.Equal(r.Config.Parts, []string{PartFleet})
+	if fleetOnly {
+		p("The trainers call on their own schedules (open loops), not as fast as answers come.\n\n")
+	} else {
+		p("Throughput figures are the median of %d runs of %s (after %s of warm-up) with (min–max); ", r.Config.Runs, r.Config.Window, r.Config.Warmup)
+		p("latencies are per-run percentiles, summarised the same way. Clients are closed loops: each waits for its answer before sending again.\n\n")
+	}
 
 	p("## Systems\n\n| system | setup | one operation includes |\n| --- | --- | --- |\n")
 	for _, s := range r.Systems {
+		if fleetOnly && s.Name != "raftmaster" {
+			continue
+		}
 		p("| %s | %s | %s |\n", s.Name, s.Setup, s.Includes)
 	}
 	p("\n")
@@ -249,6 +261,9 @@ func Markdown(r *Results) string {
 	}
 	if cr := r.Cursors; cr != nil {
 		cursorsReport(p, cr)
+	}
+	if fr := r.Fleet; fr != nil {
+		fleetReport(p, fr)
 	}
 
 	if len(r.Errors) > 0 {
@@ -548,5 +563,112 @@ func cursorsReport(p func(string, ...any), cr *CursorsResults) {
 	if cr.Restore.N > 0 {
 		p("Restoring the newest cursor (POST …/cursors/{id}/restore) took %.1f ms (median of %d; max %.1f ms); the first restore revoked %d leases.\n\n",
 			cr.Restore.P50, cr.Restore.N, cr.Restore.Max, cr.RestoreRevoked)
+	}
+}
+
+// fleetTarget is the fleet the report compares with: p99 call latency at
+// most fleetTargetP99 ms and the leader below one core, at
+// fleetTargetTrainers trainers (a task every 10 s each).
+const (
+	fleetTargetTrainers = 10_000
+	fleetTargetP99      = 100.0
+)
+
+func fleetReport(p func(string, ...any), fr *FleetResults) {
+	p("## 8. A fleet of trainers\n\n")
+	p("Simulated trainers in the bench's process, each with its own Go client (its own identity and session) over one shared HTTP transport "+
+		"of at most %d connections a node, each taking a task every %s ±%.0f%% (its own period; its first call, which opens its session, at a random moment of the ramp, "+
+		"one cadence or as long as starting 250 trainers a second takes): "+
+		"GetTaskAfter finishes the task held and leases the next in one write. A 3-node cluster of its own per fleet size, a dataset of one-chunk tasks "+
+		"large enough for one pass to last the run, sessions of TTL %s (their keep-alives run in the clients' background, served from the leader's memory). "+
+		"Measured for %s once every trainer has its first task: the latency of the trainers' calls (keep-alives and the first call excluded), "+
+		"Raft writes/s from the leader's applied index, and the CPU of the leader's process (/proc/PID/stat, user + system) over wall time. "+
+		"The bench's clients share the machine's %d cores with the three servers, and other work ran beside them: the load average is in the table.\n\n",
+		fr.Connections, msText(fr.CadenceMillis), fr.CadenceSpread*100, msText(fr.SessionTTLMillis), secs(fr.WindowSeconds), fr.Hardware.Cores)
+	if len(fr.Runs) > 0 {
+		p("| trainers | calls/s | p50 ms | **p99 ms** | max ms | first call p50 / p99 ms | Raft writes/s | writes a call | keep-alives/s | **leader cores** | leader cores per 1,000 trainers | follower cores | bench cores | load average |\n")
+		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		for _, r := range fr.Runs {
+			if r.Error != "" && r.Calls.N == 0 {
+				p("| %s | failed: %s | | | | | | | | | | | | |\n", count(r.Trainers), esc(r.Error))
+				continue
+			}
+			p("| %s | %.0f | %.1f | **%.1f** | %.1f | %.1f / %.1f | %.0f | %.2f | %.0f | **%.2f** | %.3f | %.2f | %.2f | %s |\n",
+				count(r.Trainers), r.CallsPerSec, r.Calls.P50, r.Calls.P99, r.Calls.Max, r.First.P50, r.First.P99, r.WritesPerSec, r.WritesPerCall,
+				r.KeepAlivesPerSec, r.LeaderCores, r.LeaderCoresPer1000, r.FollowerCores, r.BenchCores, r.Load)
+		}
+		p("\n")
+		for _, r := range fr.Runs {
+			var notes []string
+			if r.Ramped < r.Trainers && r.RampSeconds > 0 {
+				notes = append(notes, fmt.Sprintf("only %s trainers had made their first call %s after the start (ramp %s), when the window began",
+					count(r.Ramped), secs(r.RampSeconds), msText(r.RampMillis)))
+			}
+			if r.Errors > 0 {
+				notes = append(notes, fmt.Sprintf("%d calls failed", r.Errors))
+			}
+			if r.Late > 0 {
+				notes = append(notes, fmt.Sprintf("%d calls started more than a period late", r.Late))
+			}
+			if r.PassEnds > 0 {
+				notes = append(notes, fmt.Sprintf("%d answers ended the pass", r.PassEnds))
+			}
+			if r.LeaderChanged {
+				notes = append(notes, "the leader changed in the window")
+			}
+			if len(r.ErrorKinds) > 0 {
+				kinds := slices.Sorted(maps.Keys(r.ErrorKinds))
+				for i, k := range kinds {
+					kinds[i] = fmt.Sprintf("%d × %s", r.ErrorKinds[k], esc(k))
+				}
+				notes = append(notes, "failed calls, ramp included: "+strings.Join(kinds, "; "))
+			}
+			if r.Error != "" {
+				notes = append(notes, "stopped early: "+esc(r.Error))
+			}
+			if len(notes) > 0 {
+				p("%s trainers: %s.\n", count(r.Trainers), strings.Join(notes, "; "))
+			}
+		}
+		for _, r := range fr.Runs {
+			if r.Trainers != fleetTargetTrainers || r.Calls.N == 0 || fr.CadenceMillis != 10_000 {
+				continue
+			}
+			verdict := func(ok bool) string {
+				if ok {
+					return "met"
+				}
+				return "not met"
+			}
+			p("\nTarget, %s trainers at a task every 10 s: p99 call latency ≤ %.0f ms: %s (%.1f ms); the leader below one core: %s (%.2f cores). "+
+				"Reported, not asserted; on this shared machine.\n", count(fleetTargetTrainers), fleetTargetP99,
+				verdict(r.Calls.P99 <= fleetTargetP99), r.Calls.P99, verdict(r.LeaderCores < 1), r.LeaderCores)
+		}
+		p("\n")
+	}
+	var modelled []FleetRun
+	for _, r := range fr.Runs {
+		if r.Model.WritesPerSec > 0 {
+			modelled = append(modelled, r)
+		}
+	}
+	if len(modelled) > 0 {
+		p("### Extrapolated to %s trainers (a model, not a measurement)\n\n", count(fr.Extrapolate))
+		p("Linear in the trainers at the same cadence and session TTL (docs/bench/fleet.md): tasks/s = trainers / cadence; "+
+			"Raft writes/s = tasks/s × the writes a call measured; keep-alives/s = the measured rate a trainer × trainers; "+
+			"leader cores = the leader's measured CPU a write (its keep-alives included) × writes/s, on cores as fast as this machine's (%s, %d cores). "+
+			"Latency is not modelled: it holds only while the leader has cores to spare.\n\n", esc(fr.Hardware.CPUModel), fr.Hardware.Cores)
+		p("| from the run of | trainers | tasks/s | Raft writes/s | keep-alives/s | leader CPU ms a write | **leader cores** | fits %d cores |\n", fr.Hardware.Cores)
+		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n")
+		for _, r := range modelled {
+			m := r.Model
+			fits := "no"
+			if m.Fits {
+				fits = "yes"
+			}
+			p("| %s | %s | %.0f | %.0f | %.0f | %.3f | **%.2f** | %s |\n", count(r.Trainers), count(m.Trainers), m.TasksPerSec, m.WritesPerSec,
+				m.KeepAlivesPerSec, m.LeaderCPUMsPerWrite, m.LeaderCores, fits)
+		}
+		p("\n")
 	}
 }
