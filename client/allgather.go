@@ -1,6 +1,7 @@
 package client
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,9 +29,12 @@ const (
 // context, or the last error of a cluster that could not be reached).
 type Result struct {
 	// Data holds each member's data, decoded from JSON into an any, so
-	// numbers are float64 and objects map[string]any.
+	// numbers are float64 and objects map[string]any. It is nil when the
+	// join asked for raw results (JoinOptions.RawResults).
 	Data []any
-	// Raw holds each member's data as JSON, to decode into a type.
+	// Raw holds each member's data as JSON, to decode into a type. Its
+	// elements share one buffer, each capped at its own length, so that
+	// appending to one copies it rather than overwriting the next.
 	Raw []json.RawMessage
 	// Rank is this member's index in Data.
 	Rank int
@@ -88,6 +92,12 @@ type JoinOptions struct {
 	// original, and completes however late its last member joins. Only the
 	// join that creates the group sets it.
 	FailOnTimeout bool
+	// RawResults leaves every member's data as JSON: the Result carries
+	// Raw alone and Data is nil, so the member pays for no decoding into
+	// an any, which for a large group costs far more than the answer's
+	// transfer (each member decodes every member's data). Decode the
+	// elements of Raw that are needed, into their own types.
+	RawResults bool
 }
 
 // Join adds member id with data to the allgather group groupID of numPeers
@@ -166,7 +176,7 @@ func (c *Client) JoinContext(ctx context.Context, groupID string, id uuid.UUID, 
 	go func() {
 		defer c.wg.Done()
 		defer c.dropPoller(key, p)
-		c.poll(pctx, p, key, resp.Generation, opts.OnReady, opts.OnTimeout, groupTimeout)
+		c.poll(pctx, p, key, resp.Generation, opts, groupTimeout)
 	}()
 	return Watcher{C: p.out}, nil
 }
@@ -209,12 +219,119 @@ func (c *Client) dropPoller(key watchKey, p *poller) {
 	}
 }
 
+// watchAnswer is rpc.WatchResponse with its data left as the one JSON
+// array that it is, which completed splits into the members' values
+// without copying or decoding them one by one.
+type watchAnswer struct {
+	Status  string          `json:"status"`
+	Data    json.RawMessage `json:"data,omitempty"`
+	Rank    int             `json:"rank"`
+	Overdue bool            `json:"overdue,omitempty"`
+}
+
+// completed is the Result of a complete answer: Raw always, and Data
+// unless raw is set, decoded in one pass over the array.
+func (wa *watchAnswer) completed(raw bool) (Result, error) {
+	elems, err := splitArray(wa.Data)
+	if err != nil {
+		return Result{}, fmt.Errorf("raftmaster client: allgather data: %w", err)
+	}
+	if wa.Rank < 0 || wa.Rank >= len(elems) {
+		return Result{}, fmt.Errorf("raftmaster client: allgather rank %d outside the group's %d members", wa.Rank, len(elems))
+	}
+	res := Result{Raw: elems, Rank: wa.Rank}
+	if raw {
+		return res, nil
+	}
+	if err := json.Unmarshal(wa.Data, &res.Data); err != nil {
+		return Result{}, fmt.Errorf("raftmaster client: decoding allgather data: %w", err)
+	}
+	if len(res.Data) != len(elems) {
+		return Result{}, fmt.Errorf("raftmaster client: allgather data holds %d values, split into %d", len(res.Data), len(elems))
+	}
+	return res, nil
+}
+
+// splitArray returns the elements of the JSON array b, which the answer's
+// decoding has validated already, as slices of b (each capped at its
+// length), without decoding them. Empty or null data has no elements.
+func splitArray(b []byte) ([]json.RawMessage, error) {
+	i := skipSpace(b, 0)
+	if i == len(b) || bytes.Equal(bytes.TrimRight(b[i:], " \t\r\n"), []byte("null")) {
+		return nil, nil
+	}
+	if b[i] != '[' {
+		return nil, fmt.Errorf("%.20q is not an array", b[i:])
+	}
+	out := make([]json.RawMessage, 0, bytes.Count(b, []byte{','})+1)
+	if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
+		return out, nil
+	}
+	start, depth := i, 0
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case '"':
+			// Jump to the string's closing quote: the next one that an
+			// even run of backslashes precedes.
+			for {
+				j := bytes.IndexByte(b[i+1:], '"')
+				if j < 0 {
+					return nil, errors.New("unterminated string in the array")
+				}
+				i += j + 1
+				k := i
+				for b[k-1] == '\\' {
+					k--
+				}
+				if (i-k)%2 == 0 {
+					break
+				}
+			}
+		case '[', '{':
+			depth++
+		case ']', '}':
+			if depth > 0 {
+				depth--
+				continue
+			}
+			return append(out, trimSpace(b[start:i])), nil
+		case ',':
+			if depth == 0 {
+				out = append(out, trimSpace(b[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return nil, errors.New("unterminated array")
+}
+
+// isSpace reports JSON's insignificant whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && isSpace(b[i]) {
+		i++
+	}
+	return i
+}
+
+// trimSpace returns b without its surrounding whitespace, capped at its
+// length.
+func trimSpace(b []byte) json.RawMessage {
+	i, j := skipSpace(b, 0), len(b)
+	for j > i && isSpace(b[j-1]) {
+		j--
+	}
+	return b[i:j:j]
+}
+
 // poll long-polls the watch of one join until its outcome is final.
 // Unreachable nodes and elections are retried for as long as the group may
 // wait, since the group's state survives a failover. The first answer that
-// says the group is overdue calls timeout; later polls tell the server it
-// has been seen.
-func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, ready func(), timeout func(error), groupTimeout time.Duration) {
+// says the group is overdue calls opts.OnTimeout; later polls tell the
+// server it has been seen.
+func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, opts JoinOptions, groupTimeout time.Duration) {
+	ready, timeout := opts.OnReady, opts.OnTimeout
 	q := url.Values{
 		rpc.WatchParamGroup:      {key.group},
 		rpc.WatchParamMember:     {key.member.String()},
@@ -223,7 +340,7 @@ func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, 
 	}
 	log := c.logger.With("group", key.group, "member", key.member, "generation", gen)
 	for {
-		var wr rpc.WatchResponse
+		var wr watchAnswer
 		err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathAllgatherWatch, query: q, out: &wr,
 			timeout: watchWait + watchSlack, budget: max(c.retry, groupTimeout)})
 		switch {
@@ -256,12 +373,10 @@ func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, 
 			}
 			continue
 		case wr.Status == rpc.WatchComplete:
-			res := Result{Data: make([]any, len(wr.Data)), Raw: wr.Data, Rank: wr.Rank}
-			for i, d := range wr.Data {
-				if err := json.Unmarshal(d, &res.Data[i]); err != nil {
-					p.finish(Result{Err: fmt.Errorf("raftmaster client: decoding allgather data %d: %w", i, err)}, nil)
-					return
-				}
+			res, err := wr.completed(opts.RawResults)
+			if err != nil {
+				p.finish(Result{Err: err}, nil)
+				return
 			}
 			p.finish(res, ready)
 			return
