@@ -1,7 +1,6 @@
 package client
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -217,112 +216,6 @@ func (c *Client) dropPoller(key watchKey, p *poller) {
 	if len(c.watchers[key]) == 0 {
 		delete(c.watchers, key)
 	}
-}
-
-// watchAnswer is rpc.WatchResponse with its data left as the one JSON
-// array that it is, which completed splits into the members' values
-// without copying or decoding them one by one.
-type watchAnswer struct {
-	Status  string          `json:"status"`
-	Data    json.RawMessage `json:"data,omitempty"`
-	Rank    int             `json:"rank"`
-	Overdue bool            `json:"overdue,omitempty"`
-}
-
-// completed is the Result of a complete answer: Raw always, and Data
-// unless raw is set, decoded in one pass over the array.
-func (wa *watchAnswer) completed(raw bool) (Result, error) {
-	elems, err := splitArray(wa.Data)
-	if err != nil {
-		return Result{}, fmt.Errorf("raftmaster client: allgather data: %w", err)
-	}
-	if wa.Rank < 0 || wa.Rank >= len(elems) {
-		return Result{}, fmt.Errorf("raftmaster client: allgather rank %d outside the group's %d members", wa.Rank, len(elems))
-	}
-	res := Result{Raw: elems, Rank: wa.Rank}
-	if raw {
-		return res, nil
-	}
-	if err := json.Unmarshal(wa.Data, &res.Data); err != nil {
-		return Result{}, fmt.Errorf("raftmaster client: decoding allgather data: %w", err)
-	}
-	if len(res.Data) != len(elems) {
-		return Result{}, fmt.Errorf("raftmaster client: allgather data holds %d values, split into %d", len(res.Data), len(elems))
-	}
-	return res, nil
-}
-
-// splitArray returns the elements of the JSON array b, which the answer's
-// decoding has validated already, as slices of b (each capped at its
-// length), without decoding them. Empty or null data has no elements.
-func splitArray(b []byte) ([]json.RawMessage, error) {
-	i := skipSpace(b, 0)
-	if i == len(b) || bytes.Equal(bytes.TrimRight(b[i:], " \t\r\n"), []byte("null")) {
-		return nil, nil
-	}
-	if b[i] != '[' {
-		return nil, fmt.Errorf("%.20q is not an array", b[i:])
-	}
-	out := make([]json.RawMessage, 0, bytes.Count(b, []byte{','})+1)
-	if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
-		return out, nil
-	}
-	start, depth := i, 0
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			// Jump to the string's closing quote: the next one that an
-			// even run of backslashes precedes.
-			for {
-				j := bytes.IndexByte(b[i+1:], '"')
-				if j < 0 {
-					return nil, errors.New("unterminated string in the array")
-				}
-				i += j + 1
-				k := i
-				for b[k-1] == '\\' {
-					k--
-				}
-				if (i-k)%2 == 0 {
-					break
-				}
-			}
-		case '[', '{':
-			depth++
-		case ']', '}':
-			if depth > 0 {
-				depth--
-				continue
-			}
-			return append(out, trimSpace(b[start:i])), nil
-		case ',':
-			if depth == 0 {
-				out = append(out, trimSpace(b[start:i]))
-				start = i + 1
-			}
-		}
-	}
-	return nil, errors.New("unterminated array")
-}
-
-// isSpace reports JSON's insignificant whitespace.
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
-}
-
-// trimSpace returns b without its surrounding whitespace, capped at its
-// length.
-func trimSpace(b []byte) json.RawMessage {
-	i, j := skipSpace(b, 0), len(b)
-	for j > i && isSpace(b[j-1]) {
-		j--
-	}
-	return b[i:j:j]
 }
 
 // poll long-polls the watch of one join until its outcome is final.
