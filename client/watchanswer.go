@@ -16,6 +16,8 @@ type watchAnswer struct {
 	Data    json.RawMessage
 	Rank    int
 	Overdue bool
+	// values are the elements of Data, slices of it.
+	values []json.RawMessage
 }
 
 // decodeAnswer reads a watch answer in one pass over b. encoding/json
@@ -49,12 +51,24 @@ func (wa *watchAnswer) decodeAnswer(b []byte) error {
 		if i = skipSpace(b, end); i == len(b) || b[i] != ':' {
 			return fmt.Errorf("watch answer: no colon after key %s", key)
 		}
-		i = skipSpace(b, i+1)
-		if end, err = valueEnd(b, i); err != nil {
+		name, err := keyName(key)
+		if err != nil {
 			return err
 		}
-		if err := wa.field(key, b[i:end]); err != nil {
-			return err
+		i = skipSpace(b, i+1)
+		if strings.EqualFold(name, "data") && i < len(b) && b[i] == '[' {
+			// Split as it is read: the one pass over the data.
+			if wa.values, end, err = arrayElems(b, i); err != nil {
+				return fmt.Errorf("watch answer: data: %w", err)
+			}
+			wa.Data = b[i:end]
+		} else {
+			if end, err = valueEnd(b, i); err != nil {
+				return err
+			}
+			if err := wa.field(name, b[i:end]); err != nil {
+				return err
+			}
 		}
 		if i = skipSpace(b, end); i == len(b) {
 			return errors.New("watch answer: unexpected end")
@@ -70,18 +84,30 @@ func (wa *watchAnswer) decodeAnswer(b []byte) error {
 	}
 }
 
-// field sets the field of key, a JSON string, to the JSON value v.
-func (wa *watchAnswer) field(key, v []byte) error {
+// keyName decodes key, a JSON string.
+func keyName(key []byte) (string, error) {
+	if bytes.IndexByte(key, '\\') < 0 {
+		return string(key[1 : len(key)-1]), nil
+	}
 	var name string
 	if err := json.Unmarshal(key, &name); err != nil {
-		return fmt.Errorf("watch answer: key %s: %w", key, err)
+		return "", fmt.Errorf("watch answer: key %s: %w", key, err)
 	}
+	return name, nil
+}
+
+// field sets the field called name to the JSON value v (the data when it
+// is not an array).
+func (wa *watchAnswer) field(name string, v []byte) error {
 	var err error
 	switch {
 	case strings.EqualFold(name, "status"):
 		err = json.Unmarshal(v, &wa.Status)
 	case strings.EqualFold(name, "data"):
-		wa.Data = v
+		if string(v) != "null" {
+			err = fmt.Errorf("%.20q is not an array", v)
+		}
+		wa.Data, wa.values = nil, nil
 	case strings.EqualFold(name, "rank"):
 		err = json.Unmarshal(v, &wa.Rank)
 	case strings.EqualFold(name, "overdue"):
@@ -96,14 +122,10 @@ func (wa *watchAnswer) field(key, v []byte) error {
 // completed is the Result of a complete answer: Raw always, and Data
 // unless raw is set, decoded in one pass over the array.
 func (wa *watchAnswer) completed(raw bool) (Result, error) {
-	elems, err := splitArray(wa.Data)
-	if err != nil {
-		return Result{}, fmt.Errorf("raftmaster client: allgather data: %w", err)
+	if wa.Rank < 0 || wa.Rank >= len(wa.values) {
+		return Result{}, fmt.Errorf("raftmaster client: allgather rank %d outside the group's %d members", wa.Rank, len(wa.values))
 	}
-	if wa.Rank < 0 || wa.Rank >= len(elems) {
-		return Result{}, fmt.Errorf("raftmaster client: allgather rank %d outside the group's %d members", wa.Rank, len(elems))
-	}
-	res := Result{Raw: elems, Rank: wa.Rank}
+	res := Result{Raw: wa.values, Rank: wa.Rank}
 	if raw {
 		return res, nil
 	}
@@ -113,39 +135,41 @@ func (wa *watchAnswer) completed(raw bool) (Result, error) {
 	return res, nil
 }
 
-// splitArray returns the elements of the JSON array b as slices of b,
-// each capped at its length, without decoding them. Empty or null data
-// has no elements.
-func splitArray(b []byte) ([]json.RawMessage, error) {
-	i := skipSpace(b, 0)
-	if i == len(b) || string(b[i:len(b)-trailingSpace(b)]) == "null" {
-		return nil, nil
-	}
-	if b[i] != '[' {
-		return nil, fmt.Errorf("%.20q is not an array", b[i:])
+// arrayElems returns the elements of the JSON array that starts at b[i],
+// as slices of b each capped at its length, without decoding them, and
+// the index just past the array.
+func arrayElems(b []byte, i int) ([]json.RawMessage, int, error) {
+	if i == len(b) || b[i] != '[' {
+		return nil, 0, fmt.Errorf("no array at byte %d", i)
 	}
 	// Commas bound the count from above; counting them is cheaper than
 	// growing the slice.
-	out := make([]json.RawMessage, 0, bytes.Count(b, []byte{','})+1)
+	out := make([]json.RawMessage, 0, bytes.Count(b[i:], []byte{','})+1)
 	if i = skipSpace(b, i+1); i < len(b) && b[i] == ']' {
-		return out, onlySpace(b, i+1)
+		return out, i + 1, nil
 	}
 	for {
-		end, err := valueEnd(b, i)
+		var end int
+		var err error
+		if i < len(b) && b[i] == '"' {
+			end, err = stringEnd(b, i)
+		} else {
+			end, err = valueEnd(b, i)
+		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = append(out, b[i:end:end])
 		if i = skipSpace(b, end); i == len(b) {
-			return nil, errors.New("unterminated array")
+			return nil, 0, errors.New("unterminated array")
 		}
 		switch b[i] {
 		case ',':
 			i = skipSpace(b, i+1)
 		case ']':
-			return out, onlySpace(b, i+1)
+			return out, i + 1, nil
 		default:
-			return nil, fmt.Errorf("unexpected %q at byte %d of the array", b[i], i)
+			return nil, 0, fmt.Errorf("unexpected %q at byte %d of the array", b[i], i)
 		}
 	}
 }
@@ -226,15 +250,6 @@ func skipSpace(b []byte, i int) int {
 		i++
 	}
 	return i
-}
-
-// trailingSpace is the number of whitespace bytes that end b.
-func trailingSpace(b []byte) int {
-	n := 0
-	for n < len(b) && isSpace(b[len(b)-1-n]) {
-		n++
-	}
-	return n
 }
 
 // onlySpace reports anything but whitespace from b[i] on.

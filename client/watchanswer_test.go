@@ -8,11 +8,21 @@ import (
 	"github.com/raftmaster/raftmaster/rpc"
 )
 
-// TestSplitArray checks that splitArray cuts a JSON array into the same
+// splitArray returns the elements of the JSON array b, which only
+// whitespace may surround.
+func splitArray(b []byte) ([]json.RawMessage, error) {
+	elems, end, err := arrayElems(b, skipSpace(b, 0))
+	if err == nil {
+		err = onlySpace(b, end)
+	}
+	return elems, err
+}
+
+// TestArrayElems checks that arrayElems cuts a JSON array into the same
 // elements as encoding/json, whitespace aside, for strings with escaped
 // quotes and backslashes, brackets and commas inside strings, and nested
 // values, and that each element is capped at its length.
-func TestSplitArray(t *testing.T) {
+func TestArrayElems(t *testing.T) {
 	for _, in := range []string{
 		`[]`,
 		` [ ] `,
@@ -43,12 +53,7 @@ func TestSplitArray(t *testing.T) {
 			}
 		}
 	}
-	for _, in := range []string{``, `null`, ` null `} {
-		if got, err := splitArray([]byte(in)); err != nil || len(got) != 0 {
-			t.Errorf("%q: %q, %v; want no elements", in, got, err)
-		}
-	}
-	for _, in := range []string{`{}`, `"a"`, `[1,`, `["a]`, `["a\"]`} {
+	for _, in := range []string{``, `null`, `{}`, `"a"`, `[1,`, `[1 2]`, `["a]`, `["a\"]`, `[[1}]`, `[1]]`} {
 		if got, err := splitArray([]byte(in)); err == nil {
 			t.Errorf("%q: %q, want an error", in, got)
 		}
@@ -70,6 +75,8 @@ func TestDecodeWatchAnswer(t *testing.T) {
 		`{"st\u0061tus":"complete","data":["\"q\\"],"rank":0}`,
 		`{"rank":5,"rank":0,"status":"pending","status":"complete","data":[0]}`,
 		`{}`,
+		`{"data":null,"status":"pending","rank":0}`,
+		`{"data":[1],"data":null}`,
 	} {
 		var want rpc.WatchResponse
 		if err := json.Unmarshal([]byte(in), &want); err != nil {
@@ -82,10 +89,7 @@ func TestDecodeWatchAnswer(t *testing.T) {
 		if got.Status != want.Status || got.Rank != want.Rank || got.Overdue != want.Overdue {
 			t.Errorf("%s: read %+v, want %+v", in, got, want)
 		}
-		elems, err := splitArray(got.Data)
-		if err != nil {
-			t.Fatalf("%s: data %s: %v", in, got.Data, err)
-		}
+		elems := got.values
 		if len(elems) != len(want.Data) {
 			t.Fatalf("%s: %d values %q, want %q", in, len(elems), elems, want.Data)
 		}
@@ -98,6 +102,7 @@ func TestDecodeWatchAnswer(t *testing.T) {
 	for _, in := range []string{
 		``, `[]`, `"complete"`, `{`, `{"status"}`, `{"status":}`, `{"status":"complete"`, `{"status":"complete",}`,
 		`{"status":"complete"} x`, `{"status":1}`, `{"rank":"1"}`, `{"data":[1,2}`, `{"data":{"a":1]}`, `{status:"complete"}`,
+		`{"data":"x"}`, `{"data":{}}`, `{"data":[1 2]}`,
 	} {
 		var wa watchAnswer
 		if err := wa.decodeAnswer([]byte(in)); err == nil {

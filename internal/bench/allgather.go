@@ -30,8 +30,8 @@ type AllgatherResults struct {
 type AllgatherRow struct {
 	Peers int            `json:"peers"`
 	Runs  []AllgatherRun `json:"runs,omitempty"`
-	// Completion is the last join's acknowledgement → the last member's
-	// complete result.
+	// Completion is the last join's acknowledgement (or the first
+	// result, when one came before it) → the last member's complete result.
 	Completion measure.Summary `json:"completion_ms"`
 	// Joins is the first join sent → the last join acknowledged.
 	Joins measure.Summary `json:"joins_ms"`
@@ -165,19 +165,46 @@ func (s *suite) allgatherRun(ctx context.Context, c *harness.Cluster, n int, gro
 	close(jobs)
 	joins.Wait()
 	watches.Wait()
-	var lastJoin, lastResult time.Time
-	for i := range n {
-		if errs[i] != nil {
-			return AllgatherRun{}, errs[i]
+	if err := firstError(errs); err != nil {
+		return AllgatherRun{}, err
+	}
+	lastJoin, took := completion(acked, done)
+	return AllgatherRun{JoinsMs: measure.Millis(lastJoin.Sub(start)), CompletionMs: measure.Millis(took)}, nil
+}
+
+// firstError returns the first error of errs that is not nil.
+func firstError(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
 		}
+	}
+	return nil
+}
+
+// completion returns the last join's acknowledgement among acked and how
+// long after it the last result of done came. A result that came before
+// that acknowledgement moves the start to it, the group being complete
+// then: on a busy machine the last member may read its acknowledgement
+// after others read their results.
+func completion(acked, done []time.Time) (lastJoin time.Time, took time.Duration) {
+	var firstResult, lastResult time.Time
+	for i := range acked {
 		if acked[i].After(lastJoin) {
 			lastJoin = acked[i]
+		}
+		if firstResult.IsZero() || done[i].Before(firstResult) {
+			firstResult = done[i]
 		}
 		if done[i].After(lastResult) {
 			lastResult = done[i]
 		}
 	}
-	return AllgatherRun{JoinsMs: measure.Millis(lastJoin.Sub(start)), CompletionMs: measure.Millis(lastResult.Sub(lastJoin))}, nil
+	from := lastJoin
+	if firstResult.Before(from) {
+		from = firstResult
+	}
+	return lastJoin, lastResult.Sub(from)
 }
 
 // allgatherClientRun fills one group of n members as trainers do, through
@@ -247,19 +274,11 @@ func (s *suite) allgatherClientRun(ctx context.Context, c *harness.Cluster, n in
 	close(jobs)
 	joins.Wait()
 	results.Wait()
-	var lastJoin, lastResult time.Time
-	for i := range n {
-		if errs[i] != nil {
-			return 0, errs[i]
-		}
-		if acked[i].After(lastJoin) {
-			lastJoin = acked[i]
-		}
-		if done[i].After(lastResult) {
-			lastResult = done[i]
-		}
+	if err := firstError(errs); err != nil {
+		return 0, err
 	}
-	return measure.Millis(lastResult.Sub(lastJoin)), nil
+	_, took := completion(acked, done)
+	return measure.Millis(took), nil
 }
 
 // checkOpenFiles reports when this process may not open need files

@@ -194,7 +194,7 @@ func Markdown(r *Results) string {
 		p("## 4. Allgather\n\n")
 		p("One group per run on the 3-node Raft cluster: members join through the HTTP API (%d joins in flight, sent to the leader), "+
 			"and each member then long-polls its watch on node i mod 3, so all three replicas serve results. "+
-			"Completion is the last join's acknowledgement → the last member's complete result; each result carries every member's data. "+
+			"Completion is the last join's acknowledgement (or the first result, when one comes before it) → the last member's complete result; each result carries every member's data. "+
 			"Over HTTP, each answer is read in full but not decoded. "+
 			"In the same run, two more groups of the same size fill through the Go client, one client (and HTTP transport) per member, as trainers would have, "+
 			"each member's addresses starting at node i mod 3: by default each member decodes every member's data into Result.Data; "+
