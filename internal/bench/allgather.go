@@ -93,15 +93,20 @@ func (s *suite) allgather(ctx context.Context, res *Results) error {
 			s.logf("allgather %-5d peers run %d/%d: joins took %7.0f ms, last join → last result %7.1f ms over HTTP, %7.1f ms through the client, %7.1f ms with raw results",
 				n, run+1, s.cfg.Runs, r.JoinsMs, r.CompletionMs, r.ClientMs, r.ClientRawMs)
 		}
-		row.Completion = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.CompletionMs }))
-		row.Joins = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.JoinsMs }))
-		row.Client = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientMs }))
-		row.ClientRaw = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientRawMs }))
-		row.ClientRatio = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientMs / r.CompletionMs }))
-		row.ClientRawRatio = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientRawMs / r.CompletionMs }))
+		row.summarize()
 		out.Rows = append(out.Rows, row)
 	}
 	return nil
+}
+
+// summarize sets the row's summaries from its runs.
+func (row *AllgatherRow) summarize() {
+	row.Completion = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.CompletionMs }))
+	row.Joins = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.JoinsMs }))
+	row.Client = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientMs }))
+	row.ClientRaw = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientRawMs }))
+	row.ClientRatio = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientMs / r.CompletionMs }))
+	row.ClientRawRatio = measure.Of(collect(row.Runs, func(r AllgatherRun) float64 { return r.ClientRawMs / r.CompletionMs }))
 }
 
 func collect[T any](xs []T, f func(T) float64) []float64 {
