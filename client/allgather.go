@@ -28,9 +28,12 @@ const (
 // context, or the last error of a cluster that could not be reached).
 type Result struct {
 	// Data holds each member's data, decoded from JSON into an any, so
-	// numbers are float64 and objects map[string]any.
+	// numbers are float64 and objects map[string]any. It is nil when the
+	// join asked for raw results (JoinOptions.RawResults).
 	Data []any
-	// Raw holds each member's data as JSON, to decode into a type.
+	// Raw holds each member's data as JSON, to decode into a type. Its
+	// elements share one buffer, each capped at its own length, so that
+	// appending to one copies it rather than overwriting the next.
 	Raw []json.RawMessage
 	// Rank is this member's index in Data.
 	Rank int
@@ -88,6 +91,12 @@ type JoinOptions struct {
 	// original, and completes however late its last member joins. Only the
 	// join that creates the group sets it.
 	FailOnTimeout bool
+	// RawResults leaves every member's data as JSON: the Result carries
+	// Raw alone and Data is nil, so the member pays for no decoding into
+	// an any, which for a large group costs far more than the answer's
+	// transfer (each member decodes every member's data). Decode the
+	// elements of Raw that are needed, into their own types.
+	RawResults bool
 }
 
 // Join adds member id with data to the allgather group groupID of numPeers
@@ -166,7 +175,7 @@ func (c *Client) JoinContext(ctx context.Context, groupID string, id uuid.UUID, 
 	go func() {
 		defer c.wg.Done()
 		defer c.dropPoller(key, p)
-		c.poll(pctx, p, key, resp.Generation, opts.OnReady, opts.OnTimeout, groupTimeout)
+		c.poll(pctx, p, key, resp.Generation, opts, groupTimeout)
 	}()
 	return Watcher{C: p.out}, nil
 }
@@ -212,9 +221,10 @@ func (c *Client) dropPoller(key watchKey, p *poller) {
 // poll long-polls the watch of one join until its outcome is final.
 // Unreachable nodes and elections are retried for as long as the group may
 // wait, since the group's state survives a failover. The first answer that
-// says the group is overdue calls timeout; later polls tell the server it
-// has been seen.
-func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, ready func(), timeout func(error), groupTimeout time.Duration) {
+// says the group is overdue calls opts.OnTimeout; later polls tell the
+// server it has been seen.
+func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, opts JoinOptions, groupTimeout time.Duration) {
+	ready, timeout := opts.OnReady, opts.OnTimeout
 	q := url.Values{
 		rpc.WatchParamGroup:      {key.group},
 		rpc.WatchParamMember:     {key.member.String()},
@@ -223,7 +233,7 @@ func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, 
 	}
 	log := c.logger.With("group", key.group, "member", key.member, "generation", gen)
 	for {
-		var wr rpc.WatchResponse
+		var wr watchAnswer
 		err := c.do(ctx, &call{method: http.MethodGet, path: rpc.PathAllgatherWatch, query: q, out: &wr,
 			timeout: watchWait + watchSlack, budget: max(c.retry, groupTimeout)})
 		switch {
@@ -256,12 +266,10 @@ func (c *Client) poll(ctx context.Context, p *poller, key watchKey, gen uint64, 
 			}
 			continue
 		case wr.Status == rpc.WatchComplete:
-			res := Result{Data: make([]any, len(wr.Data)), Raw: wr.Data, Rank: wr.Rank}
-			for i, d := range wr.Data {
-				if err := json.Unmarshal(d, &res.Data[i]); err != nil {
-					p.finish(Result{Err: fmt.Errorf("raftmaster client: decoding allgather data %d: %w", i, err)}, nil)
-					return
-				}
+			res, err := wr.completed(opts.RawResults)
+			if err != nil {
+				p.finish(Result{Err: err}, nil)
+				return
 			}
 			p.finish(res, ready)
 			return

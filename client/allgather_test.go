@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"sync"
@@ -81,6 +83,62 @@ func TestAllgather(t *testing.T) {
 	}
 	if len(members) != n {
 		t.Fatalf("data %v does not hold every member once", results[0].Data)
+	}
+}
+
+// TestAllgatherRawResults checks that a join with RawResults receives
+// exactly the JSON each member sent, in join order, with its rank and no
+// Data, while a join without it in the same group still gets Data.
+func TestAllgatherRawResults(t *testing.T) {
+	ts := startServer(t, apitest.NewLocal(), nil)
+	data := []any{
+		"trainer-00000",
+		`quote " backslash \ and "[,]{,}"`,
+		map[string]any{"addr": "10.0.0.2:29500", "nested": []any{1.5, map[string]any{"k": "]"}}, "html": "<&>"},
+		nil,
+		[]any{true, -3.0, "é\n"},
+	}
+	n := len(data)
+	watchers := make([]client.Watcher, n)
+	for i, d := range data {
+		// One client per member, joining in turn so that the join order
+		// is known; the last member decodes, as by default.
+		c := newClient(t, client.WithAddr(ts.URL))
+		w, err := c.JoinContext(context.Background(), "g", uuid.New(), n, d, client.JoinOptions{RawResults: i < n-1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		watchers[i] = w
+	}
+	for i, w := range watchers {
+		r := receive(t, w)
+		if r.Err != nil {
+			t.Fatalf("member %d: %v", i, r.Err)
+		}
+		if r.Rank != i {
+			t.Errorf("member %d has rank %d", i, r.Rank)
+		}
+		if len(r.Raw) != n {
+			t.Fatalf("member %d: %d raw items, want %d", i, len(r.Raw), n)
+		}
+		for j, d := range data {
+			sent, err := json.Marshal(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(r.Raw[j], sent) {
+				t.Errorf("member %d: raw item %d is %s, member %d sent %s", i, j, r.Raw[j], j, sent)
+			}
+		}
+		if i < n-1 {
+			if r.Data != nil {
+				t.Errorf("member %d asked for raw results and got Data %v", i, r.Data)
+			}
+			continue
+		}
+		if !reflect.DeepEqual(r.Data, data) {
+			t.Errorf("member %d, decoding: Data %#v, want %#v", i, r.Data, data)
+		}
 	}
 }
 

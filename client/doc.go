@@ -52,7 +52,10 @@
 // the sentinel, so compare with errors.Is rather than by message. Allgather
 // results carry the bare sentinel. Allgather data travels as JSON: Result.Data
 // holds each member's data decoded into an any (numbers become float64),
-// and Result.Raw the JSON itself.
+// and Result.Raw the JSON itself. A member of a large group that needs
+// few of the values, or decodes them into its own types, joins with
+// JoinOptions.RawResults: its Result carries Raw alone, cut from the
+// answer without decoding, and Data is nil.
 //
 // # Rendezvous store
 //

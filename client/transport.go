@@ -751,7 +751,7 @@ func (c *Client) checkLeader(ctx context.Context, from, next string) error {
 func (c *Client) answer(resp *http.Response, cl *call) *attemptError {
 	defer resp.Body.Close()
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
-		b, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+		b, err := readBody(resp, maxResponseBytes+1)
 		if err != nil {
 			// Cut off mid-answer: the call is idempotent, ask again.
 			return &attemptError{err: fmt.Errorf("raftmaster client: reading %s answer: %w", cl.path, err), retry: true}
@@ -762,7 +762,12 @@ func (c *Client) answer(resp *http.Response, cl *call) *attemptError {
 		if cl.out == nil {
 			return nil
 		}
-		if err := json.Unmarshal(b, cl.out); err != nil {
+		if d, ok := cl.out.(answerDecoder); ok {
+			err = d.decodeAnswer(b)
+		} else {
+			err = json.Unmarshal(b, cl.out)
+		}
+		if err != nil {
 			return &attemptError{err: fmt.Errorf("raftmaster client: decoding %s answer: %w", cl.path, err)}
 		}
 		return nil
@@ -790,6 +795,27 @@ func (c *Client) answer(resp *http.Response, cl *call) *attemptError {
 	}
 	e.Status = resp.StatusCode
 	return &attemptError{err: e, retry: rpc.Retryable(e), retryAfter: parseRetryAfter(resp.Header.Get("Retry-After"))}
+}
+
+// answerDecoder is a call's out that decodes its answer itself, from
+// the body that it may keep slices of.
+type answerDecoder interface {
+	decodeAnswer([]byte) error
+}
+
+// readBody reads resp's body, up to limit bytes, into a buffer of the
+// answer's length when the server gave it (io.ReadAll would grow one,
+// copying and clearing as it goes).
+func readBody(resp *http.Response, limit int64) ([]byte, error) {
+	n := resp.ContentLength
+	if n < 0 || n >= limit {
+		return io.ReadAll(io.LimitReader(resp.Body, limit))
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(resp.Body, b); err != nil {
+		return nil, err
+	}
+	return b, nil
 }
 
 // discard drains a little of the body, so the connection can be reused,

@@ -66,7 +66,8 @@ func app() *cli.App {
 			"             tasks/s against the pair's\n" +
 			"  growth     dispatch throughput with datasets of --sizes tasks, Raft and etcd backends\n" +
 			"  failover   --kills leader SIGKILLs under --trainers trainers, per backend; kill → next write, in phases\n" +
-			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result\n" +
+			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result over HTTP, and\n" +
+			"             through the Go client (one per member), decoding every member's data and with raw results\n" +
 			"  footprint  RSS, snapshot and raft.db sizes with --footprint-tasks tasks half leased; follower catch-up\n" +
 			"  sessions   --session-kills SIGKILLs of a trainer process holding a task under its session (default flags,\n" +
 			"             TTL 5s): kill → the task leased to a waiting trainer; the same with the leader killed 1s later;\n" +

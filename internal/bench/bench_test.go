@@ -162,6 +162,45 @@ func TestDispatchReportBatches(t *testing.T) {
 	}
 }
 
+// TestAllgatherReport renders an allgather part: each size's HTTP
+// completion beside the client's, decoding and with raw results, and
+// their ratios; a size that failed says so. It checks that completion
+// starts at the first result when that came before the last join's
+// acknowledgement.
+func TestAllgatherReport(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms ...int) []time.Time {
+		out := make([]time.Time, len(ms))
+		for i, m := range ms {
+			out[i] = t0.Add(time.Duration(m) * time.Millisecond)
+		}
+		return out
+	}
+	if last, took := completion(at(10, 30, 20), at(50, 60, 70)); !last.Equal(t0.Add(30*time.Millisecond)) || took != 40*time.Millisecond {
+		t.Errorf("completion: last join %v, took %v; want 30ms, 40ms", last.Sub(t0), took)
+	}
+	if _, took := completion(at(10, 90, 20), at(50, 60, 100)); took != 50*time.Millisecond {
+		t.Errorf("completion with a result before the last acknowledgement took %v, want 50ms", took)
+	}
+	row := AllgatherRow{Peers: 4096, Runs: []AllgatherRun{
+		{JoinsMs: 900, CompletionMs: 700, ClientMs: 7000, ClientRawMs: 1400},
+		{JoinsMs: 1000, CompletionMs: 800, ClientMs: 6400, ClientRawMs: 1200},
+		{JoinsMs: 1100, CompletionMs: 1000, ClientMs: 9000, ClientRawMs: 1800},
+	}}
+	row.summarize()
+	failed := AllgatherRow{Peers: 64, Error: "join 3: boom"}
+	md := Markdown(&Results{Allgather: &AllgatherResults{Rows: []AllgatherRow{failed, row}}})
+	for _, want := range []string{
+		"| peers | last join → last result over HTTP, ms | through the client, decoding, ms | ratio | through the client, raw results, ms | ratio |",
+		"| 4096 | 800.0 (700.0–1000.0) | 7000.0 (6400.0–9000.0) | 9.00x (8.00–10.00x) | 1400.0 (1200.0–1800.0) | 1.80x (1.50–2.00x) | 1000 (900–1100) |",
+		"| 64 | failed: join 3: boom |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
+
 // TestSessionsReport renders a sessions part: every run and the idle
 // trainers have their row.
 func TestSessionsReport(t *testing.T) {

@@ -225,14 +225,26 @@ func Markdown(r *Results) string {
 		p("## 4. Allgather\n\n")
 		p("One group per run on the 3-node Raft cluster: members join through the HTTP API (%d joins in flight, sent to the leader), "+
 			"and each member then long-polls its watch on node i mod 3, so all three replicas serve results. "+
-			"Completion is the last join's acknowledgement → the last member's complete result; each result carries every member's data.\n\n", joinWorkers)
-		p("| peers | last join → last result, ms | first join → last join acknowledged, ms |\n| ---: | ---: | ---: |\n")
+			"Completion is the last join's acknowledgement (or the first result, when one comes before it) → the last member's complete result; each result carries every member's data. "+
+			"Over HTTP, each answer is read in full but not decoded. "+
+			"In the same run, two more groups of the same size fill through the Go client, one client (and HTTP transport) per member, as trainers would have, "+
+			"each member's addresses starting at node i mod 3: by default each member decodes every member's data into Result.Data; "+
+			"with JoinOptions.RawResults it gets Result.Raw alone. The members' decoding runs on the cores the cluster uses, so those rows also measure the client's work; "+
+			"the ratios are each run's client completion over its HTTP completion.\n\n", joinWorkers)
+		p("| peers | last join → last result over HTTP, ms | through the client, decoding, ms | ratio | through the client, raw results, ms | ratio | first join → last join acknowledged (HTTP), ms |\n")
+		p("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, row := range a.Rows {
 			if row.Error != "" && len(row.Runs) == 0 {
-				p("| %d | failed: %s | |\n", row.Peers, esc(row.Error))
+				p("| %d | failed: %s | | | | | |\n", row.Peers, esc(row.Error))
 				continue
 			}
-			p("| %d | %s | %s |\n", row.Peers, sum(row.Completion, 1), sum(row.Joins, 0))
+			p("| %d | %s | %s | %s | %s | %s | %s |\n", row.Peers, sum(row.Completion, 1), sum(row.Client, 1), ratioSum(row.ClientRatio),
+				sum(row.ClientRaw, 1), ratioSum(row.ClientRawRatio), sum(row.Joins, 0))
+		}
+		for _, row := range a.Rows {
+			if row.Error != "" && len(row.Runs) > 0 {
+				p("\n%d peers stopped after %d runs: %s\n", row.Peers, len(row.Runs), esc(row.Error))
+			}
 		}
 		p("\n")
 	}
@@ -343,6 +355,17 @@ func num(v float64, digits int) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.*f", digits, v)
+}
+
+// ratioSum formats a summary of ratios: the median, then the range.
+func ratioSum(s measure.Summary) string {
+	if s.N == 0 {
+		return "–"
+	}
+	if s.N == 1 || s.Min == s.Max {
+		return ratioText(s.Median)
+	}
+	return fmt.Sprintf("%s (%.2f–%.2fx)", ratioText(s.Median), s.Min, s.Max)
 }
 
 func ratioText(r float64) string {
