@@ -242,9 +242,7 @@ func (p positions) clone() positions {
 func (d *dataset) taskRecords(i int) int64 {
 	lo, hi := d.taskSpan(i)
 	var n int64
-	for _, c := range d.chunks[lo:hi] {
-		n += int64(c.records)
-	}
+	d.chunks.each(lo, hi, func(c chunkRef) { n += int64(c.records) })
 	return n
 }
 
@@ -475,9 +473,7 @@ func (d *dataset) rangeRecords(lo, hi int) int64 {
 		}
 		return n
 	}
-	for _, c := range d.chunks[lo*cpt : min(hi*cpt, len(d.chunks))] {
-		n += int64(c.records)
-	}
+	d.chunks.each(lo*cpt, min(hi*cpt, d.chunks.len()), func(c chunkRef) { n += int64(c.records) })
 	return n
 }
 

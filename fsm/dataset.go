@@ -10,7 +10,7 @@ type dataset struct {
 	// for a chunk list given as such.
 	patterns []string
 	paths    []string
-	chunks   []chunkRef
+	chunks   chunkIndex
 	// sources are where the sources of a mixture lie (derived from
 	// params.Sources); none for a dataset of one source.
 	sources []sourceRange
@@ -20,10 +20,10 @@ type dataset struct {
 
 // newDataset returns the dataset of params, patterns, paths and chunks,
 // with its size estimate.
-func newDataset(params DatasetParams, patterns, paths []string, chunks []chunkRef) *dataset {
+func newDataset(params DatasetParams, patterns, paths []string, chunks chunkIndex) *dataset {
 	d := &dataset{params: params, patterns: patterns, paths: paths, chunks: chunks}
 	d.sources = sourceRanges(params.Sources, params.ChunksPerTask)
-	d.bytes = pathBytes(patterns) + pathBytes(paths) + estChunk*int64(len(chunks)) + estTask*int64(d.numTasks()) +
+	d.bytes = pathBytes(patterns) + pathBytes(paths) + estChunk*int64(chunks.len()) + estTask*int64(d.numTasks()) +
 		sourcesBytes(params.Sources)
 	return d
 }
@@ -38,7 +38,7 @@ func pathBytes(paths []string) int64 {
 	return n
 }
 
-// chunkRef is a chunk with its path interned: 16 bytes each.
+// chunkRef is a chunk with its path interned, as a chunkIndex holds it.
 type chunkRef struct {
 	offset  int64
 	path    uint32
@@ -49,7 +49,7 @@ type chunkRef struct {
 type upload struct {
 	paths     []string
 	pathIndex map[string]uint32
-	chunks    []chunkRef
+	chunks    chunkIndex
 	parts     uint32
 	touched   int64 // FSM time of the last part
 	pathBytes int64 // pathBytes(paths) (derived)
@@ -64,13 +64,13 @@ func (u *upload) add(chunks []Chunk) {
 			u.paths = append(u.paths, c.Path)
 			u.pathBytes += estPath + int64(len(c.Path))
 		}
-		u.chunks = append(u.chunks, chunkRef{offset: c.Offset, path: p, records: c.Records})
+		u.chunks.add(chunkRef{offset: c.Offset, path: p, records: c.Records})
 	}
 }
 
 // size is the size estimate of upload id.
 func (u *upload) size(id string) int64 {
-	return estUpload + int64(len(id)) + u.pathBytes + estChunk*int64(len(u.chunks))
+	return estUpload + int64(len(id)) + u.pathBytes + estChunk*int64(u.chunks.len())
 }
 
 // cost returns how much adding chunks would grow the size estimate of u,
@@ -104,16 +104,16 @@ func (d *dataset) numTasks() int {
 		return d.sources[n-1].task0 + d.sources[n-1].tasks
 	}
 	cpt := d.params.ChunksPerTask
-	return (len(d.chunks) + cpt - 1) / cpt
+	return (d.chunks.len() + cpt - 1) / cpt
 }
 
 // taskChunks returns the chunks of task index i.
 func (d *dataset) taskChunks(i int) []Chunk {
 	lo, hi := d.taskSpan(i)
 	out := make([]Chunk, 0, hi-lo)
-	for _, c := range d.chunks[lo:hi] {
+	d.chunks.each(lo, hi, func(c chunkRef) {
 		out = append(out, Chunk{Path: d.paths[c.path], Offset: c.offset, Records: c.records})
-	}
+	})
 	return out
 }
 
@@ -124,7 +124,7 @@ func (j *job) checkDataset(d *dataset, freed int64) error {
 		return err
 	}
 	l := j.cluster.effectiveLimits()
-	if n := len(d.chunks); n > l.MaxJobChunks {
+	if n := d.chunks.len(); n > l.MaxJobChunks {
 		return limitf("max_job_chunks", int64(l.MaxJobChunks), "job %q would have %d chunks", j.name, n)
 	}
 	if n := d.numTasks(); n > l.MaxJobTasks {
@@ -148,7 +148,7 @@ func (j *job) setDataset(c *SetDataset) *Result {
 		return &Result{Ignored: true}
 	}
 	u := newUpload()
-	u.chunks = make([]chunkRef, 0, len(c.Chunks)) // the dataset keeps it
+	u.chunks = newChunkIndex(len(c.Chunks)) // the dataset keeps it
 	u.add(c.Chunks)
 	d := newDataset(c.Params, c.Patterns, u.paths, u.chunks)
 	if err := j.checkDataset(d, 0); err != nil {
@@ -207,10 +207,10 @@ func (j *job) datasetCommit(c *DatasetCommit) *Result {
 	switch {
 	case u == nil:
 		return errResult(invalidf("upload %q: unknown upload", c.UploadID))
-	case u.parts != c.Parts || uint32(len(u.chunks)) != c.NumChunks:
+	case u.parts != c.Parts || uint32(u.chunks.len()) != c.NumChunks:
 		return errResult(invalidf("upload %q: staged %d parts and %d chunks, commit says %d and %d",
-			c.UploadID, u.parts, len(u.chunks), c.Parts, c.NumChunks))
-	case len(u.chunks) == 0:
+			c.UploadID, u.parts, u.chunks.len(), c.Parts, c.NumChunks))
+	case u.chunks.len() == 0:
 		return errResult(invalidf("upload %q: no chunks", c.UploadID))
 	}
 	d := newDataset(c.Params, c.Patterns, u.paths, u.chunks)
@@ -225,7 +225,7 @@ func (j *job) datasetCommit(c *DatasetCommit) *Result {
 // dropUpload forgets upload id.
 func (j *job) dropUpload(id string) {
 	u := j.uploads[id]
-	j.staged -= len(u.chunks)
+	j.staged -= u.chunks.len()
 	j.account(-u.size(id))
 	delete(j.uploads, id)
 }

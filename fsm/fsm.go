@@ -133,7 +133,7 @@ func (f *FSM) Snapshot() (*Snapshot, error) {
 		// permanent.
 		return nil, f.haltErr
 	}
-	return &Snapshot{s: f.s.clone(), index: f.applied.Load()}, nil
+	return &Snapshot{s: f.s.snapshotCopy(), index: f.applied.Load()}, nil
 }
 
 // Restore replaces the state with a snapshot written by Snapshot.WriteTo

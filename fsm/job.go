@@ -160,7 +160,7 @@ func (j *job) recount() {
 		j.groupData += int64(j.groups[id].dataSize)
 	}
 	for _, id := range sortedKeys(j.uploads) {
-		j.staged += len(j.uploads[id].chunks)
+		j.staged += j.uploads[id].chunks.len()
 	}
 	j.updateTimeoutsDeadline()
 	j.updateGroupDeadline()

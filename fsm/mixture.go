@@ -335,7 +335,7 @@ func (d *dataset) sourceOf(i int32) int {
 func (d *dataset) taskSpan(i int) (lo, hi int) {
 	cpt := d.params.ChunksPerTask
 	if len(d.sources) == 0 {
-		return i * cpt, min((i+1)*cpt, len(d.chunks))
+		return i * cpt, min((i+1)*cpt, d.chunks.len())
 	}
 	r := d.sources[d.sourceOf(int32(i))]
 	lo = r.chunk0 + (i-r.task0)*cpt
@@ -348,8 +348,8 @@ func (d *dataset) checkSources() error {
 		return nil
 	}
 	last := d.sources[len(d.sources)-1]
-	if n := last.chunk0 + last.chunks; n != len(d.chunks) {
-		return invalidf("the sources hold %d chunks, and the dataset has %d", n, len(d.chunks))
+	if n := last.chunk0 + last.chunks; n != d.chunks.len() {
+		return invalidf("the sources hold %d chunks, and the dataset has %d", n, d.chunks.len())
 	}
 	return nil
 }

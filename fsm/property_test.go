@@ -257,7 +257,7 @@ func (g *propGen) jobCommand(t *rapid.T, kind, job string) Command {
 		id := rapid.SampledFrom([]string{"u0", "u1"}).Draw(t, "upload")
 		var parts, chunks uint32
 		if u := g.upload(job, id); u != nil {
-			parts, chunks = u.parts, uint32(len(u.chunks))
+			parts, chunks = u.parts, uint32(u.chunks.len())
 		}
 		parts += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "partsOff"))
 		chunks += uint32(rapid.SampledFrom([]int{0, 0, 0, 1}).Draw(t, "chunksOff"))
@@ -572,7 +572,7 @@ func checkEstimate(t interface{ Fatalf(string, ...any) }, f *FSM) {
 			data += int64(j.groups[id].dataSize)
 		}
 		for _, id := range sortedKeys(j.uploads) {
-			staged += len(j.uploads[id].chunks)
+			staged += j.uploads[id].chunks.len()
 		}
 		if j.jobBytes != want || j.groupData != data || j.staged != staged {
 			t.Fatalf("job %q: estimate %d, group data %d, staged %d; from scratch %d, %d, %d",

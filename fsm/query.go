@@ -70,7 +70,7 @@ func (f *FSM) Stats(job string) Stats {
 	st.Held = j.queues[qHeld].n
 	st.Uploads, st.Groups = len(j.uploads), len(j.groups)
 	if j.ds != nil {
-		st.Chunks, st.Files = len(j.ds.chunks), len(j.ds.paths)
+		st.Chunks, st.Files = j.ds.chunks.len(), len(j.ds.paths)
 		st.Params, st.Patterns = j.ds.params, slices.Clone(j.ds.patterns)
 		st.Params.Sources = slices.Clone(j.ds.params.Sources)
 	}
@@ -189,7 +189,7 @@ func (f *FSM) Dataset(name string, maxPaths int) (DatasetInfo, bool) {
 		return DatasetInfo{}, false
 	}
 	d := j.ds
-	return DatasetInfo{Params: d.params, Patterns: slices.Clone(d.patterns), Files: len(d.paths), Chunks: len(d.chunks),
+	return DatasetInfo{Params: d.params, Patterns: slices.Clone(d.patterns), Files: len(d.paths), Chunks: d.chunks.len(),
 		Paths: slices.Clone(d.paths[:min(max(maxPaths, 0), len(d.paths))])}, true
 }
 

@@ -132,6 +132,11 @@ type job struct {
 	// timeoutsDeadline is the earliest end of retention in timeouts, 0
 	// when it is empty.
 	timeoutsDeadline int64
+
+	// taskSection is, in a copy taken for a snapshot (snapshotCopy), the
+	// encoding of the tasks and queues, which the copy holds instead of
+	// tasks; nil otherwise.
+	taskSection *taskSection
 }
 
 func newState() *state {

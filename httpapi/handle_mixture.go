@@ -95,27 +95,28 @@ func (s *Handler) indexGlobs(ctx context.Context, g globSet, lim recordio.IndexL
 		return chunks, files, inSource(g.source, err)
 	}
 	start := time.Now()
-	var found []recordio.FileChunk
+	var chunks []fsm.Chunk
 	var sum recordio.IndexSummary
 	err := s.withDatasetRoot(g.globs, func(root recordio.Dir, globs []string) error {
 		names, err := s.datasetFiles(ctx, root, globs, lim)
 		if err != nil {
 			return err
 		}
-		if found, sum, err = recordio.IndexRoot(ctx, root, names, lim); err != nil {
+		// The chunks of a file come together: its path is made once.
+		var name, path string
+		chunks, sum, err = recordio.IndexRootFunc(ctx, root, names, lim, func(n string, offset int64, records uint32) fsm.Chunk {
+			if n != name || path == "" {
+				name, path = n, chunkPath(root, n)
+			}
+			return fsm.Chunk{Path: path, Offset: offset, Records: records}
+		})
+		if err != nil {
 			return datasetError(err, root)
-		}
-		for i := range found {
-			found[i].Path = chunkPath(root, found[i].Path)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, 0, inSource(g.source, err)
-	}
-	chunks := make([]fsm.Chunk, len(found))
-	for i, c := range found {
-		chunks[i] = fsm.Chunk{Path: c.Path, Offset: c.Offset, Records: c.Records}
 	}
 	args := []any{"files", sum.Files, "chunks", sum.Chunks, "records", sum.Records, "duration", time.Since(start)}
 	if g.source != "" {

@@ -85,3 +85,33 @@ func TestUploadOfANamedJobIgnoresOtherJobsDatasets(t *testing.T) {
 		t.Fatalf("job-a: %+v, want %d chunks and nothing staged", st, len(big))
 	}
 }
+
+// TestUploadStopsAtARejectedPart: a part refused for a limit, among the
+// parts the leader keeps proposed together, is the upload's answer; no
+// commit follows, and the parts proposed after it stage nothing.
+func TestUploadStopsAtARejectedPart(t *testing.T) {
+	c := newTestCluster(t, 3)
+	for _, n := range c.nodes {
+		n.cfg.MaxEntryBytes = 1 << 10
+	}
+	leader := c.leader()
+	ctx := context.Background()
+	if r, err := leader.Apply(ctx, &fsm.SetLimits{Limits: fsm.Limits{MaxJobChunks: 1000}}); err != nil || r.Code != fsm.CodeOK {
+		t.Fatalf("SetLimits: %+v, %v", r, err)
+	}
+	big := dataset(5000)
+	if parts := len(fsm.SplitChunks(big, 1<<10)); parts < 4*partsInFlight {
+		t.Fatalf("want many parts, got %d", parts)
+	}
+	r, err := leader.SetDataset(ctx, fsm.DefaultJob, fsm.RequestID{Client: uuid.New(), Seq: 1}, params(time.Hour), nil, big)
+	if err != nil || r.Code != fsm.CodeLimit {
+		t.Fatalf("SetDataset past max_job_chunks: %+v, %v; want limit_exceeded", r, err)
+	}
+	c.converged()
+	for _, n := range c.nodes {
+		st := n.FSM().Stats(fsm.DefaultJob)
+		if st.HasDataset || st.Uploads != 1 || st.Chunks != 0 {
+			t.Fatalf("%s: %+v, want no dataset and the one upload staged", n.ID(), st)
+		}
+	}
+}

@@ -343,8 +343,25 @@ func (n *Node) Apply(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
 // propose applies c without the readiness check; the leader loop uses it
 // while taking over.
 func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) {
-	if err := ctx.Err(); err != nil {
+	p, err := n.enqueue(ctx, c)
+	if err != nil {
 		return nil, err
+	}
+	return n.await(p)
+}
+
+// proposal is a command handed to raft, whose outcome await waits for.
+type proposal struct {
+	f     raft.ApplyFuture
+	start time.Time
+}
+
+// enqueue stamps c and hands it to raft without waiting for its outcome.
+// Commands enqueued one after the other by one goroutine are logged, and
+// applied, in that order.
+func (n *Node) enqueue(ctx context.Context, c fsm.Command) (proposal, error) {
+	if err := ctx.Err(); err != nil {
+		return proposal{}, err
 	}
 	c.Hdr().Now = n.now()
 	timeout := n.cfg.ApplyTimeout
@@ -352,12 +369,17 @@ func (n *Node) propose(ctx context.Context, c fsm.Command) (*fsm.Result, error) 
 		timeout = min(timeout, time.Until(dl))
 	}
 	start := time.Now()
-	f := n.raft.Apply(fsm.Encode(c), timeout)
+	return proposal{f: n.raft.Apply(fsm.Encode(c), timeout), start: start}, nil
+}
+
+// await waits for the outcome of an enqueued command.
+func (n *Node) await(p proposal) (*fsm.Result, error) {
+	f := p.f
 	if err := f.Error(); err != nil {
 		return nil, mapRaftError(err)
 	}
 	if n.cfg.Recorder != nil {
-		n.cfg.Recorder.Committed(time.Since(start))
+		n.cfg.Recorder.Committed(time.Since(p.start))
 	}
 	r, ok := f.Response().(*fsm.Result)
 	if !ok {

@@ -304,7 +304,15 @@ func (w *walker) match(name string) error {
 // without blocking (a FIFO cannot hold the call), and only a regular file
 // is read. Chunks and errors name the files as in names.
 func IndexRoot(ctx context.Context, root Dir, names []string, lim IndexLimits) ([]FileChunk, IndexSummary, error) {
-	return indexFiles(ctx, names, lim, func(name string) (*Index, error) { return indexRootFile(root, name) })
+	return IndexRootFunc(ctx, root, names, lim, newFileChunk)
+}
+
+// IndexRootFunc is IndexRoot, with each chunk made by chunk from its
+// file's name (as in names), its offset and its records, in the order
+// IndexRoot lists them: a caller that keeps chunks in a type of its own
+// gets them without holding a list of FileChunk as well.
+func IndexRootFunc[T any](ctx context.Context, root Dir, names []string, lim IndexLimits, chunk func(name string, offset int64, records uint32) T) ([]T, IndexSummary, error) {
+	return indexFilesFunc(ctx, names, lim, func(name string) (*Index, error) { return indexRootFile(root, name) }, chunk)
 }
 
 // indexRootFile indexes one file of root.

@@ -58,6 +58,16 @@ func IndexFilesWith(ctx context.Context, paths []string, lim IndexLimits, index 
 
 // indexFiles indexes each of paths with index, as IndexFiles describes.
 func indexFiles(ctx context.Context, paths []string, lim IndexLimits, index func(string) (*Index, error)) ([]FileChunk, IndexSummary, error) {
+	return indexFilesFunc(ctx, paths, lim, index, newFileChunk)
+}
+
+func newFileChunk(path string, offset int64, records uint32) FileChunk {
+	return FileChunk{Path: path, Offset: offset, Records: records}
+}
+
+// indexFilesFunc is indexFiles, with each chunk made by chunk.
+func indexFilesFunc[T any](ctx context.Context, paths []string, lim IndexLimits, index func(string) (*Index, error),
+	chunk func(path string, offset int64, records uint32) T) ([]T, IndexSummary, error) {
 	lim = lim.WithDefaults()
 	if len(paths) > lim.MaxFiles {
 		return nil, IndexSummary{}, fmt.Errorf("%w: %d files, at most %d", ErrLimit, len(paths), lim.MaxFiles)
@@ -101,7 +111,7 @@ func indexFiles(ctx context.Context, paths []string, lim IndexLimits, index func
 			return nil, IndexSummary{}, err
 		}
 	}
-	return collect(paths, idx, lim.MaxChunks)
+	return collect(paths, idx, lim.MaxChunks, chunk)
 }
 
 func indexFile(path string) (*Index, error) {
@@ -124,7 +134,7 @@ func indexFile(path string) (*Index, error) {
 	return x, nil
 }
 
-func collect(paths []string, idx []*Index, maxChunks int) ([]FileChunk, IndexSummary, error) {
+func collect[T any](paths []string, idx []*Index, maxChunks int, chunk func(path string, offset int64, records uint32) T) ([]T, IndexSummary, error) {
 	sum := IndexSummary{Files: len(paths)}
 	for _, x := range idx {
 		sum.Chunks += len(x.ChunkOffsets)
@@ -136,10 +146,11 @@ func collect(paths []string, idx []*Index, maxChunks int) ([]FileChunk, IndexSum
 	if sum.Chunks == 0 {
 		return nil, IndexSummary{}, fmt.Errorf("%w: the %d matched files hold no chunk", ErrEmpty, len(paths))
 	}
-	chunks := make([]FileChunk, 0, sum.Chunks)
+	chunks := make([]T, 0, sum.Chunks)
 	for i, x := range idx {
+		idx[i] = nil // not needed any more
 		for j, off := range x.ChunkOffsets {
-			chunks = append(chunks, FileChunk{Path: paths[i], Offset: off, Records: x.ChunkLens[j]})
+			chunks = append(chunks, chunk(paths[i], off, x.ChunkLens[j]))
 		}
 	}
 	return chunks, sum, nil
