@@ -184,14 +184,20 @@ func runFleet(c *cli.Context) error {
 	cfg.FleetRamp = c.Duration("ramp")
 	cfg.FleetExtrapolate = c.Int("extrapolate")
 	cfg.Keep = c.Bool("keep")
+	return runSuite(c, cfg, "raftmaster-bench fleet")
+}
+
+// runSuite checks cfg and runs it until it is done or interrupted; name
+// is the command's, for the message of an interrupted run.
+func runSuite(c *cli.Context, cfg bench.Config, name string) error {
 	if err := cfg.Check(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	_, err = bench.Run(ctx, cfg, c.App.Writer, c.App.ErrWriter)
+	_, err := bench.Run(ctx, cfg, c.App.Writer, c.App.ErrWriter)
 	if errors.Is(err, context.Canceled) {
-		return cli.Exit(fmt.Sprintf("raftmaster-bench fleet: interrupted; what was measured is in %s", cfg.Out), 130)
+		return cli.Exit(fmt.Sprintf("%s: interrupted; what was measured is in %s", name, cfg.Out), 130)
 	}
 	return err
 }
@@ -266,16 +272,7 @@ func run(c *cli.Context) error {
 		}
 	}
 	cfg.Keep = c.Bool("keep")
-	if err := cfg.Check(); err != nil {
-		return err
-	}
-	ctx, stop := signal.NotifyContext(c.Context, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	_, err = bench.Run(ctx, cfg, c.App.Writer, c.App.ErrWriter)
-	if errors.Is(err, context.Canceled) {
-		return cli.Exit(fmt.Sprintf("raftmaster-bench: interrupted; what was measured is in %s", cfg.Out), 130)
-	}
-	return err
+	return runSuite(c, cfg, "raftmaster-bench")
 }
 
 func splitList(s string) []string {
