@@ -139,6 +139,13 @@ func TestGetTaskBatchRetryReplaysWhatIsStillHeld(t *testing.T) {
 		t.Fatalf("retry's finishes %+v %+v, first %+v %+v", again.Finish, again.MoreFinish, first.Finish, first.MoreFinish)
 	}
 	checkRoundTrip(t, h.f)
+	// The first task is finished too (a late finish of an earlier lease
+	// would do the same): the retry gets the one still held as its task.
+	h.finish(first.Task.Meta)
+	third := h.ok(&GetTask{Header: req, Count: 3, Finished: a, MoreFinished: []TaskMeta{b, {ID: 99, Epoch: 1}}})
+	if got := batchIDs(third); len(got) != 1 || got[0] != first.More[1].Meta.ID {
+		t.Fatalf("a retry after the first task was finished leased %v, want [%d]", got, first.More[1].Meta.ID)
+	}
 	// Once the leases end, the retry gets none.
 	h.advance(defaultParams.TaskTimeout + time.Second)
 	h.tick()
@@ -254,4 +261,29 @@ func TestRenewLeaseBatch(t *testing.T) {
 	old.setDataset(4, defaultParams)
 	m, n := old.getTask(0), old.getTask(0)
 	old.rejects(&RenewLease{Meta: m, More: []TaskMeta{n}})
+}
+
+// TestGetTaskBatchOnlyTheLatestKeepsItsLeases: a client's next request
+// drops the further leases of the batch before it from the table, which
+// a retry of that batch, which no client sends, then does not get.
+func TestGetTaskBatchOnlyTheLatestKeepsItsLeases(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.setDataset(8, defaultParams)
+	req := func(seq uint64) Header { return Header{Request: RequestID{Client: clientID(9), Seq: seq}} }
+	first := h.ok(&GetTask{Header: req(1), Count: 3})
+	h.ok(&GetTask{Header: req(2)})
+	again := h.ok(&GetTask{Header: req(1), Count: 3})
+	if !again.Duplicate || again.Task.Meta != first.Task.Meta || len(again.More) != 0 {
+		t.Fatalf("an earlier batch's retry leased %v, want its first task alone", batchIDs(again))
+	}
+}
+
+// TestRenewLeaseBatchWithoutADataset: a batch renewal on a job without a
+// dataset is answered ErrNoDataset, as one renewal is.
+func TestRenewLeaseBatchWithoutADataset(t *testing.T) {
+	h := newHarness(t)
+	h.ok(&SetProtocol{Level: Protocol10})
+	h.ok(&KVCompareAndSet{Key: "k", Value: []byte("v")}) // the job exists, without a dataset
+	h.fails(&RenewLease{Meta: TaskMeta{ID: 1, Epoch: 1}, More: []TaskMeta{{ID: 2, Epoch: 1}}}, ErrNoDataset)
 }

@@ -71,12 +71,20 @@ type dedupEntry struct {
 	num   int64
 	clock int64
 	job   uint64 // the seq of the job the command ran on, 0 for none
-	// more are the tasks a GetTask leased after taskID (Protocol10).
+	// batch is what a batch (Protocol10) adds, nil for any other
+	// outcome, so that an entry costs no more for it.
+	batch *dedupBatch
+}
+
+// dedupBatch is what the de-duplication entry of a batch keeps beyond
+// the first lease and finish.
+type dedupBatch struct {
+	// more are the tasks a GetTask leased after the entry's taskID.
 	more []leasedRef
-	// moreFinish are the outcomes of a GetTask's MoreFinished, each
-	// packed as num packs its Finished's (FinishOutcome.number); for a
-	// RenewLease with More, each renewal's code, plus 1.
-	moreFinish []int64
+	// outcomes are those of a GetTask's MoreFinished, each packed as num
+	// packs its Finished's (FinishOutcome.number); for a RenewLease with
+	// More, each renewal's code, plus 1.
+	outcomes []uint8
 }
 
 // leasedRef names one lease a GetTask granted: the task's id and its
@@ -203,33 +211,36 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 		}
 	case *GetTask:
 		r.Finish = finishOutcome(e.num)
-		for _, n := range e.moreFinish {
-			r.MoreFinish = append(r.MoreFinish, *finishOutcome(n))
+		b := e.batch
+		if b == nil {
+			b = &dedupBatch{}
+		}
+		for _, n := range b.outcomes {
+			r.MoreFinish = append(r.MoreFinish, *finishOutcome(int64(n)))
 		}
 		if e.code != CodeOK {
 			break
 		}
-		// The leases still held, the first one first: a retry after
-		// the first lease ended gets none.
-		task := func(id int32, epoch int) *Task {
-			i, ok := held(int(id), epoch)
+		// The leases still held, in the order they were granted: the
+		// first of them is the Task, the rest More; none left is a
+		// stale epoch.
+		for _, m := range append([]leasedRef{{id: e.taskID, epoch: e.epoch}}, b.more...) {
+			i, ok := held(int(m.id), m.epoch)
 			if !ok {
-				return nil
+				continue
 			}
 			t := j.taskOf(i, now)
 			if j.tasks[i].queue == qHeld {
 				t.Session = c.Session
 			}
-			return t
-		}
-		if r.Task = task(e.taskID, e.epoch); r.Task == nil {
-			r.Code = CodeStaleEpoch
-			break
-		}
-		for _, m := range e.more {
-			if t := task(m.id, m.epoch); t != nil {
+			if r.Task == nil {
+				r.Task = t
+			} else {
 				r.More = append(r.More, t)
 			}
+		}
+		if r.Task == nil {
+			r.Code = CodeStaleEpoch
 		}
 	case *RenewLease:
 		if e.code != CodeOK {
@@ -252,10 +263,14 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 			break
 		}
 		// Each renewal as it went, and, when it renewed, what remains.
+		var codes []uint8
+		if e.batch != nil {
+			codes = e.batch.outcomes
+		}
 		for k, m := range append([]TaskMeta{c.Meta}, c.More...) {
 			o := RenewOutcome{Code: CodeStaleEpoch}
-			if k < len(e.moreFinish) {
-				o.Code = Code(e.moreFinish[k] - 1)
+			if k < len(codes) {
+				o.Code = Code(codes[k] - 1)
 			}
 			if o.Code == CodeOK {
 				o.Code, o.Lease = lease(m)
@@ -332,14 +347,24 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 	if r.Task != nil {
 		e.taskID, e.epoch = int32(r.Task.Meta.ID), r.Task.Meta.Epoch
 	}
-	for _, t := range r.More {
-		e.more = append(e.more, leasedRef{id: int32(t.Meta.ID), epoch: t.Meta.Epoch})
-	}
-	for _, o := range r.MoreFinish {
-		e.moreFinish = append(e.moreFinish, o.number())
-	}
-	for _, o := range r.Renewed {
-		e.moreFinish = append(e.moreFinish, 1+int64(o.Code))
+	if len(r.More)+len(r.MoreFinish)+len(r.Renewed) > 0 {
+		b := &dedupBatch{}
+		if len(r.More) > 0 {
+			b.more = make([]leasedRef, len(r.More))
+			for k, t := range r.More {
+				b.more[k] = leasedRef{id: int32(t.Meta.ID), epoch: t.Meta.Epoch}
+			}
+		}
+		if n := len(r.MoreFinish) + len(r.Renewed); n > 0 {
+			b.outcomes = make([]uint8, 0, n)
+			for _, o := range r.MoreFinish {
+				b.outcomes = append(b.outcomes, uint8(o.number()))
+			}
+			for _, o := range r.Renewed {
+				b.outcomes = append(b.outcomes, uint8(1+o.Code))
+			}
+		}
+		e.batch = b
 	}
 	if r.KV != nil {
 		e.granted, e.gen = r.Swapped, r.KV.Version
@@ -357,6 +382,12 @@ func (t *dedupTable) record(req RequestID, typ CmdType, r *Result, now int64, jo
 		}
 	}
 	e.num = kvNumber(typ, r)
+	// A client retries only its latest request (a lane sends one write at
+	// a time), so only its latest entry keeps a batch's further leases:
+	// the table holds at most one batch of leases a client.
+	if k := len(c.entries) - 1; k >= 0 && c.entries[k].batch != nil && c.entries[k].batch.more != nil {
+		c.entries[k].batch = &dedupBatch{outcomes: c.entries[k].batch.outcomes}
+	}
 	if len(c.entries) == DedupPerClient {
 		c.floor = max(c.floor, c.entries[0].seq)
 		copy(c.entries, c.entries[1:])

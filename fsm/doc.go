@@ -470,8 +470,15 @@
 //     length the first answer gave.
 //   - GetTask: the same task, with the lease's remaining length, while the
 //     lease is current; once it has ended, ErrStaleEpoch (ask again). A
-//     batch's retry gets, with its first task, those of the rest still
-//     leased to it; its finishes' outcomes are replayed as they were.
+//     batch's retry gets the tasks of the batch still leased to it, in
+//     the order they were leased (the first of them as Task), and
+//     ErrStaleEpoch only when none is; its finishes' outcomes are
+//     replayed as they were. Only a client's latest outcome keeps the
+//     further leases: a retry of an earlier one, which no client sends,
+//     gets its first lease alone.
+//   - RenewLease with More: each renewal as it went, and, for one that
+//     renewed, what remains of its lease, or ErrStaleEpoch once it has
+//     ended.
 //   - RenewLease: the lease's remaining length while the lease is
 //     current; ErrStaleEpoch once it has ended.
 //   - KVCompareAndSet: a swap is the first outcome, with the version it
@@ -531,10 +538,13 @@
 // applied; the clients give up on a write well before (the Go and Python
 // clients send no attempt of a write later than rpc.MaxWriteRetry, 15
 // minutes, after its first).
-// The table takes about 140 bytes per client plus 56 per outcome kept, at
-// most about 270 MB at DedupMaxActiveClients clients of DedupPerClient
+// The table takes about 140 bytes per client plus 64 per outcome kept, at
+// most about 300 MB at DedupMaxActiveClients clients of DedupPerClient
 // outcomes each (BenchmarkDedupFullTable), and about 315 bytes per such
-// client in a snapshot. At Protocol1 the table holds at most
+// client in a snapshot. A batch (Protocol10) adds a byte per outcome of
+// its further finishes or renewals, and, in a client's latest outcome
+// only (the one request a client may still retry), 16 bytes per further
+// lease: at most about 600 bytes per client more. At Protocol1 the table holds at most
 // DedupMaxClients clients, evicting the least recently used to take a new
 // one, and a forgotten client's request is applied as new, as releases
 // before Protocol2 did; the snapshot form of the table is the same at both

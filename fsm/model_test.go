@@ -267,26 +267,25 @@ func (m *model) replay(c Command, r Result, seq uint64) Result {
 		if r.Code != CodeOK {
 			break
 		}
-		// The leases still held, the first first; none when it ended.
-		still := func(first *Task) *Task {
+		// The leases still held, in the order granted: the first is the
+		// Task; none is a stale epoch.
+		leased := append([]*Task{r.Task}, r.More...)
+		r.Task, r.More = nil, nil
+		for _, first := range leased {
 			t, ok := held(first.Meta)
 			if !ok {
-				return nil
+				continue
 			}
 			task := *first
 			task.Lease = time.Duration(t.deadline - now)
-			return &task
-		}
-		more := r.More
-		r.More = nil
-		if r.Task = still(r.Task); r.Task == nil {
-			r.Code = CodeStaleEpoch
-			break
-		}
-		for _, t := range more {
-			if t := still(t); t != nil {
-				r.More = append(r.More, t)
+			if r.Task == nil {
+				r.Task = &task
+			} else {
+				r.More = append(r.More, &task)
 			}
+		}
+		if r.Task == nil {
+			r.Code = CodeStaleEpoch
 		}
 	case *RenewLease:
 		if r.Code != CodeOK {
@@ -382,6 +381,11 @@ func (m *model) remember(req RequestID, typ CmdType, r Result) {
 	if len(cl.seen) == DedupPerClient {
 		cl.floor = max(cl.floor, cl.seen[0].seq)
 		cl.seen = cl.seen[1:]
+	}
+	// Only a client's latest outcome keeps the further leases of a
+	// batch: a retry of an older one gets its first lease alone.
+	if k := len(cl.seen) - 1; k >= 0 && len(cl.seen[k].r.More) > 0 {
+		cl.seen[k].r.More = nil
 	}
 	cl.seen = append(cl.seen, modelSeen{seq: req.Seq, typ: typ, r: r, job: m.ranOn})
 }
@@ -521,7 +525,10 @@ func (m *modelJob) dispatch(c Command) Result {
 			return m.renew(c.Meta)
 		}
 		// Each renewal as a RenewLease of it alone, the answer saying how
-		// each went.
+		// each went; a job without a dataset answers as for one.
+		if m.ds == nil {
+			return codeResult(ErrNoDataset)
+		}
 		var r Result
 		for _, meta := range append([]TaskMeta{c.Meta}, c.More...) {
 			one := m.renew(meta)

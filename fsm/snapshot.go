@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"time"
 
@@ -305,14 +306,18 @@ func encodeDedup(sw *snapWriter, t *dedupTable, version uint64) {
 				e.varint(en.num)
 			}
 			if version >= 13 && (en.typ == TypeGetTask || en.typ == TypeRenewLease) {
-				e.uvarint(uint64(len(en.more)))
-				for _, m := range en.more {
+				b := en.batch
+				if b == nil {
+					b = &dedupBatch{}
+				}
+				e.uvarint(uint64(len(b.more)))
+				for _, m := range b.more {
 					e.int(int(m.id))
 					e.int(m.epoch)
 				}
-				e.uvarint(uint64(len(en.moreFinish)))
-				for _, n := range en.moreFinish {
-					e.varint(n)
+				e.uvarint(uint64(len(b.outcomes)))
+				for _, n := range b.outcomes {
+					e.varint(int64(n))
 				}
 			}
 		}
@@ -1003,24 +1008,28 @@ func encodeNodes(e *encoder, nodes map[string]Registration, version uint64) {
 // the outcomes of the finishes after the first or of every renewal, each
 // no more than a batch may have.
 func decodeBatch(d *decoder, e *dedupEntry) {
+	b := &dedupBatch{}
 	n := d.length(2)
-	if n > MaxTasksPerGet {
-		d.fail(fmt.Errorf("a GetTask entry of %d tasks", n))
+	if n >= MaxTasksPerGet || n > 0 && e.typ != TypeGetTask {
+		d.fail(fmt.Errorf("a %v entry of %d more tasks", e.typ, n))
 		return
 	}
 	for range n {
-		e.more = append(e.more, leasedRef{id: int32(d.int()), epoch: d.epoch()})
+		b.more = append(b.more, leasedRef{id: int32(d.int()), epoch: d.epoch()})
 	}
 	n = d.length(1)
 	if n > MaxTasksPerGet {
-		d.fail(fmt.Errorf("a GetTask entry of %d finishes", n))
+		d.fail(fmt.Errorf("a %v entry of %d outcomes", e.typ, n))
 		return
 	}
 	for range n {
-		if v := d.varint(); v > 0 {
-			e.moreFinish = append(e.moreFinish, v)
+		if v := d.varint(); v > 0 && v <= math.MaxUint8 {
+			b.outcomes = append(b.outcomes, uint8(v))
 		} else if d.err == nil {
-			d.fail(fmt.Errorf("a GetTask entry's finish outcome %d", v))
+			d.fail(fmt.Errorf("a %v entry's outcome %d", e.typ, v))
 		}
+	}
+	if len(b.more)+len(b.outcomes) > 0 {
+		e.batch = b
 	}
 }

@@ -347,6 +347,11 @@ func (j *job) renewLease(c *RenewLease) *Result {
 	if len(c.More) == 0 {
 		return j.renewOne(c.Meta, c.Session)
 	}
+	if j.ds == nil {
+		// As a renewal of one lease answers: the job, deleted maybe, has
+		// nothing to renew.
+		return errResult(ErrNoDataset)
+	}
 	r := &Result{}
 	for _, m := range append([]TaskMeta{c.Meta}, c.More...) {
 		one := j.renewOne(m, c.Session)

@@ -674,7 +674,7 @@ class Transport:
             body, read_failed = b"", True
         code = message = applied_at = ""
         finish = None
-        more_finish: List[errors.FinishOutcome] = []
+        more_finish: List[Optional[errors.FinishOutcome]] = []
         try:
             doc = json.loads(body)
             if isinstance(doc, dict) and isinstance(doc.get("code"), str):
@@ -682,7 +682,7 @@ class Transport:
                 message = str(doc.get("message") or "")
                 applied_at = str(doc.get("applied_at") or "")
                 finish = errors.finish_from_wire(doc.get("finish"))
-                more_finish = [o for o in map(errors.finish_from_wire, doc.get("more_finish") or []) if o is not None]
+                more_finish = [errors.finish_from_wire(o) for o in doc.get("more_finish") or []]
         except ValueError:
             pass
         if not code:

@@ -720,16 +720,18 @@ class Client:
         out = self._do(Call("GET", "/v1/jobs/" + _quote(self.job or DEFAULT_JOB))) or {}
         return _mixture(out)
 
-    def get_tasks(self, pass_id: int, n: int,
-                  finished: Sequence[Union[TaskMeta, Task]] = ()) -> Tuple[List[Task], List[errors.FinishOutcome]]:
+    def get_tasks(self, pass_id: int, n: int, finished: Sequence[Union[TaskMeta, Task]] = ()
+                  ) -> Tuple[List[Task], List[Optional[errors.FinishOutcome]]]:
         """get_task for a reader that prefetches: one write finishes every
         task of ``finished`` (at most MAX_TASKS_PER_GET, in order, each as
         task_finished would) and leases up to ``n`` tasks of the pass (1 to
         MAX_TASKS_PER_GET), fewer when fewer are left, so that n tasks
         cost one write (protocol level 10). It returns the tasks and how
-        each finish went, in the order of ``finished``. When the lease part
-        fails it raises as get_task does, and the error's ``finish`` and
-        ``more_finish`` say how the finishes went. Tasks leased under the
+        each finish went, in the order of ``finished``: a FinishOutcome, or
+        None where the answer did not say (report that task with
+        task_finished). When the lease part fails it raises as get_task
+        does, and the error's ``finish`` and ``more_finish`` (padded with
+        None) say how the finishes went. Tasks leased under the
         client's session are held by it; without one, renew each while it
         is read. A cluster below protocol level 10 raises UpgradePending at
         once, nothing finished nor leased."""
@@ -759,17 +761,18 @@ class Client:
                 err = errors.UpgradePending(e.message, status=e.status)
                 err.context = "raftmaster client: get_tasks of a batch"
                 raise err from e
+            e.more_finish = _padded(e.more_finish, len(metas) - 1)
             if self._read.answered(0, e):
                 gone = self._job_gone()
                 gone.finish, gone.more_finish = e.finish, e.more_finish
                 raise gone from e
             raise
         tasks = [_task(out)] + [_task({"task": t, "applied_at": out.get("applied_at")}) for t in out.get("more") or []]
-        outcomes: List[errors.FinishOutcome] = []
+        outcomes: List[Optional[errors.FinishOutcome]] = []
         if metas:
-            outcomes.append(errors.finish_from_wire(out.get("finish")) or errors.FinishOutcome())
-            more = map(errors.finish_from_wire, out.get("more_finish") or [])
-            outcomes.extend(o or errors.FinishOutcome() for o in more)
+            outcomes.append(errors.finish_from_wire(out.get("finish")))
+            more = [errors.finish_from_wire(o) for o in out.get("more_finish") or []]
+            outcomes.extend(_padded(more, len(metas) - 1))
         if self._read.answered(int(out.get("job_number") or 0), None):
             for t in tasks:
                 try:
@@ -1659,13 +1662,18 @@ def _cursor_info(c: Dict[str, Any]) -> CursorInfo:
                       created_at=str(c.get("created_at") or ""))
 
 
+def _padded(outcomes: Sequence[Optional[errors.FinishOutcome]], n: int) -> List[Optional[errors.FinishOutcome]]:
+    """outcomes cut or padded with None (did not say) to n."""
+    return (list(outcomes) + [None] * n)[:max(n, 0)]
+
+
 def batch_unsupported(e: errors.RaftmasterError) -> bool:
     """Whether e refuses a get_tasks batch because the cluster does not
     take it yet: as finish_unsupported, for the fields of level 10."""
     if finish_unsupported(e):
         return True
     msg = e.message or ""
-    return e.code == "invalid" and ('unknown field "count"' in msg or 'unknown field "more_finished"' in msg)
+    return e.code == "invalid" and any('unknown field "%s"' % f in msg for f in ("count", "more_finished", "more"))
 
 
 def finish_unsupported(e: errors.RaftmasterError) -> bool:

@@ -34,9 +34,9 @@ class RaftmasterError(Exception):
     #: on PassBefore or NoMoreAvailable); None when the answer did not say.
     finish: Optional["FinishOutcome"] = None
     #: Likewise, for a get_tasks that carried more finished tasks: how
-    #: each after the first went, in order; empty when the answer did not
+    #: each after the first went, in order, None where the answer did not
     #: say.
-    more_finish: List["FinishOutcome"] = []
+    more_finish: List[Optional["FinishOutcome"]] = []
 
     def __init__(self, message: str = "", *, code: Optional[str] = None,
                  status: int = 0, applied_at: str = "", context: str = "") -> None:
