@@ -142,12 +142,16 @@ class FakeServer:
     """An HTTP server answering from a list of (status, headers, body); the
     last one repeats. The session calls (/v1/sessions...) are answered
     apart, by sessions(method, path) -> (status, headers, body), as a
-    release without sessions by default, and recorded in session_requests."""
+    release without sessions by default, and recorded in session_requests.
+    The client's leader probes (GET /v1/status?stale), which a slow
+    machine may set off while an attempt is in flight, are answered apart
+    too, as by a node that cannot tell, and recorded in probe_requests."""
 
     def __init__(self, answers, sessions=None):
         self.answers = list(answers)
         self.requests = []
         self.session_requests = []
+        self.probe_requests = []
         self.sessions = sessions or (lambda method, path: NO_SESSIONS)
         fake = self
 
@@ -164,6 +168,9 @@ class FakeServer:
                 if self.path.startswith("/v1/sessions"):
                     fake.session_requests.append(entry)
                     status, headers, out = fake.sessions(self.command, self.path)
+                elif self.path == "/v1/status?stale":
+                    fake.probe_requests.append(entry)
+                    status, headers, out = 503, {}, {"code": "unavailable", "message": "no status here"}
                 else:
                     fake.requests.append(entry)
                     status, headers, out = fake.answers.pop(0) if len(fake.answers) > 1 else fake.answers[0]
