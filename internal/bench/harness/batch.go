@@ -27,12 +27,7 @@ type BatchReader struct {
 // as Pair does. Finishes the cluster did not answer for are reported
 // again with TaskFinished, which does no harm if they had counted.
 func (d *Dispatch) StepBatch(ctx context.Context, r *BatchReader, cl *client.Client, finished func(t0, t1 time.Time), failed func(time.Time)) error {
-	fail := func(t time.Time, err error) error {
-		if failed != nil {
-			failed(t)
-		}
-		return err
-	}
+	fail := failer(failed)
 	if err := ctx.Err(); err != nil {
 		return err
 	}

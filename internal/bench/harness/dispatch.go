@@ -39,12 +39,7 @@ type Dispatch struct {
 // and failed, when not nil, with the time a write failed after the
 // client's retries.
 func (d *Dispatch) Pair(ctx context.Context, cl *client.Client, record func(op Op, t0, t1 time.Time), failed func(time.Time)) error {
-	fail := func(t time.Time, err error) error {
-		if failed != nil {
-			failed(t)
-		}
-		return err
-	}
+	fail := failer(failed)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -103,12 +98,7 @@ func (r *Reader) Holding() bool { return r.holding }
 // error without an outcome) is reported again with TaskFinished, which
 // does no harm if it had counted.
 func (d *Dispatch) Step(ctx context.Context, r *Reader, cl *client.Client, finished func(t0, t1 time.Time), failed func(time.Time)) error {
-	fail := func(t time.Time, err error) error {
-		if failed != nil {
-			failed(t)
-		}
-		return err
-	}
+	fail := failer(failed)
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -170,6 +160,17 @@ func (d *Dispatch) Release(r *Reader, cl *client.Client) error {
 	}
 	r.holding = false
 	return nil
+}
+
+// failer returns the function a step calls when it fails at t with err:
+// it reports t to failed, when not nil, and returns err.
+func failer(failed func(time.Time)) func(time.Time, error) error {
+	return func(t time.Time, err error) error {
+		if failed != nil {
+			failed(t)
+		}
+		return err
+	}
 }
 
 // pause waits for d or until ctx is done; it reports whether d passed.
