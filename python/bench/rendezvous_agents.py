@@ -25,6 +25,12 @@ every agent makes every call a real agent makes, signed and checked.
 ``--torch-holder`` runs torch's own state holder instead (for a few
 hundred agents at most).
 
+An agent whose set_state loses takes a turn in the run's queue of
+writers, as every agent of the backend does (``--no-turns`` backs off at
+random instead, as the backend did before it had the queue); each round
+reports the turns taken, and how many of them were taken because the
+queue stalled (a turn held by an agent that did not come back).
+
 Each measured round is a new rendezvous (a run id of its own) of exactly N
 nodes (min = max = N), which the N-th joiner completes. The time of a round
 runs from the moment the agents start to join to the last agent's
@@ -67,9 +73,10 @@ from typing import Any, Dict, List, Optional, Tuple
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from raftmaster import Client, _transport, errors  # noqa: E402
-from raftmaster.torch_rendezvous import (RaftmasterRendezvousBackend, RaftmasterStore, SECRET_ENV,  # noqa: E402
-                                         signing_key, state_key)
+from raftmaster import SESSION_PROTOCOL, Client, _transport, errors  # noqa: E402
+from raftmaster.torch_rendezvous import (RaftmasterRendezvousBackend, RaftmasterRendezvousHandler,  # noqa: E402
+                                         RaftmasterStore, SECRET_ENV,
+                                         signing_key, state_key, store_prefix)
 from torch.distributed.elastic.rendezvous import dynamic_rendezvous  # noqa: E402
 from torch.distributed.elastic.rendezvous.dynamic_rendezvous import (  # noqa: E402
     DynamicRendezvousHandler, RendezvousSettings, RendezvousTimeout, _BackendRendezvousStateHolder,
@@ -240,16 +247,20 @@ class Counts:
         self.gets = 0
         self.sets_won = 0
         self.sets_lost = 0
+        self.turns = 0  # turns taken in the queue of writers
+        self.stalls = 0  # of them, taken because the queue stalled
 
-    def snapshot(self) -> Tuple[int, int, int]:
+    def snapshot(self) -> Tuple[int, int, int, int, int]:
         with self._lock:
-            return self.gets, self.sets_won, self.sets_lost
+            return self.gets, self.sets_won, self.sets_lost, self.turns, self.stalls
 
-    def add(self, gets: int = 0, won: int = 0, lost: int = 0) -> None:
+    def add(self, gets: int = 0, won: int = 0, lost: int = 0, turns: int = 0, stalls: int = 0) -> None:
         with self._lock:
             self.gets += gets
             self.sets_won += won
             self.sets_lost += lost
+            self.turns += turns
+            self.stalls += stalls
 
 
 class CountedBackend(RaftmasterRendezvousBackend):
@@ -270,6 +281,13 @@ class CountedBackend(RaftmasterRendezvousBackend):
         else:
             self._counts.add(lost=1)
         return r
+
+    def _take_turn(self):
+        stalled = self.queue.stalled if self.queue is not None else 0
+        queue = super()._take_turn()
+        if queue is not None:
+            self._counts.add(turns=1, stalls=queue.stalled - stalled)
+        return queue
 
 
 class Agent:
@@ -298,7 +316,12 @@ class Agent:
         node = _NodeDesc("agent-%05d.bench" % self.index, os.getpid(), self.index)
         holder = (_BackendRendezvousStateHolder(backend, settings) if decoded is None
                   else SharedStateHolder(backend, settings, decoded))
-        h = DynamicRendezvousHandler(node, settings, backend.name, RaftmasterStore(self.client, run_id), holder)
+        store = RaftmasterStore(self.client, run_id)
+        h = DynamicRendezvousHandler(node, settings, backend.name, store, holder)
+        # The backend's handler, as create_rdzv_handler makes it (without
+        # the workers' sessions: the agents have no workers).
+        h.__class__ = RaftmasterRendezvousHandler
+        h._raftmaster_store = store
         if decoded is not None:
             h._op_executor = SharedStateExecutor(node, holder, settings)
         self.handler = h
@@ -367,12 +390,12 @@ class Threads:
     def sessions(self) -> List[Optional[int]]:
         return [a.session for a in self.agents]
 
-    def join(self, run_id: str, nodes: int, joined=None) -> Tuple[float, List[Outcome], Tuple[int, int, int]]:
+    def join(self, run_id: str, nodes: int, joined=None) -> Tuple[float, List[Outcome], Tuple[int, ...]]:
         """join_all of every agent; with the backend calls they made."""
         c0 = self.counts.snapshot()
         start, outcomes = join_all(self.agents, run_id, nodes, self.decoded, self.counts, joined)
         c1 = self.counts.snapshot()
-        return start, outcomes, (c1[0] - c0[0], c1[1] - c0[1], c1[2] - c0[2])
+        return start, outcomes, tuple(after - before for before, after in zip(c0, c1))  # type: ignore[return-value]
 
     def stop_heartbeats(self) -> None:
         for a in self.agents:
@@ -419,7 +442,7 @@ class Children:
             out.append(json.loads(line))
         return out
 
-    def join(self, run_id: str, nodes: int, joined=None) -> Tuple[float, List[Outcome], Tuple[int, int, int]]:
+    def join(self, run_id: str, nodes: int, joined=None) -> Tuple[float, List[Outcome], Tuple[int, ...]]:
         self._send({"op": "join", "run": run_id, "nodes": nodes})
         if joined is not None:
             joined(time.monotonic())
@@ -430,7 +453,7 @@ class Children:
                 o = Outcome()
                 o.__dict__.update(d)
                 outcomes.append(o)
-        counts = tuple(sum(a["counts"][i] for a in answers) for i in range(3))
+        counts = tuple(sum(a["counts"][i] for a in answers) for i in range(len(answers[0]["counts"])))
         return min(a["start"] for a in answers), outcomes, counts  # type: ignore[return-value]
 
     def stop_heartbeats(self) -> None:
@@ -473,6 +496,22 @@ def child_main(args: argparse.Namespace) -> int:
             break
     group.close()
     return 0
+
+
+def wait_for_sessions(args: argparse.Namespace, timeout: float = 60.0) -> None:
+    """Wait until the cluster has sessions: a cluster just started raises
+    its protocol level to SESSION_PROTOCOL once its nodes have all said
+    they can, and a client that opens a session before works without one."""
+    deadline = time.monotonic() + timeout
+    with Client(args.addrs, job=args.job, token=args.token, session_ttl=0) as c:
+        while True:
+            level = c.protocol()
+            if level >= SESSION_PROTOCOL:
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit("the cluster is at protocol level %d after %.0fs, below %d: it has no sessions"
+                                 % (level, timeout, SESSION_PROTOCOL))
+            time.sleep(0.2)
 
 
 def leader_api(addrs: List[str], token: Optional[str]) -> str:
@@ -560,6 +599,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--cas-backoff-max", type=float, default=RaftmasterRendezvousBackend.cas_backoff_max,
                    help="the backend's longest pause after lost compare-and-sets, in seconds (default %g)"
                         % RaftmasterRendezvousBackend.cas_backoff_max)
+    p.add_argument("--no-turns", action="store_true",
+                   help="a set_state that loses backs off and tries again, rather than taking a turn in the "
+                        "queue of writers (the backend's turns = False)")
     p.add_argument("--join-timeout", type=float, default=600.0, help="torch's join timeout, in seconds")
     p.add_argument("--retry", type=float, default=60.0, help="each client's retry budget, in seconds")
     p.add_argument("--token", default=os.environ.get("RAFTMASTER_TOKEN") or None,
@@ -600,6 +642,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     dynamic_rendezvous.get_method_name = _method_name
     threading.stack_size(512 << 10)
     RaftmasterRendezvousBackend.cas_backoff_max = args.cas_backoff_max
+    RaftmasterRendezvousBackend.turns = not args.no_turns
     if args.child:
         return child_main(args)
     n = args.agents
@@ -612,6 +655,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     print("%d agents in %d process%s, job %s, runs %s-*, %s state holder; opening their sessions"
           % (n, args.processes, "" if args.processes == 1 else "es", args.job, tag,
              "torch's" if args.torch_holder else "a shared"))
+    wait_for_sessions(args)
     t = time.monotonic()
     last = Agent(n, args, key)  # the N+1-th of the wait phase, in this process
     group: Any
@@ -624,6 +668,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     last.open()
     sessions = set(group.sessions) | {last.session}
     print("  %d sessions open in %.1fs" % (len(sessions - {None}), time.monotonic() - t))
+    if len(sessions - {None}) != n + 1:
+        group.close()
+        last.close()
+        raise SystemExit("%d of the %d agents have no session of their own" % (n + 1 - len(sessions - {None}), n + 1))
     report["sessions"] = group.sessions
     leader = leader_api(args.addrs, args.token)
     failed = False
@@ -631,7 +679,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         times = []
         for r in range(args.rounds):
             before, m0 = requests_by_route(leader, args.token), time.monotonic()
-            start, outcomes, (gets, won, lost) = group.join("%s-%d" % (tag, r), n)
+            start, outcomes, (gets, won, lost, turns, stalls) = group.join("%s-%d" % (tag, r), n)
             end = max(o.done for o in outcomes)
             took = end - start
             total, by = rates(before, requests_by_route(leader, args.token), time.monotonic() - m0)
@@ -642,12 +690,12 @@ def main(argv: Optional[List[str]] = None) -> int:
             times.append(took)
             report["rounds"].append({
                 "seconds": took, "leader_requests_per_second": total, "by_route": by,
-                "gets": gets, "sets_won": won, "sets_lost": lost,
+                "gets": gets, "sets_won": won, "sets_lost": lost, "turns": turns, "turns_stalled": stalls,
                 "errors": errs[:10], "agents": [{"rank": o.rank, "world": o.world, "round": o.round,
                                                  "seconds": o.done - start, "error": o.error} for o in outcomes]})
             print("round %d: %d agents complete in %.2fs (%.0f joins/s); leader %.0f req/s (%s); "
-                  "state reads %d, compare-and-sets won %d, lost %d%s"
-                  % (r, n - len(errs), took, n / took, total, _fmt_routes(by), gets, won, lost,
+                  "state reads %d, compare-and-sets won %d, lost %d; turns %d (%d after a stall)%s"
+                  % (r, n - len(errs), took, n / took, total, _fmt_routes(by), gets, won, lost, turns, stalls,
                      "" if ok else "; FAILED: %s" % (errs[:3] or "ranks or rounds differ")))
             group.stop_heartbeats()
         if times:
@@ -663,6 +711,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             with Client(args.addrs, job=args.job, token=args.token, session_ttl=0) as c:
                 for r in range(args.rounds + 1):
                     c.kv_delete(state_key("%s-%d" % (tag, r)))
+                    c.kv_delete_prefix(store_prefix("%s-%d" % (tag, r)))
         except errors.RaftmasterError as e:
             print("cannot delete the bench's states: %s" % e)
     report["failed"] = failed

@@ -120,6 +120,7 @@ except ImportError as e:  # pragma: no cover - depends on the machine
 
 from . import errors
 from ._session import SESSION_DIR_ENV
+from ._turns import WriterQueue
 from .client import KV_STORE_PROTOCOL, Client, close_recorded_sessions
 
 __all__ = ["BACKEND_NAME", "RaftmasterRendezvousBackend", "RaftmasterRendezvousHandler", "RaftmasterStore",
@@ -310,14 +311,22 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
     which no key is ever given again: a set_state with a token older than
     the key's changes nothing and answers the state as it is.
 
-    A set_state that loses backs off before it answers: it waits a random
-    time, up to twice as long after each loss in a row (from
-    ``cas_backoff_min`` to ``cas_backoff_max`` seconds, full jitter), then
-    reads the state again and answers that. torch tries again at once with
-    the state it is given; without the pause, the agents of a large
-    rendezvous that join together would each lose to all the others in
-    turn, a compare-and-set each time (N squared of them, each a log
-    entry), where with it they take turns.
+    A set_state that loses takes a turn in the run's queue of writers
+    (:class:`raftmaster._turns.WriterQueue`, keys under the run's store
+    prefix) before it answers: it waits, without polling, until the
+    writers that lost before it have each had their turn, then reads the
+    state and answers that. torch tries again at once with the state it
+    is given, and that attempt, made in its turn, wins unless a writer
+    outside the queue came first; the turn ends when a set_state wins, or
+    when torch reads the state instead (it chose not to write). Without
+    the queue, the agents of a large rendezvous that join together would
+    each lose to all the others in turn, a compare-and-set each time (N
+    squared of them, each pickled by torch), where with it each wins its
+    first or second. A set_state that does not lose pays nothing for the
+    queue. ``turns`` False, or a cluster below protocol level 5, backs
+    off instead: a random pause, up to twice as long after each loss in a
+    row (from ``cas_backoff_min`` to ``cas_backoff_max`` seconds, full
+    jitter), then a read.
 
     The state is signed under key (:func:`signing_key` of the client's job
     and token when None): a state read whose signature does not check
@@ -327,6 +336,8 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
     cas_backoff_min = 0.01
     #: The longest pause after losses in a row, in seconds.
     cas_backoff_max = 2.0
+    #: Whether a set_state that loses takes a turn in the queue of writers.
+    turns = True
 
     def __init__(self, client: Client, run_id: str, key: Optional[bytes] = None) -> None:
         if not run_id:
@@ -335,6 +346,8 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
         self._key = state_key(run_id)
         self._sign_key = key if key is not None else signing_key(client.job or "default", client._t.token)
         self._losses = 0  # set_state lost in a row
+        self._queue: Optional[WriterQueue] = WriterQueue(client, store_prefix(run_id) + "%turn/")
+        self._queue_checked = False  # the cluster's protocol level was read for the queue
 
     @property
     def name(self) -> str:
@@ -346,8 +359,18 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
         """The register key of the state."""
         return self._key
 
+    @property
+    def queue(self) -> Optional[WriterQueue]:
+        """The run's queue of writers, None once it is not used."""
+        return self._queue
+
     def get_state(self) -> Optional[Tuple[bytes, Token]]:
-        """See base class."""
+        """See base class. A turn held ends: torch reads when it has
+        nothing to write."""
+        self.end_turn()
+        return self._read()
+
+    def _read(self) -> Optional[Tuple[bytes, Token]]:
         try:
             v = self._client.kv_get(self._key)
         except errors.RaftmasterError as e:
@@ -364,31 +387,77 @@ class RaftmasterRendezvousBackend(RendezvousBackend):
             version = token
         else:
             # Not a token of this backend: it cannot match.
-            cur = self.get_state()
+            cur = self._read()
             return None if cur is None else (cur[0], cur[1], False)
         try:
             r = self._client.kv_cas(self._key, version, _sign(self._sign_key, self._key, state))
         except errors.LimitExceeded as e:
+            self.end_turn()
             err = RendezvousStateError("raftmaster rendezvous: the state of %d bytes does not fit: %s"
                                        % (len(state), e))
             err.__cause__ = e
             raise err from None
         except errors.RaftmasterError as e:
+            self.end_turn()
             raise _connection_error("writing the state", e) from None
-        if not r.found:
+        if not r.found or r.swapped:
             self._losses = 0
-            return None
-        if r.swapped:
-            self._losses = 0
-            return state, r.version, True
+            self.end_turn()
+            return (state, r.version, True) if r.swapped else None
+        if self._queue is not None and self._queue.held():
+            # Lost in its turn, to a writer outside the queue: the state
+            # answered is the latest, and the turn still this writer's.
+            self._queue.hold()
+            return _open(self._sign_key, self._key, r.value or b""), r.version, False
+        queue = self._take_turn()
+        if queue is not None:
+            # Held for the next attempt, and ended if none comes.
+            queue.hold()
+            cur = self._read()
+            if cur is None:
+                self.end_turn()
+                return None
+            return cur[0], cur[1], False
         self._losses += 1
         pause = random.uniform(0, min(self.cas_backoff_max, self.cas_backoff_min * 2 ** min(self._losses - 1, 30)))
         if pause <= 0:
             return _open(self._sign_key, self._key, r.value or b""), r.version, False
         # The state answered is as old as the pause: read it again after.
         time.sleep(pause)
-        cur = self.get_state()
+        cur = self._read()
         return None if cur is None else (cur[0], cur[1], False)
+
+    def _take_turn(self) -> Optional[WriterQueue]:
+        """Wait for a turn in the queue of writers and return the queue;
+        None when the queue is not used (turns off, the cluster below
+        protocol level 5, or an error of the queue's keys, after which the
+        backend backs off instead, as it is only a way to take turns)."""
+        queue = self._queue
+        if queue is None or not self.turns:
+            return None
+        try:
+            if not self._queue_checked:
+                if self._client.protocol() < KV_STORE_PROTOCOL:
+                    self._queue = None
+                    return None
+                self._queue_checked = True
+            queue.take()
+            return queue
+        except errors.RaftmasterError as e:
+            log.warning("raftmaster rendezvous: the writers of %s back off instead of taking turns: %s",
+                        self._key, e)
+            self._queue = None
+            return None
+
+    def end_turn(self) -> None:
+        """End the turn at writing the state held, if any."""
+        if self._queue is None or not self._queue.held():
+            return
+        try:
+            self._queue.release()
+        except errors.RaftmasterError as e:
+            # The writers behind it see the queue stall, and go on.
+            log.warning("raftmaster rendezvous: the end of a turn at writing %s is not recorded: %s", self._key, e)
 
 
 def _as_bytes(value: Any) -> bytes:
@@ -746,7 +815,10 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
         # before it starts any): their sessions are over.
         if self._raftmaster_sessions is not None:
             self._raftmaster_sessions.close_all()
-        result = super().next_rendezvous()
+        try:
+            result = super().next_rendezvous()
+        finally:
+            self._raftmaster_end_turn()
         state = self._raftmaster_state()
         if state is not None and getattr(state, "round", 0) > 0:
             self._raftmaster_store.forget_round(state.round - 1)
@@ -754,7 +826,10 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
 
     def shutdown(self) -> bool:
         """See base class."""
-        closed = super().shutdown()
+        try:
+            closed = super().shutdown()
+        finally:
+            self._raftmaster_end_turn()
         if self._raftmaster_sessions is not None:
             self._raftmaster_sessions.finish()
         state = self._raftmaster_state()
@@ -763,6 +838,23 @@ class RaftmasterRendezvousHandler(DynamicRendezvousHandler):
                 and node in getattr(state, "participants", {})):
             self._raftmaster_store.forget_run(state.round, len(state.participants))
         return closed
+
+    def _keep_alive(self) -> None:
+        """torch's heartbeat; its turn at writing the state ends with it, as
+        the heartbeat may give up (its deadline) after a set_state lost."""
+        try:
+            super()._keep_alive()
+        finally:
+            self._raftmaster_end_turn()
+
+    def _raftmaster_end_turn(self) -> None:
+        """End the backend's turn at writing the state, if it holds one:
+        torch may finish an operation on the state it was answered when a
+        set_state lost (another agent made the change it wanted), without
+        writing or reading again."""
+        backend = getattr(getattr(self, "_state_holder", None), "_backend", None)
+        if isinstance(backend, RaftmasterRendezvousBackend):
+            backend.end_turn()
 
     def _raftmaster_state(self) -> Any:
         """The rendezvous state as this node last synced it, or None when
