@@ -131,7 +131,9 @@ bench-full: build bench-build ## the full side-by-side run behind the README's f
 # The simulated-scale rendezvous: AGENTS threads of one Python process,
 # each a torchrun agent with a client and session of its own, through
 # RDZV_ROUNDS rounds of torch's dynamic rendezvous on a local 3-node
-# cluster (data in RDZV_DATA, removed after; ports from RDZV_PORT).
+# cluster (data in RDZV_DATA, removed after; ports from RDZV_PORT). The
+# agents whose writes of the state lose take turns, as the backend's do;
+# RDZV_FLAGS=--no-turns makes them back off at random instead, to compare.
 AGENTS         ?= 1000
 RDZV_ROUNDS    ?= 3
 RDZV_WAIT      ?= 10

@@ -92,8 +92,9 @@ _expiry = _Expiry()
 class WriterQueue:
     """One writer's place in the queue of writers of the keys under prefix.
 
-    :meth:`take` waits for a turn, :meth:`release` ends it. Not safe for
-    use by two threads at once: it is one writer's."""
+    :meth:`take` waits for a turn, :meth:`release` ends it. It is one
+    writer's, not to be used by two threads at once; only the process's
+    expiry thread ends its turns besides (:meth:`hold`)."""
 
     def __init__(self, client: Client, prefix: str, stall: float = STALL_PER_TURN,
                  poll: float = POLL_PER_TURN, poll_max: float = POLL_MAX) -> None:
@@ -183,9 +184,9 @@ class WriterQueue:
         with self._lock:
             if not self.ticket:
                 return
-            self._hold_until = time.monotonic() + (self.hold_for if seconds is None else seconds)
+            until = self._hold_until = time.monotonic() + (self.hold_for if seconds is None else seconds)
             ticket = self.ticket
-        _expiry.add(self._hold_until, self, ticket)
+        _expiry.add(until, self, ticket)
 
     def _expire(self, ticket: int) -> None:
         with self._lock:
