@@ -46,6 +46,16 @@ def turn_keys(cluster, job, run_id):
         return c.kv_num_keys(tr.store_prefix(run_id) + "%turn/")
 
 
+def a_writer_ahead(cluster, job, n=3):
+    """n backends of a new run, the first of which wrote the state twice:
+    the token of its first write, t1, is stale. Returns them and t1."""
+    run_id = "turns-" + uuid.uuid4().hex[:8]
+    backends = [backend(cluster, job, run_id) for _ in range(n)]
+    _, t1, _ = backends[0].set_state(b"a")
+    backends[0].set_state(b"b", t1)
+    return backends, t1
+
+
 def test_writers_that_lose_take_turns_and_then_win(store_cluster, job):
     run_id = "turns-" + uuid.uuid4().hex[:8]
     n = 8
@@ -81,10 +91,7 @@ def test_writers_that_lose_take_turns_and_then_win(store_cluster, job):
 
 
 def test_a_turn_forgotten_holds_the_next_writer_up_only_for_a_while(store_cluster, job):
-    run_id = "turns-" + uuid.uuid4().hex[:8]
-    first, forgetful, next_ = (backend(store_cluster, job, run_id) for _ in range(3))
-    _, t1, _ = first.set_state(b"a")
-    first.set_state(b"b", t1)
+    (first, forgetful, next_), t1 = a_writer_ahead(store_cluster, job)
     # A stale set_state takes a turn, and its holder never comes back.
     assert forgetful.set_state(b"late", t1)[2] is False
     assert forgetful.queue.held()
@@ -102,10 +109,7 @@ def test_a_turn_forgotten_holds_the_next_writer_up_only_for_a_while(store_cluste
 
 
 def test_a_turn_left_unused_is_ended_for_its_holder(store_cluster, job):
-    run_id = "turns-" + uuid.uuid4().hex[:8]
-    first, idle, next_ = (backend(store_cluster, job, run_id) for _ in range(3))
-    _, t1, _ = first.set_state(b"a")
-    first.set_state(b"b", t1)
+    (first, idle, next_), t1 = a_writer_ahead(store_cluster, job)
     idle.queue.hold_for = 0.2
     # A set_state lost takes a turn, and its caller gives up (as torch's
     # heartbeat does past its deadline): neither writes nor reads again.
