@@ -125,7 +125,7 @@ BENCH_OUT ?= bench-out
 bench-short: build bench-build ## raftmaster beside etcd, raw Raft and the etcd backend, the sessions part and a fleet of 1,000 trainers, short (a few minutes; BENCH_OUT=dir)
 	$(BENCH_BIN) --short --raftmaster $(BIN) --out $(BENCH_OUT)
 
-bench-full: build bench-build ## the full side-by-side run behind the README's figures, fleets of 1,000 and 10,000 trainers included, into docs/bench (about 35 minutes on 2 cores)
+bench-full: build bench-build ## the full side-by-side run behind the README's figures, fleets of 1,000, 3,000 and 10,000 trainers included, into docs/bench (about 45 minutes on 2 cores)
 	$(BENCH_BIN) --raftmaster $(BIN) --out docs/bench
 
 # The simulated-scale rendezvous: AGENTS threads of one Python process,

@@ -42,6 +42,12 @@ type session struct {
 	tasks        []taskRef
 	keys         []keyRef
 	saves        []saveRef
+	// taskPrune and keyPrune are the lengths of tasks and keys at which
+	// the references no longer held are next dropped: twice the live ones
+	// at the last pruning. They are not in snapshots, which hold only the
+	// live references (copyState), so a restored replica prunes at other
+	// times than one that applied the log, with the same state.
+	taskPrune, keyPrune int
 }
 
 // taskRef is a task leased under a session, by its job and its epoch.
@@ -324,7 +330,7 @@ func (s *state) afterSession(c Command, r *Result, seq uint64) {
 	switch c := c.(type) {
 	case *GetTask:
 		if r.Task != nil {
-			ss.tasks = s.pruneTasks(ss.tasks)
+			ss.tasks = s.pruneTasks(ss.tasks, &ss.taskPrune)
 			for _, t := range append([]*Task{r.Task}, r.More...) {
 				i := int32(t.Meta.ID - 1)
 				ss.tasks = append(ss.tasks, taskRef{job: name, seq: seq, index: i, epoch: j.tasks[i].epoch})
@@ -338,42 +344,60 @@ func (s *state) afterSession(c Command, r *Result, seq uint64) {
 	if h.Attach {
 		for _, key := range keysWritten(c, r) {
 			if e, ok := j.kv[key]; ok {
-				ss.keys = append(s.pruneKeys(ss.keys), keyRef{job: name, seq: seq, key: key, version: e.version})
+				ss.keys = append(s.pruneKeys(ss.keys, &ss.keyPrune), keyRef{job: name, seq: seq, key: key, version: e.version})
 			}
 		}
 	}
 }
 
-// pruneTasks drops the references to tasks no longer held, once they are
-// as many as the held ones, so that a long session's list stays within
-// twice what it holds.
-func (s *state) pruneTasks(refs []taskRef) []taskRef {
-	if len(refs) < 8 {
+// minPrune is the shortest list of references that is pruned.
+const minPrune = 8
+
+// pruneTasks drops the references to tasks no longer held once the list
+// reaches *at, and sets *at to twice the references left, so that a long
+// session's list stays within twice the most it held at once and pruning
+// costs O(1) a reference appended, however many tasks the session holds.
+func (s *state) pruneTasks(refs []taskRef, at *int) []taskRef {
+	if len(refs) < max(*at, minPrune) {
 		return refs
 	}
-	live := refs[:0]
-	for _, ref := range refs {
-		if _, _, ok := s.heldTask(ref); ok {
-			live = append(live, ref)
-		}
-	}
+	live := s.liveTasks(refs, refs[:0])
 	clear(refs[len(live):])
+	*at = 2 * len(live)
 	return live
 }
 
-// pruneKeys drops the references to keys written or deleted since.
-func (s *state) pruneKeys(refs []keyRef) []keyRef {
-	if len(refs) < 8 {
-		return refs
-	}
-	live := refs[:0]
+// liveTasks appends to dst the references of refs to tasks still held.
+func (s *state) liveTasks(refs, dst []taskRef) []taskRef {
 	for _, ref := range refs {
-		if j := s.sessionJob(ref.job, ref.seq); j != nil && j.kv[ref.key].version == ref.version {
-			live = append(live, ref)
+		if _, _, ok := s.heldTask(ref); ok {
+			dst = append(dst, ref)
 		}
 	}
+	return dst
+}
+
+// pruneKeys drops the references to keys written or deleted since, as
+// pruneTasks does those to tasks.
+func (s *state) pruneKeys(refs []keyRef, at *int) []keyRef {
+	if len(refs) < max(*at, minPrune) {
+		return refs
+	}
+	live := s.liveKeys(refs, refs[:0])
 	clear(refs[len(live):])
+	*at = 2 * len(live)
 	return live
+}
+
+// liveKeys appends to dst the references of refs to keys not written or
+// deleted since.
+func (s *state) liveKeys(refs, dst []keyRef) []keyRef {
+	for _, ref := range refs {
+		if j := s.sessionJob(ref.job, ref.seq); j != nil && j.kv[ref.key].version == ref.version {
+			dst = append(dst, ref)
+		}
+	}
+	return dst
 }
 
 // liveSaves returns the session's save-model leases still held as granted.
@@ -521,15 +545,23 @@ func encodeSessions(sw *snapWriter, s *state) {
 		e.uuid(ss.owner)
 		e.varint(ss.opened)
 		e.varint(ss.seen)
-		e.uvarint(uint64(len(ss.tasks)))
-		for _, r := range ss.tasks {
+		// Only the references still live, which a copy for a snapshot
+		// already holds alone: how many stale ones a session keeps
+		// depends on when it was last pruned, which a replica restored
+		// from a snapshot does at other times.
+		tasks, keys := ss.tasks, ss.keys
+		if !s.forSnapshot {
+			tasks, keys = s.liveTasks(tasks, nil), s.liveKeys(keys, nil)
+		}
+		e.uvarint(uint64(len(tasks)))
+		for _, r := range tasks {
 			e.string(r.job)
 			e.uvarint(r.seq)
 			e.int(int(r.index))
 			e.uint32(r.epoch)
 		}
-		e.uvarint(uint64(len(ss.keys)))
-		for _, r := range ss.keys {
+		e.uvarint(uint64(len(keys)))
+		for _, r := range keys {
 			e.string(r.job)
 			e.uvarint(r.seq)
 			e.string(r.key)

@@ -234,3 +234,34 @@ func TestSessionSurvivesSnapshot(t *testing.T) {
 		t.Fatal("a held task without its session restored")
 	}
 }
+
+// TestSessionReferencesStayBounded: a session that keeps leasing and
+// finishing tasks keeps at most about twice the references it holds, and
+// its snapshot, which holds only the live ones, restores to the same
+// bytes.
+func TestSessionReferencesStayBounded(t *testing.T) {
+	h := sessionHarness(t, 600)
+	id := h.open(1, time.Minute)
+	seq := uint64(0)
+	next := func() uint64 { seq++; return seq }
+	var held []TaskMeta
+	for range 10 {
+		held = append(held, h.ok(&GetTask{Header: under(2, next(), id)}).Task.Meta)
+	}
+	for round := range 500 {
+		h.ok(&TaskFinished{Header: under(2, next(), id), Meta: held[0]})
+		held = append(held[1:], h.ok(&GetTask{Header: under(2, next(), id)}).Task.Meta)
+		refs := len(h.f.s.sessions[id].tasks)
+		if refs > 2*len(held)+minPrune {
+			t.Fatalf("round %d: the session keeps %d task references for %d held", round, refs, len(held))
+		}
+	}
+	info, _ := h.f.Session(id)
+	if len(info.Tasks) != len(held) {
+		t.Fatalf("Session lists %d tasks, want the %d held", len(info.Tasks), len(held))
+	}
+	b := h.f.SnapshotBytes()
+	if r := restored(t, b); string(r.SnapshotBytes()) != string(b) {
+		t.Fatalf("the restored state writes other bytes")
+	}
+}

@@ -65,6 +65,7 @@ func (s *state) snapshotCopy() *state { return s.copyState(true) }
 
 func (s *state) copyState(encodeTasks bool) *state {
 	c := *s
+	c.forSnapshot = encodeTasks
 	c.changes, c.kvChanges = nil, nil
 	c.jobs = make(map[string]*job, len(s.jobs))
 	for _, name := range sortedKeys(s.jobs) {
@@ -86,7 +87,9 @@ func (s *state) copyState(encodeTasks bool) *state {
 	c.sessions = make(map[uint64]*session, len(s.sessions))
 	for _, id := range sortedKeys(s.sessions) {
 		ss := *s.sessions[id]
-		ss.tasks, ss.keys, ss.saves = slices.Clone(ss.tasks), slices.Clone(ss.keys), slices.Clone(ss.saves)
+		// Only the references still live (see encodeSessions).
+		ss.tasks, ss.keys, ss.saves = s.liveTasks(ss.tasks, nil), s.liveKeys(ss.keys, nil), slices.Clone(ss.saves)
+		ss.taskPrune, ss.keyPrune = 2*len(ss.tasks), 2*len(ss.keys)
 		c.sessions[id] = &ss
 	}
 	return &c

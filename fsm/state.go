@@ -15,6 +15,11 @@ type state struct {
 	// clock is the FSM time: the largest Now of any applied command.
 	clock int64
 
+	// forSnapshot marks a copy made for a snapshot (snapshotCopy): its
+	// jobs hold their tasks encoded, and its sessions only the references
+	// still live.
+	forSnapshot bool
+
 	// graceUntil is the latest LeaderGrace limit: no task lease granted
 	// or renewed before it ends earlier, in any job.
 	graceUntil int64

@@ -134,8 +134,9 @@ func TestIndexUsesIndexObjectInOneGet(t *testing.T) {
 	if stats.HeaderScans != 1 || sum.Chunks != want.NumChunks() || sum.Records != 300 {
 		t.Fatalf("scan: stats %+v, summary %+v", stats, sum)
 	}
-	if r := fs.Requests("GET range"); r != want.NumChunks() {
-		t.Errorf("header scan made %d ranged GETs for %d chunks", r, want.NumChunks())
+	// The chunks are small: their headers come a window of them a GET.
+	if r := fs.Requests("GET range"); r < 1 || r > (len(data)+64<<10-1)/(64<<10) {
+		t.Errorf("header scan made %d ranged GETs for %d chunks of %d bytes together", r, want.NumChunks(), len(data))
 	}
 	scanned := chunks
 	// recordio index writes the index object; then one GET and one

@@ -63,6 +63,8 @@ func loadIndex(r io.ReadSeeker, path string) (*Index, error) {
 	}
 	idx := &Index{}
 	var buf [headerSize]byte
+	win := headerWindow{r: r}
+	var gap int64 // the bytes of the chunk before, which the window skips
 	for off := int64(0); off < size; {
 		fail := func(err error) (*Index, error) {
 			return nil, &ChunkError{Path: path, Chunk: len(idx.ChunkOffsets), Offset: off, Err: err}
@@ -70,11 +72,8 @@ func loadIndex(r io.ReadSeeker, path string) (*Index, error) {
 		if size-off < headerSize {
 			return fail(corruptf("truncated: %d bytes left for a %d-byte chunk header", size-off, headerSize))
 		}
-		if _, err := r.Seek(off, io.SeekStart); err != nil {
+		if err := win.read(buf[:], off, size, gap); err != nil {
 			return fail(err)
-		}
-		if _, err := io.ReadFull(r, buf[:]); err != nil {
-			return fail(readErr(err))
 		}
 		h, err := decodeHeader(&buf, size-off-headerSize)
 		if err != nil {
@@ -85,8 +84,61 @@ func loadIndex(r io.ReadSeeker, path string) (*Index, error) {
 		idx.ChunkRecords = append(idx.ChunkRecords, int(h.numRecords))
 		idx.NumRecords += int(h.numRecords)
 		off += headerSize + int64(h.compressedSize)
+		gap = int64(h.compressedSize)
 	}
 	return idx, nil
+}
+
+// headerWindowSize is how much of a file LoadIndex reads at once while
+// its chunks are small (smallChunk bytes or less): their headers come from
+// one read, where a seek and a read each would cost two system calls a
+// chunk. After a larger chunk it reads the next header alone, so that a
+// file of large chunks is not read through.
+const (
+	headerWindowSize = 64 << 10
+	smallChunk       = 4 << 10
+)
+
+// headerWindow reads the chunk headers of a file, through a window of it
+// while the chunks are small.
+type headerWindow struct {
+	r    io.ReadSeeker
+	buf  []byte
+	base int64 // the file offset of buf[0]
+}
+
+// read fills p with the bytes at off, of a file of size bytes: from the
+// window when they are in it, else from a new window at off when the
+// chunk before was small (a chunk of gap bytes), else alone. A window that
+// cannot be read (a short file, a bad sector in a chunk's data) gives way
+// to reading p alone, so that an error names the header it is in.
+func (w *headerWindow) read(p []byte, off, size, gap int64) error {
+	if off >= w.base && off+int64(len(p)) <= w.base+int64(len(w.buf)) {
+		copy(p, w.buf[off-w.base:])
+		return nil
+	}
+	if gap <= smallChunk {
+		n := int(min(headerWindowSize, size-off))
+		if cap(w.buf) < n {
+			w.buf = make([]byte, n)
+		}
+		w.buf = w.buf[:n]
+		if _, err := w.r.Seek(off, io.SeekStart); err == nil {
+			if _, err := io.ReadFull(w.r, w.buf); err == nil {
+				w.base = off
+				copy(p, w.buf)
+				return nil
+			}
+		}
+		w.buf = w.buf[:0]
+	}
+	if _, err := w.r.Seek(off, io.SeekStart); err != nil {
+		return err
+	}
+	if _, err := io.ReadFull(w.r, p); err != nil {
+		return readErr(err)
+	}
+	return nil
 }
 
 func pathOrInput(path string) string {

@@ -68,7 +68,7 @@ func app() *cli.App {
 			"  failover   --kills leader SIGKILLs under --trainers trainers, per backend; kill → next write, in phases\n" +
 			"  allgather  groups of --peers members spread over the 3 nodes; last join → last result over HTTP, and\n" +
 			"             through the Go client (one per member), decoding every member's data and with raw results\n" +
-			"  footprint  RSS, snapshot and raft.db sizes with --footprint-tasks tasks half leased; follower catch-up\n" +
+			"  footprint  RSS, snapshot and raft.db sizes with --footprint-tasks tasks, the pass half-way; follower catch-up\n" +
 			"  sessions   --session-kills SIGKILLs of a trainer process holding a task under its session (default flags,\n" +
 			"             TTL 5s): kill → the task leased to a waiting trainer; the same with the leader killed 1s later;\n" +
 			"             --baseline-kills without a session (task timeout --baseline-task-timeout); exactly-once per pass;\n" +
@@ -105,7 +105,7 @@ func app() *cli.App {
 			&cli.IntFlag{Name: "trainers", Value: def.Trainers, Usage: "trainers dispatching during the kills"},
 			&cli.DurationFlag{Name: "etcd-ttl", Value: def.EtcdTTL, Usage: "session TTL of the etcd backend's masters (raftmaster's default)"},
 			&cli.StringFlag{Name: "peers", Value: ints(def.Peers), Usage: "allgather group sizes (at most 4096)"},
-			&cli.StringFlag{Name: "footprint-tasks", Value: fmt.Sprint(def.FootprintTasks), Usage: "dataset size of the footprint part"},
+			&cli.StringFlag{Name: "footprint-tasks", Value: footprints(def.Footprints), Usage: "dataset sizes of the footprint part, comma separated, each on a cluster of its own; size@limit runs its nodes with --memory-limit limit"},
 			&cli.DurationFlag{Name: "etcd-compaction", Value: def.EtcdCompaction, Usage: "etcd's periodic auto-compaction retention (0: none)"},
 			&cli.IntFlag{Name: "session-kills", Value: def.SessionKills, Usage: fmt.Sprintf("SIGKILLs of a trainer holding a task under its session, per run (short: %d)", short.SessionKills)},
 			&cli.IntFlag{Name: "baseline-kills", Value: def.BaselineKills, Usage: fmt.Sprintf("SIGKILLs of a trainer holding a task without a session (0: none; short: %d)", short.BaselineKills)},
@@ -250,7 +250,7 @@ func run(c *cli.Context) error {
 	str("sizes", list(&cfg.Sizes))
 	str("peers", list(&cfg.Peers))
 	str("dispatch-tasks", one(&cfg.DispatchTasks))
-	str("footprint-tasks", one(&cfg.FootprintTasks))
+	str("footprint-tasks", func(s string) error { f, e := parseFootprints(s); cfg.Footprints = f; return e })
 	str("cursor-tasks", one(&cfg.CursorTasks))
 	str("fleet-trainers", list(&cfg.FleetTrainers))
 	if err != nil {
@@ -298,6 +298,33 @@ func parseInts(s string) ([]int, error) {
 		return nil, fmt.Errorf("empty list")
 	}
 	return out, nil
+}
+
+// parseFootprints reads the footprint specs of --footprint-tasks:
+// size[@memory-limit],...
+func parseFootprints(s string) ([]bench.FootprintSpec, error) {
+	var out []bench.FootprintSpec
+	for _, item := range splitList(s) {
+		size, limit, _ := strings.Cut(item, "@")
+		n, err := parseInt(size)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, bench.FootprintSpec{Tasks: n, MemoryLimit: strings.TrimSpace(limit)})
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty list")
+	}
+	return out, nil
+}
+
+// footprints writes specs as --footprint-tasks takes them.
+func footprints(specs []bench.FootprintSpec) string {
+	s := make([]string, len(specs))
+	for i, f := range specs {
+		s[i] = f.String()
+	}
+	return strings.Join(s, ",")
 }
 
 // parseInt reads 1000, 1_000 or 1e3.

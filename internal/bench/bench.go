@@ -103,8 +103,9 @@ type Config struct {
 	EtcdTTL time.Duration `json:"etcd_ttl"`
 	// Peers lists the allgather group sizes.
 	Peers []int `json:"peers"`
-	// FootprintTasks is the dataset size of the footprint part.
-	FootprintTasks int `json:"footprint_tasks"`
+	// Footprints are the datasets of the footprint part, each measured
+	// on a cluster of its own.
+	Footprints []FootprintSpec `json:"footprints"`
 	// EtcdCompaction is the etcd members' periodic auto-compaction
 	// retention (0 disables it).
 	EtcdCompaction time.Duration `json:"etcd_compaction"`
@@ -152,7 +153,7 @@ type Config struct {
 }
 
 // Defaults is the full run that produces the figures of
-// docs/performance.md (about 30 minutes on a 2-core machine).
+// docs/performance.md (about 45 minutes on a 2-core machine).
 func Defaults() Config {
 	return Config{
 		Out:                 "bench-out",
@@ -163,12 +164,12 @@ func Defaults() Config {
 		Concurrency:         []int{1, 8, 64},
 		DispatchTasks:       10_000,
 		DispatchBatch:       8,
-		Sizes:               []int{1_000, 10_000, 100_000, 1_000_000},
+		Sizes:               []int{1_000, 10_000, 100_000, 1_000_000, 10_000_000},
 		GrowthConcurrency:   8,
 		Kills:               20,
 		Trainers:            4,
 		Peers:               []int{64, 1024, 4096},
-		FootprintTasks:      1_000_000,
+		Footprints:          []FootprintSpec{{Tasks: 1_000_000}, {Tasks: 10_000_000, MemoryLimit: "460MiB"}},
 		EtcdTTL:             10 * time.Second,
 		EtcdCompaction:      30 * time.Second,
 		SessionKills:        20,
@@ -179,7 +180,7 @@ func Defaults() Config {
 		CursorTasks:         1_000_000,
 		CursorInFlight:      64,
 		CursorCommits:       200,
-		FleetTrainers:       []int{1_000, 10_000},
+		FleetTrainers:       []int{1_000, 3_000, 10_000},
 		FleetCadence:        10 * time.Second,
 		FleetDuration:       time.Minute,
 		FleetConnections:    100,
@@ -196,7 +197,7 @@ func Short() Config {
 	c.Sizes = []int{1_000, 10_000, 100_000}
 	c.Kills = 5
 	c.Peers = []int{64, 1024}
-	c.FootprintTasks = 100_000
+	c.Footprints = []FootprintSpec{{Tasks: 100_000}}
 	c.SessionKills = 3
 	c.BaselineKills = 2
 	c.IdleTrainers = 20
@@ -225,7 +226,7 @@ func (c Config) Check() error {
 	return errors.Join(
 		positive("runs", c.Runs), positive("concurrency", c.Concurrency...), positive("dispatch tasks", c.DispatchTasks), positive("dispatch batch", c.DispatchBatch),
 		positive("sizes", c.Sizes...), positive("growth concurrency", c.GrowthConcurrency), positive("kills", c.Kills),
-		positive("trainers", c.Trainers), positive("peers", c.Peers...), positive("footprint tasks", c.FootprintTasks),
+		positive("trainers", c.Trainers), positive("peers", c.Peers...), positive("footprint tasks", footprintSizes(c.Footprints)...),
 		positive("session kills", c.SessionKills), positive("idle trainers", c.IdleTrainers),
 		positive("cursor tasks", c.CursorTasks), positive("cursor commits", c.CursorCommits),
 		positive("fleet trainers", c.FleetTrainers...), positive("fleet connections", c.FleetConnections),
@@ -303,12 +304,15 @@ type Results struct {
 	Growth    *GrowthResults    `json:"growth,omitempty"`
 	Failover  *FailoverResults  `json:"failover,omitempty"`
 	Allgather *AllgatherResults `json:"allgather,omitempty"`
-	Footprint *FootprintResults `json:"footprint,omitempty"`
-	Sessions  *SessionsResults  `json:"sessions,omitempty"`
-	Cursors   *CursorsResults   `json:"cursors,omitempty"`
-	Fleet     *FleetResults     `json:"fleet,omitempty"`
-	Errors    map[string]string `json:"errors,omitempty"`
-	Charts    []string          `json:"charts,omitempty"`
+	// Footprints has one result for each of Config.Footprints; Footprint
+	// is the single one of a run before there were several.
+	Footprints []*FootprintResults `json:"footprints,omitempty"`
+	Footprint  *FootprintResults   `json:"footprint,omitempty"`
+	Sessions   *SessionsResults    `json:"sessions,omitempty"`
+	Cursors    *CursorsResults     `json:"cursors,omitempty"`
+	Fleet      *FleetResults       `json:"fleet,omitempty"`
+	Errors     map[string]string   `json:"errors,omitempty"`
+	Charts     []string            `json:"charts,omitempty"`
 }
 
 // Host describes the machine.

@@ -25,9 +25,16 @@ import (
 // FootprintResults is the cost of a large dataset on the Raft backend.
 type FootprintResults struct {
 	Tasks int `json:"tasks"`
-	// Leased is how many tasks were leased (and not finished) when the
-	// sizes were taken: half of the pass.
+	// MemoryLimit is the nodes' --memory-limit, "" for serve's default.
+	MemoryLimit string `json:"memory_limit,omitempty"`
+	// Leased is how many tasks were leased when the sizes were taken:
+	// half of the pass, up to LeaseBatch a write, each write finishing
+	// the tasks of the trainer's write before; Finished is how many of
+	// them were. (A run before batches leased one a write, finished none
+	// and left both zero.)
 	Leased            int             `json:"leased"`
+	LeaseBatch        int             `json:"lease_batch,omitempty"`
+	Finished          int             `json:"finished,omitempty"`
 	SetDatasetSeconds float64         `json:"set_dataset_seconds"`
 	LeaseSeconds      float64         `json:"lease_seconds"`
 	Nodes             []NodeFootprint `json:"nodes"`
@@ -64,16 +71,53 @@ type CatchUp struct {
 	Index uint64 `json:"index"`
 }
 
+// FootprintSpec is one dataset of the footprint part: its size, and the
+// nodes' --memory-limit ("" for serve's default).
+type FootprintSpec struct {
+	Tasks       int    `json:"tasks"`
+	MemoryLimit string `json:"memory_limit,omitempty"`
+}
+
+// String is the spec as --footprint-tasks takes it: tasks[@limit].
+func (f FootprintSpec) String() string {
+	if f.MemoryLimit == "" {
+		return strconv.Itoa(f.Tasks)
+	}
+	return fmt.Sprintf("%d@%s", f.Tasks, f.MemoryLimit)
+}
+
+// footprintSizes lists the specs' sizes.
+func footprintSizes(specs []FootprintSpec) []int {
+	out := make([]int, len(specs))
+	for i, f := range specs {
+		out[i] = f.Tasks
+	}
+	return out
+}
+
 func (s *suite) footprint(ctx context.Context, res *Results) error {
+	for _, spec := range s.cfg.Footprints {
+		if err := s.footprintOf(ctx, res, spec); err != nil {
+			return fmt.Errorf("%s tasks: %w", spec, err)
+		}
+	}
+	return nil
+}
+
+func (s *suite) footprintOf(ctx context.Context, res *Results, spec FootprintSpec) error {
 	cfg := s.cfg
-	n := cfg.FootprintTasks
-	out := &FootprintResults{Tasks: n, Leased: n / 2}
-	res.Footprint = out
+	n := spec.Tasks
+	out := &FootprintResults{Tasks: n, MemoryLimit: spec.MemoryLimit, Leased: n / 2, LeaseBatch: client.MaxTasksPerGet}
+	res.Footprints = append(res.Footprints, out)
 	path, err := s.dataset(n)
 	if err != nil {
 		return err
 	}
-	c, err := harness.StartRaft(ctx, s.bin, s.dir("footprint"), 3)
+	var args []string
+	if spec.MemoryLimit != "" {
+		args = []string{"--memory-limit", spec.MemoryLimit}
+	}
+	c, err := harness.StartRaft(ctx, s.bin, s.dir("footprint", strconv.Itoa(n)), 3, args...)
 	if err != nil {
 		return err
 	}
@@ -95,16 +139,16 @@ func (s *suite) footprint(ctx context.Context, res *Results) error {
 	if err != nil {
 		return fmt.Errorf("set dataset of %d tasks: %w", n, err)
 	}
-	s.logf("footprint: set a dataset of %d tasks in %s", n, d.Round(time.Millisecond))
+	s.logf("footprint %d: set the dataset in %s", n, d.Round(time.Millisecond))
 	time.Sleep(time.Second)
 	rss(func(nf *NodeFootprint, v float64) { nf.DatasetRSSMB = v })
 
 	start := time.Now()
-	if err := s.leaseHalf(ctx, c, out.Leased); err != nil {
+	if out.Finished, err = s.leaseHalf(ctx, c, out.Leased); err != nil {
 		return fmt.Errorf("leasing: %w", err)
 	}
 	out.LeaseSeconds = time.Since(start).Seconds()
-	s.logf("footprint: leased %d tasks in %s (%.0f/s)", out.Leased, time.Since(start).Round(time.Second), float64(out.Leased)/out.LeaseSeconds)
+	s.logf("footprint: leased %d tasks and finished %d in %s (%.0f/s)", out.Leased, out.Finished, time.Since(start).Round(time.Second), float64(out.Leased)/out.LeaseSeconds)
 	time.Sleep(2 * time.Second)
 	rss(func(nf *NodeFootprint, v float64) { nf.LeasedRSSMB = v })
 	s.waitSnapshots(ctx, c)
@@ -171,10 +215,14 @@ func (s *suite) waitSnapshots(ctx context.Context, c *harness.Cluster) {
 	}
 }
 
-// leaseHalf leases target tasks of pass 0 with 64 trainers, none of which
-// reports any finished, printing the progress every 5 s.
-func (s *suite) leaseHalf(ctx context.Context, c *harness.Cluster, target int) error {
-	var leased, issued atomic.Int64
+// leaseHalf leases target tasks of pass 0 with 64 trainers under their
+// sessions, each write (GetTasks) leasing up to client.MaxTasksPerGet of
+// them and finishing the trainer's tasks of its write before, as a
+// prefetching reader does; so the pass ends half-way, with target tasks
+// leased and all but the last write's of each trainer finished. It
+// returns how many were finished, and prints the progress every 5 s.
+func (s *suite) leaseHalf(ctx context.Context, c *harness.Cluster, target int) (int, error) {
+	var leased, finished, issued atomic.Int64
 	const trainers = 64
 	errs := make([]error, trainers)
 	var wg sync.WaitGroup
@@ -187,7 +235,7 @@ func (s *suite) leaseHalf(ctx context.Context, c *harness.Cluster, target int) e
 			case <-done:
 				return
 			case <-t.C:
-				s.logf("footprint: %d/%d tasks leased", leased.Load(), target)
+				s.logf("footprint: %d/%d tasks leased, %d finished", leased.Load(), target, finished.Load())
 			}
 		}
 	}()
@@ -195,28 +243,47 @@ func (s *suite) leaseHalf(ctx context.Context, c *harness.Cluster, target int) e
 	for i := range trainers {
 		cl, err := c.NewClient()
 		if err != nil {
-			return err
+			return 0, err
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			defer cl.Close()
-			for ctx.Err() == nil && issued.Add(1) <= int64(target) {
-				if _, err := cl.GetTask(0); err != nil {
+			var held []client.TaskMeta
+			for ctx.Err() == nil {
+				const batch = client.MaxTasksPerGet
+				first := issued.Add(batch) - batch // this write's share: target's tasks first to first+batch
+				n := min(batch, int64(target)-first)
+				if n <= 0 {
+					return
+				}
+				tasks, outcomes, err := cl.GetTasks(ctx, 0, int(n), held)
+				for k, o := range outcomes {
+					if !o.Answered || o.Ignored || o.Err != nil {
+						errs[i] = fmt.Errorf("finishing task %d: answered %v, ignored %v: %v", held[k].ID, o.Answered, o.Ignored, o.Err)
+						return
+					}
+					finished.Add(1)
+				}
+				leased.Add(int64(len(tasks)))
+				held = held[:0]
+				for _, t := range tasks {
+					held = append(held, t.Meta)
+				}
+				if err != nil {
 					if !errors.Is(err, client.ErrNoMoreAvailable) {
 						errs[i] = err
 					}
 					return
 				}
-				leased.Add(1)
 			}
 		}()
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return err
+		return 0, err
 	}
-	return errors.Join(errs...)
+	return int(finished.Load()), errors.Join(errs...)
 }
 
 // catchUp kills a follower, restarts it on its data and times its restart

@@ -249,12 +249,27 @@ func Markdown(r *Results) string {
 		p("\n")
 	}
 
-	if fp := r.Footprint; fp != nil {
+	footprints := r.Footprints
+	if r.Footprint != nil {
+		footprints = append([]*FootprintResults{r.Footprint}, footprints...)
+	}
+	if len(footprints) > 0 {
 		p("## 5. Footprint of a large dataset (Raft backend)\n\n")
-		p("A dataset of %s one-chunk tasks, set in %s, then %s of them leased (GetTask by 64 trainers, none finished: half-way through the pass) in %s. "+
+	}
+	for _, fp := range footprints {
+		how := "GetTask by 64 trainers, none finished"
+		if fp.LeaseBatch > 1 {
+			how = fmt.Sprintf("GetTasks of up to %d a write by 64 trainers under their sessions, each write finishing the trainer's tasks of its write before: %s finished", fp.LeaseBatch, count(fp.Finished))
+		}
+		limit := "serve's defaults"
+		if fp.MemoryLimit != "" {
+			limit = "serve --memory-limit " + fp.MemoryLimit
+		}
+		p("### %s tasks (%s)\n\n", count(fp.Tasks), limit)
+		p("A dataset of %s one-chunk tasks, set in %s, then %s of them leased (%s; half-way through the pass) in %s. "+
 			"RSS from /proc/PID/status; the snapshot is the newest on disk.\n\n",
-			count(fp.Tasks), secs(fp.SetDatasetSeconds), count(fp.Leased), secs(fp.LeaseSeconds))
-		p("| node | role | RSS idle MB | RSS with dataset MB | RSS half leased MB | peak RSS MB | snapshot MB (at index) | applied index | raft.db MB |\n")
+			count(fp.Tasks), secs(fp.SetDatasetSeconds), count(fp.Leased), how, secs(fp.LeaseSeconds))
+		p("| node | role | RSS idle MB | RSS with dataset MB | RSS half-way MB | peak RSS MB | snapshot MB (at index) | applied index | raft.db MB |\n")
 		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, n := range fp.Nodes {
 			p("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f (%d) | %d | %.1f |\n", n.ID, n.Role, n.IdleRSSMB, n.DatasetRSSMB, n.LeasedRSSMB, n.PeakRSSMB,

@@ -109,6 +109,7 @@ func serveCommand() *cli.Command {
 			&cli.Uint64Flag{Name: "trailing-logs", Usage: "log entries kept after a snapshot, for followers to catch up from", Value: 10240, EnvVars: env("trailing-logs")},
 			&cli.StringFlag{Name: "log-level", Usage: "trace, debug, info, warn or error", Value: "info", EnvVars: env("log-level")},
 			&cli.BoolFlag{Name: "log-json", Usage: "log in JSON", EnvVars: env("log-json")},
+			memoryLimitFlag(),
 			&cli.StringFlag{Name: "pprof-addr", Usage: "serve Go's CPU, heap and goroutine profiles (/debug/pprof/) on this address, apart from the API; off when empty. A loopback address only (profiles reveal internals), unless --pprof-remote", EnvVars: env("pprof-addr")},
 			&cli.DurationFlag{Name: "test-clock-offset", Hidden: true, Usage: "offset this node's clock (fault-injection tests)", EnvVars: env("test-clock-offset")},
 			&cli.StringFlag{Name: "test-clock-file", Hidden: true, Usage: "read a clock offset (a Go duration) from this file, re-read as it changes (fault-injection tests)"},
@@ -456,6 +457,9 @@ func advertised(advertise, listen string) (string, error) {
 func runServe(c *cli.Context) error {
 	cfg, err := replicaConfig(c)
 	if err != nil {
+		return err
+	}
+	if _, err := applyMemoryLimit(c.String("memory-limit"), cfg.Logger); err != nil {
 		return err
 	}
 	if addr := c.String("pprof-addr"); addr != "" {

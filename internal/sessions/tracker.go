@@ -22,6 +22,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -38,9 +39,20 @@ const (
 	// tasks that are due.
 	TickInterval = 100 * time.Millisecond
 	// SyncInterval is how often the tracker reads the sessions from the
-	// state (an O(sessions) listing, skipped when nothing was applied),
-	// and the least time between two checkpoint entries.
+	// state (a listing of every session and held task, skipped when
+	// nothing was applied), and the least time between two checkpoint
+	// entries. Where a listing takes longer than SyncInterval/syncShare,
+	// the tracker reads every syncShare times its duration instead, and
+	// at least every MaxSyncInterval.
 	SyncInterval = 250 * time.Millisecond
+	// MaxSyncInterval bounds the time between two syncs however long
+	// they take: a session opened but never kept alive ends at most
+	// this late, and a held task's progress timer starts at most this
+	// late.
+	MaxSyncInterval = 5 * time.Second
+	// syncShare is the inverse of the share of the loop's time that syncs
+	// may take (under MaxSyncInterval).
+	syncShare = 20
 	// MinStall is the least lateness of the loop taken for a stall of
 	// the leader (see Tracker).
 	MinStall = time.Second
@@ -118,6 +130,8 @@ type Tracker struct {
 	// Owned by the loop (Run, step).
 	lastStep, lastSync, lastFlush, lastUnconfirmed int64
 	syncedIndex                                    uint64
+	// syncEvery is the time between two syncs (SyncInterval).
+	syncEvery time.Duration
 }
 
 // entry is a session's keep-alive state.
@@ -132,6 +146,9 @@ type entry struct {
 	expiring bool
 	gen      uint64
 	tasks    map[taskKey]*progress
+	// nextDue is no later than the earliest time one of tasks may be due
+	// for revocation, so that due skips the tasks of an entry before it.
+	nextDue int64
 }
 
 // taskKey names a held task by its lease (wire epoch).
@@ -361,8 +378,12 @@ func (t *Tracker) Remaining(id uint64) (time.Duration, bool) {
 func (t *Tracker) step(ctx context.Context) {
 	now := t.cfg.Now()
 	t.catchUp(now)
-	if now-t.lastSync >= int64(SyncInterval) {
-		t.sync(now)
+	if now-t.lastSync >= int64(max(t.syncEvery, SyncInterval)) {
+		start := t.cfg.Now()
+		if t.sync(now) {
+			took := time.Duration(t.cfg.Now() - start)
+			t.syncEvery = min(max(SyncInterval, syncShare*took), MaxSyncInterval)
+		}
 	}
 	t.checkpoint(ctx, now)
 	sessions, tasks := t.due(now)
@@ -404,12 +425,12 @@ func (t *Tracker) catchUp(now int64) {
 // sync reads the sessions from the state, unless nothing was applied since
 // the last sync: it adds those opened since, drops those that ended, takes
 // a sign of life applied in this term as a keep-alive, and updates the
-// tasks each holds.
-func (t *Tracker) sync(now int64) {
+// tasks each holds. It reports whether it listed the state.
+func (t *Tracker) sync(now int64) bool {
 	t.lastSync = now
 	applied := t.cfg.FSM.AppliedIndex()
 	if applied == t.syncedIndex {
-		return
+		return false
 	}
 	t.mu.Lock()
 	t.gen++
@@ -419,7 +440,7 @@ func (t *Tracker) sync(now int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.stopped {
-		return
+		return true
 	}
 	t.syncedIndex = applied
 	open := make(map[uint64]struct{}, len(infos))
@@ -444,6 +465,7 @@ func (t *Tracker) sync(now int64) {
 		}
 	}
 	t.minTTL = t.shortestTTL()
+	return true
 }
 
 // shortestTTL is the shortest TTL of the entries; t.mu is held.
@@ -477,6 +499,7 @@ func (e *entry) addTasks(held []fsm.HeldTask, now int64, gen uint64) {
 			e.tasks[k] = r
 		}
 		r.timeout, r.gen = max(h.Timeout, e.ttl), max(r.gen, gen)
+		e.nextDue = min(e.nextDue, r.since+int64(r.timeout))
 	}
 }
 
@@ -552,10 +575,18 @@ func (t *Tracker) due(now int64) (sessions []uint64, tasks []heldRef) {
 			sessions = append(sessions, id)
 			continue
 		}
+		if e.nextDue > now {
+			continue
+		}
+		e.nextDue = math.MaxInt64
 		for k, r := range e.tasks {
-			if r.timeout > 0 && !r.revoking && now-r.since >= int64(r.timeout) {
+			if r.timeout <= 0 || r.revoking {
+				continue
+			}
+			if now-r.since >= int64(r.timeout) {
 				tasks = append(tasks, heldRef{id, k})
 			}
+			e.nextDue = min(e.nextDue, r.since+int64(r.timeout))
 		}
 	}
 	slices.Sort(sessions)
@@ -655,6 +686,7 @@ func (t *Tracker) revoke(ctx context.Context, due []heldRef) {
 				delete(e.tasks, k)
 			} else if r := e.tasks[k]; r != nil {
 				r.revoking = false
+				e.nextDue = min(e.nextDue, r.since+int64(r.timeout))
 			}
 		}
 		t.mu.Unlock()

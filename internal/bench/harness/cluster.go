@@ -36,9 +36,10 @@ type Cluster struct {
 }
 
 // StartRaft starts, from the raftmaster binary bin, a bootstrapped Raft
-// cluster of nodes serve processes with raftmaster's default settings, data
-// and logs under dir, and waits until every node is ready.
-func StartRaft(ctx context.Context, bin, dir string, nodes int) (*Cluster, error) {
+// cluster of nodes serve processes with raftmaster's default settings but
+// for the serve flags of args, data and logs under dir, and waits until
+// every node is ready.
+func StartRaft(ctx context.Context, bin, dir string, nodes int, args ...string) (*Cluster, error) {
 	raftAddrs, apis := make([]string, nodes), make([]string, nodes)
 	for i := range nodes {
 		var err error
@@ -53,7 +54,7 @@ func StartRaft(ctx context.Context, bin, dir string, nodes int) (*Cluster, error
 	if err != nil {
 		return nil, err
 	}
-	c := &Cluster{Backend: BackendRaft, Procs: procs.RaftProcs(dir, raftAddrs, apis, keyArgs...), bin: bin, hc: &http.Client{}}
+	c := &Cluster{Backend: BackendRaft, Procs: procs.RaftProcs(dir, raftAddrs, apis, append(keyArgs, args...)...), bin: bin, hc: &http.Client{}}
 	return c, c.start(ctx)
 }
 

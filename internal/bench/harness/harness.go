@@ -9,6 +9,7 @@
 package harness
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 
@@ -23,13 +24,17 @@ func WriteDataset(path string, n int) error {
 		return err
 	}
 	defer f.Close()
-	w := recordio.NewWriter(f, 1, recordio.NoCompression) // every record closes its chunk
+	bw := bufio.NewWriterSize(f, 1<<20)
+	w := recordio.NewWriter(bw, 1, recordio.NoCompression) // every record closes its chunk
 	for i := range n {
 		if _, err := w.Write([]byte(fmt.Sprintf("record-%d", i))); err != nil {
 			return err
 		}
 	}
 	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
 		return err
 	}
 	return f.Close()
