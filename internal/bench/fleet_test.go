@@ -85,6 +85,14 @@ func TestFleetReport(t *testing.T) {
 	if strings.Contains(md, "etcd Put") {
 		t.Error("a fleet-only report describes systems it did not run")
 	}
+	// A fleet that did not keep its cadence says nothing of the leader.
+	slow := run
+	slow.Ramped, slow.CallsPerSec, slow.LeaderCores = 9_662, 98, 0.22
+	r.Fleet.Runs = []FleetRun{slow}
+	want := "the leader below one core: not measured: the fleet did not keep its cadence (98 calls/s of 1000)"
+	if md := Markdown(r); !strings.Contains(md, want) {
+		t.Errorf("the report of a fleet behind its cadence lacks %q:\n%s", want, md)
+	}
 }
 
 // TestFleetErrorKinds checks that errors differing only in their digits

@@ -532,6 +532,11 @@ func election(samples [][]statusSample, victim *procs.Proc, sent, until time.Tim
 // a while, and each node registers its release again once the level has
 // risen.
 func waitSessionLevel(ctx context.Context, c *harness.Cluster) error {
+	return waitProtocol(ctx, c, rpc.SessionProtocol, "sessions")
+}
+
+// waitProtocol is waitSessionLevel for protocol level, which what needs.
+func waitProtocol(ctx context.Context, c *harness.Cluster, level uint64, what string) error {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {
@@ -541,8 +546,8 @@ func waitSessionLevel(ctx context.Context, c *harness.Cluster) error {
 			switch {
 			case err != nil:
 				why = fmt.Sprintf("%s: %v", p.ID, err)
-			case st.ClusterProtocol < rpc.SessionProtocol:
-				why = fmt.Sprintf("the cluster is at protocol level %d, below sessions' %d", st.ClusterProtocol, rpc.SessionProtocol)
+			case st.ClusterProtocol < level:
+				why = fmt.Sprintf("the cluster is at protocol level %d, below %s' %d", st.ClusterProtocol, what, level)
 			case !st.Registered:
 				why = p.ID + " is not registered with its release"
 			}
