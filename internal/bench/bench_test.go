@@ -330,3 +330,48 @@ func TestAckLogEveryAfter(t *testing.T) {
 		t.Fatalf("firstAfter = %v, want +10ms", first.Sub(t0))
 	}
 }
+
+// TestFootprintSmoke runs the footprint part on two small datasets, one
+// under a memory limit: each is leased half-way in batches that finish
+// the batch before, every node's sizes are taken, a follower catches up,
+// and the report has a section for each.
+func TestFootprintSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts six processes")
+	}
+	cfg := Defaults()
+	cfg.Out = t.TempDir()
+	cfg.Raftmaster = os.Getenv("RAFTMASTER_BIN")
+	cfg.Parts = []string{PartFootprint}
+	cfg.Runs = 1
+	cfg.Footprints = []FootprintSpec{{Tasks: 2_000}, {Tasks: 1_000, MemoryLimit: "256MiB"}}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var progress strings.Builder
+	res, err := Run(ctx, cfg, io.Discard, &progress)
+	if err != nil || len(res.Errors) > 0 {
+		t.Fatalf("%v %v\n%s", err, res.Errors, progress.String())
+	}
+	if len(res.Footprints) != 2 {
+		t.Fatalf("%d footprints, want 2", len(res.Footprints))
+	}
+	for i, fp := range res.Footprints {
+		spec := cfg.Footprints[i]
+		// Each trainer's last batch is still held: at most 64 batches.
+		if fp.Tasks != spec.Tasks || fp.MemoryLimit != spec.MemoryLimit || fp.Leased != spec.Tasks/2 ||
+			fp.Finished > fp.Leased || fp.Finished < fp.Leased-64*fp.LeaseBatch || fp.CatchUp.N != 1 {
+			t.Errorf("footprint %d: %+v", i, fp)
+		}
+		for _, n := range fp.Nodes {
+			if n.DatasetRSSMB <= 0 || n.LeasedRSSMB <= 0 || n.AppliedIndex == 0 || n.Role == "" {
+				t.Errorf("footprint %d, node %+v: sizes not taken", i, n)
+			}
+		}
+	}
+	md := Markdown(res)
+	for _, want := range []string{"### 2,000 tasks (serve's defaults)", "### 1,000 tasks (serve --memory-limit 256MiB)", "RSS half-way MB"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the report lacks %q:\n%s", want, md)
+		}
+	}
+}
