@@ -330,3 +330,22 @@ func BenchmarkCommitCursor(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSetDatasetUpload sets a dataset of one-chunk tasks as a
+// proposer does: split into parts of 256 KiB entries, each encoded, then
+// applied with the commit. One op is the whole upload; figures per chunk
+// are ns/op divided by the size.
+func BenchmarkSetDatasetUpload(b *testing.B) {
+	for _, n := range []int{100_000, 1_000_000} {
+		chunks := benchChunks(n)
+		b.Run(fmt.Sprint(n), func(b *testing.B) {
+			for b.Loop() {
+				bf := &benchFSM{f: New()}
+				cmds := DatasetCommands(DefaultJob, RequestID{}, DatasetParams{ChunksPerTask: 1, TaskTimeout: time.Hour}, nil, chunks, "upload", 256<<10)
+				for _, c := range cmds {
+					bf.mustApply(b, c)
+				}
+			}
+		})
+	}
+}

@@ -726,16 +726,26 @@ func (p *DatasetParams) decode(d *decoder) {
 func encodeChunks(e *encoder, chunks []Chunk) {
 	idx := make(map[string]uint32)
 	var paths []string
-	for _, c := range chunks {
-		if _, ok := idx[c.Path]; !ok {
-			idx[c.Path] = uint32(len(paths))
+	// The chunks of a file usually come together: a path is looked up
+	// once a run of them.
+	index := make([]uint32, len(chunks))
+	for i, c := range chunks {
+		if i > 0 && c.Path == chunks[i-1].Path {
+			index[i] = index[i-1]
+			continue
+		}
+		p, ok := idx[c.Path]
+		if !ok {
+			p = uint32(len(paths))
+			idx[c.Path] = p
 			paths = append(paths, c.Path)
 		}
+		index[i] = p
 	}
 	e.strings(paths)
 	e.uvarint(uint64(len(chunks)))
-	for _, c := range chunks {
-		encodeChunk(e, idx[c.Path], c)
+	for i, c := range chunks {
+		encodeChunk(e, index[i], c)
 	}
 }
 

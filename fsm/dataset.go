@@ -56,13 +56,20 @@ type upload struct {
 }
 
 func (u *upload) add(chunks []Chunk) {
-	for _, c := range chunks {
-		p, ok := u.pathIndex[c.Path]
-		if !ok {
-			p = uint32(len(u.paths))
-			u.pathIndex[c.Path] = p
-			u.paths = append(u.paths, c.Path)
-			u.pathBytes += estPath + int64(len(c.Path))
+	var p uint32
+	last := ""
+	for i, c := range chunks {
+		// The chunks of a file come together: look a path up once a run.
+		if i == 0 || c.Path != last {
+			var ok bool
+			p, ok = u.pathIndex[c.Path]
+			if !ok {
+				p = uint32(len(u.paths))
+				u.pathIndex[c.Path] = p
+				u.paths = append(u.paths, c.Path)
+				u.pathBytes += estPath + int64(len(c.Path))
+			}
+			last = c.Path
 		}
 		u.chunks.add(chunkRef{offset: c.Offset, path: p, records: c.Records})
 	}

@@ -421,7 +421,7 @@ func (j *job) maybeNextPass() {
 		t.passEpoch = t.epoch
 		t.deadline = 0
 	}
-	j.eachInPassOrder(j.pass, func(i int32) { j.pushBack(qTodo, i) })
+	j.fillTodo()
 }
 
 // setTasks creates n tasks in todo for a new dataset, in the order of
@@ -440,7 +440,41 @@ func (j *job) setTasks(n int) {
 		}
 		return
 	}
-	j.eachInPassOrder(j.pass, func(i int32) { j.pushBack(qTodo, i) })
+	j.fillTodo()
+}
+
+// fillTodo links every task into todo in the current pass's order, as
+// pushBack of each in turn would, for a job of one source whose queues
+// hold none of them (a new dataset, or a new pass). It writes the links
+// in one walk, which for 10 million tasks takes a fraction of the time.
+func (j *job) fillTodo() {
+	l := &j.queues[qTodo]
+	*l = emptyList()
+	n := int32(len(j.tasks))
+	if n == 0 {
+		return
+	}
+	if !j.ds.params.Shuffle {
+		for i := range n {
+			t := &j.tasks[i]
+			t.queue, t.prev, t.next = qTodo, i-1, i+1
+		}
+		j.tasks[n-1].next = -1
+		l.head, l.tail, l.n = 0, n-1, int(n)
+		return
+	}
+	prev := int32(-1)
+	j.eachInPassOrder(j.pass, func(i int32) {
+		t := &j.tasks[i]
+		t.queue, t.prev, t.next = qTodo, prev, -1
+		if prev >= 0 {
+			j.tasks[prev].next = i
+		} else {
+			l.head = i
+		}
+		prev = i
+	})
+	l.tail, l.n = prev, int(n)
 }
 
 // earliestTaskDeadline returns the deadline of the first pending lease.

@@ -89,12 +89,17 @@ type Config struct {
 	Limits *fsm.Limits
 	// FailoverGrace is the LeaderGrace a new leader proposes.
 	FailoverGrace time.Duration // default 5s
-	// SnapshotThreshold and TrailingLogs size the log compaction.
+	// SnapshotThreshold is the least number of entries between two
+	// snapshots (default 8192); a snapshot also waits until the applies
+	// since the last one took as long as that snapshot did, so that a
+	// large state is not rewritten for every few thousand small entries.
+	// TrailingLogs is the most entries a compaction keeps.
 	SnapshotThreshold uint64        // default 8192
 	TrailingLogs      uint64        // default 10240
-	SnapshotInterval  time.Duration // how often to check the threshold; default 30s
+	SnapshotInterval  time.Duration // how often to check the threshold, jittered up to twice; default 30s
 	// SnapshotBytes takes a snapshot once the entries applied since the
-	// last one hold this many bytes, whatever their count.
+	// last one hold this many bytes, whatever their count, or as many
+	// as the last snapshot if that is larger.
 	SnapshotBytes int64 // default DefaultSnapshotBytes
 	// TrailingLogBytes bounds the bytes of the entries a compaction keeps
 	// (at most TrailingLogs of them, at least one).

@@ -2,6 +2,7 @@ package raftnode
 
 import (
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -16,22 +17,35 @@ const (
 	DefaultLogCacheBytes    = 16 << 20
 )
 
-// logBytes counts the bytes of the log entries the state machine applied:
-// those since the last snapshot, and the sizes of the latest ones, from
-// which the number of trailing entries that fit a byte budget follows.
-// Apply and Snapshot run on Raft's FSM goroutine; the node's log loop
-// reads it from another.
+// logBytes counts the entries and bytes of the log the state machine
+// applied since the last snapshot, and the time their applies took, and
+// the sizes of the latest entries, from which the number of trailing
+// entries that fit a byte budget follows. It knows the size and the cost
+// in time of the latest snapshot, which decide when the next is due.
+// Apply, Snapshot and Restore run on Raft's FSM goroutine, Persist on its
+// snapshot goroutine; the node's log loop reads it from another.
 type logBytes struct {
-	mu    sync.Mutex
-	since int64
+	mu      sync.Mutex
+	since   int64
+	entries uint64
+	// applying is the time the applies since the last snapshot took;
+	// atSnapshot is what it was when the last snapshot was taken.
+	applying, atSnapshot time.Duration
 	// sizes is a ring of the latest entries' sizes, sizes[next] the
 	// oldest once it is full.
 	sizes []uint32
 	next  int
 	full  bool
-	// threshold is the byte count that signals over.
+	// threshold is the byte count that takes a snapshot whatever the
+	// entry count (Config.SnapshotBytes), unless the last snapshot was
+	// larger.
 	threshold int64
-	over      chan struct{}
+	// size and cost are the bytes of the snapshot this node last wrote
+	// or restored and the time that took (copying the state, encoding
+	// and writing it, or reading and decoding it); 0 before the first.
+	size int64
+	cost time.Duration
+	over chan struct{}
 }
 
 // newLogBytes tracks the sizes of up to entries of the latest entries and
@@ -40,15 +54,17 @@ func newLogBytes(entries int, threshold int64) *logBytes {
 	return &logBytes{sizes: make([]uint32, max(entries, 1)), threshold: threshold, over: make(chan struct{}, 1)}
 }
 
-// applied counts an applied entry of size bytes.
-func (b *logBytes) applied(size int) {
+// applied counts an applied entry of size bytes whose apply took took.
+func (b *logBytes) applied(size int, took time.Duration) {
 	b.mu.Lock()
 	b.since += int64(size)
+	b.entries++
+	b.applying += took
 	b.sizes[b.next] = uint32(min(size, 1<<32-1))
 	if b.next++; b.next == len(b.sizes) {
 		b.next, b.full = 0, true
 	}
-	over := b.since >= b.threshold
+	over := b.since >= b.byteThreshold()
 	b.mu.Unlock()
 	if over {
 		select {
@@ -58,11 +74,25 @@ func (b *logBytes) applied(size int) {
 	}
 }
 
-// snapshotted starts the count since the last snapshot afresh: the state
-// machine has just been copied for one.
+// byteThreshold is the log in bytes that takes a snapshot whatever the
+// entry count: threshold, or the last snapshot's size if larger, so that
+// the log on disk stays within about twice the state. b.mu is held.
+func (b *logBytes) byteThreshold() int64 { return max(b.threshold, b.size) }
+
+// snapshotted starts the counts since the last snapshot afresh: the state
+// machine has just been copied for one, or restored from one.
 func (b *logBytes) snapshotted() {
 	b.mu.Lock()
-	b.since = 0
+	b.atSnapshot = b.applying
+	b.since, b.entries, b.applying = 0, 0, 0
+	b.mu.Unlock()
+}
+
+// snapshotDone records the size and the cost of the snapshot just
+// written or restored.
+func (b *logBytes) snapshotDone(size int64, cost time.Duration) {
+	b.mu.Lock()
+	b.size, b.cost = size, cost
 	b.mu.Unlock()
 }
 
@@ -71,6 +101,18 @@ func (b *logBytes) sinceSnapshot() int64 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.since
+}
+
+// due reports whether the log since the last snapshot calls for another:
+// it holds the byte threshold, or at least minEntries entries whose
+// applies took at least as long as the last snapshot did. Taking
+// snapshots then costs a node at most about as much time as applying the
+// log does, whatever the state's size, and a restart replays at most
+// about a snapshot's cost of entries.
+func (b *logBytes) due(minEntries uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.since >= b.byteThreshold() || (b.entries >= minEntries && b.applying >= b.cost)
 }
 
 // trailing returns how many of the latest entries fit in budget bytes, at
@@ -97,15 +139,22 @@ func (b *logBytes) trailing(budget int64, limit uint64) uint64 {
 	return min(max(n, 1), limit)
 }
 
-// boundLog keeps the log's bytes bounded: it takes a snapshot once
-// SnapshotBytes were applied since the last one, and keeps Raft's
+// boundLog keeps the log's bytes bounded and decides every snapshot but
+// those asked for (Raft's own threshold is off, see New): it takes one
+// at once when the log since the last one holds the byte threshold, and,
+// checking at a random time between SnapshotInterval and twice that (as
+// Raft does, so that the servers seldom write theirs together), once it
+// holds SnapshotThreshold entries whose applies took as long as the last
+// snapshot (due). A counted threshold alone would write a state of 10
+// million tasks (a 130 MB snapshot, a second or more of work) every
+// 8,192 small entries. It also keeps Raft's
 // TrailingLogs at the number of the latest entries that fit in
 // TrailingLogBytes, so that each compaction leaves that many bytes at
 // most. Snapshots are taken here, never from inside the state machine's
 // Apply, which Raft's snapshot waits for.
 func (n *Node) boundLog() {
 	defer n.wg.Done()
-	t := time.NewTicker(n.cfg.SnapshotInterval)
+	t := time.NewTimer(jittered(n.cfg.SnapshotInterval))
 	defer t.Stop()
 	for {
 		select {
@@ -113,20 +162,26 @@ func (n *Node) boundLog() {
 			return
 		case <-n.logBytes.over:
 		case <-t.C:
+			t.Reset(jittered(n.cfg.SnapshotInterval))
 		}
 		n.setTrailing()
-		if n.logBytes.sinceSnapshot() < n.cfg.SnapshotBytes {
+		if !n.logBytes.due(n.cfg.SnapshotThreshold) {
 			continue
 		}
 		err := n.raft.Snapshot().Error()
 		switch {
 		case err == nil:
-			n.log.Debug("snapshot taken: the log since the last one passed its byte threshold", "threshold", n.cfg.SnapshotBytes)
+			n.log.Debug("snapshot taken: the log since the last one passed its threshold")
 		case errors.Is(err, raft.ErrNothingNewToSnapshot), errors.Is(err, raft.ErrRaftShutdown):
 		default:
-			n.log.Warn("taking a snapshot for the log's byte threshold", "error", err)
+			n.log.Warn("taking a snapshot for the log's threshold", "error", err)
 		}
 	}
+}
+
+// jittered returns a random duration between d and 2d.
+func jittered(d time.Duration) time.Duration {
+	return d + rand.N(d)
 }
 
 // setTrailing sets Raft's TrailingLogs to the entries that fit in

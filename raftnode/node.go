@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sync"
@@ -141,7 +142,9 @@ func New(cfg Config) (*Node, error) {
 	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
 	rc.ElectionTimeout = cfg.ElectionTimeout
 	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	// boundLog decides when to snapshot, by entries and bytes: Raft's
+	// own count threshold never fires.
+	rc.SnapshotThreshold = math.MaxUint64
 	rc.TrailingLogs = cfg.TrailingLogs
 	rc.SnapshotInterval = cfg.SnapshotInterval
 	rc.NotifyCh = n.notify

@@ -194,28 +194,27 @@ func (s *suite) footprintOf(ctx context.Context, res *Results, spec FootprintSpe
 	return nil
 }
 
-// waitSnapshots waits until every node has a snapshot of the state as
-// leased, give or take the entries between two snapshots: raft takes one
-// when it finds more than SnapshotThreshold new entries, checking every
-// 30 to 60 s.
+// waitSnapshots waits until every node has written a snapshot: a node
+// takes its first once the log holds 8,192 entries (checking every 30 to
+// 60 s) or 64 MiB, and a later one only once the log since the last holds
+// as many bytes as that snapshot, so the newest snapshot of a large
+// state may be the one taken while its dataset was set.
 func (s *suite) waitSnapshots(ctx context.Context, c *harness.Cluster) {
-	_, st, err := c.Leader(ctx)
-	if err != nil || st.AppliedIndex <= rawraft.SnapshotThreshold {
-		return
-	}
-	want := st.AppliedIndex - rawraft.SnapshotThreshold
-	s.logf("footprint: waiting for every node's snapshot to reach index %d (raft checks every 30 to 60 s)", want)
-	deadline := time.Now().Add(2*rawraft.SnapshotInterval + 15*time.Second)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		all := true
+	missing := func() int {
+		n := 0
 		for _, p := range c.Procs {
-			if _, idx := newestSnapshot(p.DataDir); idx < want {
-				all = false
+			if _, idx := newestSnapshot(p.DataDir); idx == 0 {
+				n++
 			}
 		}
-		if all {
-			return
-		}
+		return n
+	}
+	if missing() == 0 {
+		return
+	}
+	s.logf("footprint: waiting for every node's first snapshot (raft checks every 30 to 60 s)")
+	deadline := time.Now().Add(2*rawraft.SnapshotInterval + 15*time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil && missing() > 0 {
 		time.Sleep(500 * time.Millisecond)
 	}
 }
