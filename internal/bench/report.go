@@ -27,7 +27,7 @@ func systems(cfg Config) []System {
 	return []System{
 		{Name: "raftmaster",
 			Setup: fmt.Sprintf("3 `raftmaster serve` processes, Raft backend, default flags: heartbeat %v, election timeout %v, "+
-				"leader lease %v, raft-boltdb/v2 (NoFreelistSync, fsync on) behind a %d-entry log cache, TCP transport, a snapshot every 8,192 entries",
+				"leader lease %v, raft-boltdb/v2 (NoFreelistSync, fsync on) behind a %d-entry log cache, TCP transport, a snapshot once 8,192 entries whose applies took as long as the last snapshot, or 64 MiB of them",
 				raftnode.DefaultHeartbeatTimeout, raftnode.DefaultElectionTimeout, raftnode.DefaultLeaderLeaseTimeout, raftnode.LogCacheEntries),
 			Includes: "Go client (one per trainer) → HTTP/JSON → leader → request de-duplication and the FSM → " +
 				"Raft Apply (fsync, replication to a quorum) → answer. GetTask and TaskFinished are one write each; " +
