@@ -147,11 +147,11 @@ func (b *logBytes) trailing(budget int64, limit uint64) uint64 {
 // holds SnapshotThreshold entries whose applies took as long as the last
 // snapshot (due). A counted threshold alone would write a state of 10
 // million tasks (a 130 MB snapshot, a second or more of work) every
-// 8,192 small entries. It also keeps Raft's
-// TrailingLogs at the number of the latest entries that fit in
-// TrailingLogBytes, so that each compaction leaves that many bytes at
-// most. Snapshots are taken here, never from inside the state machine's
-// Apply, which Raft's snapshot waits for.
+// 8,192 small entries. It also keeps Raft's TrailingLogs at the number
+// of the latest entries that fit in TrailingLogBytes, so that each
+// compaction leaves that many bytes at most. Snapshots are taken here,
+// never from inside the state machine's Apply, which Raft's snapshot
+// waits for.
 func (n *Node) boundLog() {
 	defer n.wg.Done()
 	t := time.NewTimer(jittered(n.cfg.SnapshotInterval))
