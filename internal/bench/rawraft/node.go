@@ -34,7 +34,6 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/raftmaster/raftmaster/internal/bench/measure"
 	"github.com/raftmaster/raftmaster/raftnode"
-	"go.etcd.io/bbolt"
 )
 
 // The Raft settings of raftmaster's defaults (raftnode/config.go and the
@@ -129,7 +128,7 @@ func start(id, dir, addr, peerList string, logger hclog.Logger) (*node, error) {
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(dir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: 2 * time.Second, NoFreelistSync: true},
+		BoltOptions: raftnode.LogStoreOptions(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("log store: %w", err)
