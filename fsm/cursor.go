@@ -496,10 +496,9 @@ func (j *job) restoreCursor(c *RestoreCursor) *Result {
 	for q := range j.queues {
 		j.queues[q] = emptyList()
 	}
-	j.leaseEnds = nil
 	for i := range j.tasks {
 		t := &j.tasks[i]
-		t.failures, t.carried = 0, 0
+		t.failures, t.deadline, t.carried = 0, 0, 0
 		t.queue = numQueues // in no queue until pushed
 		// A report under any lease granted so far changes nothing from
 		// now on, as at a pass's start.

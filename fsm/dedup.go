@@ -254,7 +254,7 @@ func (e *dedupEntry) result(c Command, s *state) *Result {
 			case ok && j.tasks[i].queue == qHeld:
 				return CodeOK, s.heldLease(c.Session)
 			case ok:
-				return CodeOK, time.Duration(j.leaseEnds[i] - now)
+				return CodeOK, time.Duration(j.tasks[i].deadline - now)
 			}
 			return CodeStaleEpoch, 0
 		}

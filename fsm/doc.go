@@ -569,7 +569,7 @@
 //
 // # Snapshots
 //
-// Snapshot copies the task arrays (24 bytes a task, no pointers) and the
+// Snapshot copies the task arrays (32 bytes a task, no pointers) and the
 // small tables and shares the immutable chunk lists; Snapshot.WriteTo
 // streams the versioned encoding while ApplyEntry goes on: version 4 writes
 // the cluster's part, then every job in name order, each with its

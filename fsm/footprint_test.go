@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/google/uuid"
 )
@@ -112,12 +111,3 @@ type countWriter int64
 func (w *countWriter) Write(p []byte) (int, error) { *w += countWriter(len(p)); return len(p), nil }
 
 var _ io.Writer = (*countWriter)(nil)
-
-// TestTaskEntrySize holds the task entry at 24 bytes: at 10 million
-// tasks each byte of it is 10 MB of every replica's memory and of each
-// snapshot's copy, so a field added to it is a choice to make knowingly.
-func TestTaskEntrySize(t *testing.T) {
-	if n := unsafe.Sizeof(task{}); n > 24 {
-		t.Fatalf("a task entry is %d bytes, more than 24", n)
-	}
-}

@@ -647,7 +647,7 @@ func TestRestoreRefusesBrokenJob(t *testing.T) {
 		name string
 		fn   func(s *state)
 	}{
-		{"pending without deadline", func(s *state) { b(s).leaseEnds[b(s).queues[qPending].head] = 0 }},
+		{"pending without deadline", func(s *state) { b(s).tasks[b(s).queues[qPending].head].deadline = 0 }},
 		{"tasks without dataset", func(s *state) { b(s).ds = nil }},
 		{"member generation from the future", func(s *state) { b(s).groups["g"].members[0].gen = s.nextGen + 1 }},
 		{"last activity after the clock", func(s *state) { b(s).lastActivity = s.clock + 1 }},

@@ -676,7 +676,7 @@ func (j *job) mixtureNextPasses() {
 			}
 			j.unlink(i)
 			j.forgetTask(i)
-			t.failures, t.passEpoch, t.carried = 0, t.epoch, 0
+			t.failures, t.passEpoch, t.deadline, t.carried = 0, t.epoch, 0, 0
 		}
 		src.pass++
 		j.fillSource(k)

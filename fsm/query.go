@@ -312,7 +312,7 @@ func (f *FSM) Task(job string, id int) (TaskState, error) {
 	t := j.tasks[i]
 	ts := TaskState{Meta: TaskMeta{ID: id, Epoch: j.cluster.wireEpoch(t.epoch)}, Queue: queueNames[t.queue], Failures: int(t.failures), Carried: int(t.carried)}
 	if t.queue == qPending {
-		ts.Deadline = j.leaseEnds[i]
+		ts.Deadline = t.deadline
 	}
 	return ts, nil
 }

@@ -100,7 +100,6 @@ func (s *state) copyState(encodeTasks bool) *state {
 func (j *job) clone(c *state) *job {
 	cp := j.cloneButTasks(c)
 	cp.tasks = slices.Clone(j.tasks)
-	cp.leaseEnds = maps.Clone(j.leaseEnds)
 	return cp
 }
 
@@ -438,13 +437,7 @@ func encodeTasks(sw *snapWriter, s *job, version uint64) {
 		e.uint32(t.epoch)
 		e.uint32(t.passEpoch)
 		e.uint32(t.failures)
-		// A pending task's lease end, else 0 (a state written before
-		// leaseEnds may hold the end of an earlier lease).
-		var end int64
-		if t.queue == qPending {
-			end = s.leaseEnds[int32(i)]
-		}
-		e.varint(end)
+		e.varint(t.deadline)
 		sw.flushIfFull()
 	}
 	for q := range queuesIn(version) {
@@ -617,37 +610,25 @@ func decodeJob(d *decoder, s *job, version uint64) {
 	if n > 0 {
 		s.tasks = make([]task, n)
 	}
-	// A task's lease end is known to matter only once its queue is read:
-	// until then it waits in the task's queue links, which pushBack sets.
 	for i := range s.tasks {
-		s.tasks[i] = task{epoch: d.uint32(), passEpoch: d.uint32(), failures: d.uint32(), queue: numQueues}
-		s.tasks[i].prev, s.tasks[i].next = splitEnd(d.varint())
+		s.tasks[i] = task{epoch: d.uint32(), passEpoch: d.uint32(), failures: d.uint32(), deadline: d.varint(), prev: -1, next: -1, queue: numQueues}
 	}
 	for q := range queuesIn(version) {
 		m := d.length(1)
 		prev := int32(-1)
-		var prevEnd int64
 		for range m {
 			i := int64(prev) + d.varint()
 			if d.err == nil && (i < 0 || i >= int64(len(s.tasks)) || s.tasks[i].queue != numQueues) {
 				d.fail(fmt.Errorf("queue %s: bad task index %d", queueNames[q], i))
 			}
+			if d.err == nil && queueID(q) == qPending && prev >= 0 && s.tasks[i].deadline < s.tasks[prev].deadline {
+				d.fail(fmt.Errorf("pending task %d out of deadline order", i+1))
+			}
 			if d.err != nil {
 				break
 			}
-			end := joinEnd(s.tasks[i].prev, s.tasks[i].next)
-			if queueID(q) == qPending && prev >= 0 && end < prevEnd {
-				d.fail(fmt.Errorf("pending task %d out of deadline order", i+1))
-				break
-			}
-			prev, prevEnd = int32(i), end
+			prev = int32(i)
 			s.pushBack(queueID(q), prev)
-			if queueID(q) == qPending {
-				if s.leaseEnds == nil {
-					s.leaseEnds = make(map[int32]int64)
-				}
-				s.leaseEnds[prev] = end
-			}
 		}
 	}
 	total := 0
@@ -917,14 +898,11 @@ func (j *job) check() error {
 		}
 	}
 	for i := range j.tasks {
-		if t := &j.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && j.leaseEnds[int32(i)] <= 0) {
+		if t := &j.tasks[i]; t.passEpoch > t.epoch || (t.queue == qPending && t.deadline <= 0) {
 			return fmt.Errorf("task %d: bad epoch or deadline", i+1)
 		}
 	}
-	if len(j.leaseEnds) != j.queues[qPending].n {
-		return fmt.Errorf("%d lease ends for %d pending tasks", len(j.leaseEnds), j.queues[qPending].n)
-	}
-	if last := j.queues[qPending].tail; last >= 0 && j.leaseEnds[last] > j.leaseEnd() {
+	if last := j.queues[qPending].tail; last >= 0 && j.tasks[last].deadline > j.leaseEnd() {
 		return errors.New("a pending lease ends after any new lease would")
 	}
 	for _, id := range sortedKeys(j.uploads) {
@@ -1058,9 +1036,3 @@ func decodeBatch(d *decoder, e *dedupEntry) {
 		e.batch = b
 	}
 }
-
-// splitEnd and joinEnd carry a lease end in a task's two queue links
-// while a snapshot is decoded (decodeTasks).
-func splitEnd(end int64) (hi, lo int32) { return int32(end >> 32), int32(uint32(end)) }
-
-func joinEnd(hi, lo int32) int64 { return int64(hi)<<32 | int64(uint32(lo)) }

@@ -94,15 +94,11 @@ type job struct {
 	// and of the last command addressed to it that was not rejected.
 	createdAt, lastActivity int64
 
-	ds     *dataset
-	pass   int
-	tasks  []task
-	queues [numQueues]list
-	// leaseEnds holds the lease end, in FSM time, of each pending task
-	// by index, and of no other: one in a task entry would cost every
-	// task 8 bytes for the few out on a lease at once.
-	leaseEnds map[int32]int64
-	uploads   map[string]*upload
+	ds      *dataset
+	pass    int
+	tasks   []task
+	queues  [numQueues]list
+	uploads map[string]*upload
 
 	save saveLease
 
@@ -503,10 +499,10 @@ func (s *state) leaderGrace(c *LeaderGrace) *Result {
 // leaderGrace moves every deadline of the job before limit to limit.
 func (j *job) leaderGrace(limit int64) {
 	for i := j.queues[qPending].head; i >= 0; i = j.tasks[i].next {
-		if j.leaseEnds[i] >= limit {
-			break // pending is sorted by lease end
+		if j.tasks[i].deadline >= limit {
+			break // pending is sorted by deadline
 		}
-		j.leaseEnds[i] = limit
+		j.tasks[i].deadline = limit
 	}
 	if j.save.holder != "" && j.save.deadline < limit {
 		j.save.deadline = limit

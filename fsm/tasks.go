@@ -24,9 +24,9 @@ var queueNames = [numQueues]string{"todo", "pending", "done", "failed", "held"}
 
 // task is the mutable state of one task; its chunks are implied by its id
 // (task i covers chunks [i*chunksPerTask, (i+1)*chunksPerTask)), so a task
-// costs a fixed 24 bytes however long the file paths are. A pending task's
-// lease end is in job.leaseEnds, as few tasks are pending at once.
+// costs a fixed 32 bytes however long the file paths are.
 type task struct {
+	deadline  int64  // lease end in FSM time, while pending
 	epoch     uint32 // number of dispatches so far
 	passEpoch uint32 // epoch when the current pass began
 	failures  uint32 // failures and timeouts in this pass
@@ -71,9 +71,6 @@ func (j *job) pushBack(q queueID, i int32) {
 
 func (j *job) unlink(i int32) {
 	t := &j.tasks[i]
-	if t.queue == qPending {
-		delete(j.leaseEnds, i)
-	}
 	l := j.listOf(t.queue, i)
 	if j.mix != nil {
 		j.queueMoved(t.queue, i, -1)
@@ -95,21 +92,17 @@ func (j *job) unlink(i int32) {
 	l.n--
 }
 
-// insertPending puts task i into pending with its lease ending at FSM
-// time d. Pending is kept sorted by lease end (ties in arrival order). A
-// new lease ends at leaseEnd, which no pending lease's end exceeds, so the
-// scan from the tail stops at once.
-func (j *job) insertPending(i int32, d int64) {
+// insertPending puts task i into pending, which is kept sorted by deadline
+// (ties in arrival order). A new deadline is leaseEnd, which no pending
+// deadline exceeds, so the scan from the tail stops at once.
+func (j *job) insertPending(i int32) {
 	l := &j.queues[qPending]
 	if j.mix != nil {
 		j.queueMoved(qPending, i, 1)
 	}
-	if j.leaseEnds == nil {
-		j.leaseEnds = make(map[int32]int64)
-	}
-	j.leaseEnds[i] = d
+	d := j.tasks[i].deadline
 	after := l.tail
-	for after >= 0 && j.leaseEnds[after] > d {
+	for after >= 0 && j.tasks[after].deadline > d {
 		after = j.tasks[after].prev
 	}
 	t := &j.tasks[i]
@@ -169,7 +162,7 @@ func (j *job) taskOf(i int32, now int64) *Task {
 		t.Source = j.ds.params.Sources[j.ds.sourceOf(i)].Name
 	}
 	if j.tasks[i].queue == qPending {
-		t.Lease = time.Duration(j.leaseEnds[i] - now)
+		t.Lease = time.Duration(j.tasks[i].deadline - now)
 	}
 	return t
 }
@@ -185,7 +178,7 @@ func (j *job) leaseHeld(id, epoch int, now int64) (int32, bool) {
 	if t.queue == qHeld {
 		return i, j.cluster.wireEpoch(t.epoch) == epoch
 	}
-	return i, t.queue == qPending && j.cluster.wireEpoch(t.epoch) == epoch && j.leaseEnds[i] > now
+	return i, t.queue == qPending && j.cluster.wireEpoch(t.epoch) == epoch && t.deadline > now
 }
 
 // leased reports whether task i is out on a lease: pending, or held by a
@@ -258,12 +251,14 @@ func (j *job) leaseNext(c *GetTask) *Result {
 	t.epoch++
 	if c.Session != 0 {
 		// Held by the session until it ends or the task is finished.
+		t.deadline = 0
 		j.pushBack(qHeld, i)
 		r := &Result{Task: j.taskOf(i, j.cluster.clock)}
 		r.Task.Session = c.Session
 		return r
 	}
-	j.insertPending(i, j.leaseEnd())
+	t.deadline = j.leaseEnd()
+	j.insertPending(i)
 	return &Result{Task: j.taskOf(i, j.cluster.clock)}
 }
 
@@ -381,9 +376,9 @@ func (j *job) renewOne(m TaskMeta, session uint64) *Result {
 		return &Result{Lease: j.cluster.heldLease(session)}
 	}
 	j.unlink(i)
-	end := j.leaseEnd()
-	j.insertPending(i, end)
-	return &Result{Lease: time.Duration(end - j.cluster.clock)}
+	t.deadline = j.leaseEnd()
+	j.insertPending(i)
+	return &Result{Lease: time.Duration(t.deadline - j.cluster.clock)}
 }
 
 // expireTasks fails every pending task whose lease is due.
@@ -392,7 +387,7 @@ func (j *job) expireTasks() {
 		return
 	}
 	expired := false
-	for h := j.queues[qPending].head; h >= 0 && j.leaseEnds[h] <= j.cluster.clock; h = j.queues[qPending].head {
+	for h := j.queues[qPending].head; h >= 0 && j.tasks[h].deadline <= j.cluster.clock; h = j.queues[qPending].head {
 		j.failTask(h)
 		j.leasesExpired++
 		expired = true
@@ -424,6 +419,7 @@ func (j *job) maybeNextPass() {
 		t := &j.tasks[i]
 		t.failures = 0
 		t.passEpoch = t.epoch
+		t.deadline = 0
 	}
 	j.fillTodo()
 }
@@ -432,7 +428,6 @@ func (j *job) maybeNextPass() {
 // pass 0.
 func (j *job) setTasks(n int) {
 	j.tasks = make([]task, n)
-	j.leaseEnds = nil
 	for q := range j.queues {
 		j.queues[q] = emptyList()
 	}
@@ -485,7 +480,7 @@ func (j *job) fillTodo() {
 // earliestTaskDeadline returns the deadline of the first pending lease.
 func (j *job) earliestTaskDeadline() (int64, bool) {
 	if h := j.queues[qPending].head; h >= 0 {
-		return j.leaseEnds[h], true
+		return j.tasks[h].deadline, true
 	}
 	return 0, false
 }

@@ -27,7 +27,7 @@ func systems(cfg Config) []System {
 	return []System{
 		{Name: "raftmaster",
 			Setup: fmt.Sprintf("3 `raftmaster serve` processes, Raft backend, default flags: heartbeat %v, election timeout %v, "+
-				"leader lease %v, raft-boltdb/v2 (NoFreelistSync, fsync on) behind a %d-entry log cache, TCP transport, a snapshot once 8,192 entries whose applies took as long as the last snapshot, or 64 MiB of them",
+				"leader lease %v, raft-boltdb/v2 (NoFreelistSync, map freelist, fsync on) behind a %d-entry log cache, TCP transport, a snapshot once 8,192 entries whose applies took as long as the last snapshot, or 64 MiB of them",
 				raftnode.DefaultHeartbeatTimeout, raftnode.DefaultElectionTimeout, raftnode.DefaultLeaderLeaseTimeout, raftnode.LogCacheEntries),
 			Includes: "Go client (one per trainer) → HTTP/JSON → leader → request de-duplication and the FSM → " +
 				"Raft Apply (fsync, replication to a quorum) → answer. GetTask and TaskFinished are one write each; " +
@@ -38,7 +38,7 @@ func systems(cfg Config) []System {
 			Includes: "clientv3 (one per worker, all three endpoints, gRPC) → Put of a value the size of a GetTask entry " +
 				"to the worker's own key → etcd Raft (a follower forwards to the leader), WAL fsync, MVCC/bbolt → answer"},
 		{Name: "raw Raft",
-			Setup: fmt.Sprintf("3 hashicorp/raft v1.7.3 nodes, one child process each, no-op FSM, raft-boltdb/v2 (NoFreelistSync, fsync on) behind a %d-entry log cache, "+
+			Setup: fmt.Sprintf("3 hashicorp/raft v1.7.3 nodes, one child process each, no-op FSM, raft-boltdb/v2 (NoFreelistSync, map freelist, fsync on) behind a %d-entry log cache, "+
 				"TCP transport (pool %d), raftmaster's timeouts (heartbeat %v, election %v, lease %v), snapshot every %d entries",
 				raftnode.LogCacheEntries, rawraft.TransportPool, rawraft.HeartbeatTimeout, rawraft.ElectionTimeout, rawraft.LeaderLeaseTimeout, rawraft.SnapshotThreshold),
 			Includes: "raft.Apply of an entry the size of a GetTask command, called in the leader's own process: " +

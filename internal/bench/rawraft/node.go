@@ -1,6 +1,6 @@
 // Package rawraft is the raw-Raft baseline of raftmaster-bench: a cluster of
 // hashicorp/raft nodes with a no-op FSM, on the stores and transport that
-// raftmaster uses (raft-boltdb/v2 with NoFreelistSync behind raft.LogCache, the file snapshot
+// raftmaster uses (raft-boltdb/v2 with raftnode.LogStoreOptions behind raft.LogCache, the file snapshot
 // store keeping two snapshots, the TCP transport with a pool of 4) and the
 // Raft timeouts of raftmaster's defaults. Each node is a child process of
 // the bench binary (Main); the parent (Cluster) starts them, finds the
