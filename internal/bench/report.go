@@ -272,8 +272,12 @@ func Markdown(r *Results) string {
 		p("| node | role | RSS idle MB | RSS with dataset MB | RSS half-way MB | peak RSS MB | snapshot MB (at index) | applied index | raft.db MB |\n")
 		p("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		for _, n := range fp.Nodes {
-			p("| %s | %s | %.0f | %.0f | %.0f | %.0f | %.1f (%d) | %d | %.1f |\n", n.ID, n.Role, n.IdleRSSMB, n.DatasetRSSMB, n.LeasedRSSMB, n.PeakRSSMB,
-				float64(n.SnapshotBytes)/1e6, n.SnapshotIndex, n.AppliedIndex, float64(n.RaftDBBytes)/1e6)
+			snap := "none yet"
+			if n.SnapshotIndex > 0 {
+				snap = fmt.Sprintf("%.1f (%d)", float64(n.SnapshotBytes)/1e6, n.SnapshotIndex)
+			}
+			p("| %s | %s | %.0f | %.0f | %.0f | %.0f | %s | %d | %.1f |\n", n.ID, n.Role, n.IdleRSSMB, n.DatasetRSSMB, n.LeasedRSSMB, n.PeakRSSMB,
+				snap, n.AppliedIndex, float64(n.RaftDBBytes)/1e6)
 		}
 		p("\nA killed follower restarted on its data and reached the leader's applied index in %s ms (median (min–max) of %d restarts).\n",
 			sum(fp.CatchUp, 0), fp.CatchUp.N)
